@@ -1,0 +1,1 @@
+//! ferrite CPU backend.

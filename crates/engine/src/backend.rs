@@ -1,0 +1,71 @@
+//! The boundary between the scheduler and whatever runs the forward pass.
+//!
+//! The scheduler decides *what* runs (which tokens of which sequences, into which KV pages);
+//! a [`Backend`] decides *how* (CPU kernels, CUDA graphs). Nothing here knows about tensors.
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+#[error("backend: {0}")]
+pub struct BackendError(pub String);
+
+/// Which logits a sequence wants back from a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogitsRequest {
+    /// A prefill chunk that does not end the prompt: nothing to sample.
+    None,
+    /// Only the last token's logits (the usual case: sample the next token).
+    Last,
+    /// One row per token of `tokens` (prompt logprobs for `echo`, speculative verification).
+    All,
+}
+
+/// One sequence's share of a forward step.
+#[derive(Debug, Clone, Copy)]
+pub struct SeqBatch<'a> {
+    /// The new tokens run this step (a prefill chunk, or one decode token).
+    pub tokens: &'a [u32],
+    /// Position of `tokens[0]` in the sequence = number of tokens whose K/V are already in the cache.
+    pub start_pos: usize,
+    /// KV page ids of this sequence, in order; covers positions `0..start_pos + tokens.len()`.
+    /// Position `p` lives in page `block_table[p / page_size]`, slot `p % page_size`.
+    pub block_table: &'a [u32],
+    pub logits: LogitsRequest,
+}
+
+/// Logits of one step: rows in batch order (a `Last` sequence contributes one row, an `All`
+/// sequence `tokens.len()` rows, a `None` sequence none), each `vocab_size` long.
+#[derive(Debug, Default, Clone)]
+pub struct ForwardOutput {
+    pub logits: Vec<f32>,
+    pub vocab_size: usize,
+}
+
+impl ForwardOutput {
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.logits[i * self.vocab_size..(i + 1) * self.vocab_size]
+    }
+    pub fn num_rows(&self) -> usize {
+        if self.vocab_size == 0 {
+            0
+        } else {
+            self.logits.len() / self.vocab_size
+        }
+    }
+}
+
+/// A model that runs batched forward passes over a paged KV cache it owns.
+///
+/// Contract: results must be *batch-invariant*: a sequence's logits do not depend on which
+/// other sequences share the step, nor on how its prompt was split into chunks.
+pub trait Backend: Send {
+    fn vocab_size(&self) -> usize;
+    /// Bytes of KV cache one token takes across all layers (K and V).
+    fn kv_bytes_per_token(&self) -> usize;
+    /// The context length the model was trained for.
+    fn max_context_len(&self) -> usize;
+    /// Allocate the KV pool. Called once, before the first `forward`.
+    fn init_kv_cache(&mut self, num_pages: usize, page_size: usize) -> Result<(), BackendError>;
+    /// Write the K/V of every token in `batch` into its pages and return the requested logits.
+    fn forward(&mut self, batch: &[SeqBatch<'_>]) -> Result<ForwardOutput, BackendError>;
+}

@@ -1,0 +1,108 @@
+//! What a client asks the engine for, and what the engine hands back, in token ids.
+
+use std::time::Instant;
+
+pub type RequestId = u64;
+
+/// Sampling and stopping parameters of one generation (one OpenAI choice).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplingParams {
+    /// 0 means greedy.
+    pub temperature: f32,
+    /// In (0, 1]; 1 disables nucleus sampling.
+    pub top_p: f32,
+    /// 0 disables top-k.
+    pub top_k: usize,
+    /// In [0, 1]; 0 disables min-p.
+    pub min_p: f32,
+    /// Seeds this request's own RNG; `None` draws one from entropy.
+    pub seed: Option<u64>,
+    /// OpenAI semantics: subtracted once from the logit of every token already generated.
+    pub presence_penalty: f32,
+    /// OpenAI semantics: subtracted from a logit once per previous occurrence in the output.
+    pub frequency_penalty: f32,
+    /// CTRL / Hugging Face semantics over prompt and output tokens; 1 disables it.
+    pub repetition_penalty: f32,
+    /// New tokens to generate at most.
+    pub max_tokens: usize,
+    /// Keep generating past end-of-sequence tokens.
+    pub ignore_eos: bool,
+    /// Extra token ids that end the generation (besides the model's EOS ids).
+    pub stop_token_ids: Vec<u32>,
+    /// `Some(n)`: report each sampled token's logprob and the `n` most likely alternatives.
+    pub logprobs: Option<usize>,
+    /// `Some(n)`: report logprobs of every prompt token (the first has none), with `n` alternatives.
+    pub prompt_logprobs: Option<usize>,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        Self {
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: 0,
+            min_p: 0.0,
+            seed: None,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            repetition_penalty: 1.0,
+            max_tokens: 16,
+            ignore_eos: false,
+            stop_token_ids: Vec::new(),
+            logprobs: None,
+            prompt_logprobs: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct GenerationRequest {
+    pub id: RequestId,
+    pub prompt: Vec<u32>,
+    pub params: SamplingParams,
+    pub arrival: Instant,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    /// An EOS or stop token id was generated.
+    Stop,
+    /// `max_tokens` or the model's context length was reached.
+    Length,
+    /// The client went away or a stop string matched (the detokenizer asked to abort).
+    Abort,
+}
+
+/// Log-probability of a token, with the most likely alternatives at that position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprob {
+    pub token: u32,
+    pub logprob: f32,
+    /// `(token, logprob)` in decreasing logprob order.
+    pub top: Vec<(u32, f32)>,
+}
+
+/// Sent once per request, with its first output: facts about the prompt.
+#[derive(Debug, Clone)]
+pub struct PromptInfo {
+    pub num_prompt_tokens: usize,
+    /// Prompt tokens whose KV came from the prefix cache instead of being computed.
+    pub num_cached_tokens: usize,
+    /// One entry per prompt token (`None` for the first), when `prompt_logprobs` was asked for.
+    pub prompt_logprobs: Option<Vec<Option<TokenLogprob>>>,
+    /// When the request was admitted to the running batch (end of its queue time).
+    pub scheduled_at: Instant,
+}
+
+/// What one step produced for one request.
+#[derive(Debug, Clone)]
+pub struct EngineOutput {
+    pub id: RequestId,
+    /// `Some` in the first output of a request (the step that sampled its first token).
+    pub prompt: Option<PromptInfo>,
+    /// Tokens produced this step (one, normally; none for a finish without a token).
+    pub tokens: Vec<u32>,
+    /// One per entry of `tokens` when `logprobs` was asked for.
+    pub logprobs: Vec<TokenLogprob>,
+    pub finish: Option<FinishReason>,
+}

@@ -1,0 +1,123 @@
+//! Weight tensors as loaded: possibly quantized bytes, memory-mapped or owned.
+//!
+//! Tensors are named with GGUF's canonical names whatever the source format
+//! (`token_embd.weight`, `blk.{i}.attn_q.weight`, `blk.{i}.attn_q.bias`, `blk.{i}.attn_k.weight`,
+//! `blk.{i}.attn_v.weight`, `blk.{i}.attn_output.weight`, `blk.{i}.attn_norm.weight`,
+//! `blk.{i}.ffn_norm.weight`, `blk.{i}.ffn_gate.weight`, `blk.{i}.ffn_up.weight`,
+//! `blk.{i}.ffn_down.weight`, `output_norm.weight`, `output.weight` (absent when tied)).
+//! A matrix is `[rows = out_features, cols = in_features]`, rows contiguous, each row quantized
+//! in blocks along `cols` (GGUF's `ne0` is `cols`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Element types a weight can be stored in.
+#[allow(non_camel_case_types)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DType {
+    F32,
+    F16,
+    BF16,
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
+    Q8_0,
+    Q2_K,
+    Q3_K,
+    Q4_K,
+    Q5_K,
+    Q6_K,
+    Q8_K,
+}
+
+impl DType {
+    /// Elements per quantization block (1 for plain floats).
+    pub fn block_len(self) -> usize {
+        match self {
+            DType::F32 | DType::F16 | DType::BF16 => 1,
+            DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 => 32,
+            DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => 256,
+        }
+    }
+    /// Bytes per block.
+    pub fn block_bytes(self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::F16 | DType::BF16 => 2,
+            DType::Q4_0 => 18,
+            DType::Q4_1 => 20,
+            DType::Q5_0 => 22,
+            DType::Q5_1 => 24,
+            DType::Q8_0 => 34,
+            DType::Q2_K => 84,
+            DType::Q3_K => 110,
+            DType::Q4_K => 144,
+            DType::Q5_K => 176,
+            DType::Q6_K => 210,
+            DType::Q8_K => 292,
+        }
+    }
+    /// Bytes of a row of `n` elements (`n` must be a multiple of `block_len`).
+    pub fn row_bytes(self, n: usize) -> usize {
+        n / self.block_len() * self.block_bytes()
+    }
+}
+
+/// Bytes that back a tensor: a slice of a memory-mapped file, or owned.
+#[derive(Clone)]
+pub enum Storage {
+    Mapped { map: Arc<memmap2::Mmap>, offset: usize, len: usize },
+    Owned(Arc<Vec<u8>>),
+}
+
+impl Storage {
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Storage::Mapped { map, offset, len } => &map[*offset..*offset + *len],
+            Storage::Owned(v) => v,
+        }
+    }
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Storage({} bytes)", self.bytes().len())
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct WeightTensor {
+    pub dtype: DType,
+    /// `[cols]` for vectors, `[rows, cols]` for matrices (outermost first).
+    pub shape: Vec<usize>,
+    pub storage: Storage,
+}
+
+impl WeightTensor {
+    pub fn rows(&self) -> usize {
+        if self.shape.len() == 1 { 1 } else { self.shape[0] }
+    }
+    pub fn cols(&self) -> usize {
+        *self.shape.last().unwrap_or(&0)
+    }
+    /// The bytes of row `r`.
+    pub fn row_bytes(&self, r: usize) -> &[u8] {
+        let n = self.dtype.row_bytes(self.cols());
+        &self.storage.bytes()[r * n..(r + 1) * n]
+    }
+}
+
+/// Every tensor of a model, by canonical (GGUF) name.
+#[derive(Debug, Clone, Default)]
+pub struct ModelWeights {
+    pub tensors: HashMap<String, WeightTensor>,
+}
+
+impl ModelWeights {
+    pub fn get(&self, name: &str) -> anyhow::Result<&WeightTensor> {
+        self.tensors
+            .get(name)
+            .ok_or_else(|| anyhow::anyhow!("weight `{name}` is missing from the model file"))
+    }
+}

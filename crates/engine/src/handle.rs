@@ -1,16 +1,18 @@
 //! The engine as the rest of ferrite sees it: a handle to the scheduler thread.
 //!
-//! SKELETON written by the integrator: the signatures are the contract between the engine and
-//! the server; the engine's owner fills in the bodies (and may add methods, not change these).
+//! The signatures here are the contract between the engine and the server.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 
 use thiserror::Error;
 
 use crate::backend::Backend;
+use crate::engine_loop::{self, EngineCommand, EngineCore};
+use crate::kv::KvManager;
 use crate::request::{EngineOutput, GenerationRequest, RequestId};
+use crate::scheduler::{Scheduler, SchedulerConfig};
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -71,41 +73,137 @@ impl EngineStats {
 /// Cheap to clone; every clone talks to the same scheduler thread.
 #[derive(Clone)]
 pub struct EngineHandle {
-    // fields are the engine owner's choice
-    _private: Arc<()>,
+    commands: Sender<EngineCommand>,
+    stats: Arc<EngineStats>,
+    max_model_len: usize,
+    page_size: usize,
+    num_pages: usize,
 }
 
 impl EngineHandle {
     /// Queue a request. Its outputs arrive on the `outputs` channel given to [`spawn_engine`].
-    pub fn add_request(&self, _request: GenerationRequest) -> Result<(), EngineError> {
-        todo!()
+    pub fn add_request(&self, request: GenerationRequest) -> Result<(), EngineError> {
+        self.commands
+            .send(EngineCommand::Add(request))
+            .map_err(|_| EngineError::Stopped)
     }
     /// Stop a request (client gone, stop string matched); its pages are freed within one step.
     /// Unknown or finished ids are ignored.
-    pub fn abort(&self, _id: RequestId) {
-        todo!()
+    pub fn abort(&self, id: RequestId) {
+        // A stopped engine has nothing left to abort.
+        let _ = self.commands.send(EngineCommand::Abort(id));
     }
     pub fn stats(&self) -> &EngineStats {
-        todo!()
+        &self.stats
     }
     /// The effective context limit (prompt + output).
     pub fn max_model_len(&self) -> usize {
-        todo!()
+        self.max_model_len
     }
     pub fn page_size(&self) -> usize {
-        todo!()
+        self.page_size
     }
     pub fn num_pages(&self) -> usize {
-        todo!()
+        self.num_pages
     }
+}
+
+/// Pool size and context limit that `config` and `backend` allow: `(num_pages, max_model_len)`.
+pub fn size_kv_pool(
+    config: &EngineConfig,
+    backend: &dyn Backend,
+) -> Result<(usize, usize), EngineError> {
+    let invalid = |why: String| Err(EngineError::Config(why));
+    if config.page_size == 0 || config.max_num_seqs == 0 || config.max_num_batched_tokens == 0 {
+        return invalid("page_size, max_num_seqs and max_num_batched_tokens must be >= 1".into());
+    }
+    let bytes_per_token = backend.kv_bytes_per_token();
+    if bytes_per_token == 0 {
+        return invalid("the backend reports 0 KV bytes per token".into());
+    }
+    let bytes_per_page = config.page_size.saturating_mul(bytes_per_token);
+    let num_pages = (config.kv_cache_memory_bytes / bytes_per_page).min(u32::MAX as usize);
+    if num_pages == 0 {
+        return invalid(format!(
+            "KV cache memory {} B holds no page of {} tokens ({bytes_per_page} B)",
+            config.kv_cache_memory_bytes, config.page_size
+        ));
+    }
+    let pool_tokens = num_pages * config.page_size;
+    let max_model_len = match config.max_model_len {
+        Some(asked) if asked > pool_tokens => {
+            return invalid(format!(
+                "max_model_len {asked} exceeds the {pool_tokens} tokens the KV cache holds; \
+                 give it more memory or lower max_model_len"
+            ))
+        }
+        Some(0) => return invalid("max_model_len must be >= 1".into()),
+        Some(asked) => asked,
+        None => backend.max_context_len().min(pool_tokens),
+    };
+    if max_model_len < 2 {
+        return invalid(format!(
+            "max_model_len {max_model_len} leaves no room to generate"
+        ));
+    }
+    Ok((num_pages, max_model_len))
 }
 
 /// Start the scheduler thread. Each step's outputs are sent as one `Vec` on `outputs`
 /// (to the detokenizer thread).
 pub fn spawn_engine(
-    _config: EngineConfig,
-    _backend: Box<dyn Backend>,
-    _outputs: Sender<Vec<EngineOutput>>,
+    config: EngineConfig,
+    backend: Box<dyn Backend>,
+    outputs: Sender<Vec<EngineOutput>>,
 ) -> Result<EngineHandle, EngineError> {
-    todo!()
+    let stats = Arc::new(EngineStats::default());
+    let core = build_engine_core(&config, backend, Arc::clone(&stats))?;
+    let (max_model_len, num_pages) = (core.max_model_len(), core.scheduler().kv().num_pages());
+    let (commands, receiver) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("ferrite-scheduler".into())
+        .spawn(move || engine_loop::run(core, receiver, outputs))
+        .map_err(|e| EngineError::Config(format!("cannot start the scheduler thread: {e}")))?;
+    tracing::info!(
+        num_pages,
+        page_size = config.page_size,
+        max_model_len,
+        "engine started"
+    );
+    Ok(EngineHandle {
+        commands,
+        stats,
+        max_model_len,
+        page_size: config.page_size,
+        num_pages,
+    })
 }
+
+/// The engine without its thread, sized and initialised exactly as [`spawn_engine`] does it:
+/// for tests and benchmarks that want to drive steps themselves ([`EngineCore::step`]).
+pub fn build_engine_core(
+    config: &EngineConfig,
+    mut backend: Box<dyn Backend>,
+    stats: Arc<EngineStats>,
+) -> Result<EngineCore, EngineError> {
+    let (num_pages, max_model_len) = size_kv_pool(config, backend.as_ref())?;
+    backend.init_kv_cache(num_pages, config.page_size)?;
+    let scheduler = Scheduler::new(
+        SchedulerConfig {
+            max_num_batched_tokens: config.max_num_batched_tokens,
+            max_num_seqs: config.max_num_seqs,
+        },
+        KvManager::new(num_pages, config.page_size, config.enable_prefix_caching),
+    );
+    Ok(EngineCore::new(
+        scheduler,
+        backend,
+        config.eos_token_ids.clone(),
+        max_model_len,
+        stats,
+    ))
+}
+
+#[cfg(test)]
+#[path = "handle_tests.rs"]
+mod tests;

@@ -3,12 +3,29 @@
 //! sits behind [`backend::Backend`].
 
 pub mod backend;
+pub mod engine_loop;
+pub mod handle;
+pub mod kv;
 pub mod request;
+pub mod sampler;
+pub mod scheduler;
+pub mod sequence;
+
+#[cfg(test)]
+mod engine_loop_tests;
+#[cfg(test)]
+mod engine_proptests;
+#[cfg(test)]
+mod fake_backend;
+#[cfg(test)]
+mod test_harness;
 
 pub use backend::{Backend, BackendError, ForwardOutput, LogitsRequest, SeqBatch};
+pub use engine_loop::EngineCore;
+pub use handle::{
+    build_engine_core, spawn_engine, EngineConfig, EngineError, EngineHandle, EngineStats,
+};
 pub use request::{
     EngineOutput, FinishReason, GenerationRequest, PromptInfo, RequestId, SamplingParams,
     TokenLogprob,
 };
-pub mod handle;
-pub use handle::{spawn_engine, EngineConfig, EngineError, EngineHandle, EngineStats};

@@ -1,0 +1,389 @@
+//! The scheduler thread: commands in, one `Vec<EngineOutput>` per step out.
+//!
+//! [`EngineCore`] is one step of work (schedule, forward, sample, finish), testable without
+//! threads; [`run`] is the loop around it that the scheduler thread executes.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::backend::{Backend, BackendError, ForwardOutput, LogitsRequest, SeqBatch};
+use crate::handle::EngineStats;
+use crate::request::{EngineOutput, FinishReason, GenerationRequest, PromptInfo, RequestId};
+use crate::sampler::{token_logprob, Sampler};
+use crate::scheduler::{ScheduledChunk, Scheduler, StepPlan};
+use crate::sequence::Sequence;
+
+/// What the handle sends the scheduler thread.
+#[derive(Debug)]
+pub enum EngineCommand {
+    Add(GenerationRequest),
+    Abort(RequestId),
+}
+
+pub struct EngineCore {
+    scheduler: Scheduler,
+    backend: Box<dyn Backend>,
+    sampler: Sampler,
+    eos_token_ids: Vec<u32>,
+    max_model_len: usize,
+    stats: Arc<EngineStats>,
+    /// Outputs produced outside a step (aborts, requests finished on arrival).
+    pending: Vec<EngineOutput>,
+}
+
+impl EngineCore {
+    pub fn new(
+        scheduler: Scheduler,
+        backend: Box<dyn Backend>,
+        eos_token_ids: Vec<u32>,
+        max_model_len: usize,
+        stats: Arc<EngineStats>,
+    ) -> Self {
+        let core = Self {
+            scheduler,
+            backend,
+            sampler: Sampler::default(),
+            eos_token_ids,
+            max_model_len,
+            stats,
+            pending: Vec::new(),
+        };
+        core.publish_stats();
+        core
+    }
+
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.scheduler
+    }
+
+    /// The effective context limit (prompt + output).
+    pub fn max_model_len(&self) -> usize {
+        self.max_model_len
+    }
+
+    /// Work is queued or running, or outputs wait to be sent.
+    pub fn has_work(&self) -> bool {
+        self.scheduler.has_work() || !self.pending.is_empty()
+    }
+
+    pub fn handle(&mut self, command: EngineCommand) {
+        match command {
+            EngineCommand::Add(request) => self.add_request(request),
+            EngineCommand::Abort(id) => self.abort(id),
+        }
+    }
+
+    pub fn add_request(&mut self, request: GenerationRequest) {
+        if self.scheduler.contains(request.id) {
+            tracing::error!(
+                id = request.id,
+                "request id already live; duplicate dropped"
+            );
+            return;
+        }
+        let vocab = self.backend.vocab_size();
+        let refusal = if request.prompt.is_empty() {
+            Some(("empty prompt", FinishReason::Abort))
+        } else if request.prompt.iter().any(|&t| t as usize >= vocab) {
+            Some((
+                "prompt token id outside the vocabulary",
+                FinishReason::Abort,
+            ))
+        } else if request.prompt.len() >= self.max_model_len {
+            Some(("prompt leaves no room in the context", FinishReason::Length))
+        } else if request.params.max_tokens == 0 {
+            Some(("max_tokens is 0", FinishReason::Length))
+        } else {
+            None
+        };
+        let mut sequence = Sequence::new(request);
+        match refusal {
+            Some((why, finish)) => {
+                tracing::warn!(id = sequence.id, why, "request finished on arrival");
+                self.pending.push(final_output(&mut sequence, finish));
+            }
+            None => self.scheduler.add(sequence),
+        }
+        self.publish_stats();
+    }
+
+    pub fn abort(&mut self, id: RequestId) {
+        if let Some(mut sequence) = self.scheduler.remove(id) {
+            self.pending
+                .push(final_output(&mut sequence, FinishReason::Abort));
+        }
+        self.publish_stats();
+    }
+
+    /// Run one step and return everything produced since the last one.
+    pub fn step(&mut self) -> Vec<EngineOutput> {
+        let mut outputs = std::mem::take(&mut self.pending);
+        let plan = self.scheduler.schedule();
+        self.count(&plan);
+        if !plan.chunks.is_empty() {
+            let result = {
+                let batch = self.scheduler.batch(&plan);
+                forward_catching_panics(self.backend.as_mut(), &batch)
+            };
+            match result.and_then(|forward| check_shape(&plan, forward, self.backend.vocab_size()))
+            {
+                Ok(forward) => self.finish_step(&plan, &forward, &mut outputs),
+                Err(error) => {
+                    tracing::error!(%error, "forward pass failed; aborting the requests of its batch");
+                    for chunk in &plan.chunks {
+                        if let Some(mut sequence) = self.scheduler.remove(chunk.id) {
+                            outputs.push(final_output(&mut sequence, FinishReason::Abort));
+                        }
+                    }
+                }
+            }
+            self.stats.steps_total.fetch_add(1, Ordering::Relaxed);
+        }
+        self.publish_stats();
+        outputs
+    }
+
+    fn finish_step(
+        &mut self,
+        plan: &StepPlan,
+        forward: &ForwardOutput,
+        out: &mut Vec<EngineOutput>,
+    ) {
+        self.scheduler.complete(plan);
+        let mut row = 0;
+        let mut finished = Vec::new();
+        for chunk in &plan.chunks {
+            let rows = num_rows(chunk);
+            let first_row = row;
+            row += rows;
+            let sequence = self.scheduler.running_mut(chunk.index);
+            if chunk.logits == LogitsRequest::All {
+                gather_prompt_logprobs(sequence, chunk, forward, first_row);
+            }
+            if rows == 0 || chunk.start + chunk.len != sequence.tokens.len() {
+                continue;
+            }
+            let logits = forward.row(first_row + rows - 1);
+            let output = sample_next(
+                &mut self.sampler,
+                sequence,
+                logits,
+                &self.eos_token_ids,
+                self.max_model_len,
+            );
+            self.stats
+                .generation_tokens_total
+                .fetch_add(1, Ordering::Relaxed);
+            if output.finish.is_some() {
+                finished.push(sequence.id);
+            }
+            if output.prompt.is_some() {
+                self.stats
+                    .prompt_tokens_total
+                    .fetch_add(sequence.num_prompt_tokens as u64, Ordering::Relaxed);
+            }
+            out.push(output);
+        }
+        for id in finished {
+            self.scheduler.remove(id);
+        }
+    }
+
+    fn count(&self, plan: &StepPlan) {
+        let c = plan.counters;
+        let stats = &self.stats;
+        stats
+            .prefix_cache_queries_total
+            .fetch_add(c.prefix_queried_tokens, Ordering::Relaxed);
+        stats
+            .prefix_cache_hits_total
+            .fetch_add(c.prefix_hit_tokens, Ordering::Relaxed);
+        stats
+            .num_preemptions_total
+            .fetch_add(c.preemptions, Ordering::Relaxed);
+    }
+
+    fn publish_stats(&self) {
+        let stats = &self.stats;
+        let kv = self.scheduler.kv();
+        stats
+            .num_running
+            .store(self.scheduler.num_running(), Ordering::Relaxed);
+        stats
+            .num_waiting
+            .store(self.scheduler.num_waiting(), Ordering::Relaxed);
+        stats
+            .kv_pages_total
+            .store(kv.num_pages(), Ordering::Relaxed);
+        stats
+            .kv_pages_used
+            .store(kv.num_referenced(), Ordering::Relaxed);
+    }
+}
+
+/// A panicking backend must not take the scheduler thread (and every request) down with it:
+/// its batch fails like any backend error.
+fn forward_catching_panics(
+    backend: &mut dyn Backend,
+    batch: &[SeqBatch<'_>],
+) -> Result<ForwardOutput, BackendError> {
+    std::panic::catch_unwind(AssertUnwindSafe(|| backend.forward(batch))).unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(BackendError(format!("backend panicked: {message}")))
+    })
+}
+
+fn num_rows(chunk: &ScheduledChunk) -> usize {
+    match chunk.logits {
+        LogitsRequest::None => 0,
+        LogitsRequest::Last => 1,
+        LogitsRequest::All => chunk.len,
+    }
+}
+
+/// A backend that returns the wrong number of rows would make us sample garbage: refuse it.
+fn check_shape(
+    plan: &StepPlan,
+    forward: ForwardOutput,
+    vocab_size: usize,
+) -> Result<ForwardOutput, BackendError> {
+    let expected: usize = plan.chunks.iter().map(num_rows).sum();
+    // With no rows asked for, an empty output of any stated width will do.
+    let width_ok = forward.vocab_size == vocab_size || expected == 0;
+    if !width_ok || forward.logits.len() != expected * vocab_size {
+        return Err(BackendError(format!(
+            "forward returned {} logits of vocab {}, expected {expected} rows of {vocab_size}",
+            forward.logits.len(),
+            forward.vocab_size
+        )));
+    }
+    Ok(forward)
+}
+
+/// Row `j` of an `All` chunk predicts token `start + j + 1`: record it while that is a prompt token.
+fn gather_prompt_logprobs(
+    sequence: &mut Sequence,
+    chunk: &ScheduledChunk,
+    forward: &ForwardOutput,
+    first_row: usize,
+) {
+    let top_n = sequence.params.prompt_logprobs.unwrap_or(0);
+    if chunk.start == 0 {
+        sequence.prompt_logprobs.clear();
+        sequence.prompt_logprobs.push(None);
+    }
+    for j in 0..chunk.len {
+        let next = chunk.start + j + 1;
+        if next < sequence.num_prompt_tokens {
+            let logits = forward.row(first_row + j);
+            let entry = token_logprob(logits, sequence.tokens[next], top_n);
+            sequence.prompt_logprobs.push(Some(entry));
+        }
+    }
+}
+
+/// Sample the next token of a sequence whose last token was just computed, and decide finish.
+fn sample_next(
+    sampler: &mut Sampler,
+    sequence: &mut Sequence,
+    logits: &[f32],
+    eos_token_ids: &[u32],
+    max_model_len: usize,
+) -> EngineOutput {
+    let (prompt, output) = sequence.tokens.split_at(sequence.num_prompt_tokens);
+    let token = sampler.sample(logits, &sequence.params, prompt, output, &mut sequence.rng);
+    let logprobs = match sequence.params.logprobs {
+        Some(top_n) => vec![token_logprob(logits, token, top_n)],
+        None => Vec::new(),
+    };
+    sequence.tokens.push(token);
+    let params = &sequence.params;
+    let finish = if (!params.ignore_eos && eos_token_ids.contains(&token))
+        || params.stop_token_ids.contains(&token)
+    {
+        Some(FinishReason::Stop)
+    } else if sequence.output().len() >= params.max_tokens || sequence.tokens.len() >= max_model_len
+    {
+        Some(FinishReason::Length)
+    } else {
+        None
+    };
+    EngineOutput {
+        id: sequence.id,
+        prompt: take_prompt_info(sequence),
+        tokens: vec![token],
+        logprobs,
+        finish,
+    }
+}
+
+/// The request's `PromptInfo`, the first time it is asked for.
+fn take_prompt_info(sequence: &mut Sequence) -> Option<PromptInfo> {
+    if sequence.prompt_info_sent {
+        return None;
+    }
+    sequence.prompt_info_sent = true;
+    let complete = sequence.prompt_logprobs.len() == sequence.num_prompt_tokens;
+    let prompt_logprobs = match sequence.params.prompt_logprobs {
+        Some(_) if complete => Some(std::mem::take(&mut sequence.prompt_logprobs)),
+        _ => None,
+    };
+    Some(PromptInfo {
+        num_prompt_tokens: sequence.num_prompt_tokens,
+        num_cached_tokens: sequence.num_cached_tokens,
+        prompt_logprobs,
+        scheduled_at: *sequence.scheduled_at.get_or_insert_with(Instant::now),
+    })
+}
+
+/// The last output of a request that ends without a new token.
+fn final_output(sequence: &mut Sequence, finish: FinishReason) -> EngineOutput {
+    EngineOutput {
+        id: sequence.id,
+        prompt: take_prompt_info(sequence),
+        tokens: Vec::new(),
+        logprobs: Vec::new(),
+        finish: Some(finish),
+    }
+}
+
+/// The scheduler thread's body: block on commands when idle, drain them without blocking
+/// while there is work, one step at a time. Ends when every handle and the output receiver
+/// are gone, or when the output receiver is gone.
+pub fn run(
+    mut core: EngineCore,
+    commands: Receiver<EngineCommand>,
+    outputs: Sender<Vec<EngineOutput>>,
+) {
+    let mut handles_alive = true;
+    loop {
+        if !core.has_work() {
+            if !handles_alive {
+                return;
+            }
+            match commands.recv() {
+                Ok(command) => core.handle(command),
+                Err(_) => return,
+            }
+        }
+        while handles_alive {
+            match commands.try_recv() {
+                Ok(command) => core.handle(command),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => handles_alive = false,
+            }
+        }
+        let step_outputs = core.step();
+        if !step_outputs.is_empty() && outputs.send(step_outputs).is_err() {
+            tracing::info!("output receiver gone; scheduler thread stops");
+            return;
+        }
+    }
+}

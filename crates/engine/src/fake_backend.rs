@@ -1,0 +1,158 @@
+//! A deterministic stand-in for a model, for tests: it really stores (token, position) per KV
+//! slot in the pages it is given, and its logits are a hash of the token history it READS BACK
+//! through the block table. Wrong page sharing, stale pages or a bad block table therefore
+//! change the tokens it produces, and [`expected_greedy`] is an oracle that needs no engine.
+
+use std::sync::{Arc, Mutex};
+
+use crate::backend::{Backend, BackendError, ForwardOutput, LogitsRequest, SeqBatch};
+
+pub const VOCAB: usize = 32;
+
+/// What each forward call looked like: (tokens in the batch, sequences in the batch).
+pub type BatchLog = Arc<Mutex<Vec<(usize, usize)>>>;
+
+pub struct FakeBackend {
+    page_size: usize,
+    slots: Vec<Option<(u32, usize)>>,
+    max_context: usize,
+    pub log: BatchLog,
+    /// Fail the forward call with this 0-based index.
+    pub fail_at_call: Option<usize>,
+    /// Panic in the forward call with this 0-based index.
+    pub panic_at_call: Option<usize>,
+    /// Sleep this long in every forward call (a model takes time).
+    pub delay: Option<std::time::Duration>,
+    calls: usize,
+}
+
+impl FakeBackend {
+    pub fn new(max_context: usize) -> Self {
+        Self {
+            page_size: 0,
+            slots: Vec::new(),
+            max_context,
+            log: BatchLog::default(),
+            fail_at_call: None,
+            panic_at_call: None,
+            delay: None,
+            calls: 0,
+        }
+    }
+}
+
+fn mix(mut x: u64) -> u64 {
+    // splitmix64 finaliser
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// Logits after the history `tokens` (all positions up to and including the current one).
+pub fn logits_for_history(tokens: impl IntoIterator<Item = u32>) -> Vec<f32> {
+    let hash = tokens
+        .into_iter()
+        .fold(0x1234_5678_u64, |h, t| mix(h ^ t as u64));
+    (0..VOCAB as u64)
+        .map(|v| (mix(hash ^ (v << 40)) >> 40) as f32 / (1u64 << 24) as f32 * 8.0)
+        .collect()
+}
+
+/// The greedy continuation the fake model gives, computed without any engine.
+pub fn expected_greedy(prompt: &[u32], max_tokens: usize, eos: &[u32]) -> Vec<u32> {
+    let mut tokens = prompt.to_vec();
+    let mut out = Vec::new();
+    while out.len() < max_tokens {
+        let logits = logits_for_history(tokens.iter().copied());
+        let next = crate::sampler::argmax(&logits);
+        out.push(next);
+        tokens.push(next);
+        if eos.contains(&next) {
+            break;
+        }
+    }
+    out
+}
+
+impl FakeBackend {
+    fn read_history(&self, block_table: &[u32], upto: usize) -> Result<Vec<u32>, BackendError> {
+        (0..=upto)
+            .map(|pos| {
+                let page = *block_table
+                    .get(pos / self.page_size)
+                    .ok_or_else(|| BackendError(format!("no page for position {pos}")))?;
+                let slot = page as usize * self.page_size + pos % self.page_size;
+                match self.slots.get(slot).copied().flatten() {
+                    Some((token, written_at)) if written_at == pos => Ok(token),
+                    other => Err(BackendError(format!(
+                        "position {pos} reads slot {slot} holding {other:?}"
+                    ))),
+                }
+            })
+            .collect()
+    }
+}
+
+impl Backend for FakeBackend {
+    fn vocab_size(&self) -> usize {
+        VOCAB
+    }
+    fn kv_bytes_per_token(&self) -> usize {
+        64
+    }
+    fn max_context_len(&self) -> usize {
+        self.max_context
+    }
+    fn init_kv_cache(&mut self, num_pages: usize, page_size: usize) -> Result<(), BackendError> {
+        self.page_size = page_size;
+        self.slots = vec![None; num_pages * page_size];
+        Ok(())
+    }
+    fn forward(&mut self, batch: &[SeqBatch<'_>]) -> Result<ForwardOutput, BackendError> {
+        if let Some(delay) = self.delay {
+            std::thread::sleep(delay);
+        }
+        let call = self.calls;
+        self.calls += 1;
+        let num_tokens = batch.iter().map(|s| s.tokens.len()).sum();
+        if let Ok(mut log) = self.log.lock() {
+            log.push((num_tokens, batch.len()));
+        }
+        if self.panic_at_call == Some(call) {
+            panic!("injected panic");
+        }
+        if self.fail_at_call == Some(call) {
+            return Err(BackendError("injected failure".into()));
+        }
+        // Write every sequence first: batch order must not matter.
+        for seq in batch {
+            for (i, &token) in seq.tokens.iter().enumerate() {
+                let pos = seq.start_pos + i;
+                let page = *seq
+                    .block_table
+                    .get(pos / self.page_size)
+                    .ok_or_else(|| BackendError(format!("no page for position {pos}")))?;
+                let slot = page as usize * self.page_size + pos % self.page_size;
+                self.slots[slot] = Some((token, pos));
+            }
+        }
+        let mut logits = Vec::new();
+        for seq in batch {
+            let end = seq.start_pos + seq.tokens.len();
+            let rows = match seq.logits {
+                LogitsRequest::None => 0..0,
+                LogitsRequest::Last => end - 1..end,
+                LogitsRequest::All => seq.start_pos..end,
+            };
+            for pos in rows {
+                let history = self.read_history(seq.block_table, pos)?;
+                logits.extend(logits_for_history(history));
+            }
+        }
+        Ok(ForwardOutput {
+            logits,
+            vocab_size: VOCAB,
+        })
+    }
+}

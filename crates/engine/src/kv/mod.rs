@@ -1,0 +1,227 @@
+//! The KV manager the scheduler uses: pages for a sequence's next tokens, prefix sharing,
+//! release, and eviction of cached pages when the pool runs short.
+
+pub mod page_pool;
+pub mod radix_cache;
+
+pub use page_pool::{PageId, PagePool};
+pub use radix_cache::{NoPrefixCache, PrefixCache, RadixCache};
+
+pub struct KvManager {
+    page_size: usize,
+    pool: PagePool,
+    cache: Box<dyn PrefixCache>,
+}
+
+impl KvManager {
+    pub fn new(num_pages: usize, page_size: usize, enable_prefix_caching: bool) -> Self {
+        let cache: Box<dyn PrefixCache> = if enable_prefix_caching {
+            Box::new(RadixCache::new(page_size))
+        } else {
+            Box::new(NoPrefixCache)
+        };
+        Self {
+            page_size,
+            pool: PagePool::new(num_pages),
+            cache,
+        }
+    }
+
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    pub fn num_pages(&self) -> usize {
+        self.pool.num_pages()
+    }
+
+    /// Pages referenced by live sequences.
+    pub fn num_referenced(&self) -> usize {
+        self.pool.num_referenced()
+    }
+
+    /// Pages that can be had now: free ones plus cached ones nobody references (evictable).
+    pub fn num_available(&self) -> usize {
+        self.pool.num_free() + self.pool.num_unreferenced_held()
+    }
+
+    /// Pages needed to hold `num_tokens` tokens.
+    pub fn pages_for(&self, num_tokens: usize) -> usize {
+        num_tokens.div_ceil(self.page_size)
+    }
+
+    /// The longest cached run of full pages prefixing `tokens`, retained for the caller.
+    pub fn acquire_prefix(&mut self, tokens: &[u32]) -> Vec<PageId> {
+        let pages = self.cache.match_prefix(tokens);
+        for &page in &pages {
+            self.pool.retain(page);
+        }
+        pages
+    }
+
+    /// `count` fresh pages (refcount 1), evicting unreferenced cached pages as needed.
+    /// All or nothing: `None` leaves the pool as it was.
+    pub fn allocate(&mut self, count: usize) -> Option<Vec<PageId>> {
+        if count > self.num_available() {
+            return None;
+        }
+        let mut pages = Vec::with_capacity(count);
+        while pages.len() < count {
+            match self.pool.alloc().or_else(|| self.evict_and_alloc()) {
+                Some(page) => pages.push(page),
+                None => {
+                    tracing::error!(count, "KV pool accounting said pages were available");
+                    self.release(&pages);
+                    return None;
+                }
+            }
+        }
+        Some(pages)
+    }
+
+    fn evict_and_alloc(&mut self) -> Option<PageId> {
+        let pool = &self.pool;
+        let victim = self.cache.evict_one(&|page| pool.refcount(page) == 0)?;
+        self.pool.free(victim);
+        self.pool.alloc()
+    }
+
+    /// Drop one reference to each page; unreferenced pages stay cached if the cache holds them.
+    pub fn release(&mut self, pages: &[PageId]) {
+        for &page in pages {
+            if self.pool.release(page) == 0 && !self.cache.contains(page) {
+                self.pool.free(page);
+            }
+        }
+    }
+
+    /// Publish a sequence's full, computed pages (positions `0..num_computed`) to the prefix
+    /// cache. Pages `..already_cached` were published before. Where the cache already holds an
+    /// equal page (same prefix computed by another sequence), the block table switches to it
+    /// and the duplicate is released. Returns the new number of published pages.
+    pub fn publish_full_pages(
+        &mut self,
+        tokens: &[u32],
+        block_table: &mut [PageId],
+        num_computed: usize,
+        already_cached: usize,
+    ) -> usize {
+        let full = (num_computed / self.page_size).min(block_table.len());
+        if full <= already_cached {
+            return already_cached;
+        }
+        let canonical = self.cache.insert(
+            &tokens[..full * self.page_size],
+            &block_table[..full],
+            already_cached,
+        );
+        for (slot, cached) in block_table[already_cached..full].iter_mut().zip(canonical) {
+            if *slot != cached {
+                self.pool.retain(cached);
+                let duplicate = std::mem::replace(slot, cached);
+                self.release(&[duplicate]);
+            }
+        }
+        full
+    }
+
+    /// Check the page accounting against the block tables of every live sequence: each page
+    /// is free, or referenced exactly as often as block tables hold it, or cached unreferenced.
+    pub fn check_accounting<'a>(
+        &self,
+        block_tables: impl IntoIterator<Item = &'a [PageId]>,
+    ) -> Result<(), String> {
+        let total = self.pool.num_pages();
+        let mut holders = vec![0u32; total];
+        for table in block_tables {
+            for &page in table {
+                holders[page as usize] += 1;
+            }
+        }
+        let mut cached = vec![false; total];
+        for page in self.cache.cached_pages() {
+            cached[page as usize] = true;
+        }
+        let (mut free, mut referenced, mut cached_unreferenced) = (0, 0, 0);
+        for page in 0..total {
+            let id = page as PageId;
+            if self.pool.refcount(id) != holders[page] {
+                return Err(format!(
+                    "page {page}: refcount {} but {} block tables hold it",
+                    self.pool.refcount(id),
+                    holders[page]
+                ));
+            }
+            match (self.pool.is_free(id), holders[page] > 0, cached[page]) {
+                (true, false, false) => free += 1,
+                (true, _, _) => return Err(format!("page {page} is free but held or cached")),
+                (false, true, _) => referenced += 1,
+                (false, false, true) => cached_unreferenced += 1,
+                (false, false, false) => return Err(format!("page {page} leaked")),
+            }
+        }
+        if free != self.pool.num_free() || referenced != self.pool.num_referenced() {
+            return Err(format!(
+                "counters: free {} (counted {free}), referenced {} (counted {referenced})",
+                self.pool.num_free(),
+                self.pool.num_referenced()
+            ));
+        }
+        if free + referenced + cached_unreferenced != total {
+            return Err("free + referenced + cached-unreferenced != total".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_prefix_pages_survive_release_and_are_evicted_when_needed() {
+        let mut kv = KvManager::new(4, 2, true);
+        let tokens = [1, 2, 3, 4, 5];
+        let mut table = kv.allocate(3).unwrap();
+        assert_eq!(kv.publish_full_pages(&tokens, &mut table, 5, 0), 2);
+        kv.release(&table);
+        // Two full pages stay cached, the partial third page is free again.
+        assert_eq!(kv.num_available(), 4);
+        kv.check_accounting([]).unwrap();
+        let shared = kv.acquire_prefix(&tokens[..4]);
+        assert_eq!(shared, table[..2].to_vec());
+        kv.check_accounting([shared.as_slice()]).unwrap();
+        // Only 2 pages can be had while the shared ones are referenced.
+        assert!(kv.allocate(3).is_none());
+        kv.release(&shared);
+        let all = kv.allocate(4).unwrap();
+        kv.check_accounting([all.as_slice()]).unwrap();
+        assert_eq!(kv.acquire_prefix(&tokens), Vec::<PageId>::new());
+    }
+
+    #[test]
+    fn duplicate_pages_are_replaced_by_the_cached_ones() {
+        let mut kv = KvManager::new(4, 2, true);
+        let tokens = [7, 8, 9];
+        let mut first = kv.allocate(2).unwrap();
+        let mut second = kv.allocate(2).unwrap();
+        kv.publish_full_pages(&tokens, &mut first, 3, 0);
+        kv.publish_full_pages(&tokens, &mut second, 3, 0);
+        assert_eq!(second[0], first[0]);
+        assert_ne!(second[1], first[1]);
+        kv.check_accounting([first.as_slice(), second.as_slice()])
+            .unwrap();
+        assert_eq!(kv.num_available(), 1);
+    }
+
+    #[test]
+    fn without_prefix_caching_released_pages_are_free() {
+        let mut kv = KvManager::new(2, 1, false);
+        let mut table = kv.allocate(2).unwrap();
+        kv.publish_full_pages(&[1, 2], &mut table, 2, 0);
+        kv.release(&table);
+        assert_eq!(kv.acquire_prefix(&[1, 2]), Vec::<PageId>::new());
+        assert_eq!(kv.num_available(), 2);
+        kv.check_accounting([]).unwrap();
+    }
+}

@@ -1,0 +1,140 @@
+use super::*;
+use crate::request::SamplingParams;
+use crate::test_harness::{greedy, request};
+
+fn scheduler(num_pages: usize, page_size: usize, budget: usize, max_seqs: usize) -> Scheduler {
+    Scheduler::new(
+        SchedulerConfig {
+            max_num_batched_tokens: budget,
+            max_num_seqs: max_seqs,
+        },
+        KvManager::new(num_pages, page_size, true),
+    )
+}
+
+fn add(s: &mut Scheduler, id: RequestId, prompt_len: usize, params: SamplingParams) {
+    // Distinct per request, so nothing is shared unless a test shares it on purpose.
+    let prompt = (0..prompt_len as u32)
+        .map(|t| t + 1000 * id as u32)
+        .collect();
+    s.add(Sequence::new(request(id, prompt, params)));
+}
+
+/// Schedule, pretend the model ran, and append a token to every sequence that sampled.
+fn step(s: &mut Scheduler) -> StepPlan {
+    let plan = s.schedule();
+    s.complete(&plan);
+    for chunk in &plan.chunks {
+        if chunk.logits == LogitsRequest::Last {
+            s.running_mut(chunk.index).tokens.push(7);
+        }
+    }
+    s.check_accounting().unwrap();
+    plan
+}
+
+fn summary(plan: &StepPlan) -> Vec<(RequestId, usize, usize)> {
+    plan.chunks.iter().map(|c| (c.id, c.start, c.len)).collect()
+}
+
+#[test]
+fn prefills_are_chunked_under_the_budget_and_share_steps_with_decodes() {
+    let mut s = scheduler(64, 4, 10, 8);
+    add(&mut s, 1, 3, greedy(50));
+    add(&mut s, 2, 25, greedy(50));
+    // Step 1: all of 1's prompt, the first 7 tokens of 2's.
+    assert_eq!(summary(&step(&mut s)), vec![(1, 0, 3), (2, 0, 7)]);
+    // Then 1 decodes while 2's prompt goes on in chunks of what is left of the budget.
+    assert_eq!(summary(&step(&mut s)), vec![(1, 3, 1), (2, 7, 9)]);
+    assert_eq!(summary(&step(&mut s)), vec![(1, 4, 1), (2, 16, 9)]);
+    let last = step(&mut s);
+    assert_eq!(summary(&last), vec![(1, 5, 1), (2, 25, 1)]);
+    assert!(last.chunks.iter().all(|c| c.logits == LogitsRequest::Last));
+}
+
+#[test]
+fn a_mid_prompt_chunk_asks_for_no_logits_and_prompt_logprobs_ask_for_all() {
+    let mut s = scheduler(64, 4, 5, 8);
+    add(&mut s, 1, 8, greedy(5));
+    let params = SamplingParams {
+        prompt_logprobs: Some(1),
+        ..greedy(5)
+    };
+    add(&mut s, 2, 8, params);
+    let plan = step(&mut s);
+    assert_eq!(plan.chunks[0].logits, LogitsRequest::None);
+    let plan = step(&mut s);
+    assert_eq!(summary(&plan), vec![(1, 5, 3), (2, 0, 2)]);
+    assert_eq!(plan.chunks[1].logits, LogitsRequest::All);
+}
+
+#[test]
+fn prefix_hits_count_as_computed_but_leave_the_last_token() {
+    let mut s = scheduler(200, 16, 2048, 8);
+    let prompt: Vec<u32> = (0..1000).collect();
+    s.add(Sequence::new(request(1, prompt.clone(), greedy(1))));
+    step(&mut s);
+    s.remove(1);
+    s.add(Sequence::new(request(2, prompt.clone(), greedy(1))));
+    let params = SamplingParams {
+        prompt_logprobs: Some(0),
+        ..greedy(1)
+    };
+    s.add(Sequence::new(request(3, prompt, params)));
+    let plan = step(&mut s);
+    assert_eq!(summary(&plan), vec![(2, 992, 8), (3, 0, 1000)]);
+    assert_eq!(plan.counters.prefix_hit_tokens, 992);
+    let running = s.running();
+    assert_eq!(running[0].block_table[..62], running[1].block_table[..62]);
+}
+
+#[test]
+fn admission_waits_for_pages_for_the_whole_prompt() {
+    let mut s = scheduler(4, 4, 100, 8);
+    add(&mut s, 1, 10, greedy(2)); // 3 pages
+    add(&mut s, 2, 5, greedy(2)); // 2 pages: must wait
+    assert_eq!(summary(&step(&mut s)), vec![(1, 0, 10)]);
+    assert_eq!(s.num_waiting(), 1);
+    step(&mut s);
+    s.remove(1);
+    // 1's two full pages stay cached but are evictable: 2 gets in.
+    assert_eq!(summary(&step(&mut s)), vec![(2, 0, 5)]);
+}
+
+#[test]
+fn a_decode_short_of_pages_preempts_the_newest_request_which_is_requeued_first() {
+    // 3 pages of 2 tokens: A (3 tokens, 2 pages) and B (1 token, 1 page) fill the pool.
+    let mut s = scheduler(3, 2, 100, 8);
+    add(&mut s, 1, 3, greedy(10));
+    add(&mut s, 2, 1, greedy(10));
+    step(&mut s);
+    step(&mut s);
+    add(&mut s, 3, 1, greedy(10));
+    // A's 5th token needs a 3rd page: B, the newest, goes, and A takes its page.
+    let plan = step(&mut s);
+    assert_eq!(summary(&plan), vec![(1, 4, 1)]);
+    assert_eq!(plan.counters.preemptions, 1);
+    assert_eq!(s.waiting().map(|w| w.id).collect::<Vec<_>>(), vec![2, 3]);
+    // B recomputes its prompt and the tokens it had generated.
+    let b = s.waiting().next().unwrap();
+    assert_eq!(
+        (b.tokens.len(), b.num_computed, b.block_table.len()),
+        (3, 0, 0)
+    );
+}
+
+#[test]
+fn the_newest_request_short_of_pages_preempts_itself() {
+    let mut s = scheduler(3, 2, 100, 8);
+    add(&mut s, 1, 3, greedy(10));
+    add(&mut s, 2, 2, greedy(10));
+    step(&mut s);
+    add(&mut s, 3, 1, greedy(10));
+    // A's 4th token fits its 2nd page; B's 3rd needs a page there is none of.
+    let plan = step(&mut s);
+    assert_eq!(summary(&plan), vec![(1, 3, 1)]);
+    assert_eq!(s.waiting().map(|w| w.id).collect::<Vec<_>>(), vec![2, 3]);
+    // A grows into the page B left; B cannot come back yet and C may not pass it.
+    assert_eq!(summary(&step(&mut s)), vec![(1, 4, 1)]);
+    assert_eq!(s.num_waiting(), 2);
+}

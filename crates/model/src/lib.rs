@@ -1,5 +1,12 @@
-//! ferrite's model side: reading weights (GGUF, safetensors), model configs, tokenizers, and the
-//! llama/qwen2 forward pass on the CPU backend.
+//! ferrite's model side: reading weights (GGUF, safetensors), model configs, tokenizers, and
+//! fetching models.
 
 pub mod config;
+pub mod dequant;
+pub mod gguf;
+pub mod hf;
+pub mod tokenizer;
 pub mod weights;
+
+#[cfg(test)]
+mod test_models;

@@ -1,1 +1,144 @@
-//! ferrite server.
+//! ferrite's serving side: the OpenAI-compatible HTTP API (axum), the tokenizer worker pool
+//! with chat templates, the detokenizer thread, and Prometheus metrics.
+//!
+//! Threads: tokio runs HTTP; tokenizer workers render and tokenize; the engine's scheduler
+//! thread runs the model; the detokenizer thread turns its outputs into text for the requests.
+
+mod api_json;
+mod auth;
+pub mod chat_template;
+pub mod detokenizer;
+pub mod error;
+mod generation;
+pub mod incremental;
+pub mod metrics;
+pub mod openai;
+mod routes;
+mod sse;
+pub mod state;
+pub mod stop_strings;
+mod strftime;
+#[cfg(test)]
+mod test_tokenizer;
+pub mod token_text;
+pub mod tokenizer_pool;
+
+use std::net::SocketAddr;
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+
+use axum::middleware;
+use axum::routing::{get, post};
+use axum::Router;
+use ferrite_engine::{EngineHandle, EngineOutput};
+
+pub use chat_template::{ChatTemplate, TemplateError};
+pub use detokenizer::{spawn_detokenizer, Registry};
+pub use error::ApiError;
+pub use incremental::IncrementalDecoder;
+pub use state::AppState;
+pub use stop_strings::{StopCheck, StopMatcher};
+pub use tokenizer_pool::{ChatPrompt, TextModel, TokenizerPool};
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub host: String,
+    pub port: u16,
+    /// The name clients put in `model`; others get 404.
+    pub served_model_name: String,
+    pub api_key: Option<String>,
+    pub max_waiting: usize,
+    pub tokenizer_workers: usize,
+    /// Token ids at or above this are refused (the backend's vocabulary size).
+    pub vocab_size: usize,
+}
+
+/// Starts the tokenizer workers and the detokenizer thread around a running engine, and
+/// returns the shared state; `outputs` is the receiving end given to `spawn_engine`.
+pub fn start_pipeline(
+    config: &ServerConfig,
+    model: &TextModel,
+    engine: EngineHandle,
+    outputs: Receiver<Vec<EngineOutput>>,
+) -> anyhow::Result<Arc<AppState>> {
+    let tokenizers = TokenizerPool::new(model, config.tokenizer_workers)?;
+    let registry = Registry::default();
+    let aborter = engine.clone();
+    spawn_detokenizer(
+        model.tokenizer.clone(),
+        registry.clone(),
+        outputs,
+        Box::new(move |id| aborter.abort(id)),
+    )?;
+    Ok(Arc::new(AppState::new(
+        engine,
+        tokenizers,
+        registry,
+        config.served_model_name.clone(),
+        config.api_key.clone(),
+        config.max_waiting,
+        config.vocab_size,
+    )))
+}
+
+pub fn router(state: Arc<AppState>) -> Router {
+    let api = Router::new()
+        .route("/v1/completions", post(routes::completions::completions))
+        .route("/v1/chat/completions", post(routes::chat::chat_completions))
+        .route("/v1/models", get(routes::info::models))
+        .route("/tokenize", post(routes::info::tokenize))
+        .route("/detokenize", post(routes::info::detokenize))
+        .route_layer(middleware::from_fn_with_state(
+            Arc::clone(&state),
+            auth::require_api_key,
+        ));
+    Router::new()
+        .merge(api)
+        .route("/health", get(routes::info::health))
+        .route("/metrics", get(routes::info::metrics))
+        .fallback(routes::not_found)
+        .with_state(state)
+}
+
+/// Serves until Ctrl-C / SIGTERM.
+pub async fn serve(
+    config: ServerConfig,
+    model: TextModel,
+    engine: EngineHandle,
+    outputs: Receiver<Vec<EngineOutput>>,
+) -> anyhow::Result<()> {
+    let state = start_pipeline(&config, &model, engine, outputs)?;
+    let addr: SocketAddr = format!("{}:{}", config.host, config.port).parse()?;
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!(
+        "serving {} on http://{}",
+        config.served_model_name,
+        listener.local_addr()?
+    );
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down");
+}

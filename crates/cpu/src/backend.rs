@@ -1,0 +1,129 @@
+//! `CpuBackend`: the llama/qwen2 forward pass on this machine's cores, behind the engine's
+//! `Backend` trait.
+
+use ferrite_engine::{Backend, BackendError, ForwardOutput, SeqBatch};
+use ferrite_model::config::ModelConfig;
+use ferrite_model::weights::ModelWeights;
+
+use crate::kernels::simd::{detected_isa, Isa};
+use crate::kv_cache::KvCache;
+use crate::llama::{Llama, Scratch};
+use crate::model_weights::LlamaWeights;
+
+pub struct CpuBackend {
+    model: Llama,
+    kv: Option<KvCache>,
+    pool: rayon::ThreadPool,
+    isa: Isa,
+    scratch: Scratch,
+}
+
+impl std::fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuBackend")
+            .field("config", self.model.config())
+            .field("threads", &self.pool.current_num_threads())
+            .field("isa", &self.isa)
+            .finish()
+    }
+}
+
+fn check_config(c: &ModelConfig) -> anyhow::Result<()> {
+    if c.num_heads == 0 || c.num_kv_heads == 0 || c.num_heads % c.num_kv_heads != 0 {
+        anyhow::bail!(
+            "{} attention heads cannot share {} KV heads",
+            c.num_heads,
+            c.num_kv_heads
+        );
+    }
+    if c.head_dim == 0 || c.head_dim % 2 != 0 {
+        anyhow::bail!("head_dim {} must be even for RoPE", c.head_dim);
+    }
+    if c.vocab_size == 0 || c.hidden_size == 0 {
+        anyhow::bail!(
+            "empty model: vocab {} hidden {}",
+            c.vocab_size,
+            c.hidden_size
+        );
+    }
+    Ok(())
+}
+
+impl CpuBackend {
+    /// Builds the backend over `weights` (kept quantized) with a pool of `threads` workers
+    /// (0 = one per core).
+    pub fn new(
+        config: ModelConfig,
+        weights: ModelWeights,
+        threads: usize,
+    ) -> anyhow::Result<CpuBackend> {
+        check_config(&config)?;
+        let llama_weights = LlamaWeights::new(&config, &weights)?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("ferrite-cpu-{i}"))
+            .build()?;
+        let isa = detected_isa();
+        tracing::info!(
+            threads = pool.current_num_threads(),
+            ?isa,
+            "CPU backend ready"
+        );
+        Ok(CpuBackend {
+            model: Llama::new(config, llama_weights),
+            kv: None,
+            pool,
+            isa,
+            scratch: Scratch::default(),
+        })
+    }
+
+    /// The instruction set the kernels run with.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// Runs with the portable kernels instead of the detected SIMD ones (for tests comparing
+    /// the two paths; results are bitwise identical by design).
+    pub fn use_isa(&mut self, isa: Isa) {
+        if isa == Isa::Portable || isa == detected_isa() {
+            self.isa = isa;
+        }
+    }
+}
+
+impl Backend for CpuBackend {
+    fn vocab_size(&self) -> usize {
+        self.model.config().vocab_size
+    }
+
+    fn kv_bytes_per_token(&self) -> usize {
+        let c = self.model.config();
+        c.num_layers * 2 * c.num_kv_heads * c.head_dim * std::mem::size_of::<f32>()
+    }
+
+    fn max_context_len(&self) -> usize {
+        self.model.config().max_position_embeddings
+    }
+
+    fn init_kv_cache(&mut self, num_pages: usize, page_size: usize) -> Result<(), BackendError> {
+        let c = self.model.config();
+        self.kv = Some(KvCache::new(
+            c.num_layers,
+            num_pages,
+            page_size,
+            c.num_kv_heads,
+            c.head_dim,
+        )?);
+        Ok(())
+    }
+
+    fn forward(&mut self, batch: &[SeqBatch<'_>]) -> Result<ForwardOutput, BackendError> {
+        let kv = self
+            .kv
+            .as_mut()
+            .ok_or_else(|| BackendError("forward called before init_kv_cache".into()))?;
+        let (model, isa, scratch) = (&self.model, self.isa, &mut self.scratch);
+        self.pool.install(|| model.forward(isa, kv, batch, scratch))
+    }
+}

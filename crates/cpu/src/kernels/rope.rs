@@ -1,0 +1,47 @@
+//! Rotary position embeddings, computed as Hugging Face does in f32:
+//! `inv_freq[i] = 1 / theta^(2i / d)`, angle = position · inv_freq[i], then
+//! `(a, b) -> (a·cos − b·sin, b·cos + a·sin)` on each pair of a head.
+
+use ferrite_model::config::RopeStyle;
+
+#[derive(Debug, Clone)]
+pub struct Rope {
+    inv_freq: Vec<f32>,
+    style: RopeStyle,
+}
+
+impl Rope {
+    pub fn new(head_dim: usize, theta: f32, style: RopeStyle) -> Self {
+        let inv_freq = (0..head_dim / 2)
+            .map(|i| 1.0 / theta.powf((2 * i) as f32 / head_dim as f32))
+            .collect();
+        Rope { inv_freq, style }
+    }
+
+    /// Fills `cos_sin` (`head_dim` long: cos then sin of each frequency) for `position`.
+    pub fn table(&self, position: usize, cos_sin: &mut [f32]) {
+        let half = self.inv_freq.len();
+        for (i, &f) in self.inv_freq.iter().enumerate() {
+            let angle = position as f32 * f;
+            cos_sin[i] = angle.cos();
+            cos_sin[half + i] = angle.sin();
+        }
+    }
+
+    /// Rotates every head of `x` (`heads * head_dim`) with a table from [`Rope::table`].
+    pub fn apply(&self, x: &mut [f32], cos_sin: &[f32]) {
+        let half = self.inv_freq.len();
+        let (cos, sin) = cos_sin.split_at(half);
+        for head in x.chunks_exact_mut(2 * half) {
+            for i in 0..half {
+                let (ia, ib) = match self.style {
+                    RopeStyle::Interleaved => (2 * i, 2 * i + 1),
+                    RopeStyle::Halves => (i, i + half),
+                };
+                let (a, b) = (head[ia], head[ib]);
+                head[ia] = a * cos[i] - b * sin[i];
+                head[ib] = b * cos[i] + a * sin[i];
+            }
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! Kernels against naive f64 references, SIMD against the portable path, and batch invariance.
+
+use ferrite_model::config::RopeStyle;
+use ferrite_model::weights::DType;
+
+use super::activation::silu_mul;
+use super::attention::{attend, KvSource};
+use super::matmul::{matmul, matmul_group, MatmulJob, QuantMatrix};
+use super::norm::rms_norm;
+use super::rope::Rope;
+use super::simd::{axpy, detected_isa, dot, Isa, Tile};
+use crate::test_util::{random_tensor, random_vec, rng};
+
+fn dot_f64(a: &[f32], b: &[f32]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum()
+}
+
+fn abs_dot_f64(a: &[f32], b: &[f32]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (*x as f64 * *y as f64).abs())
+        .sum()
+}
+
+#[test]
+fn dot_matches_f64_and_simd_matches_portable_bitwise() {
+    let mut r = rng(1);
+    for k in [1, 7, 8, 9, 31, 64, 577, 1000] {
+        let a = random_vec(&mut r, k, 1.0);
+        let b = random_vec(&mut r, k, 1.0);
+        let got = dot(detected_isa(), &a, &b) as f64;
+        let tol = 1e-6 * abs_dot_f64(&a, &b) + 1e-30;
+        assert!((got - dot_f64(&a, &b)).abs() <= tol, "k={k}");
+        assert_eq!(
+            dot(detected_isa(), &a, &b).to_bits(),
+            dot(Isa::Portable, &a, &b).to_bits(),
+            "k={k}: SIMD and portable dot differ"
+        );
+    }
+}
+
+#[test]
+fn tile_shapes_agree_with_single_dots_bitwise() {
+    let mut r = rng(2);
+    let k = 45;
+    let x = random_vec(&mut r, 4 * k, 1.0);
+    let w = random_vec(&mut r, 2 * k, 1.0);
+    for rows in 1..=4 {
+        for cols in 1..=2 {
+            let sums = Tile {
+                x: &x,
+                x_stride: k,
+                rows,
+                w: &w,
+                w_stride: k,
+                cols,
+                k,
+            }
+            .compute(detected_isa());
+            for rr in 0..rows {
+                for c in 0..cols {
+                    let single = dot(
+                        Isa::Portable,
+                        &x[rr * k..(rr + 1) * k],
+                        &w[c * k..(c + 1) * k],
+                    );
+                    assert_eq!(
+                        sums[rr][c].to_bits(),
+                        single.to_bits(),
+                        "tile {rows}x{cols} at ({rr},{c})"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn axpy_matches_fma_reference() {
+    let mut r = rng(3);
+    let v = random_vec(&mut r, 37, 1.0);
+    let mut acc = random_vec(&mut r, 37, 1.0);
+    let expected: Vec<f32> = acc
+        .iter()
+        .zip(&v)
+        .map(|(a, x)| 0.3f32.mul_add(*x, *a))
+        .collect();
+    axpy(detected_isa(), 0.3, &v, &mut acc);
+    assert_eq!(acc, expected);
+}
+
+fn dequantized(matrix: &QuantMatrix) -> Vec<f32> {
+    let mut w = vec![0.0; matrix.rows() * matrix.cols()];
+    matrix.dequantize_rows(0, matrix.rows(), &mut w);
+    w
+}
+
+#[test]
+fn matmul_matches_f64_for_every_type_and_odd_sizes() {
+    let mut r = rng(4);
+    let cases = [
+        (DType::F32, 37),
+        (DType::F16, 64),
+        (DType::Q4_0, 96),
+        (DType::Q4_1, 64),
+        (DType::Q5_0, 64),
+        (DType::Q8_0, 96),
+        (DType::Q4_K, 256),
+        (DType::Q6_K, 512),
+    ];
+    for (dtype, k) in cases {
+        for (m, n) in [(1, 1), (3, 7), (5, 131), (17, 66)] {
+            let matrix = QuantMatrix::new(&random_tensor(&mut r, dtype, n, k, 1.0)).unwrap();
+            let w = dequantized(&matrix);
+            let x = random_vec(&mut r, m * k, 1.0);
+            let mut out = vec![f32::NAN; m * n];
+            matmul(detected_isa(), &x, m, &matrix, &mut out);
+            for i in 0..m {
+                for j in 0..n {
+                    let (xr, wr) = (&x[i * k..(i + 1) * k], &w[j * k..(j + 1) * k]);
+                    let got = out[i * n + j] as f64;
+                    let tol = 1e-5 * abs_dot_f64(xr, wr) + 1e-30;
+                    assert!(
+                        (got - dot_f64(xr, wr)).abs() <= tol,
+                        "{dtype:?} m={m} n={n} ({i},{j}): {got}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn matmul_rows_do_not_depend_on_batch_size() {
+    let mut r = rng(5);
+    let (n, k) = (67, 128);
+    let matrix = QuantMatrix::new(&random_tensor(&mut r, DType::Q4_1, n, k, 1.0)).unwrap();
+    let x = random_vec(&mut r, 19 * k, 1.0);
+    let mut batched = vec![f32::NAN; 19 * n];
+    matmul(detected_isa(), &x, 19, &matrix, &mut batched);
+    for i in 0..19 {
+        let mut alone = vec![f32::NAN; n];
+        matmul(
+            detected_isa(),
+            &x[i * k..(i + 1) * k],
+            1,
+            &matrix,
+            &mut alone,
+        );
+        let same = alone
+            .iter()
+            .zip(&batched[i * n..(i + 1) * n])
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "row {i} differs between m=1 and m=19");
+    }
+}
+
+#[test]
+fn grouped_matmul_equals_separate_products() {
+    let mut r = rng(6);
+    let k = 64;
+    let a = QuantMatrix::new(&random_tensor(&mut r, DType::Q8_0, 40, k, 1.0)).unwrap();
+    let b = QuantMatrix::new(&random_tensor(&mut r, DType::Q5_0, 9, k, 1.0)).unwrap();
+    let x = random_vec(&mut r, 3 * k, 1.0);
+    let (mut ya, mut yb) = (vec![f32::NAN; 3 * 40], vec![f32::NAN; 3 * 9]);
+    matmul_group(
+        detected_isa(),
+        &x,
+        3,
+        &mut [
+            MatmulJob {
+                matrix: &a,
+                out: &mut ya,
+            },
+            MatmulJob {
+                matrix: &b,
+                out: &mut yb,
+            },
+        ],
+    );
+    let (mut sa, mut sb) = (vec![0.0; 3 * 40], vec![0.0; 3 * 9]);
+    matmul(Isa::Portable, &x, 3, &a, &mut sa);
+    matmul(Isa::Portable, &x, 3, &b, &mut sb);
+    assert_eq!(ya, sa);
+    assert_eq!(yb, sb);
+}
+
+#[test]
+fn rms_norm_matches_f64() {
+    let mut r = rng(7);
+    let n = 77;
+    let x = random_vec(&mut r, 3 * n, 2.0);
+    let w = random_vec(&mut r, n, 1.0);
+    let mut out = vec![f32::NAN; 3 * n];
+    rms_norm(detected_isa(), &x, &w, 1e-5, &mut out);
+    for row in 0..3 {
+        let xr = &x[row * n..(row + 1) * n];
+        let inv = 1.0 / (dot_f64(xr, xr) / n as f64 + 1e-5).sqrt();
+        for i in 0..n {
+            let expected = xr[i] as f64 * inv * w[i] as f64;
+            assert!(
+                (out[row * n + i] as f64 - expected).abs() < 1e-5,
+                "row {row} element {i}"
+            );
+        }
+    }
+}
+
+#[test]
+fn rope_rotates_the_right_pairs_by_the_right_angles() {
+    let (d, theta) = (8, 10000.0f32);
+    for style in [RopeStyle::Interleaved, RopeStyle::Halves] {
+        let rope = Rope::new(d, theta, style);
+        let mut table = vec![0.0; d];
+        let mut r = rng(8);
+        let x = random_vec(&mut r, 2 * d, 1.0);
+        let position = 5;
+        rope.table(position, &mut table);
+        let mut y = x.clone();
+        rope.apply(&mut y, &table);
+        for head in 0..2 {
+            for i in 0..d / 2 {
+                let (ia, ib) = match style {
+                    RopeStyle::Interleaved => (2 * i, 2 * i + 1),
+                    RopeStyle::Halves => (i, i + d / 2),
+                };
+                let angle = position as f64 / (theta as f64).powf(2.0 * i as f64 / d as f64);
+                let (a, b) = (x[head * d + ia] as f64, x[head * d + ib] as f64);
+                let ea = a * angle.cos() - b * angle.sin();
+                let eb = b * angle.cos() + a * angle.sin();
+                assert!(
+                    (y[head * d + ia] as f64 - ea).abs() < 1e-5,
+                    "{style:?} pair {i}"
+                );
+                assert!(
+                    (y[head * d + ib] as f64 - eb).abs() < 1e-5,
+                    "{style:?} pair {i}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn silu_mul_matches_f64() {
+    let mut gate = vec![-20.0f32, -1.5, 0.0, 0.7, 12.0];
+    let up = vec![0.5f32, 2.0, 3.0, -1.0, 0.25];
+    let expected: Vec<f64> = gate
+        .iter()
+        .zip(&up)
+        .map(|(&g, &u)| g as f64 / (1.0 + (-g as f64).exp()) * u as f64)
+        .collect();
+    silu_mul(&mut gate, &up);
+    for (g, e) in gate.iter().zip(expected) {
+        assert!((*g as f64 - e).abs() < 1e-6 * e.abs().max(1.0));
+    }
+}
+
+struct Rows<'a> {
+    k: &'a [f32],
+    v: &'a [f32],
+    d: usize,
+}
+
+impl KvSource for Rows<'_> {
+    fn key(&self, p: usize) -> &[f32] {
+        &self.k[p * self.d..(p + 1) * self.d]
+    }
+    fn value(&self, p: usize) -> &[f32] {
+        &self.v[p * self.d..(p + 1) * self.d]
+    }
+}
+
+#[test]
+fn attention_matches_f64_softmax() {
+    let mut r = rng(9);
+    let (d, len) = (12, 23);
+    let q = random_vec(&mut r, d, 2.0);
+    let k = random_vec(&mut r, d * len, 2.0);
+    let v = random_vec(&mut r, d * len, 1.0);
+    let rows = Rows { k: &k, v: &v, d };
+    let scale = 1.0 / (d as f32).sqrt();
+    for last in [0, 1, 22] {
+        let mut out = vec![f32::NAN; d];
+        attend(
+            detected_isa(),
+            &q,
+            &rows,
+            last,
+            scale,
+            &mut Vec::new(),
+            &mut out,
+        );
+        let scores: Vec<f64> = (0..=last)
+            .map(|p| dot_f64(&q, rows.key(p)) * scale as f64)
+            .collect();
+        let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let sum: f64 = scores.iter().map(|s| (s - max).exp()).sum();
+        for i in 0..d {
+            let e: f64 = (0..=last)
+                .map(|p| (scores[p] - max).exp() / sum * rows.value(p)[i] as f64)
+                .sum();
+            assert!((out[i] as f64 - e).abs() < 1e-5, "last={last} element {i}");
+        }
+    }
+}

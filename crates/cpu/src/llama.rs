@@ -1,0 +1,294 @@
+//! The llama / qwen2 forward pass over a batch of sequences and a paged KV cache.
+//!
+//! All tokens of the step are stacked into one `[tokens, hidden]` activation matrix, so each
+//! matmul runs once per step; attention runs per (token, head). Every kernel is batch-invariant,
+//! so a sequence's logits do not depend on its neighbours or on how its prompt was chunked.
+
+use ferrite_engine::{BackendError, ForwardOutput, LogitsRequest, SeqBatch};
+use ferrite_model::config::ModelConfig;
+use rayon::prelude::*;
+
+use crate::kernels::activation::silu_mul;
+use crate::kernels::attention::attend;
+use crate::kernels::matmul::{matmul, matmul_group, MatmulJob};
+use crate::kernels::norm::rms_norm;
+use crate::kernels::rope::Rope;
+use crate::kernels::simd::Isa;
+use crate::kv_cache::KvCache;
+use crate::model_weights::LlamaWeights;
+
+/// Rows per parallel task for the element-wise kernels.
+const ROWS_PER_TASK: usize = 8;
+
+pub struct Llama {
+    config: ModelConfig,
+    weights: LlamaWeights,
+    rope: Rope,
+}
+
+/// Activation buffers reused from step to step (they only ever grow).
+#[derive(Default)]
+pub struct Scratch {
+    /// (batch index, position) of every token of the step.
+    tokens: Vec<(usize, usize)>,
+    x: Vec<f32>,
+    normed: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    attn: Vec<f32>,
+    proj: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    cos_sin: Vec<f32>,
+    logit_rows: Vec<usize>,
+}
+
+fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
+    if buf.len() < len {
+        buf.resize(len, 0.0);
+    }
+    &mut buf[..len]
+}
+
+impl Llama {
+    pub fn new(config: ModelConfig, weights: LlamaWeights) -> Self {
+        let rope = Rope::new(config.head_dim, config.rope_theta, config.rope_style);
+        Llama {
+            config,
+            weights,
+            rope,
+        }
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// Rejects a batch the forward pass cannot run, before anything is written.
+    fn validate(&self, kv: &KvCache, batch: &[SeqBatch<'_>]) -> Result<(), BackendError> {
+        for (i, seq) in batch.iter().enumerate() {
+            if let Some(&bad) = seq
+                .tokens
+                .iter()
+                .find(|&&t| t as usize >= self.config.vocab_size)
+            {
+                return Err(BackendError(format!(
+                    "sequence {i}: token id {bad} is outside the vocabulary ({})",
+                    self.config.vocab_size
+                )));
+            }
+            if seq.tokens.is_empty() && seq.logits != LogitsRequest::None {
+                return Err(BackendError(format!(
+                    "sequence {i}: logits requested for no tokens"
+                )));
+            }
+            let end = seq.start_pos + seq.tokens.len();
+            let pages_needed = end.div_ceil(kv.page_size());
+            if seq.block_table.len() < pages_needed {
+                return Err(BackendError(format!(
+                    "sequence {i}: block table has {} pages, positions 0..{end} need {pages_needed}",
+                    seq.block_table.len()
+                )));
+            }
+            if let Some(&bad) = seq.block_table[..pages_needed]
+                .iter()
+                .find(|&&p| p as usize >= kv.num_pages())
+            {
+                return Err(BackendError(format!(
+                    "sequence {i}: page {bad} is outside the KV pool ({} pages)",
+                    kv.num_pages()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn forward(
+        &self,
+        isa: Isa,
+        kv: &mut KvCache,
+        batch: &[SeqBatch<'_>],
+        s: &mut Scratch,
+    ) -> Result<ForwardOutput, BackendError> {
+        self.validate(kv, batch)?;
+        let c = &self.config;
+        let vocab = c.vocab_size;
+        let (hidden, hd) = (c.hidden_size, c.head_dim);
+        let (q_dim, kv_dim) = (c.num_heads * hd, c.num_kv_heads * hd);
+
+        s.tokens.clear();
+        s.logit_rows.clear();
+        for (b, seq) in batch.iter().enumerate() {
+            let first = s.tokens.len();
+            s.tokens
+                .extend((0..seq.tokens.len()).map(|i| (b, seq.start_pos + i)));
+            match seq.logits {
+                LogitsRequest::None => {}
+                LogitsRequest::Last => s.logit_rows.push(s.tokens.len() - 1),
+                LogitsRequest::All => s.logit_rows.extend(first..s.tokens.len()),
+            }
+        }
+        let n = s.tokens.len();
+        if n == 0 {
+            return Ok(ForwardOutput {
+                logits: Vec::new(),
+                vocab_size: vocab,
+            });
+        }
+
+        let x = sized(&mut s.x, n * hidden);
+        for ((b, pos), row) in s.tokens.iter().zip(x.chunks_exact_mut(hidden)) {
+            let token = batch[*b].tokens[pos - batch[*b].start_pos] as usize;
+            self.weights.embed.dequantize_rows(token, 1, row);
+        }
+        let cos_sin = sized(&mut s.cos_sin, n * hd);
+        for ((_, pos), table) in s.tokens.iter().zip(cos_sin.chunks_exact_mut(hd)) {
+            self.rope.table(*pos, table);
+        }
+
+        for (layer_index, layer) in self.weights.layers.iter().enumerate() {
+            let normed = sized(&mut s.normed, n * hidden);
+            rms_norm(isa, x, &layer.attn_norm, c.rms_norm_eps, normed);
+            let (q, k, v) = (
+                sized(&mut s.q, n * q_dim),
+                sized(&mut s.k, n * kv_dim),
+                sized(&mut s.v, n * kv_dim),
+            );
+            matmul_group(
+                isa,
+                normed,
+                n,
+                &mut [
+                    MatmulJob {
+                        matrix: &layer.wq,
+                        out: q,
+                    },
+                    MatmulJob {
+                        matrix: &layer.wk,
+                        out: k,
+                    },
+                    MatmulJob {
+                        matrix: &layer.wv,
+                        out: v,
+                    },
+                ],
+            );
+            if let Some([bq, bk, bv]) = &layer.qkv_bias {
+                add_row_bias(q, bq);
+                add_row_bias(k, bk);
+                add_row_bias(v, bv);
+            }
+            for (t, table) in cos_sin.chunks_exact(hd).enumerate() {
+                self.rope.apply(&mut q[t * q_dim..(t + 1) * q_dim], table);
+                self.rope.apply(&mut k[t * kv_dim..(t + 1) * kv_dim], table);
+            }
+            for (t, &(b, pos)) in s.tokens.iter().enumerate() {
+                let range = t * kv_dim..(t + 1) * kv_dim;
+                kv.write(
+                    layer_index,
+                    batch[b].block_table,
+                    pos,
+                    &k[range.clone()],
+                    &v[range],
+                );
+            }
+
+            let attn = sized(&mut s.attn, n * q_dim);
+            self.attention(isa, kv, layer_index, batch, &s.tokens, q, attn);
+            let proj = sized(&mut s.proj, n * hidden);
+            matmul(isa, attn, n, &layer.wo, proj);
+            add_residual(x, proj);
+
+            rms_norm(isa, x, &layer.ffn_norm, c.rms_norm_eps, normed);
+            let inter = c.intermediate_size;
+            let (gate, up) = (sized(&mut s.gate, n * inter), sized(&mut s.up, n * inter));
+            matmul_group(
+                isa,
+                normed,
+                n,
+                &mut [
+                    MatmulJob {
+                        matrix: &layer.w_gate,
+                        out: gate,
+                    },
+                    MatmulJob {
+                        matrix: &layer.w_up,
+                        out: up,
+                    },
+                ],
+            );
+            gate.par_chunks_mut(ROWS_PER_TASK * inter)
+                .zip(up.par_chunks(ROWS_PER_TASK * inter))
+                .for_each(|(g, u)| silu_mul(g, u));
+            matmul(isa, gate, n, &layer.w_down, proj);
+            add_residual(x, proj);
+        }
+
+        let rows = s.logit_rows.len();
+        let normed = sized(&mut s.normed, rows * hidden);
+        for (dst, &t) in normed.chunks_exact_mut(hidden).zip(&s.logit_rows) {
+            rms_norm(
+                isa,
+                &x[t * hidden..(t + 1) * hidden],
+                &self.weights.output_norm,
+                c.rms_norm_eps,
+                dst,
+            );
+        }
+        let mut logits = vec![0.0; rows * vocab];
+        matmul(isa, normed, rows, &self.weights.lm_head, &mut logits);
+        Ok(ForwardOutput {
+            logits,
+            vocab_size: vocab,
+        })
+    }
+
+    /// Causal GQA attention for every (token, head) of the step, from the pages just written.
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &self,
+        isa: Isa,
+        kv: &KvCache,
+        layer: usize,
+        batch: &[SeqBatch<'_>],
+        tokens: &[(usize, usize)],
+        q: &[f32],
+        out: &mut [f32],
+    ) {
+        let c = &self.config;
+        let hd = c.head_dim;
+        let group = c.num_heads / c.num_kv_heads;
+        let scale = 1.0 / (hd as f32).sqrt();
+        out.par_chunks_mut(hd)
+            .enumerate()
+            .for_each_init(Vec::new, |scores, (i, head_out)| {
+                let (t, head) = (i / c.num_heads, i % c.num_heads);
+                let (b, pos) = tokens[t];
+                let view = kv.head_view(layer, batch[b].block_table, head / group);
+                attend(
+                    isa,
+                    &q[i * hd..(i + 1) * hd],
+                    &view,
+                    pos,
+                    scale,
+                    scores,
+                    head_out,
+                );
+            });
+    }
+}
+
+fn add_row_bias(x: &mut [f32], bias: &[f32]) {
+    for row in x.chunks_exact_mut(bias.len()) {
+        for (v, b) in row.iter_mut().zip(bias) {
+            *v += b;
+        }
+    }
+}
+
+fn add_residual(x: &mut [f32], delta: &[f32]) {
+    for (v, d) in x.iter_mut().zip(delta) {
+        *v += d;
+    }
+}

@@ -1,0 +1,110 @@
+//! The llama/qwen2 weights in the form the forward pass reads: matrices stay quantized,
+//! vectors (norms, biases) are dequantized to f32 once.
+
+use ferrite_model::config::ModelConfig;
+use ferrite_model::weights::{ModelWeights, WeightTensor};
+
+use crate::kernels::matmul::QuantMatrix;
+use crate::quant::dequantize_row;
+
+#[derive(Debug)]
+pub struct LayerWeights {
+    pub attn_norm: Vec<f32>,
+    pub wq: QuantMatrix,
+    pub wk: QuantMatrix,
+    pub wv: QuantMatrix,
+    /// Q, K, V biases (qwen2).
+    pub qkv_bias: Option<[Vec<f32>; 3]>,
+    pub wo: QuantMatrix,
+    pub ffn_norm: Vec<f32>,
+    pub w_gate: QuantMatrix,
+    pub w_up: QuantMatrix,
+    pub w_down: QuantMatrix,
+}
+
+#[derive(Debug)]
+pub struct LlamaWeights {
+    pub embed: QuantMatrix,
+    pub layers: Vec<LayerWeights>,
+    pub output_norm: Vec<f32>,
+    /// `output.weight`, or the embedding when tied.
+    pub lm_head: QuantMatrix,
+}
+
+fn matrix(
+    weights: &ModelWeights,
+    name: &str,
+    rows: usize,
+    cols: usize,
+) -> anyhow::Result<QuantMatrix> {
+    let m = QuantMatrix::new(weights.get(name)?).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    if m.rows() != rows || m.cols() != cols {
+        anyhow::bail!(
+            "{name} is {}x{}, the config says {rows}x{cols}",
+            m.rows(),
+            m.cols()
+        );
+    }
+    Ok(m)
+}
+
+fn vector(weights: &ModelWeights, name: &str, len: usize) -> anyhow::Result<Vec<f32>> {
+    let tensor: &WeightTensor = weights.get(name)?;
+    if tensor.shape.iter().product::<usize>() != len {
+        anyhow::bail!("{name} has shape {:?}, the config says {len}", tensor.shape);
+    }
+    let mut out = vec![0.0; len];
+    dequantize_row(tensor.dtype, tensor.storage.bytes(), &mut out)
+        .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    Ok(out)
+}
+
+impl LlamaWeights {
+    pub fn new(config: &ModelConfig, weights: &ModelWeights) -> anyhow::Result<Self> {
+        let (hidden, inter, hd) = (
+            config.hidden_size,
+            config.intermediate_size,
+            config.head_dim,
+        );
+        let (q_dim, kv_dim) = (config.num_heads * hd, config.num_kv_heads * hd);
+        let embed = matrix(weights, "token_embd.weight", config.vocab_size, hidden)?;
+        // Tied files simply have no `output.weight`; some untied-in-name files do the same.
+        let lm_head = if weights.tensors.contains_key("output.weight") {
+            matrix(weights, "output.weight", config.vocab_size, hidden)?
+        } else {
+            embed.clone()
+        };
+        let mut layers = Vec::with_capacity(config.num_layers);
+        for i in 0..config.num_layers {
+            let name = |part: &str| format!("blk.{i}.{part}");
+            let qkv_bias = if config.qkv_bias {
+                Some([
+                    vector(weights, &name("attn_q.bias"), q_dim)?,
+                    vector(weights, &name("attn_k.bias"), kv_dim)?,
+                    vector(weights, &name("attn_v.bias"), kv_dim)?,
+                ])
+            } else {
+                None
+            };
+            layers.push(LayerWeights {
+                attn_norm: vector(weights, &name("attn_norm.weight"), hidden)?,
+                wq: matrix(weights, &name("attn_q.weight"), q_dim, hidden)?,
+                wk: matrix(weights, &name("attn_k.weight"), kv_dim, hidden)?,
+                wv: matrix(weights, &name("attn_v.weight"), kv_dim, hidden)?,
+                qkv_bias,
+                wo: matrix(weights, &name("attn_output.weight"), hidden, q_dim)?,
+                ffn_norm: vector(weights, &name("ffn_norm.weight"), hidden)?,
+                w_gate: matrix(weights, &name("ffn_gate.weight"), inter, hidden)?,
+                w_up: matrix(weights, &name("ffn_up.weight"), inter, hidden)?,
+                w_down: matrix(weights, &name("ffn_down.weight"), hidden, inter)?,
+            });
+        }
+        let output_norm = vector(weights, "output_norm.weight", hidden)?;
+        Ok(LlamaWeights {
+            embed,
+            layers,
+            output_norm,
+            lm_head,
+        })
+    }
+}

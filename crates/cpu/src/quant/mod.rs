@@ -1,0 +1,101 @@
+//! Dequantization of GGML weight blocks to f32.
+//!
+//! Every kernel dequantizes weights through these functions, so a weight element has one
+//! f32 value whichever path (decode, prefill, embedding lookup) reads it. The arithmetic is
+//! written as separate multiply and add (never fused) to match ggml's reference dequantizers.
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+mod float;
+mod kquants;
+mod q4;
+mod q5;
+mod q8;
+
+use ferrite_model::weights::DType;
+use thiserror::Error;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum QuantError {
+    #[error("weight type {0:?} is not supported by the CPU backend")]
+    Unsupported(DType),
+    #[error("a row of {cols} elements is not a whole number of {dtype:?} blocks")]
+    RaggedRow { dtype: DType, cols: usize },
+    #[error("{dtype:?} row of {cols} elements needs {expected} bytes, got {got}")]
+    WrongByteCount {
+        dtype: DType,
+        cols: usize,
+        expected: usize,
+        got: usize,
+    },
+}
+
+/// Dequantizes whole blocks: `bytes` holds `out.len() / block_len` blocks.
+pub type RowDequantizer = fn(bytes: &[u8], out: &mut [f32]);
+
+/// The dequantizer for rows of `dtype`: the AVX2 one where there is one and the CPU has it.
+pub fn row_dequantizer(dtype: DType) -> Result<RowDequantizer, QuantError> {
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx2") {
+        match dtype {
+            DType::Q4_0 => return Ok(avx2::dequantize_q4_0),
+            DType::Q4_1 => return Ok(avx2::dequantize_q4_1),
+            DType::Q5_0 => return Ok(avx2::dequantize_q5_0),
+            DType::Q8_0 => return Ok(avx2::dequantize_q8_0),
+            _ => {}
+        }
+    }
+    portable_row_dequantizer(dtype)
+}
+
+/// The scalar dequantizer for rows of `dtype` (the reference the SIMD ones must equal).
+pub fn portable_row_dequantizer(dtype: DType) -> Result<RowDequantizer, QuantError> {
+    Ok(match dtype {
+        DType::F32 => float::dequantize_f32,
+        DType::F16 => float::dequantize_f16,
+        DType::BF16 => float::dequantize_bf16,
+        DType::Q4_0 => q4::dequantize_q4_0,
+        DType::Q4_1 => q4::dequantize_q4_1,
+        DType::Q5_0 => q5::dequantize_q5_0,
+        DType::Q5_1 => q5::dequantize_q5_1,
+        DType::Q8_0 => q8::dequantize_q8_0,
+        DType::Q2_K => kquants::dequantize_q2_k,
+        DType::Q3_K => kquants::dequantize_q3_k,
+        DType::Q4_K => kquants::dequantize_q4_k,
+        DType::Q5_K => kquants::dequantize_q5_k,
+        DType::Q6_K => kquants::dequantize_q6_k,
+        DType::Q8_K => return Err(QuantError::Unsupported(dtype)),
+    })
+}
+
+/// Checks that `bytes` is exactly one row of `cols` elements of `dtype`.
+pub fn check_row(dtype: DType, cols: usize, bytes: usize) -> Result<(), QuantError> {
+    if cols % dtype.block_len() != 0 {
+        return Err(QuantError::RaggedRow { dtype, cols });
+    }
+    let expected = dtype.row_bytes(cols);
+    if bytes != expected {
+        return Err(QuantError::WrongByteCount {
+            dtype,
+            cols,
+            expected,
+            got: bytes,
+        });
+    }
+    Ok(())
+}
+
+/// Dequantizes one row (checked), e.g. an embedding row or a norm vector.
+pub fn dequantize_row(dtype: DType, bytes: &[u8], out: &mut [f32]) -> Result<(), QuantError> {
+    check_row(dtype, out.len(), bytes.len())?;
+    row_dequantizer(dtype)?(bytes, out);
+    Ok(())
+}
+
+#[inline(always)]
+pub(crate) fn f16_at(bytes: &[u8], offset: usize) -> f32 {
+    half::f16::from_bits(u16::from_le_bytes([bytes[offset], bytes[offset + 1]])).to_f32()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,70 @@
+//! Helpers for the unit tests: random inputs and random quantized weight tensors.
+
+use std::sync::Arc;
+
+use ferrite_model::weights::{DType, Storage, WeightTensor};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+pub fn rng(seed: u64) -> StdRng {
+    StdRng::seed_from_u64(seed)
+}
+
+pub fn random_vec(rng: &mut StdRng, n: usize, scale: f32) -> Vec<f32> {
+    (0..n).map(|_| rng.random_range(-scale..scale)).collect()
+}
+
+/// Byte offsets of the f16 scales inside one block of `dtype` (as in ggml-common.h).
+fn f16_fields(dtype: DType) -> &'static [usize] {
+    match dtype {
+        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => &[0],
+        DType::Q4_1 | DType::Q5_1 | DType::Q4_K | DType::Q5_K => &[0, 2],
+        DType::Q2_K => &[80, 82],
+        DType::Q3_K => &[108],
+        DType::Q6_K => &[208],
+        _ => &[],
+    }
+}
+
+/// A `[rows, cols]` matrix of `dtype` with random contents and sane scales.
+pub fn random_tensor(
+    rng: &mut StdRng,
+    dtype: DType,
+    rows: usize,
+    cols: usize,
+    scale: f32,
+) -> WeightTensor {
+    let bytes: Vec<u8> = match dtype {
+        DType::F32 => random_vec(rng, rows * cols, scale)
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+        DType::F16 => random_vec(rng, rows * cols, scale)
+            .iter()
+            .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+            .collect(),
+        _ => {
+            let block_bytes = dtype.block_bytes();
+            let mut bytes: Vec<u8> = (0..dtype.row_bytes(cols) * rows)
+                .map(|_| rng.random())
+                .collect();
+            for block in bytes.chunks_exact_mut(block_bytes) {
+                for &off in f16_fields(dtype) {
+                    let s = half::f16::from_f32(rng.random_range(-scale..scale) / 8.0);
+                    block[off..off + 2].copy_from_slice(&s.to_le_bytes());
+                }
+            }
+            bytes
+        }
+    };
+    let shape = if rows == 1 {
+        vec![cols]
+    } else {
+        vec![rows, cols]
+    };
+    WeightTensor {
+        dtype,
+        shape,
+        storage: Storage::Owned(Arc::new(bytes)),
+    }
+}

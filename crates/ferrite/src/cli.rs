@@ -1,0 +1,101 @@
+//! Command-line interface: `ferrite serve` and `ferrite generate`.
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::byte_size::parse_byte_size;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ferrite",
+    version,
+    about = "An LLM inference engine with an OpenAI-compatible server"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve a model over the OpenAI HTTP API.
+    Serve(ServeArgs),
+    /// Generate one completion and print it as it is produced.
+    Generate(GenerateArgs),
+}
+
+/// How the engine runs the model (shared by both commands).
+#[derive(Debug, Clone, Args)]
+pub struct EngineArgs {
+    /// Longest prompt + completion in tokens [default: the model's trained context, capped by
+    /// what the KV cache holds].
+    #[arg(long)]
+    pub max_model_len: Option<usize>,
+    /// Tokens per KV cache page.
+    #[arg(long, default_value_t = 16)]
+    pub page_size: usize,
+    /// Memory for the KV cache: bytes, or with a suffix (512MiB, 1GiB, 2GB).
+    #[arg(long, default_value = "1GiB", value_parser = parse_byte_size)]
+    pub kv_cache_memory: usize,
+    /// Tokens per scheduler step, shared by prefill chunks and decodes.
+    #[arg(long, default_value_t = 2048)]
+    pub max_num_batched_tokens: usize,
+    /// Sequences running at once, at most.
+    #[arg(long, default_value_t = 64)]
+    pub max_num_seqs: usize,
+    /// Do not share KV pages of common prompt prefixes between requests.
+    #[arg(long)]
+    pub no_prefix_caching: bool,
+    /// CPU threads for the forward pass [default: all cores].
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// A GGUF file, a Hugging Face model directory, or a hub id [default: SmolLM2-135M-Instruct,
+    /// fetched on first use].
+    pub model: Option<String>,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on.
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// The model name clients use in requests [default: the model file's name].
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// Require `Authorization: Bearer KEY` on the API routes (/health and /metrics stay open).
+    #[arg(long, env = "FERRITE_API_KEY")]
+    pub api_key: Option<String>,
+    /// Requests allowed to wait for a slot; more are answered 503.
+    #[arg(long, default_value_t = 1024)]
+    pub max_waiting: usize,
+    /// Threads that render chat templates and tokenize prompts.
+    #[arg(long, default_value_t = 2)]
+    pub tokenizer_workers: usize,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// A GGUF file, a Hugging Face model directory, or a hub id.
+    pub model: String,
+    /// The prompt text.
+    #[arg(long)]
+    pub prompt: String,
+    /// Wrap the prompt as a user message in the model's chat template.
+    #[arg(long)]
+    pub chat: bool,
+    /// New tokens at most.
+    #[arg(long, default_value_t = 128)]
+    pub max_tokens: usize,
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    /// Seed for sampling.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}

@@ -1,0 +1,88 @@
+//! `ferrite generate`: one completion, streamed to stdout, with timings on stderr.
+
+use std::io::Write;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use ferrite_engine::{GenerationRequest, SamplingParams};
+use ferrite_server::{ChatTemplate, IncrementalDecoder};
+
+use crate::cli::GenerateArgs;
+use crate::engine_setup::start_engine;
+use crate::model_source;
+
+pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
+    let mut model = model_source::load(Some(&args.model))?;
+    let tok = model.tokenizer.clone();
+    let prompt = if args.chat {
+        let source = tok
+            .chat_template
+            .as_deref()
+            .context("this model has no chat template")?;
+        let template =
+            ChatTemplate::new(source, tok.bos_token.as_deref(), tok.eos_token.as_deref())?;
+        let messages = [serde_json::json!({"role": "user", "content": args.prompt})];
+        let text = template.render(&messages, true)?;
+        encode(&tok.tokenizer, &text, false)?
+    } else {
+        encode(&tok.tokenizer, &args.prompt, true)?
+    };
+    let engine = start_engine(&mut model, &args.engine)?;
+    let params = SamplingParams {
+        temperature: args.temperature,
+        seed: args.seed,
+        max_tokens: args.max_tokens,
+        ..SamplingParams::default()
+    };
+    let start = Instant::now();
+    let num_prompt = prompt.len();
+    engine.handle.add_request(GenerationRequest {
+        id: 1,
+        prompt,
+        params,
+        arrival: start,
+    })?;
+    let mut decoder = IncrementalDecoder::new(true);
+    let mut stdout = std::io::stdout().lock();
+    let mut first_token_at = None;
+    let mut generated = 0usize;
+    'steps: loop {
+        let Ok(step) = engine.outputs.recv() else {
+            bail!("the engine stopped")
+        };
+        for out in step.into_iter().filter(|o| o.id == 1) {
+            for &t in &out.tokens {
+                first_token_at.get_or_insert_with(Instant::now);
+                generated += 1;
+                write!(stdout, "{}", decoder.push(&tok.tokenizer, t))?;
+            }
+            stdout.flush()?;
+            if out.finish.is_some() {
+                write!(stdout, "{}", decoder.flush(&tok.tokenizer))?;
+                break 'steps;
+            }
+        }
+    }
+    writeln!(stdout)?;
+    let end = Instant::now();
+    let ttft = first_token_at.unwrap_or(end) - start;
+    let decode_time = end - first_token_at.unwrap_or(end);
+    eprintln!(
+        "prompt {num_prompt} tokens in {:.3}s ({:.1} tok/s); generated {generated} tokens, decode {:.1} tok/s",
+        ttft.as_secs_f64(),
+        num_prompt as f64 / ttft.as_secs_f64().max(1e-9),
+        generated.saturating_sub(1) as f64 / decode_time.as_secs_f64().max(1e-9),
+    );
+    Ok(())
+}
+
+fn encode(
+    tokenizer: &tokenizers::Tokenizer,
+    text: &str,
+    add_special: bool,
+) -> anyhow::Result<Vec<u32>> {
+    tokenizer
+        .encode(text, add_special)
+        .map(|e| e.get_ids().to_vec())
+        .map_err(|e| anyhow::anyhow!("cannot tokenize the prompt: {e}"))
+}

@@ -1,0 +1,62 @@
+//! Finding and loading the model a command names: a GGUF file, or the default model.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use ferrite_model::config::ModelConfig;
+use ferrite_model::gguf::GgufFile;
+use ferrite_model::tokenizer::LoadedTokenizer;
+use ferrite_model::weights::ModelWeights;
+
+/// What the CLI needs of a model: its shape and weights for the backend, its text side for the
+/// server, and a name to serve it under.
+pub struct LoadedModel {
+    pub name: String,
+    pub config: ModelConfig,
+    pub weights: ModelWeights,
+    pub tokenizer: LoadedTokenizer,
+}
+
+/// `$FERRITE_MODELS`, else `~/.cache/ferrite/models`.
+pub fn models_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("FERRITE_MODELS") {
+        return PathBuf::from(dir);
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    home.join(".cache/ferrite/models")
+}
+
+pub fn load(spec: Option<&str>) -> anyhow::Result<LoadedModel> {
+    let path = match spec {
+        Some(s) => PathBuf::from(s),
+        None => crate::default_model::ensure(&models_dir())?,
+    };
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+    {
+        return load_gguf(&path);
+    }
+    bail!(
+        "cannot load `{}`: give a .gguf file (Hugging Face directories and hub ids are not wired into the CLI yet)",
+        path.display()
+    )
+}
+
+fn load_gguf(path: &Path) -> anyhow::Result<LoadedModel> {
+    let file = GgufFile::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let config = file.config()?;
+    let tokenizer = LoadedTokenizer::from_gguf_metadata(file.metadata())?;
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".to_string());
+    Ok(LoadedModel {
+        name,
+        config,
+        weights: file.weights(),
+        tokenizer,
+    })
+}

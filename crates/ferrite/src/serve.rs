@@ -1,0 +1,37 @@
+//! `ferrite serve`.
+
+use ferrite_server::{ServerConfig, TextModel};
+
+use crate::cli::ServeArgs;
+use crate::engine_setup::start_engine;
+use crate::model_source;
+
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let mut model = model_source::load(args.model.as_deref())?;
+    let engine = start_engine(&mut model, &args.engine)?;
+    let text = TextModel {
+        tokenizer: model.tokenizer.tokenizer.clone(),
+        chat_template: model.tokenizer.chat_template.clone(),
+        bos_token: model.tokenizer.bos_token.clone(),
+        eos_token: model.tokenizer.eos_token.clone(),
+    };
+    let config = ServerConfig {
+        host: args.host,
+        port: args.port,
+        served_model_name: args.served_model_name.unwrap_or(model.name),
+        api_key: args.api_key,
+        max_waiting: args.max_waiting,
+        tokenizer_workers: args.tokenizer_workers,
+        vocab_size: engine.vocab_size,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(ferrite_server::serve(
+        config,
+        text,
+        engine.handle,
+        engine.outputs,
+    ))
+}

@@ -1,0 +1,52 @@
+//! Hugging Face tensor names to GGUF's canonical ones, and the Q/K row permutation that turns
+//! Hugging Face's rotate-half layout into GGUF's interleaved one.
+
+/// The canonical name of a Hugging Face llama/qwen2 tensor; `None` for tensors ferrite does
+/// not use (e.g. `rotary_emb.inv_freq`).
+pub fn canonical_name(hf: &str) -> Option<String> {
+    match hf {
+        "model.embed_tokens.weight" => return Some("token_embd.weight".into()),
+        "model.norm.weight" => return Some("output_norm.weight".into()),
+        "lm_head.weight" => return Some("output.weight".into()),
+        _ => {}
+    }
+    let rest = hf.strip_prefix("model.layers.")?;
+    let (layer, rest) = rest.split_once('.')?;
+    let layer: usize = layer.parse().ok()?;
+    let (module, kind) = rest.rsplit_once('.')?;
+    if kind != "weight" && kind != "bias" {
+        return None;
+    }
+    let gguf = match module {
+        "input_layernorm" => "attn_norm",
+        "post_attention_layernorm" => "ffn_norm",
+        "self_attn.q_proj" => "attn_q",
+        "self_attn.k_proj" => "attn_k",
+        "self_attn.v_proj" => "attn_v",
+        "self_attn.o_proj" => "attn_output",
+        "mlp.gate_proj" => "ffn_gate",
+        "mlp.up_proj" => "ffn_up",
+        "mlp.down_proj" => "ffn_down",
+        _ => return None,
+    };
+    Some(format!("blk.{layer}.{gguf}.{kind}"))
+}
+
+/// llama.cpp's `permute(w, n_head)` (convert_hf_to_gguf.py): within each head of `head_dim`
+/// rows, row `j * head_dim/2 + i` moves to `2 * i + j`, so that the pairs rotate-half rotates
+/// together become adjacent. `row_bytes` is the size of one row (one element for a bias).
+pub fn permute_rows_for_interleaved_rope(data: &[u8], row_bytes: usize, head_dim: usize) -> Vec<u8> {
+    let half = head_dim / 2;
+    let head_bytes = head_dim * row_bytes;
+    let mut out = vec![0u8; data.len()];
+    for (src_head, dst_head) in data.chunks_exact(head_bytes).zip(out.chunks_exact_mut(head_bytes)) {
+        for i in 0..half {
+            for j in 0..2 {
+                let src = (j * half + i) * row_bytes;
+                let dst = (2 * i + j) * row_bytes;
+                dst_head[dst..dst + row_bytes].copy_from_slice(&src_head[src..src + row_bytes]);
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,71 @@
+//! Reading `*.safetensors` (single or sharded) over memory maps, tensors kept as stored.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use safetensors::{Dtype, SafeTensors};
+
+use super::HfError;
+use crate::weights::{DType, Storage, WeightTensor};
+
+/// The safetensors files of a model directory: those the index names, else `model.safetensors`,
+/// else every `*.safetensors` file.
+pub fn weight_files(dir: &Path) -> Result<Vec<PathBuf>, HfError> {
+    let index_path = dir.join("model.safetensors.index.json");
+    if index_path.is_file() {
+        let text = std::fs::read_to_string(&index_path).map_err(|e| HfError::io(&index_path, e))?;
+        let index: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| HfError::Weights(format!("{}: {e}", index_path.display())))?;
+        let map = index
+            .get("weight_map")
+            .and_then(|m| m.as_object())
+            .ok_or_else(|| HfError::Weights(format!("{}: no `weight_map` object", index_path.display())))?;
+        let files: BTreeSet<&str> = map.values().filter_map(|v| v.as_str()).collect();
+        return Ok(files.into_iter().map(|f| dir.join(f)).collect());
+    }
+    let single = dir.join("model.safetensors");
+    if single.is_file() {
+        return Ok(vec![single]);
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| HfError::io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(HfError::Weights(format!("no *.safetensors files in {}", dir.display())));
+    }
+    Ok(files)
+}
+
+fn dtype_of(dtype: Dtype, name: &str) -> Result<DType, HfError> {
+    match dtype {
+        Dtype::F32 => Ok(DType::F32),
+        Dtype::F16 => Ok(DType::F16),
+        Dtype::BF16 => Ok(DType::BF16),
+        other => Err(HfError::Weights(format!("tensor `{name}` is {other:?}; only f32, f16 and bf16 are supported"))),
+    }
+}
+
+/// Every tensor of one file, by its Hugging Face name, backed by the file's map.
+pub fn read_file(path: &Path) -> Result<Vec<(String, WeightTensor)>, HfError> {
+    let file = std::fs::File::open(path).map_err(|e| HfError::io(path, e))?;
+    // SAFETY: read-only map; as with any mmap loader the file must not change while served.
+    let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.map_err(|e| HfError::io(path, e))?);
+    let parsed =
+        SafeTensors::deserialize(&map).map_err(|e| HfError::Weights(format!("{}: {e}", path.display())))?;
+    let base = map.as_ptr() as usize;
+    parsed
+        .tensors()
+        .into_iter()
+        .map(|(name, view)| {
+            let dtype = dtype_of(view.dtype(), &name)?;
+            let data = view.data();
+            let offset = data.as_ptr() as usize - base;
+            let storage = Storage::Mapped { map: Arc::clone(&map), offset, len: data.len() };
+            Ok((name, WeightTensor { dtype, shape: view.shape().to_vec(), storage }))
+        })
+        .collect()
+}

@@ -1,0 +1,257 @@
+//! Turning a tokenized prompt into engine requests (one per choice) and following them: the
+//! checks every generation endpoint shares, the abort-on-drop guard, and collecting deltas.
+
+use std::sync::Arc;
+
+use ferrite_engine::{GenerationRequest, RequestId, SamplingParams};
+use futures::stream::{self, BoxStream, StreamExt};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+use crate::detokenizer::{Delta, Finish, LogprobEntry, PromptSummary, Registration};
+use crate::error::ApiError;
+use crate::openai::common::{Usage, ValidatedSampling};
+use crate::state::AppState;
+
+/// Running choices of one HTTP request; dropping it aborts those not finished.
+pub struct Submission {
+    pub prompt_ids: Arc<Vec<u32>>,
+    receivers: Vec<UnboundedReceiver<Delta>>,
+    guard: AbortGuard,
+}
+
+pub struct AbortGuard {
+    state: Arc<AppState>,
+    ids: Vec<RequestId>,
+    finished: Vec<bool>,
+}
+
+impl AbortGuard {
+    pub fn mark_finished(&mut self, choice: usize) {
+        if let Some(f) = self.finished.get_mut(choice) {
+            *f = true;
+        }
+    }
+}
+
+impl Drop for AbortGuard {
+    fn drop(&mut self) {
+        for (id, done) in self.ids.iter().zip(&self.finished) {
+            if !done {
+                self.state.registry.unregister(*id);
+                self.state.engine.abort(*id);
+            }
+        }
+    }
+}
+
+/// What a choice amounted to, for non-streaming answers.
+#[derive(Debug, Default)]
+pub struct ChoiceResult {
+    pub text: String,
+    pub token_ids: Vec<u32>,
+    pub logprobs: Vec<LogprobEntry>,
+    pub prompt: Option<PromptSummary>,
+    pub finish: Option<Finish>,
+}
+
+impl ChoiceResult {
+    pub fn absorb(&mut self, d: Delta) {
+        self.text.push_str(&d.text);
+        self.token_ids.extend_from_slice(&d.token_ids);
+        self.logprobs.extend(d.logprobs);
+        if d.prompt.is_some() {
+            self.prompt = d.prompt;
+        }
+        if d.finish.is_some() {
+            self.finish = d.finish;
+        }
+    }
+}
+
+/// Validates the prompt against the model and starts `sampling.n` engine requests for it.
+pub fn submit(
+    state: &Arc<AppState>,
+    prompt_ids: Vec<u32>,
+    sampling: &ValidatedSampling,
+    default_max_tokens: Option<usize>,
+    prompt_logprobs: Option<usize>,
+) -> Result<Submission, ApiError> {
+    if prompt_ids.is_empty() {
+        return Err(ApiError::invalid_param("prompt", "the prompt is empty"));
+    }
+    if let Some(bad) = prompt_ids.iter().find(|&&t| t as usize >= state.vocab_size) {
+        return Err(ApiError::invalid_param(
+            "prompt",
+            format!(
+                "token id {bad} is out of range (vocabulary size {})",
+                state.vocab_size
+            ),
+        ));
+    }
+    let max_len = state.engine.max_model_len();
+    if prompt_ids.len() >= max_len {
+        return Err(ApiError::invalid_param(
+            "prompt",
+            format!(
+                "This model's maximum context length is {max_len} tokens. However, your prompt has {} tokens, which leaves no room for a completion.",
+                prompt_ids.len()
+            ),
+        ));
+    }
+    let room = max_len - prompt_ids.len();
+    // Asking for more than the context holds stops at the context end ("length"), as vLLM's
+    // default does for an unspecified max_tokens.
+    let max_tokens = sampling
+        .max_tokens
+        .or(default_max_tokens)
+        .unwrap_or(room)
+        .min(room);
+    let waiting = state.registry.len().saturating_sub(
+        state
+            .engine
+            .stats()
+            .num_running
+            .load(std::sync::atomic::Ordering::Relaxed),
+    );
+    if waiting + sampling.n > state.max_waiting {
+        return Err(ApiError::overloaded(format!(
+            "the waiting queue is full ({} requests); retry later",
+            state.max_waiting
+        )));
+    }
+    let prompt_ids = Arc::new(prompt_ids);
+    let mut guard = AbortGuard {
+        state: Arc::clone(state),
+        ids: Vec::with_capacity(sampling.n),
+        finished: Vec::with_capacity(sampling.n),
+    };
+    let mut receivers = Vec::with_capacity(sampling.n);
+    for i in 0..sampling.n {
+        let id = state.next_request_id();
+        let (sender, rx) = unbounded_channel();
+        state.registry.register(
+            id,
+            Registration {
+                prompt_ids: Arc::clone(&prompt_ids),
+                stop: sampling.stop.clone(),
+                skip_special_tokens: sampling.skip_special_tokens,
+                sender,
+            },
+        );
+        guard.ids.push(id);
+        guard.finished.push(false);
+        let params = SamplingParams {
+            max_tokens,
+            // Distinct but reproducible streams for the n choices of a seeded request.
+            seed: sampling.params.seed.map(|s| s.wrapping_add(i as u64)),
+            prompt_logprobs,
+            ..sampling.params.clone()
+        };
+        let request = GenerationRequest {
+            id,
+            prompt: prompt_ids.to_vec(),
+            params,
+            arrival: std::time::Instant::now(),
+        };
+        state
+            .engine
+            .add_request(request)
+            .map_err(|e| ApiError::internal(format!("the engine refused the request: {e}")))?;
+        receivers.push(rx);
+    }
+    Ok(Submission {
+        prompt_ids,
+        receivers,
+        guard,
+    })
+}
+
+impl Submission {
+    /// One submission per prompt of a multi-prompt completion, as one list of choices.
+    pub fn concat(parts: Vec<Submission>) -> Option<Submission> {
+        let mut iter = parts.into_iter();
+        let mut all = iter.next()?;
+        for mut part in iter {
+            all.receivers.append(&mut part.receivers);
+            all.guard.ids.append(&mut part.guard.ids);
+            all.guard.finished.append(&mut part.guard.finished);
+        }
+        Some(all)
+    }
+
+    pub fn num_choices(&self) -> usize {
+        self.receivers.len()
+    }
+
+    /// Waits for every choice to finish (non-streaming answers).
+    pub async fn collect(self) -> Result<Vec<ChoiceResult>, ApiError> {
+        let mut guard = self.guard;
+        let mut results: Vec<ChoiceResult> = Vec::new();
+        results.resize_with(self.receivers.len(), ChoiceResult::default);
+        let mut merged = merge(self.receivers);
+        while let Some((i, delta)) = merged.next().await {
+            let done = delta.finish.is_some();
+            results[i].absorb(delta);
+            if done {
+                guard.mark_finished(i);
+                log_finished(&guard, i, &results[i]);
+            }
+        }
+        if results.iter().any(|r| r.finish.is_none()) {
+            return Err(ApiError::internal("a generation ended without finishing"));
+        }
+        Ok(results)
+    }
+
+    /// Deltas of all choices as they come, tagged with the choice index, and the guard.
+    pub fn into_stream(self) -> (BoxStream<'static, (usize, Delta)>, AbortGuard) {
+        (merge(self.receivers), self.guard)
+    }
+}
+
+pub fn log_finished(guard: &AbortGuard, choice: usize, r: &ChoiceResult) {
+    log_choice(
+        guard,
+        choice,
+        r.prompt.as_ref(),
+        r.token_ids.len(),
+        r.finish,
+    );
+}
+
+pub fn log_choice(
+    guard: &AbortGuard,
+    choice: usize,
+    prompt: Option<&PromptSummary>,
+    output_tokens: usize,
+    finish: Option<Finish>,
+) {
+    tracing::info!(
+        request_id = guard.ids.get(choice).copied().unwrap_or_default(),
+        prompt_tokens = prompt.map(|p| p.num_prompt_tokens).unwrap_or_default(),
+        output_tokens,
+        cached_tokens = prompt.map(|p| p.num_cached_tokens).unwrap_or_default(),
+        finish_reason = finish.map(Finish::as_openai).unwrap_or("none"),
+        "request finished"
+    );
+}
+
+/// `prompt_tokens` once per prompt (the choices share it), completions summed.
+pub fn usage_of(prompt_tokens: usize, results: &[&ChoiceResult]) -> Usage {
+    let completion = results.iter().map(|r| r.token_ids.len()).sum();
+    let cached = results
+        .first()
+        .and_then(|r| r.prompt.as_ref())
+        .map(|p| p.num_cached_tokens)
+        .unwrap_or(0);
+    Usage::new(prompt_tokens, completion, cached)
+}
+
+fn merge(receivers: Vec<UnboundedReceiver<Delta>>) -> BoxStream<'static, (usize, Delta)> {
+    let streams = receivers.into_iter().enumerate().map(|(i, rx)| {
+        stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|d| (d, rx)) })
+            .map(move |d| (i, d))
+            .boxed()
+    });
+    stream::select_all(streams).boxed()
+}

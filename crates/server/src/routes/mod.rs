@@ -1,0 +1,19 @@
+//! HTTP handlers, one file per endpoint family.
+
+pub mod chat;
+pub mod completions;
+pub mod info;
+
+use axum::http::{StatusCode, Uri};
+
+use crate::error::ApiError;
+
+pub async fn not_found(uri: Uri) -> ApiError {
+    ApiError {
+        status: StatusCode::NOT_FOUND,
+        message: format!("no route for {}", uri.path()),
+        kind: "invalid_request_error",
+        param: None,
+        code: None,
+    }
+}

@@ -1,0 +1,79 @@
+//! Server-sent events for streaming answers: one `data:` line per chunk, then `data: [DONE]`.
+//!
+//! A task forwards the choices' deltas to the response body. When the client disconnects the
+//! body is dropped, the task notices (`closed()`) even while no token is coming, and its
+//! [`AbortGuard`] aborts the unfinished requests in the engine.
+
+use std::convert::Infallible;
+
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::stream::{self, StreamExt};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::detokenizer::{Delta, PromptSummary};
+use crate::generation::{log_choice, Submission};
+
+/// Turns deltas into the endpoint's chunk objects.
+pub trait ChunkFormatter: Send + 'static {
+    fn on_delta(&mut self, choice: usize, delta: Delta) -> Vec<Value>;
+    /// After every choice finished: the usage chunk, when asked for.
+    fn on_end(&mut self) -> Vec<Value>;
+}
+
+pub fn sse_response(submission: Submission, mut formatter: impl ChunkFormatter) -> Response {
+    let (tx, rx) = mpsc::channel::<Event>(64);
+    let choices = submission.num_choices();
+    let (mut deltas, mut guard) = submission.into_stream();
+    tokio::spawn(async move {
+        let mut tally: Vec<(Option<PromptSummary>, usize)> = vec![(None, 0); choices];
+        loop {
+            let next = tokio::select! {
+                _ = tx.closed() => return,
+                next = deltas.next() => next,
+            };
+            let Some((i, delta)) = next else { break };
+            if let Some(t) = tally.get_mut(i) {
+                if let Some(p) = &delta.prompt {
+                    t.0 = Some(PromptSummary {
+                        prompt_logprobs: None,
+                        ..p.clone()
+                    });
+                }
+                t.1 += delta.token_ids.len();
+            }
+            if let Some(finish) = delta.finish {
+                guard.mark_finished(i);
+                if let Some((p, n)) = tally.get(i) {
+                    log_choice(&guard, i, p.as_ref(), *n, Some(finish));
+                }
+            }
+            for chunk in formatter.on_delta(i, delta) {
+                if tx
+                    .send(Event::default().data(chunk.to_string()))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+        for chunk in formatter.on_end() {
+            if tx
+                .send(Event::default().data(chunk.to_string()))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+        let _ = tx.send(Event::default().data("[DONE]")).await;
+    });
+    let body = stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
+    });
+    Sse::new(body)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}

@@ -1,0 +1,60 @@
+//! What every handler shares.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ferrite_engine::{EngineHandle, RequestId};
+
+use crate::detokenizer::Registry;
+use crate::error::ApiError;
+use crate::tokenizer_pool::TokenizerPool;
+
+pub struct AppState {
+    pub engine: EngineHandle,
+    pub tokenizers: TokenizerPool,
+    pub registry: Registry,
+    pub model_name: String,
+    pub api_key: Option<String>,
+    /// Requests accepted but not yet running, at most; more are refused with 503.
+    pub max_waiting: usize,
+    /// Token ids at or above this are refused.
+    pub vocab_size: usize,
+    /// Unix time the server started (the model's `created`).
+    pub started: u64,
+    next_id: AtomicU64,
+}
+
+impl AppState {
+    pub fn new(
+        engine: EngineHandle,
+        tokenizers: TokenizerPool,
+        registry: Registry,
+        model_name: String,
+        api_key: Option<String>,
+        max_waiting: usize,
+        vocab_size: usize,
+    ) -> Self {
+        Self {
+            engine,
+            tokenizers,
+            registry,
+            model_name,
+            api_key,
+            max_waiting,
+            vocab_size,
+            started: crate::openai::common::unix_now(),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    pub fn next_request_id(&self) -> RequestId {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// OpenAI clients always send `model`; anything but our name is a 404 (absent is fine).
+    pub fn check_model(&self, requested: Option<&str>) -> Result<(), ApiError> {
+        match requested {
+            Some(m) if m != self.model_name => Err(ApiError::model_not_found(m)),
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,99 @@
+"""Starts `ferrite serve` on SmolLM2 for the suite, and fails the suite if the server panics."""
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_NAME = "smollm2"
+API_KEY = "e2e-secret"
+MAX_MODEL_LEN = 2048
+
+
+def models_dir() -> Path:
+    return Path(os.environ.get("FERRITE_MODELS", Path.home() / ".cache/ferrite/models"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, extra_args, tmp: Path, name: str):
+        model = models_dir() / MODEL_FILE
+        if not model.is_file():
+            pytest.fail(f"{model} is missing: run scripts/fetch_models.sh")
+        binary = os.environ.get("FERRITE_BIN", str(ROOT / "target/release/ferrite"))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = tmp / f"{name}.log"
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [binary, "serve", str(model), "--port", str(self.port),
+             "--served-model-name", MODEL_NAME, "--max-model-len", str(MAX_MODEL_LEN),
+             "--kv-cache-memory", "256MiB", *extra_args],
+            stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"server exited with {self.proc.returncode}:\n{self.log_text()}")
+            try:
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        pytest.fail(f"server did not come up:\n{self.log_text()}")
+
+    def log_text(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None and httpx.get(self.url + "/health", timeout=5).status_code == 200
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+        text = self.log_path.read_text()
+        assert "panicked" not in text, f"the server panicked:\n{text}"
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    s = Server(["--api-key", API_KEY], tmp_path_factory.mktemp("srv"), "main")
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="session")
+def client(server) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def http(server) -> httpx.Client:
+    """Raw HTTP for what the openai client hides (status codes, error bodies, SSE lines)."""
+    return httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=120)
+
+
+def metric(http: httpx.Client, name: str) -> float:
+    for line in http.get("/metrics").text.splitlines():
+        if line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in /metrics")

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# End-to-end tests: the real `ferrite serve` binary on SmolLM2, driven by the official `openai`
+# Python client. Creates tests/e2e/.venv-e2e (git-ignored) on first use.
+# Usage: tests/e2e/run.sh [pytest args...]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+venv="$here/.venv-e2e"
+if ! "$venv/bin/python" -c "import openai, pytest, httpx" 2>/dev/null; then
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/pip" install -q "openai>=1.40" "pytest>=8" httpx
+fi
+if [ -z "${FERRITE_BIN:-}" ]; then
+  (cd "$root" && cargo build --release -p ferrite)
+  export FERRITE_BIN="$root/target/release/ferrite"
+fi
+exec "$venv/bin/pytest" -q "$here" "$@"

@@ -1,0 +1,128 @@
+"""Chat and completions through the openai client: streaming and not, n, stop, logprobs, echo,
+return_token_ids, usage."""
+
+import math
+
+from conftest import MODEL_NAME
+
+CAPITAL = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+def chat(client, **kw):
+    kw.setdefault("messages", CAPITAL)
+    kw.setdefault("max_tokens", 12)
+    kw.setdefault("temperature", 0)
+    return client.chat.completions.create(model=MODEL_NAME, **kw)
+
+
+def stream_text(stream):
+    text, finish, usage = "", None, None
+    for chunk in stream:
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for c in chunk.choices:
+            text += getattr(c, "delta", None) and (c.delta.content or "") or getattr(c, "text", "") or ""
+            finish = c.finish_reason or finish
+    return text, finish, usage
+
+
+def test_chat_greedy_knows_paris(client):
+    r = chat(client)
+    assert "Paris" in r.choices[0].message.content
+    assert r.choices[0].message.role == "assistant"
+    assert r.choices[0].finish_reason in ("stop", "length")
+    assert r.usage.prompt_tokens > 0
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+
+
+def test_chat_stream_equals_non_stream(client):
+    full = chat(client).choices[0].message.content
+    text, finish, usage = stream_text(chat(client, stream=True, stream_options={"include_usage": True}))
+    assert text == full
+    assert finish in ("stop", "length")
+    assert usage is not None and usage.completion_tokens > 0
+
+
+def test_completions_stream_equals_non_stream(client):
+    kw = dict(model=MODEL_NAME, prompt="The three primary colors are", max_tokens=10, temperature=0)
+    full = client.completions.create(**kw)
+    assert full.choices[0].finish_reason == "length"
+    assert full.usage.completion_tokens == 10
+    text, finish, _ = stream_text(client.completions.create(stream=True, **kw))
+    assert text == full.choices[0].text
+    assert finish == "length"
+
+
+def test_n_2_gives_two_choices(client):
+    r = chat(client, n=2, temperature=0.8, seed=7, max_tokens=8)
+    assert sorted(c.index for c in r.choices) == [0, 1]
+    assert all(c.message.content for c in r.choices)
+    assert r.usage.completion_tokens <= 2 * 8
+    greedy = chat(client, n=2, max_tokens=8)
+    assert greedy.choices[0].message.content == greedy.choices[1].message.content
+
+
+def test_seeded_sampling_is_reproducible(client):
+    a = chat(client, temperature=1.0, seed=1234, max_tokens=10).choices[0].message.content
+    b = chat(client, temperature=1.0, seed=1234, max_tokens=10).choices[0].message.content
+    assert a == b
+
+
+def test_stop_string_truncates_and_is_never_streamed(client):
+    kw = dict(model=MODEL_NAME, prompt="Count: one, two, three, four, five,", max_tokens=12, temperature=0)
+    full = client.completions.create(**kw).choices[0].text
+    assert len(full) > 6
+    stop = full[3:6]
+    want = full[: full.index(stop)]
+    r = client.completions.create(stop=[stop], **kw)
+    assert r.choices[0].text == want
+    assert r.choices[0].finish_reason == "stop"
+    text, finish, _ = stream_text(client.completions.create(stop=stop, stream=True, **kw))
+    assert text == want and finish == "stop"
+
+
+def test_chat_logprobs(client):
+    r = chat(client, logprobs=True, top_logprobs=3, max_tokens=6)
+    content = r.choices[0].logprobs.content
+    assert len(content) == r.usage.completion_tokens
+    for e in content:
+        assert len(e.top_logprobs) == 3
+        lps = [t.logprob for t in e.top_logprobs]
+        assert lps == sorted(lps, reverse=True) and all(lp <= 0 for lp in lps)
+        # Greedy: the chosen token is the most likely one.
+        assert math.isclose(e.logprob, lps[0], abs_tol=1e-4)
+        assert bytes(e.bytes).decode("utf-8", "replace") == e.token
+    assert "".join(e.token for e in content) == r.choices[0].message.content
+
+
+def test_completions_logprobs_with_echo(client, http):
+    prompt = "Hello, my name is"
+    r = client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=4, temperature=0,
+                                  logprobs=2, echo=True)
+    c = r.choices[0]
+    n_prompt = len(http.post("/tokenize", json={"prompt": prompt}).json()["tokens"])
+    assert c.text.startswith(prompt)
+    lp = c.logprobs
+    assert len(lp.tokens) == n_prompt + 4
+    assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+    assert all(x is not None and x <= 0 for x in lp.token_logprobs[1:])
+    assert all(len(t) >= 1 for t in lp.top_logprobs[1:])
+    assert lp.text_offset[0] == 0
+    assert all(b >= a for a, b in zip(lp.text_offset, lp.text_offset[1:]))
+    assert "".join(lp.tokens) == c.text
+
+
+def test_return_token_ids(client, http):
+    r = chat(client, extra_body={"return_token_ids": True}, max_tokens=6)
+    body = r.model_dump()
+    want_prompt = http.post("/tokenize", json={"messages": CAPITAL, "add_generation_prompt": True}).json()["tokens"]
+    assert body["prompt_token_ids"] == want_prompt
+    ids = body["choices"][0]["token_ids"]
+    assert len(ids) == r.usage.completion_tokens
+    text = http.post("/detokenize", json={"tokens": ids}).json()["prompt"]
+    assert text.replace("<|im_end|>", "") == r.choices[0].message.content
+
+    c = client.completions.create(model=MODEL_NAME, prompt=[1, 2, 3, 4], max_tokens=3, temperature=0,
+                                  extra_body={"return_token_ids": True}).model_dump()
+    assert c["choices"][0]["prompt_token_ids"] == [1, 2, 3, 4]
+    assert len(c["choices"][0]["token_ids"]) == 3

@@ -8,14 +8,19 @@ pub const QWEN_05B: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
 pub fn models_dir() -> PathBuf {
     match std::env::var_os("FERRITE_MODELS") {
         Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/ferrite/models"),
+        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+            .join(".cache/ferrite/models"),
     }
 }
 
 /// The path of a real model; fails the test (never skips it) when the file is absent.
 pub fn model_path(file: &str) -> PathBuf {
     let path = models_dir().join(file);
-    assert!(path.is_file(), "test model {} not found: run scripts/fetch_models.sh first", path.display());
+    assert!(
+        path.is_file(),
+        "test model {} not found: run scripts/fetch_models.sh first",
+        path.display()
+    );
     path
 }
 

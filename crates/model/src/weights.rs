@@ -37,7 +37,9 @@ impl DType {
         match self {
             DType::F32 | DType::F16 | DType::BF16 => 1,
             DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 => 32,
-            DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => 256,
+            DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => {
+                256
+            }
         }
     }
     /// Bytes per block.
@@ -67,7 +69,11 @@ impl DType {
 /// Bytes that back a tensor: a slice of a memory-mapped file, or owned.
 #[derive(Clone)]
 pub enum Storage {
-    Mapped { map: Arc<memmap2::Mmap>, offset: usize, len: usize },
+    Mapped {
+        map: Arc<memmap2::Mmap>,
+        offset: usize,
+        len: usize,
+    },
     Owned(Arc<Vec<u8>>),
 }
 
@@ -96,7 +102,11 @@ pub struct WeightTensor {
 
 impl WeightTensor {
     pub fn rows(&self) -> usize {
-        if self.shape.len() == 1 { 1 } else { self.shape[0] }
+        if self.shape.len() == 1 {
+            1
+        } else {
+            self.shape[0]
+        }
     }
     pub fn cols(&self) -> usize {
         *self.shape.last().unwrap_or(&0)

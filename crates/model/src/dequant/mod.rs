@@ -16,9 +16,20 @@ fn f16_at(b: &[u8], at: usize) -> f32 {
 /// `dtype.row_bytes(out.len())` long: that is a caller's bug, not a property of the data.
 pub fn dequantize_row(dtype: DType, bytes: &[u8], out: &mut [f32]) {
     let block_len = dtype.block_len();
-    assert!(out.len() % block_len == 0, "{} elements is not a whole number of {dtype:?} blocks", out.len());
-    assert_eq!(bytes.len(), dtype.row_bytes(out.len()), "{dtype:?}: byte length does not match {} elements", out.len());
-    let blocks = bytes.chunks_exact(dtype.block_bytes()).zip(out.chunks_exact_mut(block_len));
+    assert!(
+        out.len() % block_len == 0,
+        "{} elements is not a whole number of {dtype:?} blocks",
+        out.len()
+    );
+    assert_eq!(
+        bytes.len(),
+        dtype.row_bytes(out.len()),
+        "{dtype:?}: byte length does not match {} elements",
+        out.len()
+    );
+    let blocks = bytes
+        .chunks_exact(dtype.block_bytes())
+        .zip(out.chunks_exact_mut(block_len));
     for (b, y) in blocks {
         match dtype {
             DType::F32 => y[0] = f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
@@ -69,7 +80,10 @@ fn q4_1(b: &[u8], y: &mut [f32]) {
 fn five_bit(qh: u32, qs: &[u8], j: usize) -> (i32, i32) {
     let h0 = ((qh >> j) << 4) & 0x10;
     let h1 = (qh >> (j + 12)) & 0x10;
-    (((qs[j] as u32 & 0x0f) | h0) as i32, (((qs[j] as u32) >> 4) | h1) as i32)
+    (
+        ((qs[j] as u32 & 0x0f) | h0) as i32,
+        (((qs[j] as u32) >> 4) | h1) as i32,
+    )
 }
 
 fn q5_0(b: &[u8], y: &mut [f32]) {
@@ -128,7 +142,11 @@ fn q3_k(b: &[u8], y: &mut [f32]) {
     // 16 six-bit scales: low 4 bits in bytes 0..8, high 2 bits in bytes 8..12.
     let mut scales = [0i32; 16];
     for (i, s) in scales.iter_mut().enumerate() {
-        let low = if i < 8 { packed[i] & 0x0f } else { packed[i - 8] >> 4 };
+        let low = if i < 8 {
+            packed[i] & 0x0f
+        } else {
+            packed[i - 8] >> 4
+        };
         let high = (packed[8 + i % 4] >> (2 * (i / 4))) & 3;
         *s = (low | (high << 4)) as i32 - 32;
     }
@@ -159,7 +177,10 @@ fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
     if j < 4 {
         (q[j] & 63, q[j + 4] & 63)
     } else {
-        ((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
+        (
+            (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
     }
 }
 
@@ -169,7 +190,12 @@ fn q4_k(b: &[u8], y: &mut [f32]) {
     for (chunk, q) in qs.chunks_exact(32).enumerate() {
         let (sc1, m1) = scale_min_k4(2 * chunk, scales);
         let (sc2, m2) = scale_min_k4(2 * chunk + 1, scales);
-        let (d1, min1, d2, min2) = (d * sc1 as f32, dmin * m1 as f32, d * sc2 as f32, dmin * m2 as f32);
+        let (d1, min1, d2, min2) = (
+            d * sc1 as f32,
+            dmin * m1 as f32,
+            d * sc2 as f32,
+            dmin * m2 as f32,
+        );
         let y = &mut y[chunk * 64..chunk * 64 + 64];
         for l in 0..32 {
             y[l] = d1 * (q[l] & 0x0f) as f32 - min1;
@@ -184,7 +210,12 @@ fn q5_k(b: &[u8], y: &mut [f32]) {
     for (chunk, ql) in qs.chunks_exact(32).enumerate() {
         let (sc1, m1) = scale_min_k4(2 * chunk, scales);
         let (sc2, m2) = scale_min_k4(2 * chunk + 1, scales);
-        let (d1, min1, d2, min2) = (d * sc1 as f32, dmin * m1 as f32, d * sc2 as f32, dmin * m2 as f32);
+        let (d1, min1, d2, min2) = (
+            d * sc1 as f32,
+            dmin * m1 as f32,
+            d * sc2 as f32,
+            dmin * m2 as f32,
+        );
         let (u1, u2) = (1u8 << (2 * chunk), 2u8 << (2 * chunk));
         let y = &mut y[chunk * 64..chunk * 64 + 64];
         for l in 0..32 {

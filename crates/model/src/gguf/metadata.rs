@@ -108,11 +108,17 @@ impl Metadata {
     }
 
     fn require(&self, key: &str) -> Result<&MetaValue, GgufError> {
-        self.values.get(key).ok_or_else(|| GgufError::MissingKey(key.to_string()))
+        self.values
+            .get(key)
+            .ok_or_else(|| GgufError::MissingKey(key.to_string()))
     }
 
     fn wrong_type(key: &str, want: &'static str, got: &MetaValue) -> GgufError {
-        GgufError::WrongType { key: key.to_string(), expected: want, found: got.type_name() }
+        GgufError::WrongType {
+            key: key.to_string(),
+            expected: want,
+            found: got.type_name(),
+        }
     }
 
     pub fn usize(&self, key: &str) -> Result<usize, GgufError> {
@@ -123,22 +129,35 @@ impl Metadata {
     }
 
     pub fn opt_usize(&self, key: &str) -> Result<Option<usize>, GgufError> {
-        if self.values.contains_key(key) { self.usize(key).map(Some) } else { Ok(None) }
+        if self.values.contains_key(key) {
+            self.usize(key).map(Some)
+        } else {
+            Ok(None)
+        }
     }
 
     pub fn f32(&self, key: &str) -> Result<f32, GgufError> {
         let v = self.require(key)?;
-        v.as_f64().map(|x| x as f32).ok_or_else(|| Self::wrong_type(key, "number", v))
+        v.as_f64()
+            .map(|x| x as f32)
+            .ok_or_else(|| Self::wrong_type(key, "number", v))
     }
 
     pub fn opt_f32(&self, key: &str) -> Result<Option<f32>, GgufError> {
-        if self.values.contains_key(key) { self.f32(key).map(Some) } else { Ok(None) }
+        if self.values.contains_key(key) {
+            self.f32(key).map(Some)
+        } else {
+            Ok(None)
+        }
     }
 
     pub fn opt_bool(&self, key: &str) -> Result<Option<bool>, GgufError> {
         match self.values.get(key) {
             None => Ok(None),
-            Some(v) => v.as_bool().map(Some).ok_or_else(|| Self::wrong_type(key, "bool", v)),
+            Some(v) => v
+                .as_bool()
+                .map(Some)
+                .ok_or_else(|| Self::wrong_type(key, "bool", v)),
         }
     }
 
@@ -148,26 +167,40 @@ impl Metadata {
     }
 
     pub fn opt_str(&self, key: &str) -> Result<Option<&str>, GgufError> {
-        if self.values.contains_key(key) { self.str(key).map(Some) } else { Ok(None) }
+        if self.values.contains_key(key) {
+            self.str(key).map(Some)
+        } else {
+            Ok(None)
+        }
     }
 
     /// An array of strings (token lists, merges).
     pub fn str_array(&self, key: &str) -> Result<Vec<&str>, GgufError> {
         let v = self.require(key)?;
-        let items = v.as_array().ok_or_else(|| Self::wrong_type(key, "array of strings", v))?;
+        let items = v
+            .as_array()
+            .ok_or_else(|| Self::wrong_type(key, "array of strings", v))?;
         items
             .iter()
-            .map(|item| item.as_str().ok_or_else(|| Self::wrong_type(key, "array of strings", item)))
+            .map(|item| {
+                item.as_str()
+                    .ok_or_else(|| Self::wrong_type(key, "array of strings", item))
+            })
             .collect()
     }
 
     /// An array of integers (token types).
     pub fn i64_array(&self, key: &str) -> Result<Vec<i64>, GgufError> {
         let v = self.require(key)?;
-        let items = v.as_array().ok_or_else(|| Self::wrong_type(key, "array of integers", v))?;
+        let items = v
+            .as_array()
+            .ok_or_else(|| Self::wrong_type(key, "array of integers", v))?;
         items
             .iter()
-            .map(|item| item.as_i64().ok_or_else(|| Self::wrong_type(key, "array of integers", item)))
+            .map(|item| {
+                item.as_i64()
+                    .ok_or_else(|| Self::wrong_type(key, "array of integers", item))
+            })
             .collect()
     }
 }

@@ -18,19 +18,30 @@ use crate::weights::{ModelWeights, Storage, WeightTensor};
 #[derive(Debug, thiserror::Error)]
 pub enum GgufError {
     #[error("cannot read {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("not a GGUF file: magic bytes are {0:?}, expected \"GGUF\"")]
     BadMagic([u8; 4]),
     #[error("GGUF version {0} is not supported (1, 2 and 3 are)")]
     UnsupportedVersion(u32),
     #[error("GGUF file is truncated: {what} runs past the end (at offset {offset}, file is {file_len} bytes)")]
-    Truncated { what: String, offset: usize, file_len: usize },
+    Truncated {
+        what: String,
+        offset: usize,
+        file_len: usize,
+    },
     #[error("tensor `{tensor}` has GGML type id {type_id}, which ferrite does not support")]
     UnknownType { tensor: String, type_id: u32 },
     #[error("GGUF metadata key `{0}` is missing")]
     MissingKey(String),
     #[error("GGUF metadata key `{key}` should be {expected}, found {found}")]
-    WrongType { key: String, expected: &'static str, found: &'static str },
+    WrongType {
+        key: String,
+        expected: &'static str,
+        found: &'static str,
+    },
     #[error("architecture `{0}` is not supported (llama and qwen2 are)")]
     UnsupportedArch(String),
     #[error("corrupt GGUF file: {0}")]
@@ -45,7 +56,10 @@ pub struct GgufFile {
 
 impl GgufFile {
     pub fn open(path: &Path) -> Result<GgufFile, GgufError> {
-        let io = |source| GgufError::Io { path: path.display().to_string(), source };
+        let io = |source| GgufError::Io {
+            path: path.display().to_string(),
+            source,
+        };
         let file = std::fs::File::open(path).map_err(io)?;
         // SAFETY: the map is read-only; like every mmap-based loader we rely on the model file
         // not being truncated or rewritten while it is served.
@@ -74,8 +88,19 @@ impl GgufFile {
             .iter()
             .map(|info| {
                 let shape = info.dims.iter().rev().map(|&d| d as usize).collect();
-                let storage = Storage::Mapped { map: Arc::clone(&self.map), offset: info.offset, len: info.len };
-                (info.name.clone(), WeightTensor { dtype: info.dtype, shape, storage })
+                let storage = Storage::Mapped {
+                    map: Arc::clone(&self.map),
+                    offset: info.offset,
+                    len: info.len,
+                };
+                (
+                    info.name.clone(),
+                    WeightTensor {
+                        dtype: info.dtype,
+                        shape,
+                        storage,
+                    },
+                )
             })
             .collect();
         ModelWeights { tensors }

@@ -7,7 +7,10 @@ use crate::config::{Arch, ModelConfig, RopeStyle};
 
 const DEFAULT_ROPE_THETA: f32 = 10_000.0;
 
-pub fn config_from_metadata(meta: &Metadata, tensors: &[TensorInfo]) -> Result<ModelConfig, GgufError> {
+pub fn config_from_metadata(
+    meta: &Metadata,
+    tensors: &[TensorInfo],
+) -> Result<ModelConfig, GgufError> {
     let arch_name = meta.str("general.architecture")?;
     let arch = match arch_name {
         "llama" => Arch::Llama,
@@ -20,10 +23,17 @@ pub fn config_from_metadata(meta: &Metadata, tensors: &[TensorInfo]) -> Result<M
     let hidden_size = meta.usize(&key("embedding_length"))?;
     let num_heads = meta.usize(&key("attention.head_count"))?;
     if num_heads == 0 {
-        return Err(GgufError::Corrupt(format!("{} is 0", key("attention.head_count"))));
+        return Err(GgufError::Corrupt(format!(
+            "{} is 0",
+            key("attention.head_count")
+        )));
     }
-    let num_kv_heads = meta.opt_usize(&key("attention.head_count_kv"))?.unwrap_or(num_heads);
-    let head_dim = meta.opt_usize(&key("attention.key_length"))?.unwrap_or(hidden_size / num_heads);
+    let num_kv_heads = meta
+        .opt_usize(&key("attention.head_count_kv"))?
+        .unwrap_or(num_heads);
+    let head_dim = meta
+        .opt_usize(&key("attention.key_length"))?
+        .unwrap_or(hidden_size / num_heads);
 
     // The token list is the tokenizer's vocabulary; the embedding matrix is what the logits are
     // over. They agree in real files; when they do not the matrix wins, since it fixes the shapes.
@@ -32,7 +42,10 @@ pub fn config_from_metadata(meta: &Metadata, tensors: &[TensorInfo]) -> Result<M
         .find(|t| t.name == "token_embd.weight")
         .and_then(|t| t.dims.get(1).copied())
         .map(|n| n as usize);
-    let token_count = meta.get("tokenizer.ggml.tokens").and_then(|v| v.as_array()).map(|a| a.len());
+    let token_count = meta
+        .get("tokenizer.ggml.tokens")
+        .and_then(|v| v.as_array())
+        .map(|a| a.len());
     let vocab_size = embd_rows
         .or(token_count)
         .or(meta.opt_usize(&key("vocab_size"))?)
@@ -47,7 +60,9 @@ pub fn config_from_metadata(meta: &Metadata, tensors: &[TensorInfo]) -> Result<M
         num_heads,
         num_kv_heads,
         head_dim,
-        rope_theta: meta.opt_f32(&key("rope.freq_base"))?.unwrap_or(DEFAULT_ROPE_THETA),
+        rope_theta: meta
+            .opt_f32(&key("rope.freq_base"))?
+            .unwrap_or(DEFAULT_ROPE_THETA),
         // llama.cpp's converter permutes llama's Q/K rows for adjacent-pair rotation; qwen2 files
         // keep Hugging Face's layout and are run in NeoX (halves) mode.
         rope_style: match arch {

@@ -61,9 +61,15 @@ struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], GgufError> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or_else(|| {
-            GgufError::Truncated { what: what.to_string(), offset: self.pos, file_len: self.bytes.len() }
-        })?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or_else(|| GgufError::Truncated {
+                what: what.to_string(),
+                offset: self.pos,
+                file_len: self.bytes.len(),
+            })?;
         let s = &self.bytes[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -85,19 +91,30 @@ impl<'a> Cursor<'a> {
 
     /// A count or length; v1 files wrote these as u32.
     fn len(&mut self, version: u32, what: &str) -> Result<u64, GgufError> {
-        if version == 1 { self.u32(what).map(u64::from) } else { self.u64(what) }
+        if version == 1 {
+            self.u32(what).map(u64::from)
+        } else {
+            self.u64(what)
+        }
     }
 
     fn string(&mut self, version: u32, what: &str) -> Result<String, GgufError> {
         let n = self.len(version, what)?;
-        let n = usize::try_from(n).map_err(|_| GgufError::Corrupt(format!("{what}: length {n}")))?;
+        let n =
+            usize::try_from(n).map_err(|_| GgufError::Corrupt(format!("{what}: length {n}")))?;
         let raw = self.take(n, what)?;
         // Some converters wrote vocabularies with invalid UTF-8 (partial byte tokens); keep them
         // readable rather than refusing the model.
         Ok(String::from_utf8_lossy(raw).into_owned())
     }
 
-    fn value(&mut self, version: u32, type_id: u32, key: &str, depth: usize) -> Result<MetaValue, GgufError> {
+    fn value(
+        &mut self,
+        version: u32,
+        type_id: u32,
+        key: &str,
+        depth: usize,
+    ) -> Result<MetaValue, GgufError> {
         Ok(match type_id {
             0 => MetaValue::U8(self.array::<1>(key)?[0]),
             1 => MetaValue::I8(self.array::<1>(key)?[0] as i8),
@@ -110,7 +127,9 @@ impl<'a> Cursor<'a> {
             8 => MetaValue::String(self.string(version, key)?),
             9 => {
                 if depth >= MAX_ARRAY_DEPTH {
-                    return Err(GgufError::Corrupt(format!("metadata `{key}`: arrays nested too deep")));
+                    return Err(GgufError::Corrupt(format!(
+                        "metadata `{key}`: arrays nested too deep"
+                    )));
                 }
                 let elem_type = self.u32(key)?;
                 let count = self.len(version, key)?;
@@ -133,7 +152,9 @@ impl<'a> Cursor<'a> {
             11 => MetaValue::I64(i64::from_le_bytes(self.array(key)?)),
             12 => MetaValue::F64(f64::from_le_bytes(self.array(key)?)),
             other => {
-                return Err(GgufError::Corrupt(format!("metadata `{key}`: unknown value type {other}")))
+                return Err(GgufError::Corrupt(format!(
+                    "metadata `{key}`: unknown value type {other}"
+                )))
             }
         })
     }
@@ -168,7 +189,9 @@ pub fn parse(bytes: &[u8]) -> Result<GgufHeader, GgufError> {
             .as_u64()
             .and_then(|a| usize::try_from(a).ok())
             .filter(|a| a.is_power_of_two())
-            .ok_or_else(|| GgufError::Corrupt(format!("general.alignment {v:?} is not a power of two")))?,
+            .ok_or_else(|| {
+                GgufError::Corrupt(format!("general.alignment {v:?} is not a power of two"))
+            })?,
     };
 
     let mut raw_infos = Vec::new();
@@ -176,9 +199,13 @@ pub fn parse(bytes: &[u8]) -> Result<GgufHeader, GgufError> {
         let name = c.string(version, "tensor name")?;
         let n_dims = c.u32(&name)?;
         if n_dims == 0 || n_dims > 4 {
-            return Err(GgufError::Corrupt(format!("tensor `{name}` has {n_dims} dimensions")));
+            return Err(GgufError::Corrupt(format!(
+                "tensor `{name}` has {n_dims} dimensions"
+            )));
         }
-        let dims = (0..n_dims).map(|_| c.len(version, &name)).collect::<Result<Vec<_>, _>>()?;
+        let dims = (0..n_dims)
+            .map(|_| c.len(version, &name))
+            .collect::<Result<Vec<_>, _>>()?;
         let type_id = c.u32(&name)?;
         let rel_offset = c.u64(&name)?;
         raw_infos.push((name, dims, type_id, rel_offset));
@@ -187,9 +214,15 @@ pub fn parse(bytes: &[u8]) -> Result<GgufHeader, GgufError> {
 
     let tensors = raw_infos
         .into_iter()
-        .map(|(name, dims, type_id, rel_offset)| locate(bytes.len(), data_start, name, dims, type_id, rel_offset))
+        .map(|(name, dims, type_id, rel_offset)| {
+            locate(bytes.len(), data_start, name, dims, type_id, rel_offset)
+        })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(GgufHeader { version, metadata, tensors })
+    Ok(GgufHeader {
+        version,
+        metadata,
+        tensors,
+    })
 }
 
 fn locate(
@@ -200,7 +233,10 @@ fn locate(
     type_id: u32,
     rel_offset: u64,
 ) -> Result<TensorInfo, GgufError> {
-    let dtype = dtype_from_ggml(type_id).ok_or_else(|| GgufError::UnknownType { tensor: name.clone(), type_id })?;
+    let dtype = dtype_from_ggml(type_id).ok_or_else(|| GgufError::UnknownType {
+        tensor: name.clone(),
+        type_id,
+    })?;
     let ne0 = dims[0] as usize;
     if ne0 % dtype.block_len() != 0 {
         return Err(GgufError::Corrupt(format!(
@@ -208,7 +244,9 @@ fn locate(
             dtype.block_len()
         )));
     }
-    let rows = dims[1..].iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
+    let rows = dims[1..]
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d));
     let len = rows
         .and_then(|r| (dtype.row_bytes(ne0) as u64).checked_mul(r))
         .and_then(|l| usize::try_from(l).ok())
@@ -222,5 +260,11 @@ fn locate(
             offset: data_start,
             file_len,
         })?;
-    Ok(TensorInfo { name, dims, dtype, offset, len })
+    Ok(TensorInfo {
+        name,
+        dims,
+        dtype,
+        offset,
+        len,
+    })
 }

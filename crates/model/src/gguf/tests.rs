@@ -13,7 +13,12 @@ struct Writer {
 
 impl Writer {
     fn new() -> Self {
-        Writer { kv: vec![], kv_count: 0, infos: vec![], tensor_count: 0 }
+        Writer {
+            kv: vec![],
+            kv_count: 0,
+            infos: vec![],
+            tensor_count: 0,
+        }
     }
     fn string(buf: &mut Vec<u8>, s: &str) {
         buf.extend((s.len() as u64).to_le_bytes());
@@ -69,7 +74,11 @@ fn tiny_llama(alignment: Option<u32>) -> Writer {
     w.kv_u32("llama.feed_forward_length", 64);
     w.kv_u32("llama.attention.head_count", 4);
     w.kv_u32("llama.attention.head_count_kv", 2);
-    w.kv_raw("llama.attention.layer_norm_rms_epsilon", 6, &1e-5f32.to_le_bytes());
+    w.kv_raw(
+        "llama.attention.layer_norm_rms_epsilon",
+        6,
+        &1e-5f32.to_le_bytes(),
+    );
     w.kv_u32("llama.context_length", 128);
     // An array of two strings, and a bool.
     let mut arr = 8u32.to_le_bytes().to_vec();
@@ -87,7 +96,10 @@ fn parse_bytes(bytes: &[u8]) -> Result<GgufFile, GgufError> {
     let map = map.make_read_only().unwrap();
     // An anonymous map is page-sized; parse exactly the written bytes so truncation shows.
     let header = reader::parse(&map[..bytes.len()])?;
-    Ok(GgufFile { header, map: Arc::new(map) })
+    Ok(GgufFile {
+        header,
+        map: Arc::new(map),
+    })
 }
 
 #[test]
@@ -104,13 +116,24 @@ fn synthetic_file_parses_config_and_tensor_slices() {
 
         let cfg = file.config().unwrap();
         assert_eq!(cfg.arch, Arch::Llama);
-        assert_eq!((cfg.hidden_size, cfg.intermediate_size, cfg.num_layers), (32, 64, 1));
+        assert_eq!(
+            (cfg.hidden_size, cfg.intermediate_size, cfg.num_layers),
+            (32, 64, 1)
+        );
         assert_eq!((cfg.num_heads, cfg.num_kv_heads, cfg.head_dim), (4, 2, 8));
         assert_eq!(cfg.vocab_size, 2);
         assert_eq!(cfg.rope_theta, 10_000.0);
         assert!(cfg.tie_word_embeddings && !cfg.qkv_bias);
-        assert_eq!(file.metadata().opt_bool("tokenizer.ggml.add_bos_token").unwrap(), Some(true));
-        assert_eq!(file.metadata().str_array("tokenizer.ggml.tokens").unwrap(), vec!["a", "b"]);
+        assert_eq!(
+            file.metadata()
+                .opt_bool("tokenizer.ggml.add_bos_token")
+                .unwrap(),
+            Some(true)
+        );
+        assert_eq!(
+            file.metadata().str_array("tokenizer.ggml.tokens").unwrap(),
+            vec!["a", "b"]
+        );
 
         let weights = file.weights();
         let embd = weights.get("token_embd.weight").unwrap();
@@ -135,7 +158,10 @@ fn bad_files_are_rejected_with_a_reason() {
     let mut w = tiny_llama(None);
     w.tensor("x.weight", &[32], 16, 0); // type 16 (IQ2_XXS) is not supported
     let err = parse_bytes(&w.finish(32, &[0; 64])).err().unwrap();
-    assert!(matches!(err, GgufError::UnknownType { type_id: 16, .. }), "{err}");
+    assert!(
+        matches!(err, GgufError::UnknownType { type_id: 16, .. }),
+        "{err}"
+    );
 
     let mut w = tiny_llama(None);
     w.tensor("x.weight", &[32, 4], 0, 0); // needs 512 bytes, file has 64
@@ -144,8 +170,15 @@ fn bad_files_are_rejected_with_a_reason() {
 
     let mut w = Writer::new();
     w.kv_str("general.architecture", "llama");
-    let err = parse_bytes(&w.finish(32, &[])).unwrap().config().err().unwrap();
-    assert!(matches!(err, GgufError::MissingKey(ref k) if k == "llama.embedding_length"), "{err}");
+    let err = parse_bytes(&w.finish(32, &[]))
+        .unwrap()
+        .config()
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, GgufError::MissingKey(ref k) if k == "llama.embedding_length"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -154,7 +187,10 @@ fn smollm2_config_and_tensors() {
     let cfg = file.config().unwrap();
     assert_eq!(cfg.arch, Arch::Llama);
     assert_eq!(cfg.vocab_size, 49152);
-    assert_eq!((cfg.hidden_size, cfg.intermediate_size, cfg.num_layers), (576, 1536, 30));
+    assert_eq!(
+        (cfg.hidden_size, cfg.intermediate_size, cfg.num_layers),
+        (576, 1536, 30)
+    );
     assert_eq!((cfg.num_heads, cfg.num_kv_heads, cfg.head_dim), (9, 3, 64));
     assert_eq!(cfg.rope_theta, 100_000.0);
     assert_eq!(cfg.rope_style, RopeStyle::Interleaved);
@@ -166,12 +202,33 @@ fn smollm2_config_and_tensors() {
     let weights = file.weights();
     assert_eq!(weights.tensors.len(), 272);
     let embd = weights.get("token_embd.weight").unwrap();
-    assert_eq!((embd.dtype, embd.shape.clone()), (DType::Q8_0, vec![49152, 576]));
-    assert!(matches!(embd.storage, Storage::Mapped { offset: 1785664, .. }));
+    assert_eq!(
+        (embd.dtype, embd.shape.clone()),
+        (DType::Q8_0, vec![49152, 576])
+    );
+    assert!(matches!(
+        embd.storage,
+        Storage::Mapped {
+            offset: 1785664,
+            ..
+        }
+    ));
     let down = weights.get("blk.0.ffn_down.weight").unwrap();
-    assert_eq!((down.dtype, down.shape.clone()), (DType::Q4_1, vec![576, 1536]));
-    assert!(matches!(down.storage, Storage::Mapped { offset: 31868992, .. }));
-    assert_eq!(weights.get("blk.29.attn_norm.weight").unwrap().shape, vec![576]);
+    assert_eq!(
+        (down.dtype, down.shape.clone()),
+        (DType::Q4_1, vec![576, 1536])
+    );
+    assert!(matches!(
+        down.storage,
+        Storage::Mapped {
+            offset: 31868992,
+            ..
+        }
+    ));
+    assert_eq!(
+        weights.get("blk.29.attn_norm.weight").unwrap().shape,
+        vec![576]
+    );
 }
 
 #[test]
@@ -180,7 +237,10 @@ fn qwen_config_and_tensors() {
     let cfg = file.config().unwrap();
     assert_eq!(cfg.arch, Arch::Qwen2);
     assert_eq!(cfg.vocab_size, 151936);
-    assert_eq!((cfg.hidden_size, cfg.intermediate_size, cfg.num_layers), (896, 4864, 24));
+    assert_eq!(
+        (cfg.hidden_size, cfg.intermediate_size, cfg.num_layers),
+        (896, 4864, 24)
+    );
     assert_eq!((cfg.num_heads, cfg.num_kv_heads, cfg.head_dim), (14, 2, 64));
     assert_eq!(cfg.rope_theta, 1_000_000.0);
     assert_eq!(cfg.rope_style, RopeStyle::Halves);
@@ -191,10 +251,28 @@ fn qwen_config_and_tensors() {
     let weights = file.weights();
     assert_eq!(weights.tensors.len(), 291);
     let out = weights.get("output.weight").unwrap();
-    assert_eq!((out.dtype, out.shape.clone()), (DType::Q8_0, vec![151936, 896]));
-    assert!(matches!(out.storage, Storage::Mapped { offset: 5947776, .. }));
+    assert_eq!(
+        (out.dtype, out.shape.clone()),
+        (DType::Q8_0, vec![151936, 896])
+    );
+    assert!(matches!(
+        out.storage,
+        Storage::Mapped {
+            offset: 5947776,
+            ..
+        }
+    ));
     let down = weights.get("blk.0.ffn_down.weight").unwrap();
-    assert_eq!((down.dtype, down.shape.clone()), (DType::Q6_K, vec![896, 4864]));
-    assert!(matches!(down.storage, Storage::Mapped { offset: 244187008, .. }));
+    assert_eq!(
+        (down.dtype, down.shape.clone()),
+        (DType::Q6_K, vec![896, 4864])
+    );
+    assert!(matches!(
+        down.storage,
+        Storage::Mapped {
+            offset: 244187008,
+            ..
+        }
+    ));
     assert_eq!(weights.get("blk.0.attn_k.bias").unwrap().shape, vec![128]);
 }

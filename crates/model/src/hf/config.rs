@@ -36,18 +36,28 @@ fn arch_of(raw: &RawConfig) -> Result<Arch, HfError> {
     } else if named("Qwen2ForCausalLM") || raw.model_type.as_deref() == Some("qwen2") {
         Ok(Arch::Qwen2)
     } else {
-        Err(HfError::UnsupportedArch(format!("{:?} (model_type {:?})", raw.architectures, raw.model_type)))
+        Err(HfError::UnsupportedArch(format!(
+            "{:?} (model_type {:?})",
+            raw.architectures, raw.model_type
+        )))
     }
 }
 
 /// RoPE scaling changes the frequencies; ferrite implements plain RoPE only, so anything but
 /// the default is refused rather than silently run wrong.
 fn check_rope_type(value: Option<&Value>) -> Result<(), HfError> {
-    let Some(v) = value.filter(|v| !v.is_null()) else { return Ok(()) };
-    let kind = v.get("rope_type").or_else(|| v.get("type")).and_then(Value::as_str);
+    let Some(v) = value.filter(|v| !v.is_null()) else {
+        return Ok(());
+    };
+    let kind = v
+        .get("rope_type")
+        .or_else(|| v.get("type"))
+        .and_then(Value::as_str);
     match kind {
         None | Some("default") => Ok(()),
-        Some(other) => Err(HfError::Unsupported(format!("rope scaling `{other}` ({v})"))),
+        Some(other) => Err(HfError::Unsupported(format!(
+            "rope scaling `{other}` ({v})"
+        ))),
     }
 }
 
@@ -57,14 +67,21 @@ pub fn config_from_json(text: &str) -> Result<ModelConfig, HfError> {
     check_rope_type(raw.rope_scaling.as_ref())?;
     check_rope_type(raw.rope_parameters.as_ref())?;
     if arch == Arch::Llama && raw.attention_bias == Some(true) {
-        return Err(HfError::Unsupported("llama with attention_bias".to_string()));
+        return Err(HfError::Unsupported(
+            "llama with attention_bias".to_string(),
+        ));
     }
     if raw.num_attention_heads == 0 {
         return Err(HfError::Unsupported("num_attention_heads = 0".to_string()));
     }
     let rope_theta = raw
         .rope_theta
-        .or_else(|| raw.rope_parameters.as_ref().and_then(|p| p.get("rope_theta")).and_then(Value::as_f64))
+        .or_else(|| {
+            raw.rope_parameters
+                .as_ref()
+                .and_then(|p| p.get("rope_theta"))
+                .and_then(Value::as_f64)
+        })
         .unwrap_or(DEFAULT_ROPE_THETA);
     Ok(ModelConfig {
         arch,
@@ -74,7 +91,9 @@ pub fn config_from_json(text: &str) -> Result<ModelConfig, HfError> {
         num_layers: raw.num_hidden_layers,
         num_heads: raw.num_attention_heads,
         num_kv_heads: raw.num_key_value_heads.unwrap_or(raw.num_attention_heads),
-        head_dim: raw.head_dim.unwrap_or(raw.hidden_size / raw.num_attention_heads),
+        head_dim: raw
+            .head_dim
+            .unwrap_or(raw.hidden_size / raw.num_attention_heads),
         rope_theta: rope_theta as f32,
         // Llama Q/K rows are permuted into the interleaved layout at load (see `permute`), so
         // every llama runs interleaved whatever file it came from.

@@ -18,7 +18,10 @@ use crate::weights::{ModelWeights, Storage, WeightTensor};
 #[derive(Debug, thiserror::Error)]
 pub enum HfError {
     #[error("cannot read {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("config.json is not a config ferrite understands: {0}")]
     Config(serde_json::Error),
     #[error("architecture {0} is not supported (LlamaForCausalLM and Qwen2ForCausalLM are)")]
@@ -31,7 +34,10 @@ pub enum HfError {
 
 impl HfError {
     fn io(path: &Path, source: std::io::Error) -> HfError {
-        HfError::Io { path: path.display().to_string(), source }
+        HfError::Io {
+            path: path.display().to_string(),
+            source,
+        }
     }
 }
 
@@ -60,7 +66,9 @@ pub fn load_dir(dir: &Path) -> Result<(ModelConfig, ModelWeights), HfError> {
         // uses the embedding.
         weights.tensors.remove("output.weight");
     } else if !weights.tensors.contains_key("output.weight") {
-        return Err(HfError::Weights("config says untied embeddings but there is no lm_head.weight".into()));
+        return Err(HfError::Weights(
+            "config says untied embeddings but there is no lm_head.weight".into(),
+        ));
     }
     if config.arch == Arch::Llama {
         permute_llama_qk(&config, &mut weights)?;
@@ -70,10 +78,15 @@ pub fn load_dir(dir: &Path) -> Result<(ModelConfig, ModelWeights), HfError> {
 
 fn permute_llama_qk(config: &ModelConfig, weights: &mut ModelWeights) -> Result<(), HfError> {
     for layer in 0..config.num_layers {
-        for (proj, heads) in [("attn_q", config.num_heads), ("attn_k", config.num_kv_heads)] {
+        for (proj, heads) in [
+            ("attn_q", config.num_heads),
+            ("attn_k", config.num_kv_heads),
+        ] {
             for kind in ["weight", "bias"] {
                 let name = format!("blk.{layer}.{proj}.{kind}");
-                let Some(tensor) = weights.tensors.get_mut(&name) else { continue };
+                let Some(tensor) = weights.tensors.get_mut(&name) else {
+                    continue;
+                };
                 let rows = tensor.shape.first().copied().unwrap_or(0);
                 if rows != heads * config.head_dim {
                     return Err(HfError::Weights(format!(
@@ -82,7 +95,8 @@ fn permute_llama_qk(config: &ModelConfig, weights: &mut ModelWeights) -> Result<
                     )));
                 }
                 let bytes = tensor.storage.bytes();
-                let permuted = permute_rows_for_interleaved_rope(bytes, bytes.len() / rows, config.head_dim);
+                let permuted =
+                    permute_rows_for_interleaved_rope(bytes, bytes.len() / rows, config.head_dim);
                 tensor.storage = Storage::Owned(Arc::new(permuted));
             }
         }
@@ -94,4 +108,3 @@ fn permute_llama_qk(config: &ModelConfig, weights: &mut ModelWeights) -> Result<
 pub fn is_mapped(tensor: &WeightTensor) -> bool {
     matches!(tensor.storage, Storage::Mapped { .. })
 }
-

@@ -35,11 +35,18 @@ pub fn canonical_name(hf: &str) -> Option<String> {
 /// llama.cpp's `permute(w, n_head)` (convert_hf_to_gguf.py): within each head of `head_dim`
 /// rows, row `j * head_dim/2 + i` moves to `2 * i + j`, so that the pairs rotate-half rotates
 /// together become adjacent. `row_bytes` is the size of one row (one element for a bias).
-pub fn permute_rows_for_interleaved_rope(data: &[u8], row_bytes: usize, head_dim: usize) -> Vec<u8> {
+pub fn permute_rows_for_interleaved_rope(
+    data: &[u8],
+    row_bytes: usize,
+    head_dim: usize,
+) -> Vec<u8> {
     let half = head_dim / 2;
     let head_bytes = head_dim * row_bytes;
     let mut out = vec![0u8; data.len()];
-    for (src_head, dst_head) in data.chunks_exact(head_bytes).zip(out.chunks_exact_mut(head_bytes)) {
+    for (src_head, dst_head) in data
+        .chunks_exact(head_bytes)
+        .zip(out.chunks_exact_mut(head_bytes))
+    {
         for i in 0..half {
             for j in 0..2 {
                 let src = (j * half + i) * row_bytes;

@@ -15,12 +15,14 @@ pub fn weight_files(dir: &Path) -> Result<Vec<PathBuf>, HfError> {
     let index_path = dir.join("model.safetensors.index.json");
     if index_path.is_file() {
         let text = std::fs::read_to_string(&index_path).map_err(|e| HfError::io(&index_path, e))?;
-        let index: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| HfError::Weights(format!("{}: {e}", index_path.display())))?;
+        let index: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| HfError::Weights(format!("{}: {e}", index_path.display())))?;
         let map = index
             .get("weight_map")
             .and_then(|m| m.as_object())
-            .ok_or_else(|| HfError::Weights(format!("{}: no `weight_map` object", index_path.display())))?;
+            .ok_or_else(|| {
+                HfError::Weights(format!("{}: no `weight_map` object", index_path.display()))
+            })?;
         let files: BTreeSet<&str> = map.values().filter_map(|v| v.as_str()).collect();
         return Ok(files.into_iter().map(|f| dir.join(f)).collect());
     }
@@ -35,7 +37,10 @@ pub fn weight_files(dir: &Path) -> Result<Vec<PathBuf>, HfError> {
         .collect();
     files.sort();
     if files.is_empty() {
-        return Err(HfError::Weights(format!("no *.safetensors files in {}", dir.display())));
+        return Err(HfError::Weights(format!(
+            "no *.safetensors files in {}",
+            dir.display()
+        )));
     }
     Ok(files)
 }
@@ -45,7 +50,9 @@ fn dtype_of(dtype: Dtype, name: &str) -> Result<DType, HfError> {
         Dtype::F32 => Ok(DType::F32),
         Dtype::F16 => Ok(DType::F16),
         Dtype::BF16 => Ok(DType::BF16),
-        other => Err(HfError::Weights(format!("tensor `{name}` is {other:?}; only f32, f16 and bf16 are supported"))),
+        other => Err(HfError::Weights(format!(
+            "tensor `{name}` is {other:?}; only f32, f16 and bf16 are supported"
+        ))),
     }
 }
 
@@ -54,8 +61,8 @@ pub fn read_file(path: &Path) -> Result<Vec<(String, WeightTensor)>, HfError> {
     let file = std::fs::File::open(path).map_err(|e| HfError::io(path, e))?;
     // SAFETY: read-only map; as with any mmap loader the file must not change while served.
     let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.map_err(|e| HfError::io(path, e))?);
-    let parsed =
-        SafeTensors::deserialize(&map).map_err(|e| HfError::Weights(format!("{}: {e}", path.display())))?;
+    let parsed = SafeTensors::deserialize(&map)
+        .map_err(|e| HfError::Weights(format!("{}: {e}", path.display())))?;
     let base = map.as_ptr() as usize;
     parsed
         .tensors()
@@ -64,8 +71,19 @@ pub fn read_file(path: &Path) -> Result<Vec<(String, WeightTensor)>, HfError> {
             let dtype = dtype_of(view.dtype(), &name)?;
             let data = view.data();
             let offset = data.as_ptr() as usize - base;
-            let storage = Storage::Mapped { map: Arc::clone(&map), offset, len: data.len() };
-            Ok((name, WeightTensor { dtype, shape: view.shape().to_vec(), storage }))
+            let storage = Storage::Mapped {
+                map: Arc::clone(&map),
+                offset,
+                len: data.len(),
+            };
+            Ok((
+                name,
+                WeightTensor {
+                    dtype,
+                    shape: view.shape().to_vec(),
+                    storage,
+                },
+            ))
         })
         .collect()
 }

@@ -25,8 +25,8 @@ const GPT4O_SPLIT: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\
 /// (ByteLevel with its built-in regex), which is what names like "smollm" and "gpt2" get.
 fn split_regex(pre: &str) -> Option<&'static str> {
     Some(match pre {
-        "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0" | "lfm2"
-        | "jina-v5-nano" | "dbrx" | "smaug-bpe" => LLAMA3_SPLIT,
+        "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0"
+        | "lfm2" | "jina-v5-nano" | "dbrx" | "smaug-bpe" => LLAMA3_SPLIT,
         "tekken" => TEKKEN_SPLIT,
         "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "megrez" => QWEN2_SPLIT,
         "gpt-4o" | "llama4" | "kanana2" | "talkie" | "minimax-m2" => GPT4O_SPLIT,
@@ -43,14 +43,20 @@ pub enum GgufTokenizerError {
     #[error("tokenizer.ggml.merges entry {index} (`{merge}`) is not two tokens")]
     BadMerge { index: usize, merge: String },
     #[error("tokenizer.ggml.{key} = {id} is outside the vocabulary of {vocab} tokens")]
-    BadTokenId { key: &'static str, id: usize, vocab: usize },
+    BadTokenId {
+        key: &'static str,
+        id: usize,
+        vocab: usize,
+    },
     #[error("cannot build the tokenizer: {0}")]
     Build(String),
 }
 
 /// GPT-2's reversible map from bytes to printable characters (`bytes_to_unicode`).
 pub fn byte_to_char_table() -> [char; 256] {
-    let printable = |b: u32| (0x21..=0x7e).contains(&b) || (0xa1..=0xac).contains(&b) || (0xae..=0xff).contains(&b);
+    let printable = |b: u32| {
+        (0x21..=0x7e).contains(&b) || (0xa1..=0xac).contains(&b) || (0xae..=0xff).contains(&b)
+    };
     let mut table = ['\0'; 256];
     let mut next = 256u32;
     for b in 0..256u32 {
@@ -83,7 +89,11 @@ pub fn tokenizer_from_gguf(meta: &Metadata) -> Result<GgufTokenizer, GgufTokeniz
     if model != "gpt2" {
         return Err(GgufTokenizerError::UnsupportedModel(model.to_string()));
     }
-    let tokens: Vec<String> = meta.str_array("tokenizer.ggml.tokens")?.into_iter().map(str::to_owned).collect();
+    let tokens: Vec<String> = meta
+        .str_array("tokenizer.ggml.tokens")?
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
     let token_types = match meta.get("tokenizer.ggml.token_type") {
         Some(_) => meta.i64_array("tokenizer.ggml.token_type")?,
         None => Vec::new(),
@@ -98,7 +108,11 @@ pub fn tokenizer_from_gguf(meta: &Metadata) -> Result<GgufTokenizer, GgufTokeniz
         .iter()
         .enumerate()
         .map(|(id, t)| {
-            let spelled = if in_alphabet(t) { t.clone() } else { t.bytes().map(|b| table[b as usize]).collect() };
+            let spelled = if in_alphabet(t) {
+                t.clone()
+            } else {
+                t.bytes().map(|b| table[b as usize]).collect()
+            };
             (spelled, id as u32)
         })
         .collect();
@@ -110,7 +124,10 @@ pub fn tokenizer_from_gguf(meta: &Metadata) -> Result<GgufTokenizer, GgufTokeniz
         .map(|(index, m)| {
             m.split_once(' ')
                 .map(|(a, b)| (a.to_owned(), b.to_owned()))
-                .ok_or_else(|| GgufTokenizerError::BadMerge { index, merge: m.to_owned() })
+                .ok_or_else(|| GgufTokenizerError::BadMerge {
+                    index,
+                    merge: m.to_owned(),
+                })
         })
         .collect::<Result<Vec<_>, _>>()?;
 
@@ -122,9 +139,17 @@ pub fn tokenizer_from_gguf(meta: &Metadata) -> Result<GgufTokenizer, GgufTokeniz
 
     let pre: PreTokenizerWrapper = match meta.opt_str("tokenizer.ggml.pre")?.and_then(split_regex) {
         Some(regex) => {
-            let split = Split::new(SplitPattern::Regex(regex.to_owned()), SplitDelimiterBehavior::Isolated, false)
-                .map_err(|e| GgufTokenizerError::Build(e.to_string()))?;
-            Sequence::new(vec![split.into(), ByteLevel::new(false, true, false).into()]).into()
+            let split = Split::new(
+                SplitPattern::Regex(regex.to_owned()),
+                SplitDelimiterBehavior::Isolated,
+                false,
+            )
+            .map_err(|e| GgufTokenizerError::Build(e.to_string()))?;
+            Sequence::new(vec![
+                split.into(),
+                ByteLevel::new(false, true, false).into(),
+            ])
+            .into()
         }
         None => ByteLevel::new(false, true, true).into(),
     };
@@ -132,13 +157,22 @@ pub fn tokenizer_from_gguf(meta: &Metadata) -> Result<GgufTokenizer, GgufTokeniz
     tokenizer.with_decoder(Some(ByteLevelDecoder::default()));
 
     let typed = |wanted: i64| {
-        tokens.iter().zip(&token_types).enumerate().filter(move |(_, (_, &ty))| ty == wanted).map(|(id, (t, _))| (id as u32, t))
+        tokens
+            .iter()
+            .zip(&token_types)
+            .enumerate()
+            .filter(move |(_, (_, &ty))| ty == wanted)
+            .map(|(id, (t, _))| (id as u32, t))
     };
     // A control token spelled outside the byte alphabet is a converter mislabel; transformers
     // skips it, and so must we to get the same ids.
-    let control: Vec<(u32, &String)> = typed(TOKEN_TYPE_CONTROL).filter(|(_, t)| in_alphabet(t)).collect();
-    let specials: Vec<AddedToken> =
-        control.iter().map(|(_, t)| AddedToken::from(t.as_str(), true).normalized(false)).collect();
+    let control: Vec<(u32, &String)> = typed(TOKEN_TYPE_CONTROL)
+        .filter(|(_, t)| in_alphabet(t))
+        .collect();
+    let specials: Vec<AddedToken> = control
+        .iter()
+        .map(|(_, t)| AddedToken::from(t.as_str(), true).normalized(false))
+        .collect();
     tokenizer.add_special_tokens(&specials);
     let user_defined: Vec<AddedToken> = typed(TOKEN_TYPE_USER_DEFINED)
         .filter(|(_, t)| vocab.contains_key(t.as_str()))
@@ -150,13 +184,22 @@ pub fn tokenizer_from_gguf(meta: &Metadata) -> Result<GgufTokenizer, GgufTokeniz
         match meta.opt_usize(&format!("tokenizer.ggml.{key}"))? {
             None => Ok(None),
             Some(id) if id < tokens.len() => Ok(Some(id as u32)),
-            Some(id) => Err(GgufTokenizerError::BadTokenId { key, id, vocab: tokens.len() }),
+            Some(id) => Err(GgufTokenizerError::BadTokenId {
+                key,
+                id,
+                vocab: tokens.len(),
+            }),
         }
     };
     let bos_token_id = token_id("bos_token_id")?;
     let eos_token_id = token_id("eos_token_id")?;
-    let extra_stop_ids = [token_id("eot_token_id")?, token_id("eom_token_id")?].into_iter().flatten().collect();
-    let add_bos_token = meta.opt_bool("tokenizer.ggml.add_bos_token")?.unwrap_or(false);
+    let extra_stop_ids = [token_id("eot_token_id")?, token_id("eom_token_id")?]
+        .into_iter()
+        .flatten()
+        .collect();
+    let add_bos_token = meta
+        .opt_bool("tokenizer.ggml.add_bos_token")?
+        .unwrap_or(false);
 
     if let (true, Some(bos)) = (add_bos_token, bos_token_id) {
         let bos_text = tokens[bos as usize].clone();

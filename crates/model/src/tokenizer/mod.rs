@@ -11,8 +11,15 @@ use crate::gguf::{GgufError, Metadata};
 
 /// Tokens that end a turn in the chat formats of the supported families: a model may emit any of
 /// these instead of its nominal eos, and llama.cpp stops on them too.
-const END_OF_GENERATION_TOKENS: &[&str] =
-    &["<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>", "<|end_of_text|>"];
+const END_OF_GENERATION_TOKENS: &[&str] = &[
+    "<|endoftext|>",
+    "<|im_end|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|end_of_text|>",
+];
 
 #[derive(Clone)]
 pub struct LoadedTokenizer {
@@ -43,7 +50,9 @@ impl std::fmt::Debug for LoadedTokenizer {
 /// has, each once.
 fn stop_ids(tokenizer: &tokenizers::Tokenizer, given: impl IntoIterator<Item = u32>) -> Vec<u32> {
     let mut ids: Vec<u32> = Vec::new();
-    let known = END_OF_GENERATION_TOKENS.iter().filter_map(|t| tokenizer.token_to_id(t));
+    let known = END_OF_GENERATION_TOKENS
+        .iter()
+        .filter_map(|t| tokenizer.token_to_id(t));
     for id in given.into_iter().chain(known) {
         if !ids.contains(&id) {
             ids.push(id);
@@ -56,9 +65,15 @@ impl LoadedTokenizer {
     pub fn from_gguf_metadata(meta: &Metadata) -> Result<LoadedTokenizer, GgufTokenizerError> {
         let built = tokenizer_from_gguf(meta)?;
         let name = |id: Option<u32>| id.map(|i| built.tokens[i as usize].clone());
-        let eos_token_ids = stop_ids(&built.tokenizer, built.eos_token_id.into_iter().chain(built.extra_stop_ids));
+        let eos_token_ids = stop_ids(
+            &built.tokenizer,
+            built.eos_token_id.into_iter().chain(built.extra_stop_ids),
+        );
         Ok(LoadedTokenizer {
-            chat_template: meta.opt_str("tokenizer.chat_template").map_err(GgufError::from)?.map(str::to_owned),
+            chat_template: meta
+                .opt_str("tokenizer.chat_template")
+                .map_err(GgufError::from)?
+                .map(str::to_owned),
             bos_token: name(built.bos_token_id),
             eos_token: name(built.eos_token_id),
             eos_token_ids,

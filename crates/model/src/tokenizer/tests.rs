@@ -7,13 +7,21 @@ use crate::test_models::{model_path, repo_root, QWEN_05B, SMOLLM2};
 
 fn fixture(name: &str) -> serde_json::Value {
     let path = repo_root().join(format!("fixtures/tokenizer/{name}.json"));
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/make_tokenizer_fixtures.py)", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run scripts/make_tokenizer_fixtures.py)",
+            path.display()
+        )
+    });
     serde_json::from_str(&text).unwrap()
 }
 
 fn ids(v: &serde_json::Value) -> Vec<u32> {
-    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
 }
 
 fn check_against_transformers(model_file: &str, fixture_name: &str) -> LoadedTokenizer {
@@ -22,16 +30,26 @@ fn check_against_transformers(model_file: &str, fixture_name: &str) -> LoadedTok
     let fx = fixture(fixture_name);
     assert_eq!(loaded.bos_token.as_deref(), fx["bos_token"].as_str());
     assert_eq!(loaded.eos_token.as_deref(), fx["eos_token"].as_str());
-    assert_eq!(loaded.tokenizer.get_vocab_size(true) as u64, fx["vocab_size"].as_u64().unwrap());
+    assert_eq!(
+        loaded.tokenizer.get_vocab_size(true) as u64,
+        fx["vocab_size"].as_u64().unwrap()
+    );
 
     let mut mismatches = vec![];
     for case in fx["tokenize"].as_array().unwrap() {
         let text = case["text"].as_str().unwrap();
         let add_special = case["add_special_tokens"].as_bool().unwrap();
-        let got = loaded.tokenizer.encode(text, add_special).unwrap().get_ids().to_vec();
+        let got = loaded
+            .tokenizer
+            .encode(text, add_special)
+            .unwrap()
+            .get_ids()
+            .to_vec();
         let want = ids(&case["ids"]);
         if got != want {
-            mismatches.push(format!("{text:?} (special {add_special}):\n  ferrite {got:?}\n  hf      {want:?}"));
+            mismatches.push(format!(
+                "{text:?} (special {add_special}):\n  ferrite {got:?}\n  hf      {want:?}"
+            ));
         }
     }
     for case in fx["decode"].as_array().unwrap() {
@@ -39,10 +57,17 @@ fn check_against_transformers(model_file: &str, fixture_name: &str) -> LoadedTok
         let got = loaded.tokenizer.decode(&ids(&case["ids"]), skip).unwrap();
         let want = case["text"].as_str().unwrap();
         if got != want {
-            mismatches.push(format!("decode (skip {skip}):\n  ferrite {got:?}\n  hf      {want:?}"));
+            mismatches.push(format!(
+                "decode (skip {skip}):\n  ferrite {got:?}\n  hf      {want:?}"
+            ));
         }
     }
-    assert!(mismatches.is_empty(), "{} mismatches:\n{}", mismatches.len(), mismatches.join("\n"));
+    assert!(
+        mismatches.is_empty(),
+        "{} mismatches:\n{}",
+        mismatches.len(),
+        mismatches.join("\n")
+    );
     loaded
 }
 
@@ -50,7 +75,10 @@ fn check_against_transformers(model_file: &str, fixture_name: &str) -> LoadedTok
 fn smollm2_matches_transformers() {
     let t = check_against_transformers(SMOLLM2, "smollm2");
     assert!(!t.add_bos_token);
-    assert!(t.chat_template.as_deref().is_some_and(|s| s.contains("<|im_start|>")));
+    assert!(t
+        .chat_template
+        .as_deref()
+        .is_some_and(|s| s.contains("<|im_start|>")));
     // eos <|im_end|> (2) first, then <|endoftext|> (0).
     assert_eq!(t.eos_token_ids, vec![2, 0]);
 }
@@ -59,7 +87,10 @@ fn smollm2_matches_transformers() {
 fn qwen_matches_transformers() {
     let t = check_against_transformers(QWEN_05B, "qwen2.5-coder-0.5b");
     assert!(!t.add_bos_token);
-    assert!(t.chat_template.as_deref().is_some_and(|s| s.contains("<|im_start|>")));
+    assert!(t
+        .chat_template
+        .as_deref()
+        .is_some_and(|s| s.contains("<|im_start|>")));
     assert_eq!(t.eos_token_ids, vec![151645, 151643]);
 }
 

@@ -77,3 +77,22 @@ pub fn sse_response(submission: Submission, mut formatter: impl ChunkFormatter) 
         .keep_alive(KeepAlive::default())
         .into_response()
 }
+
+/// The envelope every streamed chunk shares; `usage` is present (null) on each chunk when the
+/// client asked for `stream_options.include_usage`, as OpenAI does.
+pub fn chunk_envelope(
+    id: &str,
+    object: &str,
+    created: u64,
+    model: &str,
+    include_usage: bool,
+    choices: Vec<Value>,
+) -> Value {
+    let mut chunk = serde_json::json!({
+        "id": id, "object": object, "created": created, "model": model, "choices": choices,
+    });
+    if include_usage {
+        chunk["usage"] = Value::Null;
+    }
+    chunk
+}

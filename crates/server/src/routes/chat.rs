@@ -119,14 +119,14 @@ struct StreamState {
 
 impl StreamState {
     fn chunk(&self, choices: Vec<Value>) -> Value {
-        let mut chunk = json!({
-            "id": self.shape.id, "object": "chat.completion.chunk", "created": self.shape.created,
-            "model": self.shape.model, "choices": choices,
-        });
-        if self.include_usage {
-            chunk["usage"] = Value::Null;
-        }
-        chunk
+        crate::sse::chunk_envelope(
+            &self.shape.id,
+            "chat.completion.chunk",
+            self.shape.created,
+            &self.shape.model,
+            self.include_usage,
+            choices,
+        )
     }
 }
 

@@ -185,14 +185,14 @@ impl StreamState {
     }
 
     fn chunk(&self, choices: Vec<Value>) -> Value {
-        let mut chunk = json!({
-            "id": self.shape.id, "object": "text_completion", "created": self.shape.created,
-            "model": self.shape.model, "choices": choices,
-        });
-        if self.include_usage {
-            chunk["usage"] = Value::Null;
-        }
-        chunk
+        crate::sse::chunk_envelope(
+            &self.shape.id,
+            "text_completion",
+            self.shape.created,
+            &self.shape.model,
+            self.include_usage,
+            choices,
+        )
     }
 }
 

@@ -1,4 +1,4 @@
-//! The scheduler thread: commands in, one `Vec<EngineOutput>` per step out.
+//! The scheduler thread: commands in, one [`EngineStep`] per step out.
 //!
 //! [`EngineCore`] is one step of work (schedule, forward, sample, finish), testable without
 //! threads; [`run`] is the loop around it that the scheduler thread executes.
@@ -11,7 +11,9 @@ use std::time::Instant;
 
 use crate::backend::{Backend, BackendError, ForwardOutput, LogitsRequest, SeqBatch};
 use crate::handle::EngineStats;
-use crate::request::{EngineOutput, FinishReason, GenerationRequest, PromptInfo, RequestId};
+use crate::request::{
+    EngineOutput, EngineStep, FinishReason, GenerationRequest, PromptInfo, RequestId, StepStats,
+};
 use crate::sampler::{token_logprob, Sampler};
 use crate::scheduler::{ScheduledChunk, Scheduler, StepPlan};
 use crate::sequence::Sequence;
@@ -120,14 +122,24 @@ impl EngineCore {
 
     /// Run one step and return everything produced since the last one.
     pub fn step(&mut self) -> Vec<EngineOutput> {
+        self.step_with_stats().outputs
+    }
+
+    /// [`Self::step`], with where its time went (what the scheduler thread sends).
+    pub fn step_with_stats(&mut self) -> EngineStep {
+        let started = Instant::now();
         let mut outputs = std::mem::take(&mut self.pending);
         let plan = self.scheduler.schedule();
         self.count(&plan);
+        let mut stats = None;
         if !plan.chunks.is_empty() {
-            let result = {
+            let (result, forward_started) = {
                 let batch = self.scheduler.batch(&plan);
-                forward_catching_panics(self.backend.as_mut(), &batch)
+                let forward_started = Instant::now();
+                let result = forward_catching_panics(self.backend.as_mut(), &batch);
+                (result, forward_started)
             };
+            let forward_done = Instant::now();
             match result.and_then(|forward| check_shape(&plan, forward, self.backend.vocab_size()))
             {
                 Ok(forward) => self.finish_step(&plan, &forward, &mut outputs),
@@ -141,9 +153,17 @@ impl EngineCore {
                 }
             }
             self.stats.steps_total.fetch_add(1, Ordering::Relaxed);
+            stats = Some(StepStats {
+                schedule: forward_started - started,
+                forward: forward_done - forward_started,
+                sample: forward_done.elapsed(),
+                num_tokens: plan.num_tokens(),
+                num_seqs: plan.chunks.len(),
+            });
         }
+        let at = Instant::now();
         self.publish_stats();
-        outputs
+        EngineStep { outputs, stats, at }
     }
 
     fn finish_step(
@@ -339,7 +359,8 @@ fn take_prompt_info(sequence: &mut Sequence) -> Option<PromptInfo> {
         num_prompt_tokens: sequence.num_prompt_tokens,
         num_cached_tokens: sequence.num_cached_tokens,
         prompt_logprobs,
-        scheduled_at: *sequence.scheduled_at.get_or_insert_with(Instant::now),
+        arrival: sequence.arrival,
+        scheduled_at: sequence.scheduled_at,
     })
 }
 
@@ -357,11 +378,7 @@ fn final_output(sequence: &mut Sequence, finish: FinishReason) -> EngineOutput {
 /// The scheduler thread's body: block on commands when idle, drain them without blocking
 /// while there is work, one step at a time. Ends when every handle and the output receiver
 /// are gone, or when the output receiver is gone.
-pub fn run(
-    mut core: EngineCore,
-    commands: Receiver<EngineCommand>,
-    outputs: Sender<Vec<EngineOutput>>,
-) {
+pub fn run(mut core: EngineCore, commands: Receiver<EngineCommand>, outputs: Sender<EngineStep>) {
     let mut handles_alive = true;
     loop {
         if !core.has_work() {
@@ -380,8 +397,10 @@ pub fn run(
                 Err(TryRecvError::Disconnected) => handles_alive = false,
             }
         }
-        let step_outputs = core.step();
-        if !step_outputs.is_empty() && outputs.send(step_outputs).is_err() {
+        let step = core.step_with_stats();
+        // A step that neither ran the model nor finished anything has nothing to tell.
+        let worth_sending = !step.outputs.is_empty() || step.stats.is_some();
+        if worth_sending && outputs.send(step).is_err() {
             tracing::info!("output receiver gone; scheduler thread stops");
             return;
         }

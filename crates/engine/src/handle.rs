@@ -11,7 +11,7 @@ use thiserror::Error;
 use crate::backend::Backend;
 use crate::engine_loop::{self, EngineCommand, EngineCore};
 use crate::kv::KvManager;
-use crate::request::{EngineOutput, GenerationRequest, RequestId};
+use crate::request::{EngineStep, GenerationRequest, RequestId};
 use crate::scheduler::{Scheduler, SchedulerConfig};
 
 #[derive(Debug, Clone)]
@@ -149,12 +149,12 @@ pub fn size_kv_pool(
     Ok((num_pages, max_model_len))
 }
 
-/// Start the scheduler thread. Each step's outputs are sent as one `Vec` on `outputs`
-/// (to the detokenizer thread).
+/// Start the scheduler thread. Each step's outputs and stats are sent as one [`EngineStep`]
+/// on `outputs` (to the detokenizer thread).
 pub fn spawn_engine(
     config: EngineConfig,
     backend: Box<dyn Backend>,
-    outputs: Sender<Vec<EngineOutput>>,
+    outputs: Sender<EngineStep>,
 ) -> Result<EngineHandle, EngineError> {
     let stats = Arc::new(EngineStats::default());
     let core = build_engine_core(&config, backend, Arc::clone(&stats))?;

@@ -96,7 +96,7 @@ fn the_scheduler_thread_serves_requests_and_aborts() {
         let step = rx
             .recv_timeout(Duration::from_secs(10))
             .expect("engine output");
-        for output in step {
+        for output in step.outputs {
             tokens.entry(output.id).or_default().extend(&output.tokens);
             if let Some(finish) = output.finish {
                 assert!(finishes.insert(output.id, finish).is_none());

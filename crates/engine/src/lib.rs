@@ -18,6 +18,8 @@ mod engine_proptests;
 #[cfg(test)]
 mod fake_backend;
 #[cfg(test)]
+mod step_stats_tests;
+#[cfg(test)]
 mod test_harness;
 
 pub use backend::{Backend, BackendError, ForwardOutput, LogitsRequest, SeqBatch};
@@ -26,6 +28,6 @@ pub use handle::{
     build_engine_core, spawn_engine, EngineConfig, EngineError, EngineHandle, EngineStats,
 };
 pub use request::{
-    EngineOutput, FinishReason, GenerationRequest, PromptInfo, RequestId, SamplingParams,
-    TokenLogprob,
+    EngineOutput, EngineStep, FinishReason, GenerationRequest, PromptInfo, RequestId,
+    SamplingParams, StepStats, TokenLogprob,
 };

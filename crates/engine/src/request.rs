@@ -1,6 +1,6 @@
 //! What a client asks the engine for, and what the engine hands back, in token ids.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub type RequestId = u64;
 
@@ -90,8 +90,11 @@ pub struct PromptInfo {
     pub num_cached_tokens: usize,
     /// One entry per prompt token (`None` for the first), when `prompt_logprobs` was asked for.
     pub prompt_logprobs: Option<Vec<Option<TokenLogprob>>>,
-    /// When the request was admitted to the running batch (end of its queue time).
-    pub scheduled_at: Instant,
+    /// When the request reached the engine's handle (as given in [`GenerationRequest`]).
+    pub arrival: Instant,
+    /// When the request was first admitted to the running batch (end of its queue time);
+    /// `None` when it finished without ever running (aborted while waiting, refused).
+    pub scheduled_at: Option<Instant>,
 }
 
 /// What one step produced for one request.
@@ -105,4 +108,29 @@ pub struct EngineOutput {
     /// One per entry of `tokens` when `logprobs` was asked for.
     pub logprobs: Vec<TokenLogprob>,
     pub finish: Option<FinishReason>,
+}
+
+/// What one scheduler step hands the server: its outputs, and facts about the step for metrics.
+#[derive(Debug, Clone)]
+pub struct EngineStep {
+    pub outputs: Vec<EngineOutput>,
+    /// `None` when no forward pass ran (the step only delivers aborts and refusals).
+    pub stats: Option<StepStats>,
+    /// When the outputs were ready: the time of every token of this step.
+    pub at: Instant,
+}
+
+/// Where the time of one step went, and how much work it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StepStats {
+    /// Planning the step and building the batch (the scheduler's own cost).
+    pub schedule: Duration,
+    /// The backend's forward pass.
+    pub forward: Duration,
+    /// Sampling, finish checks and cache bookkeeping after the forward pass.
+    pub sample: Duration,
+    /// Tokens the forward pass computed (prefill chunks plus decodes).
+    pub num_tokens: usize,
+    /// Sequences in the batch.
+    pub num_seqs: usize,
 }

@@ -46,11 +46,7 @@ impl ForwardOutput {
         &self.logits[i * self.vocab_size..(i + 1) * self.vocab_size]
     }
     pub fn num_rows(&self) -> usize {
-        if self.vocab_size == 0 {
-            0
-        } else {
-            self.logits.len() / self.vocab_size
-        }
+        self.logits.len().checked_div(self.vocab_size).unwrap_or(0)
     }
 }
 

@@ -78,6 +78,7 @@ pub struct EngineHandle {
     max_model_len: usize,
     page_size: usize,
     num_pages: usize,
+    enable_prefix_caching: bool,
 }
 
 impl EngineHandle {
@@ -96,6 +97,10 @@ impl EngineHandle {
     pub fn stats(&self) -> &EngineStats {
         &self.stats
     }
+    /// The same numbers, for a reader that must own them (a metrics collector).
+    pub fn shared_stats(&self) -> Arc<EngineStats> {
+        Arc::clone(&self.stats)
+    }
     /// The effective context limit (prompt + output).
     pub fn max_model_len(&self) -> usize {
         self.max_model_len
@@ -105,6 +110,9 @@ impl EngineHandle {
     }
     pub fn num_pages(&self) -> usize {
         self.num_pages
+    }
+    pub fn enable_prefix_caching(&self) -> bool {
+        self.enable_prefix_caching
     }
 }
 
@@ -176,6 +184,7 @@ pub fn spawn_engine(
         max_model_len,
         page_size: config.page_size,
         num_pages,
+        enable_prefix_caching: config.enable_prefix_caching,
     })
 }
 

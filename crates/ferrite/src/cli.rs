@@ -1,6 +1,6 @@
 //! Command-line interface: `ferrite serve` and `ferrite generate`.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::byte_size::parse_byte_size;
 
@@ -73,8 +73,35 @@ pub struct ServeArgs {
     /// Threads that render chat templates and tokenize prompts.
     #[arg(long, default_value_t = 2)]
     pub tokenizer_workers: usize,
+    /// Names of the vLLM-defined series on /metrics: `ferrite` (ferrite:num_requests_waiting,
+    /// ...) or `vllm` (vllm:num_requests_waiting, ...: what vLLM's dashboards and the Gateway
+    /// API Inference Extension read). ferrite's own series keep their ferrite: name.
+    #[arg(long, value_enum, default_value_t = MetricsNamesArg::Ferrite)]
+    pub metrics_names: MetricsNamesArg,
+    /// Log format on stderr: `text` for people, `json` for log pipelines (one object a line).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Add the prompt and output token ids to each finished request's log line.
+    #[arg(long)]
+    pub log_token_ids: bool,
+    /// Add the prompt text (chat template applied) to each finished request's log line; off
+    /// by default because prompts are user data.
+    #[arg(long)]
+    pub log_prompts: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MetricsNamesArg {
+    Ferrite,
+    Vllm,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Args)]

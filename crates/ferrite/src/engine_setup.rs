@@ -3,14 +3,14 @@
 use std::sync::mpsc::{channel, Receiver};
 
 use ferrite_cpu::CpuBackend;
-use ferrite_engine::{spawn_engine, Backend, EngineConfig, EngineHandle, EngineOutput};
+use ferrite_engine::{spawn_engine, Backend, EngineConfig, EngineHandle, EngineStep};
 
 use crate::cli::EngineArgs;
 use crate::model_source::LoadedModel;
 
 pub struct RunningEngine {
     pub handle: EngineHandle,
-    pub outputs: Receiver<Vec<EngineOutput>>,
+    pub outputs: Receiver<EngineStep>,
     pub vocab_size: usize,
 }
 

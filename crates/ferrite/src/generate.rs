@@ -50,7 +50,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         let Ok(step) = engine.outputs.recv() else {
             bail!("the engine stopped")
         };
-        for out in step.into_iter().filter(|o| o.id == 1) {
+        for out in step.outputs.into_iter().filter(|o| o.id == 1) {
             for &t in &out.tokens {
                 first_token_at.get_or_insert_with(Instant::now);
                 generated += 1;

@@ -5,20 +5,20 @@ mod cli;
 mod default_model;
 mod engine_setup;
 mod generate;
+mod logging;
 mod model_source;
 mod serve;
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    match cli::Cli::parse().command {
+    let cli = cli::Cli::parse();
+    let log_format = match &cli.command {
+        cli::Command::Serve(args) => args.log_format,
+        cli::Command::Generate(_) => cli::LogFormat::Text,
+    };
+    logging::init(log_format);
+    match cli.command {
         cli::Command::Serve(args) => serve::run(args),
         cli::Command::Generate(args) => generate::run(args),
     }

@@ -1,8 +1,8 @@
 //! `ferrite serve`.
 
-use ferrite_server::{ServerConfig, TextModel};
+use ferrite_server::{MetricNames, RequestLogConfig, ServerConfig, TextModel};
 
-use crate::cli::ServeArgs;
+use crate::cli::{MetricsNamesArg, ServeArgs};
 use crate::engine_setup::start_engine;
 use crate::model_source;
 
@@ -23,6 +23,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         max_waiting: args.max_waiting,
         tokenizer_workers: args.tokenizer_workers,
         vocab_size: engine.vocab_size,
+        metrics_names: match args.metrics_names {
+            MetricsNamesArg::Ferrite => MetricNames::Ferrite,
+            MetricsNamesArg::Vllm => MetricNames::Vllm,
+        },
+        request_log: RequestLogConfig {
+            token_ids: args.log_token_ids,
+            prompts: args.log_prompts,
+        },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -1,15 +1,17 @@
 //! The detokenizer thread: turns each engine step's token ids into text deltas for the HTTP
-//! side, matches stop strings, and aborts requests whose client went away.
+//! side, matches stop strings, aborts requests whose client went away, and follows every
+//! request's timeline for the metrics and the request log ([`RequestTracker`]).
 
 use std::collections::HashMap;
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use ferrite_engine::{EngineOutput, FinishReason, RequestId, TokenLogprob};
+use ferrite_engine::{EngineOutput, EngineStep, FinishReason, RequestId, TokenLogprob};
 use tokenizers::Tokenizer;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::incremental::IncrementalDecoder;
+use crate::request_tracker::RequestTracker;
 use crate::stop_strings::{StopCheck, StopMatcher};
 use crate::token_text::{TokenText, TokenTexts};
 
@@ -113,31 +115,45 @@ impl Registry {
 pub fn spawn_detokenizer(
     tokenizer: Tokenizer,
     registry: Registry,
-    outputs: Receiver<Vec<EngineOutput>>,
+    outputs: Receiver<EngineStep>,
     abort: Box<dyn Fn(RequestId) + Send>,
+    mut tracker: RequestTracker,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("ferrite-detokenizer".into())
         .spawn(move || {
             let texts = TokenTexts::new(&tokenizer);
             while let Ok(step) = outputs.recv() {
+                tracker.on_step(&step);
                 let mut live = registry.lock();
-                for out in step {
-                    process(&tokenizer, &texts, &mut live, out, &*abort);
+                for out in &step.outputs {
+                    let prompt_ids = match live.get(&out.id) {
+                        Some(r) if out.prompt.is_some() && tracker.wants_prompt_ids() => {
+                            Some(Arc::clone(&r.prompt_ids))
+                        }
+                        _ => None,
+                    };
+                    let finish = process(&tokenizer, &texts, &mut live, out, &*abort);
+                    tracker.on_output(out, step.at, finish, prompt_ids);
                 }
+                drop(live);
+                tracker.report_finished(&tokenizer);
             }
         })
 }
 
+/// Delivers one output to its client; returns how the request finished, if it did (a stop
+/// string matched here is a `Stop` although the engine goes on until it sees the abort).
 fn process(
     tokenizer: &Tokenizer,
     texts: &TokenTexts,
     live: &mut HashMap<RequestId, LiveRequest>,
-    out: EngineOutput,
+    out: &EngineOutput,
     abort: &dyn Fn(RequestId),
-) {
+) -> Option<FinishReason> {
     let Some(req) = live.get_mut(&out.id) else {
-        return; // unregistered: the client is gone, or a stop string already finished it
+        // Unregistered: the client is gone, or a stop string already finished it.
+        return out.finish;
     };
     let mut delta = Delta {
         token_ids: out.tokens.clone(),
@@ -202,6 +218,11 @@ fn process(
     if finished || client_gone {
         live.remove(&out.id);
     }
+    if stopped {
+        Some(FinishReason::Stop)
+    } else {
+        out.finish
+    }
 }
 
 fn entry(tokenizer: &Tokenizer, texts: &TokenTexts, lp: &TokenLogprob) -> LogprobEntry {
@@ -219,8 +240,13 @@ fn entry(tokenizer: &Tokenizer, texts: &TokenTexts, lp: &TokenLogprob) -> Logpro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::tests::{sample, test_metrics};
+    use crate::metrics::Metrics;
+    use crate::request_log::RequestLogConfig;
     use crate::test_tokenizer::byte_level_tokenizer;
+    use ferrite_engine::PromptInfo;
     use std::sync::mpsc;
+    use std::time::Instant;
     use tokio::sync::mpsc::unbounded_channel;
 
     fn output(id: RequestId, token: u32, finish: Option<FinishReason>) -> EngineOutput {
@@ -233,13 +259,25 @@ mod tests {
         }
     }
 
-    /// Runs the thread over `steps` for request 1 and returns what its client received and
-    /// the ids the thread asked the engine to abort.
+    fn with_prompt_info(mut out: EngineOutput) -> EngineOutput {
+        out.prompt = Some(PromptInfo {
+            num_prompt_tokens: 3,
+            num_cached_tokens: 0,
+            prompt_logprobs: None,
+            arrival: Instant::now(),
+            scheduled_at: Some(Instant::now()),
+        });
+        out
+    }
+
+    /// Runs the thread over `steps` for request 1 and returns what its client received, the
+    /// ids the thread asked the engine to abort, and the metrics it fed.
     fn run(
         stop: Vec<String>,
         steps: Vec<Vec<EngineOutput>>,
         drop_client: bool,
-    ) -> (Vec<Delta>, Vec<RequestId>) {
+    ) -> (Vec<Delta>, Vec<RequestId>, Arc<Metrics>) {
+        let metrics = test_metrics();
         let tok = byte_level_tokenizer();
         let registry = Registry::default();
         let (sender, mut rx) = unbounded_channel();
@@ -263,10 +301,17 @@ mod tests {
             registry.clone(),
             outputs,
             Box::new(move |id| record.lock().unwrap().push(id)),
+            RequestTracker::new(Arc::clone(&metrics), RequestLogConfig::default()),
         )
         .unwrap();
-        for s in steps {
-            tx.send(s).unwrap();
+        for outputs in steps {
+            let at = Instant::now();
+            tx.send(EngineStep {
+                outputs,
+                stats: None,
+                at,
+            })
+            .unwrap();
         }
         drop(tx);
         thread.join().unwrap();
@@ -281,7 +326,7 @@ mod tests {
             );
         }
         let aborted = aborted.lock().unwrap().clone();
-        (got, aborted)
+        (got, aborted, metrics)
     }
 
     fn ids(text: &str) -> Vec<u32> {
@@ -298,7 +343,7 @@ mod tests {
             .into_iter()
             .map(|t| vec![output(1, t, None)])
             .collect();
-        let (got, aborted) = run(vec![" END".into()], steps, false);
+        let (got, aborted, _) = run(vec![" END".into()], steps, false);
         let text: String = got.iter().map(|d| d.text.as_str()).collect();
         assert_eq!(text, "hi");
         assert_eq!(got.last().unwrap().finish, Some(Finish::Stop));
@@ -314,7 +359,7 @@ mod tests {
             .collect();
         let eos = byte_level_tokenizer().token_to_id("<|im_end|>").unwrap();
         steps.push(vec![output(1, eos, Some(FinishReason::Stop))]);
-        let (got, aborted) = run(vec![" END".into()], steps, false);
+        let (got, aborted, _) = run(vec![" END".into()], steps, false);
         let text: String = got.iter().map(|d| d.text.as_str()).collect();
         assert_eq!(text, "ok EN");
         assert_eq!(got.last().unwrap().finish, Some(Finish::Stop));
@@ -327,14 +372,51 @@ mod tests {
             .into_iter()
             .map(|t| vec![output(1, t, None)])
             .collect();
-        let (_, aborted) = run(vec![], steps, true);
+        let (_, aborted, _) = run(vec![], steps, true);
         assert_eq!(aborted, vec![1]);
     }
 
     #[test]
     fn outputs_for_unknown_requests_are_ignored() {
         // Request 1 is registered and hears nothing, so it stays registered (checked inside).
-        let (got, aborted) = run(vec![], vec![vec![output(7, 5, None)]], false);
+        let (got, aborted, _) = run(vec![], vec![vec![output(7, 5, None)]], false);
         assert!(got.is_empty() && aborted.is_empty());
+    }
+
+    #[test]
+    fn a_stop_string_counts_as_a_stop_once_although_the_engine_reports_an_abort() {
+        let mut steps: Vec<_> = ids("hi END more")
+            .into_iter()
+            .map(|t| vec![output(1, t, None)])
+            .collect();
+        steps[0][0] = with_prompt_info(steps[0][0].clone());
+        // What the engine sends after the detokenizer asked it to abort.
+        steps.push(vec![EngineOutput {
+            tokens: vec![],
+            finish: Some(FinishReason::Abort),
+            ..output(1, 0, None)
+        }]);
+        let (_, aborted, metrics) = run(vec![" END".into()], steps, false);
+        assert_eq!(aborted, vec![1]);
+        let text = metrics.render().unwrap();
+        let success = |reason: &str| {
+            sample(
+                &text,
+                &format!("ferrite:request_success_total{{finished_reason=\"{reason}\"}}"),
+            )
+        };
+        assert_eq!(
+            (success("stop"), success("abort"), success("length")),
+            (Some(1.0), Some(0.0), Some(0.0))
+        );
+        assert_eq!(
+            sample(&text, "ferrite:e2e_request_latency_seconds_count"),
+            Some(1.0)
+        );
+        // Tokens up to and including the one that completed " END".
+        assert_eq!(
+            sample(&text, "ferrite:request_generation_tokens_sum"),
+            Some(ids("hi END").len() as f64)
+        );
     }
 }

@@ -194,7 +194,6 @@ impl Submission {
             results[i].absorb(delta);
             if done {
                 guard.mark_finished(i);
-                log_finished(&guard, i, &results[i]);
             }
         }
         if results.iter().any(|r| r.finish.is_none()) {
@@ -207,33 +206,6 @@ impl Submission {
     pub fn into_stream(self) -> (BoxStream<'static, (usize, Delta)>, AbortGuard) {
         (merge(self.receivers), self.guard)
     }
-}
-
-pub fn log_finished(guard: &AbortGuard, choice: usize, r: &ChoiceResult) {
-    log_choice(
-        guard,
-        choice,
-        r.prompt.as_ref(),
-        r.token_ids.len(),
-        r.finish,
-    );
-}
-
-pub fn log_choice(
-    guard: &AbortGuard,
-    choice: usize,
-    prompt: Option<&PromptSummary>,
-    output_tokens: usize,
-    finish: Option<Finish>,
-) {
-    tracing::info!(
-        request_id = guard.ids.get(choice).copied().unwrap_or_default(),
-        prompt_tokens = prompt.map(|p| p.num_prompt_tokens).unwrap_or_default(),
-        output_tokens,
-        cached_tokens = prompt.map(|p| p.num_cached_tokens).unwrap_or_default(),
-        finish_reason = finish.map(Finish::as_openai).unwrap_or("none"),
-        "request finished"
-    );
 }
 
 /// `prompt_tokens` once per prompt (the choices share it), completions summed.

@@ -13,6 +13,8 @@ mod generation;
 pub mod incremental;
 pub mod metrics;
 pub mod openai;
+pub mod request_log;
+pub mod request_tracker;
 mod routes;
 mod sse;
 pub mod state;
@@ -30,12 +32,15 @@ use std::sync::Arc;
 use axum::middleware;
 use axum::routing::{get, post};
 use axum::Router;
-use ferrite_engine::{EngineHandle, EngineOutput};
+use ferrite_engine::{EngineHandle, EngineStep};
 
 pub use chat_template::{ChatTemplate, TemplateError};
 pub use detokenizer::{spawn_detokenizer, Registry};
 pub use error::ApiError;
 pub use incremental::IncrementalDecoder;
+pub use metrics::{MetricNames, Metrics, MetricsConfig};
+pub use request_log::RequestLogConfig;
+use request_tracker::RequestTracker;
 pub use state::AppState;
 pub use stop_strings::{StopCheck, StopMatcher};
 pub use tokenizer_pool::{ChatPrompt, TextModel, TokenizerPool};
@@ -51,6 +56,10 @@ pub struct ServerConfig {
     pub tokenizer_workers: usize,
     /// Token ids at or above this are refused (the backend's vocabulary size).
     pub vocab_size: usize,
+    /// `ferrite:` or vLLM's `vllm:` names on /metrics.
+    pub metrics_names: MetricNames,
+    /// What the per-request log line carries besides counts and times.
+    pub request_log: RequestLogConfig,
 }
 
 /// Starts the tokenizer workers and the detokenizer thread around a running engine, and
@@ -59,25 +68,29 @@ pub fn start_pipeline(
     config: &ServerConfig,
     model: &TextModel,
     engine: EngineHandle,
-    outputs: Receiver<Vec<EngineOutput>>,
+    outputs: Receiver<EngineStep>,
 ) -> anyhow::Result<Arc<AppState>> {
     let tokenizers = TokenizerPool::new(model, config.tokenizer_workers)?;
     let registry = Registry::default();
+    let metrics_config = MetricsConfig {
+        names: config.metrics_names,
+        model_name: config.served_model_name.clone(),
+        max_model_len: engine.max_model_len(),
+        page_size: engine.page_size(),
+        num_pages: engine.num_pages(),
+        enable_prefix_caching: engine.enable_prefix_caching(),
+    };
+    let metrics = Arc::new(Metrics::new(&metrics_config, engine.shared_stats()));
     let aborter = engine.clone();
     spawn_detokenizer(
         model.tokenizer.clone(),
         registry.clone(),
         outputs,
         Box::new(move |id| aborter.abort(id)),
+        RequestTracker::new(Arc::clone(&metrics), config.request_log),
     )?;
     Ok(Arc::new(AppState::new(
-        engine,
-        tokenizers,
-        registry,
-        config.served_model_name.clone(),
-        config.api_key.clone(),
-        config.max_waiting,
-        config.vocab_size,
+        engine, tokenizers, registry, metrics, config,
     )))
 }
 
@@ -105,7 +118,7 @@ pub async fn serve(
     config: ServerConfig,
     model: TextModel,
     engine: EngineHandle,
-    outputs: Receiver<Vec<EngineOutput>>,
+    outputs: Receiver<EngineStep>,
 ) -> anyhow::Result<()> {
     let state = start_pipeline(&config, &model, engine, outputs)?;
     let addr: SocketAddr = format!("{}:{}", config.host, config.port).parse()?;

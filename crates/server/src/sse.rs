@@ -12,8 +12,8 @@ use futures::stream::{self, StreamExt};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::detokenizer::{Delta, PromptSummary};
-use crate::generation::{log_choice, Submission};
+use crate::detokenizer::Delta;
+use crate::generation::Submission;
 
 /// Turns deltas into the endpoint's chunk objects.
 pub trait ChunkFormatter: Send + 'static {
@@ -24,30 +24,16 @@ pub trait ChunkFormatter: Send + 'static {
 
 pub fn sse_response(submission: Submission, mut formatter: impl ChunkFormatter) -> Response {
     let (tx, rx) = mpsc::channel::<Event>(64);
-    let choices = submission.num_choices();
     let (mut deltas, mut guard) = submission.into_stream();
     tokio::spawn(async move {
-        let mut tally: Vec<(Option<PromptSummary>, usize)> = vec![(None, 0); choices];
         loop {
             let next = tokio::select! {
                 _ = tx.closed() => return,
                 next = deltas.next() => next,
             };
             let Some((i, delta)) = next else { break };
-            if let Some(t) = tally.get_mut(i) {
-                if let Some(p) = &delta.prompt {
-                    t.0 = Some(PromptSummary {
-                        prompt_logprobs: None,
-                        ..p.clone()
-                    });
-                }
-                t.1 += delta.token_ids.len();
-            }
-            if let Some(finish) = delta.finish {
+            if delta.finish.is_some() {
                 guard.mark_finished(i);
-                if let Some((p, n)) = tally.get(i) {
-                    log_choice(&guard, i, p.as_ref(), *n, Some(finish));
-                }
             }
             for chunk in formatter.on_delta(i, delta) {
                 if tx

@@ -1,17 +1,21 @@
 //! What every handler shares.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use ferrite_engine::{EngineHandle, RequestId};
 
 use crate::detokenizer::Registry;
 use crate::error::ApiError;
+use crate::metrics::Metrics;
 use crate::tokenizer_pool::TokenizerPool;
+use crate::ServerConfig;
 
 pub struct AppState {
     pub engine: EngineHandle,
     pub tokenizers: TokenizerPool,
     pub registry: Registry,
+    pub metrics: Arc<Metrics>,
     pub model_name: String,
     pub api_key: Option<String>,
     /// Requests accepted but not yet running, at most; more are refused with 503.
@@ -28,19 +32,18 @@ impl AppState {
         engine: EngineHandle,
         tokenizers: TokenizerPool,
         registry: Registry,
-        model_name: String,
-        api_key: Option<String>,
-        max_waiting: usize,
-        vocab_size: usize,
+        metrics: Arc<Metrics>,
+        config: &ServerConfig,
     ) -> Self {
         Self {
             engine,
             tokenizers,
             registry,
-            model_name,
-            api_key,
-            max_waiting,
-            vocab_size,
+            metrics,
+            model_name: config.served_model_name.clone(),
+            api_key: config.api_key.clone(),
+            max_waiting: config.max_waiting,
+            vocab_size: config.vocab_size,
             started: crate::openai::common::unix_now(),
             next_id: AtomicU64::new(1),
         }

@@ -31,11 +31,12 @@ pub async fn models(State(state): State<Arc<AppState>>) -> Json<Value> {
     }))
 }
 
-pub async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        crate::metrics::render(state.engine.stats(), &state.model_name),
-    )
+pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<impl IntoResponse, ApiError> {
+    let text = state
+        .metrics
+        .render()
+        .map_err(|_| ApiError::internal("cannot render the metrics"))?;
+    Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text))
 }
 
 /// vLLM's two shapes: a completion prompt, or chat messages.

@@ -1,0 +1,135 @@
+//! The series the engine keeps as atomics ([`EngineStats`]), read at scrape time: the running
+//! and waiting gauges, KV usage, the token and prefix-cache counters, preemptions, and the
+//! constant `cache_config_info`.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use ferrite_engine::EngineStats;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+
+use super::MetricsConfig;
+
+pub struct EngineCollector {
+    stats: Arc<EngineStats>,
+    prefix: &'static str,
+    /// `cache_config_info`'s labels, as vLLM spells them (Python's `str` of each value).
+    cache_config: [(&'static str, String); 3],
+}
+
+impl fmt::Debug for EngineCollector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EngineCollector")
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+impl EngineCollector {
+    pub fn new(config: &MetricsConfig, stats: Arc<EngineStats>) -> Self {
+        let python_bool = if config.enable_prefix_caching {
+            "True"
+        } else {
+            "False"
+        };
+        Self {
+            stats,
+            prefix: config.names.prefix(),
+            cache_config: [
+                ("block_size", config.page_size.to_string()),
+                ("num_gpu_blocks", config.num_pages.to_string()),
+                ("enable_prefix_caching", python_bool.to_string()),
+            ],
+        }
+    }
+
+    fn encode_one(
+        &self,
+        encoder: &mut DescriptorEncoder,
+        name: &str,
+        help: &str,
+        metric: impl EncodeMetric,
+    ) -> fmt::Result {
+        let name = format!("{}{name}", self.prefix);
+        let metric_encoder = encoder.encode_descriptor(&name, help, None, metric.metric_type())?;
+        metric.encode(metric_encoder)
+    }
+}
+
+fn gauge(value: &AtomicUsize) -> ConstGauge<i64> {
+    ConstGauge::new(value.load(Ordering::Relaxed) as i64)
+}
+
+fn counter(value: &AtomicU64) -> ConstCounter<u64> {
+    ConstCounter::new(value.load(Ordering::Relaxed))
+}
+
+impl Collector for EngineCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        let s = &*self.stats;
+        let e = &mut encoder;
+        self.encode_one(
+            e,
+            "num_requests_running",
+            "Number of requests in model execution batches.",
+            gauge(&s.num_running),
+        )?;
+        self.encode_one(
+            e,
+            "num_requests_waiting",
+            "Number of requests waiting to be processed.",
+            gauge(&s.num_waiting),
+        )?;
+        self.encode_one(
+            e,
+            "kv_cache_usage_perc",
+            "KV-cache usage. 1 means 100 percent usage (pages referenced by live requests; \
+             cached pages nobody references count as free).",
+            ConstGauge::new(s.kv_cache_usage()),
+        )?;
+        self.encode_one(
+            e,
+            "prompt_tokens",
+            "Number of prefill tokens processed (whole prompts, counted when a request's first \
+             token is sampled; one per choice).",
+            counter(&s.prompt_tokens_total),
+        )?;
+        self.encode_one(
+            e,
+            "generation_tokens",
+            "Number of generation tokens processed.",
+            counter(&s.generation_tokens_total),
+        )?;
+        self.encode_one(
+            e,
+            "prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            counter(&s.prefix_cache_queries_total),
+        )?;
+        self.encode_one(
+            e,
+            "prefix_cache_hits",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            counter(&s.prefix_cache_hits_total),
+        )?;
+        self.encode_one(
+            e,
+            "num_preemptions",
+            "Cumulative number of preemption from the engine.",
+            counter(&s.num_preemptions_total),
+        )?;
+        let name = format!("{}cache_config_info", self.prefix);
+        let mut info = e.encode_descriptor(
+            &name,
+            "Information of the LLMEngine CacheConfig (num_gpu_blocks: KV pool pages).",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(1i64).encode(info.encode_family(&self.cache_config)?)
+    }
+}

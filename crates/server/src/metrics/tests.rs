@@ -1,0 +1,276 @@
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrite_engine::{EngineStats, FinishReason, StepStats};
+
+use super::*;
+use crate::request_tracker::FinishedRequest;
+
+fn config(names: MetricNames, model_name: &str) -> MetricsConfig {
+    MetricsConfig {
+        names,
+        model_name: model_name.into(),
+        max_model_len: 2048,
+        page_size: 16,
+        num_pages: 1000,
+        enable_prefix_caching: false,
+    }
+}
+
+pub fn test_metrics() -> Arc<Metrics> {
+    Arc::new(Metrics::new(
+        &config(MetricNames::Ferrite, "m"),
+        Arc::new(EngineStats::default()),
+    ))
+}
+
+/// A sample line split into name, labels and value (a small parser of the text format,
+/// written from the format's grammar rather than from the encoder).
+fn parse_line(line: &str) -> Option<(String, HashMap<String, String>, f64)> {
+    if line.starts_with('#') || line.is_empty() {
+        return None;
+    }
+    let (series, value) = line.rsplit_once(' ')?;
+    let value = value.parse().ok()?;
+    let Some((name, rest)) = series.split_once('{') else {
+        return Some((series.to_string(), HashMap::new(), value));
+    };
+    let mut labels = HashMap::new();
+    let mut rest = rest.strip_suffix('}')?;
+    while !rest.is_empty() {
+        let (key, after) = rest.split_once("=\"")?;
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let end = loop {
+            match chars.next()? {
+                (_, '\\') => match chars.next()?.1 {
+                    'n' => value.push('\n'),
+                    c => value.push(c),
+                },
+                (i, '"') => break i,
+                (_, c) => value.push(c),
+            }
+        };
+        labels.insert(key.to_string(), value);
+        rest = after[end + 1..].trim_start_matches(',');
+    }
+    Some((name.to_string(), labels, value))
+}
+
+/// The value of the sample `name{k="v",...}` (the given labels a subset of the sample's).
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    let (want_name, want_labels, _) = parse_line(&format!("{series} 0"))?;
+    text.lines()
+        .filter_map(parse_line)
+        .find_map(|(name, labels, value)| {
+            let matches =
+                name == want_name && want_labels.iter().all(|(k, v)| labels.get(k) == Some(v));
+            matches.then_some(value)
+        })
+}
+
+/// `(name, type)` of every `# TYPE` line.
+fn types(text: &str) -> BTreeSet<(String, String)> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(n, t)| (n.to_string(), t.to_string()))
+        .collect()
+}
+
+/// The issue's list of series, with vLLM's types, by name without prefix.
+const VLLM_SERIES: &[(&str, &str)] = &[
+    ("num_requests_running", "gauge"),
+    ("num_requests_waiting", "gauge"),
+    ("kv_cache_usage_perc", "gauge"),
+    ("cache_config_info", "gauge"),
+    ("prompt_tokens_total", "counter"),
+    ("generation_tokens_total", "counter"),
+    ("prefix_cache_queries_total", "counter"),
+    ("prefix_cache_hits_total", "counter"),
+    ("num_preemptions_total", "counter"),
+    ("request_success_total", "counter"),
+    ("time_to_first_token_seconds", "histogram"),
+    ("inter_token_latency_seconds", "histogram"),
+    ("e2e_request_latency_seconds", "histogram"),
+    ("request_queue_time_seconds", "histogram"),
+    ("request_prefill_time_seconds", "histogram"),
+    ("request_decode_time_seconds", "histogram"),
+    ("request_prompt_tokens", "histogram"),
+    ("request_generation_tokens", "histogram"),
+    ("iteration_tokens_total", "histogram"),
+];
+
+fn expected_types(prefix: &str) -> BTreeSet<(String, String)> {
+    VLLM_SERIES
+        .iter()
+        .map(|(n, t)| (format!("{prefix}{n}"), t.to_string()))
+        .chain([(
+            "ferrite:scheduler_step_seconds".to_string(),
+            "histogram".to_string(),
+        )])
+        .collect()
+}
+
+#[test]
+fn every_series_is_exported_with_vllms_type_under_either_naming() {
+    for (names, prefix) in [
+        (MetricNames::Ferrite, "ferrite:"),
+        (MetricNames::Vllm, "vllm:"),
+    ] {
+        let metrics = Metrics::new(&config(names, "m"), Arc::new(EngineStats::default()));
+        let text = metrics.render().unwrap();
+        assert_eq!(types(&text), expected_types(prefix), "{text}");
+    }
+}
+
+#[test]
+fn every_sample_carries_the_model_name_escaped() {
+    let metrics = Metrics::new(
+        &config(MetricNames::Ferrite, "a\"b\\c"),
+        Arc::new(EngineStats::default()),
+    );
+    let text = metrics.render().unwrap();
+    let samples: Vec<_> = text.lines().filter_map(parse_line).collect();
+    assert!(samples.len() > 100);
+    for (name, labels, _) in samples {
+        assert_eq!(labels["model_name"], "a\"b\\c", "{name}");
+    }
+}
+
+#[test]
+fn engine_atomics_are_read_at_scrape_time() {
+    let stats = Arc::new(EngineStats::default());
+    let metrics = Metrics::new(&config(MetricNames::Vllm, "m"), Arc::clone(&stats));
+    stats.num_running.store(3, Ordering::Relaxed);
+    stats.num_waiting.store(2, Ordering::Relaxed);
+    stats.kv_pages_total.store(8, Ordering::Relaxed);
+    stats.kv_pages_used.store(2, Ordering::Relaxed);
+    stats.prefix_cache_hits_total.store(992, Ordering::Relaxed);
+    stats.num_preemptions_total.store(4, Ordering::Relaxed);
+    let text = metrics.render().unwrap();
+    let get = |s: &str| sample(&text, s);
+    assert_eq!(get("vllm:num_requests_running"), Some(3.0));
+    assert_eq!(get("vllm:num_requests_waiting"), Some(2.0));
+    assert_eq!(get("vllm:kv_cache_usage_perc"), Some(0.25));
+    assert_eq!(get("vllm:prefix_cache_hits_total"), Some(992.0));
+    assert_eq!(get("vllm:num_preemptions_total"), Some(4.0));
+    assert_eq!(
+        get(
+            r#"vllm:cache_config_info{block_size="16",num_gpu_blocks="1000",enable_prefix_caching="False"}"#
+        ),
+        Some(1.0)
+    );
+}
+
+fn finished(finish: FinishReason, e2e_ms: u64, generated: usize) -> FinishedRequest {
+    FinishedRequest {
+        id: 1,
+        finish,
+        num_prompt_tokens: 30,
+        num_cached_tokens: 0,
+        num_generation_tokens: generated,
+        queue: Duration::from_millis(100),
+        prefill: Duration::from_millis(200),
+        decode: Duration::from_millis(e2e_ms - 300),
+        time_to_first_token: Some(Duration::from_millis(300)),
+        e2e: Duration::from_millis(e2e_ms),
+        prompt_ids: None,
+        output_ids: None,
+    }
+}
+
+#[test]
+fn finished_requests_land_in_vllms_buckets_and_reason_counters() {
+    let metrics = test_metrics();
+    metrics.observe_finished(&finished(FinishReason::Length, 400, 7));
+    metrics.observe_finished(&finished(FinishReason::Length, 900, 120));
+    metrics.observe_finished(&finished(FinishReason::Stop, 3000, 1));
+    let text = metrics.render().unwrap();
+    let get = |s: &str| sample(&text, s).unwrap_or_else(|| panic!("{s} missing:\n{text}"));
+    assert_eq!(
+        get(r#"ferrite:request_success_total{finished_reason="length"}"#),
+        2.0
+    );
+    assert_eq!(
+        get(r#"ferrite:request_success_total{finished_reason="stop"}"#),
+        1.0
+    );
+    assert_eq!(
+        get(r#"ferrite:request_success_total{finished_reason="abort"}"#),
+        0.0
+    );
+    let e2e = "ferrite:e2e_request_latency_seconds";
+    assert_eq!(get(&format!("{e2e}_count")), 3.0);
+    assert!((get(&format!("{e2e}_sum")) - 4.3).abs() < 1e-9);
+    // Cumulative buckets: 0.4 s is the only one under 0.5 s, 0.9 s joins by 1 s.
+    assert_eq!(get(&format!(r#"{e2e}_bucket{{le="0.3"}}"#)), 0.0);
+    assert_eq!(get(&format!(r#"{e2e}_bucket{{le="0.5"}}"#)), 1.0);
+    assert_eq!(get(&format!(r#"{e2e}_bucket{{le="1"}}"#)), 2.0);
+    assert_eq!(get(&format!(r#"{e2e}_bucket{{le="+Inf"}}"#)), 3.0);
+    let generated = "ferrite:request_generation_tokens";
+    assert_eq!(get(&format!("{generated}_sum")), 128.0);
+    assert_eq!(get(&format!(r#"{generated}_bucket{{le="10"}}"#)), 2.0);
+    assert_eq!(get(&format!(r#"{generated}_bucket{{le="2000"}}"#)), 3.0);
+    assert_eq!(get("ferrite:request_queue_time_seconds_count"), 3.0);
+    // TTFT and ITL are observed as tokens arrive, not at the finish.
+    assert_eq!(get("ferrite:time_to_first_token_seconds_count"), 0.0);
+}
+
+#[test]
+fn steps_split_their_time_by_phase_and_count_their_tokens() {
+    let metrics = test_metrics();
+    let step = StepStats {
+        schedule: Duration::from_micros(40),
+        forward: Duration::from_millis(30),
+        sample: Duration::from_micros(300),
+        num_tokens: 100,
+        num_seqs: 3,
+    };
+    metrics.observe_step(&step);
+    metrics.observe_step(&StepStats {
+        num_tokens: 1,
+        ..step
+    });
+    let text = metrics.render().unwrap();
+    let get = |s: &str| sample(&text, s).unwrap_or_else(|| panic!("{s} missing:\n{text}"));
+    let phase = |p: &str, part: &str| {
+        get(&format!(
+            r#"ferrite:scheduler_step_seconds_{part}{{phase="{p}"}}"#
+        ))
+    };
+    assert_eq!(phase("forward", "count"), 2.0);
+    assert!((phase("forward", "sum") - 0.06).abs() < 1e-9);
+    assert!((phase("schedule", "sum") - 0.00008).abs() < 1e-12);
+    assert!((phase("sample", "sum") - 0.0006).abs() < 1e-12);
+    assert_eq!(
+        get(r#"ferrite:scheduler_step_seconds_bucket{phase="forward",le="0.025"}"#),
+        0.0
+    );
+    assert_eq!(
+        get(r#"ferrite:scheduler_step_seconds_bucket{phase="forward",le="0.05"}"#),
+        2.0
+    );
+    assert_eq!(get("ferrite:iteration_tokens_total_sum"), 101.0);
+    assert_eq!(get(r#"ferrite:iteration_tokens_total_bucket{le="1"}"#), 1.0);
+    assert_eq!(
+        get(r#"ferrite:iteration_tokens_total_bucket{le="64"}"#),
+        1.0
+    );
+    assert_eq!(
+        get(r#"ferrite:iteration_tokens_total_bucket{le="128"}"#),
+        2.0
+    );
+}
+
+#[test]
+fn the_sample_parser_reads_escapes_and_plain_lines() {
+    let (name, labels, value) = parse_line(r#"x_total{a="q\"u\\o\nte",b="2"} 1.5"#).unwrap();
+    assert_eq!((name.as_str(), value), ("x_total", 1.5));
+    assert_eq!(labels["a"], "q\"u\\o\nte");
+    assert_eq!(labels["b"], "2");
+    assert_eq!(parse_line("y 3").unwrap().2, 3.0);
+    assert!(parse_line("# HELP y z").is_none());
+}

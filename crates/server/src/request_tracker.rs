@@ -165,8 +165,9 @@ impl RequestTracker {
     /// [`Self::on_output`] so that the detokenizer does it without holding the registry lock).
     pub fn report_finished(&mut self, tokenizer: &Tokenizer) {
         for r in self.finished.drain(..) {
-            self.metrics.observe_finished(&r);
+            // Log first: once a scrape counts a request, its line is written.
             request_log::log_finished(&r, &self.log, tokenizer);
+            self.metrics.observe_finished(&r);
         }
     }
 

@@ -10,6 +10,7 @@ pub mod request;
 pub mod sampler;
 pub mod scheduler;
 pub mod sequence;
+pub mod spec;
 
 #[cfg(test)]
 mod engine_loop_tests;

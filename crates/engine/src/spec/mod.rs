@@ -1,0 +1,7 @@
+//! Speculative decoding: cheap proposals of several tokens that the target model checks in
+//! one forward pass, keeping its output distribution exactly.
+
+pub mod ngram;
+pub mod verify;
+
+pub use verify::{verify_greedy, verify_sampled, Distribution, Verdict};

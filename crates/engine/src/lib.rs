@@ -3,6 +3,7 @@
 //! sits behind [`backend::Backend`].
 
 pub mod backend;
+pub mod distribution;
 pub mod engine_loop;
 pub mod handle;
 pub mod kv;

@@ -4,4 +4,5 @@
 pub mod ngram;
 pub mod verify;
 
-pub use verify::{verify_greedy, verify_sampled, Distribution, Verdict};
+pub use crate::distribution::Distribution;
+pub use verify::{verify_greedy, verify_sampled, Verdict};

@@ -6,6 +6,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::*;
+use crate::distribution::Distribution;
 use crate::sampler::Candidate;
 
 #[test]

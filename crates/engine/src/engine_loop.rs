@@ -15,6 +15,7 @@ use crate::request::{EngineOutput, FinishReason, GenerationRequest, PromptInfo, 
 use crate::sampler::{token_logprob, Sampler};
 use crate::scheduler::{ScheduledChunk, Scheduler, StepPlan};
 use crate::sequence::Sequence;
+use crate::spec::Speculation;
 
 /// What the handle sends the scheduler thread.
 #[derive(Debug)]
@@ -32,6 +33,8 @@ pub struct EngineCore {
     stats: Arc<EngineStats>,
     /// Outputs produced outside a step (aborts, requests finished on arrival).
     pending: Vec<EngineOutput>,
+    /// Speculative decoding, when configured.
+    speculation: Option<Speculation>,
 }
 
 impl EngineCore {
@@ -50,9 +53,21 @@ impl EngineCore {
             max_model_len,
             stats,
             pending: Vec::new(),
+            speculation: None,
         };
         core.publish_stats();
         core
+    }
+
+    /// Decode speculatively from now on (its KV cache, if any, must be initialised).
+    pub fn set_speculation(&mut self, speculation: Speculation) {
+        self.scheduler
+            .set_draft_cache(speculation.kv_bytes_per_token() > 0);
+        self.speculation = Some(speculation);
+    }
+
+    pub fn speculation(&self) -> Option<&Speculation> {
+        self.speculation.as_ref()
     }
 
     pub fn scheduler(&self) -> &Scheduler {
@@ -121,13 +136,18 @@ impl EngineCore {
     /// Run one step and return everything produced since the last one.
     pub fn step(&mut self) -> Vec<EngineOutput> {
         let mut outputs = std::mem::take(&mut self.pending);
-        let plan = self.scheduler.schedule();
+        let mut plan = self.scheduler.schedule();
         self.count(&plan);
         if !plan.chunks.is_empty() {
+            self.draft(&mut plan);
+            let started = Instant::now();
             let result = {
                 let batch = self.scheduler.batch(&plan);
                 forward_catching_panics(self.backend.as_mut(), &batch)
             };
+            if let Some(speculation) = &mut self.speculation {
+                speculation.record_target(plan.num_tokens(), started.elapsed().as_secs_f64());
+            }
             match result.and_then(|forward| check_shape(&plan, forward, self.backend.vocab_size()))
             {
                 Ok(forward) => self.finish_step(&plan, &forward, &mut outputs),
@@ -146,6 +166,18 @@ impl EngineCore {
         outputs
     }
 
+    /// Speculative drafts for this step's decodes. A failing proposer turns speculation off
+    /// (plain decoding stays correct; its cache may not be).
+    fn draft(&mut self, plan: &mut StepPlan) {
+        let Some(speculation) = &mut self.speculation else {
+            return;
+        };
+        if let Err(error) = speculation.prepare(&mut self.scheduler, plan, self.max_model_len) {
+            tracing::error!(%error, "speculative proposer failed; speculation is off from now on");
+            self.speculation = None;
+        }
+    }
+
     fn finish_step(
         &mut self,
         plan: &StepPlan,
@@ -159,6 +191,14 @@ impl EngineCore {
             let rows = num_rows(chunk);
             let first_row = row;
             row += rows;
+            if chunk.drafts > 0 {
+                let output = self.finish_drafted(chunk, forward, first_row);
+                if output.finish.is_some() {
+                    finished.push(output.id);
+                }
+                out.push(output);
+                continue;
+            }
             let sequence = self.scheduler.running_mut(chunk.index);
             if chunk.logits == LogitsRequest::All {
                 gather_prompt_logprobs(sequence, chunk, forward, first_row);
@@ -190,6 +230,67 @@ impl EngineCore {
         for id in finished {
             self.scheduler.remove(id);
         }
+    }
+
+    /// A chunk that scored drafts: verify them, keep what the target accepts, and emit the
+    /// accepted drafts and the token after them (up to a finish).
+    fn finish_drafted(
+        &mut self,
+        chunk: &ScheduledChunk,
+        forward: &ForwardOutput,
+        first_row: usize,
+    ) -> EngineOutput {
+        let verdict = match &mut self.speculation {
+            Some(speculation) => {
+                let sequence = self.scheduler.running_mut(chunk.index);
+                speculation.verify(sequence, forward, first_row)
+            }
+            // Unreachable in practice (drafts only come from a speculation); rejecting them
+            // all and sampling from the first row is still exact.
+            None => {
+                let sequence = self.scheduler.running_mut(chunk.index);
+                let params = sequence.params.clone();
+                let len = sequence.tokens.len() - sequence.num_drafts;
+                let (prompt, output) = sequence.tokens[..len].split_at(sequence.num_prompt_tokens);
+                let next = self.sampler.sample(
+                    forward.row(first_row),
+                    &params,
+                    prompt,
+                    output,
+                    &mut sequence.rng,
+                );
+                crate::spec::Verdict { accepted: 0, next }
+            }
+        };
+        self.scheduler.settle_drafts(chunk.index, verdict.accepted);
+        let sequence = self.scheduler.running_mut(chunk.index);
+        let base = sequence.tokens.len() - verdict.accepted;
+        let mut emitted: Vec<u32> = sequence.tokens.split_off(base);
+        emitted.push(verdict.next);
+        let mut output = EngineOutput {
+            id: sequence.id,
+            prompt: None,
+            tokens: Vec::with_capacity(emitted.len()),
+            logprobs: Vec::new(),
+            finish: None,
+        };
+        for (j, token) in emitted.into_iter().enumerate() {
+            sequence.tokens.push(token);
+            output.tokens.push(token);
+            if let Some(top_n) = sequence.params.logprobs {
+                output
+                    .logprobs
+                    .push(token_logprob(forward.row(first_row + j), token, top_n));
+            }
+            output.finish = finish_reason(sequence, token, &self.eos_token_ids, self.max_model_len);
+            if output.finish.is_some() {
+                break;
+            }
+        }
+        self.stats
+            .generation_tokens_total
+            .fetch_add(output.tokens.len() as u64, Ordering::Relaxed);
+        output
     }
 
     fn count(&self, plan: &StepPlan) {
@@ -304,8 +405,25 @@ fn sample_next(
         None => Vec::new(),
     };
     sequence.tokens.push(token);
+    let finish = finish_reason(sequence, token, eos_token_ids, max_model_len);
+    EngineOutput {
+        id: sequence.id,
+        prompt: take_prompt_info(sequence),
+        tokens: vec![token],
+        logprobs,
+        finish,
+    }
+}
+
+/// Whether `token`, just appended to `sequence`, ends it.
+fn finish_reason(
+    sequence: &Sequence,
+    token: u32,
+    eos_token_ids: &[u32],
+    max_model_len: usize,
+) -> Option<FinishReason> {
     let params = &sequence.params;
-    let finish = if (!params.ignore_eos && eos_token_ids.contains(&token))
+    if (!params.ignore_eos && eos_token_ids.contains(&token))
         || params.stop_token_ids.contains(&token)
     {
         Some(FinishReason::Stop)
@@ -314,13 +432,6 @@ fn sample_next(
         Some(FinishReason::Length)
     } else {
         None
-    };
-    EngineOutput {
-        id: sequence.id,
-        prompt: take_prompt_info(sequence),
-        tokens: vec![token],
-        logprobs,
-        finish,
     }
 }
 

@@ -20,6 +20,8 @@ mod engine_proptests;
 #[cfg(test)]
 mod fake_backend;
 #[cfg(test)]
+mod spec_tests;
+#[cfg(test)]
 mod test_harness;
 
 pub use backend::{Backend, BackendError, ForwardOutput, LogitsRequest, SeqBatch};

@@ -269,6 +269,11 @@ fn nucleus_len(sorted: &[Candidate], mut mass_before: f64, target: f64) -> usize
         .unwrap_or(sorted.len())
 }
 
+/// Whether `params` asks for greedy decoding (temperature 0, as vLLM rounds it).
+pub fn is_greedy(params: &SamplingParams) -> bool {
+    params.temperature < GREEDY_TEMPERATURE
+}
+
 fn has_penalties(params: &SamplingParams) -> bool {
     params.repetition_penalty != 1.0
         || params.presence_penalty != 0.0

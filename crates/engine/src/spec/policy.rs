@@ -113,6 +113,8 @@ impl CostTable {
 #[derive(Debug, Clone)]
 pub struct SpecPolicy {
     pub max_k: usize,
+    /// Always draft `max_k` (for measurements and tests) instead of choosing by cost.
+    pub fixed: bool,
     target: CostTable,
     /// One draft step over n sequences (nothing recorded for model-free proposers).
     draft: CostTable,
@@ -123,6 +125,7 @@ impl SpecPolicy {
     pub fn new(max_k: usize) -> Self {
         Self {
             max_k,
+            fixed: false,
             target: CostTable::default(),
             draft: CostTable::default(),
             steps: 0,
@@ -144,6 +147,9 @@ impl SpecPolicy {
         let seqs = alphas.len();
         if seqs == 0 || self.max_k == 0 {
             return 0;
+        }
+        if self.fixed {
+            return self.max_k;
         }
         if self.steps % EXPLORE_EVERY == 0 {
             return self.max_k;

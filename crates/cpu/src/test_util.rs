@@ -43,6 +43,10 @@ pub fn random_tensor(
             .iter()
             .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
             .collect(),
+        DType::BF16 => random_vec(rng, rows * cols, scale)
+            .iter()
+            .flat_map(|v| ((v.to_bits() >> 16) as u16).to_le_bytes())
+            .collect(),
         _ => {
             let block_bytes = dtype.block_bytes();
             let mut bytes: Vec<u8> = (0..dtype.row_bytes(cols) * rows)

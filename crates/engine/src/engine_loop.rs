@@ -17,6 +17,7 @@ use crate::request::{
 use crate::sampler::{token_logprob, Sampler};
 use crate::scheduler::{ScheduledChunk, Scheduler, StepPlan};
 use crate::sequence::Sequence;
+use crate::spec::Speculation;
 
 /// What the handle sends the scheduler thread.
 #[derive(Debug)]
@@ -34,6 +35,8 @@ pub struct EngineCore {
     stats: Arc<EngineStats>,
     /// Outputs produced outside a step (aborts, requests finished on arrival).
     pending: Vec<EngineOutput>,
+    /// Speculative decoding, when configured.
+    speculation: Option<Speculation>,
 }
 
 impl EngineCore {
@@ -52,9 +55,21 @@ impl EngineCore {
             max_model_len,
             stats,
             pending: Vec::new(),
+            speculation: None,
         };
         core.publish_stats();
         core
+    }
+
+    /// Decode speculatively from now on (its KV cache, if any, must be initialised).
+    pub fn set_speculation(&mut self, speculation: Speculation) {
+        self.scheduler
+            .set_draft_cache(speculation.kv_bytes_per_token() > 0);
+        self.speculation = Some(speculation);
+    }
+
+    pub fn speculation(&self) -> Option<&Speculation> {
+        self.speculation.as_ref()
     }
 
     pub fn scheduler(&self) -> &Scheduler {
@@ -129,10 +144,12 @@ impl EngineCore {
     pub fn step_with_stats(&mut self) -> EngineStep {
         let started = Instant::now();
         let mut outputs = std::mem::take(&mut self.pending);
-        let plan = self.scheduler.schedule();
+        let mut plan = self.scheduler.schedule();
         self.count(&plan);
         let mut stats = None;
         if !plan.chunks.is_empty() {
+            let draft_started = Instant::now();
+            self.draft(&mut plan);
             let (result, forward_started) = {
                 let batch = self.scheduler.batch(&plan);
                 let forward_started = Instant::now();
@@ -140,6 +157,10 @@ impl EngineCore {
                 (result, forward_started)
             };
             let forward_done = Instant::now();
+            if let Some(speculation) = &mut self.speculation {
+                let seconds = (forward_done - forward_started).as_secs_f64();
+                speculation.record_target(plan.num_tokens(), seconds);
+            }
             match result.and_then(|forward| check_shape(&plan, forward, self.backend.vocab_size()))
             {
                 Ok(forward) => self.finish_step(&plan, &forward, &mut outputs),
@@ -154,7 +175,8 @@ impl EngineCore {
             }
             self.stats.steps_total.fetch_add(1, Ordering::Relaxed);
             stats = Some(StepStats {
-                schedule: forward_started - started,
+                schedule: draft_started - started,
+                draft: forward_started - draft_started,
                 forward: forward_done - forward_started,
                 sample: forward_done.elapsed(),
                 num_tokens: plan.num_tokens(),
@@ -164,6 +186,18 @@ impl EngineCore {
         let at = Instant::now();
         self.publish_stats();
         EngineStep { outputs, stats, at }
+    }
+
+    /// Speculative drafts for this step's decodes. A failing proposer turns speculation off
+    /// (plain decoding stays correct; its cache may not be).
+    fn draft(&mut self, plan: &mut StepPlan) {
+        let Some(speculation) = &mut self.speculation else {
+            return;
+        };
+        if let Err(error) = speculation.prepare(&mut self.scheduler, plan, self.max_model_len) {
+            tracing::error!(%error, "speculative proposer failed; speculation is off from now on");
+            self.speculation = None;
+        }
     }
 
     fn finish_step(
@@ -179,6 +213,14 @@ impl EngineCore {
             let rows = num_rows(chunk);
             let first_row = row;
             row += rows;
+            if chunk.drafts > 0 {
+                let output = self.finish_drafted(chunk, forward, first_row);
+                if output.finish.is_some() {
+                    finished.push(output.id);
+                }
+                out.push(output);
+                continue;
+            }
             let sequence = self.scheduler.running_mut(chunk.index);
             if chunk.logits == LogitsRequest::All {
                 gather_prompt_logprobs(sequence, chunk, forward, first_row);
@@ -210,6 +252,67 @@ impl EngineCore {
         for id in finished {
             self.scheduler.remove(id);
         }
+    }
+
+    /// A chunk that scored drafts: verify them, keep what the target accepts, and emit the
+    /// accepted drafts and the token after them (up to a finish).
+    fn finish_drafted(
+        &mut self,
+        chunk: &ScheduledChunk,
+        forward: &ForwardOutput,
+        first_row: usize,
+    ) -> EngineOutput {
+        let verdict = match &mut self.speculation {
+            Some(speculation) => {
+                let sequence = self.scheduler.running_mut(chunk.index);
+                speculation.verify(sequence, forward, first_row)
+            }
+            // Unreachable in practice (drafts only come from a speculation); rejecting them
+            // all and sampling from the first row is still exact.
+            None => {
+                let sequence = self.scheduler.running_mut(chunk.index);
+                let params = sequence.params.clone();
+                let len = sequence.tokens.len() - sequence.num_drafts;
+                let (prompt, output) = sequence.tokens[..len].split_at(sequence.num_prompt_tokens);
+                let next = self.sampler.sample(
+                    forward.row(first_row),
+                    &params,
+                    prompt,
+                    output,
+                    &mut sequence.rng,
+                );
+                crate::spec::Verdict { accepted: 0, next }
+            }
+        };
+        self.scheduler.settle_drafts(chunk.index, verdict.accepted);
+        let sequence = self.scheduler.running_mut(chunk.index);
+        let base = sequence.tokens.len() - verdict.accepted;
+        let mut emitted: Vec<u32> = sequence.tokens.split_off(base);
+        emitted.push(verdict.next);
+        let mut output = EngineOutput {
+            id: sequence.id,
+            prompt: None,
+            tokens: Vec::with_capacity(emitted.len()),
+            logprobs: Vec::new(),
+            finish: None,
+        };
+        for (j, token) in emitted.into_iter().enumerate() {
+            sequence.tokens.push(token);
+            output.tokens.push(token);
+            if let Some(top_n) = sequence.params.logprobs {
+                output
+                    .logprobs
+                    .push(token_logprob(forward.row(first_row + j), token, top_n));
+            }
+            output.finish = finish_reason(sequence, token, &self.eos_token_ids, self.max_model_len);
+            if output.finish.is_some() {
+                break;
+            }
+        }
+        self.stats
+            .generation_tokens_total
+            .fetch_add(output.tokens.len() as u64, Ordering::Relaxed);
+        output
     }
 
     fn count(&self, plan: &StepPlan) {
@@ -324,8 +427,25 @@ fn sample_next(
         None => Vec::new(),
     };
     sequence.tokens.push(token);
+    let finish = finish_reason(sequence, token, eos_token_ids, max_model_len);
+    EngineOutput {
+        id: sequence.id,
+        prompt: take_prompt_info(sequence),
+        tokens: vec![token],
+        logprobs,
+        finish,
+    }
+}
+
+/// Whether `token`, just appended to `sequence`, ends it.
+fn finish_reason(
+    sequence: &Sequence,
+    token: u32,
+    eos_token_ids: &[u32],
+    max_model_len: usize,
+) -> Option<FinishReason> {
     let params = &sequence.params;
-    let finish = if (!params.ignore_eos && eos_token_ids.contains(&token))
+    if (!params.ignore_eos && eos_token_ids.contains(&token))
         || params.stop_token_ids.contains(&token)
     {
         Some(FinishReason::Stop)
@@ -334,13 +454,6 @@ fn sample_next(
         Some(FinishReason::Length)
     } else {
         None
-    };
-    EngineOutput {
-        id: sequence.id,
-        prompt: take_prompt_info(sequence),
-        tokens: vec![token],
-        logprobs,
-        finish,
     }
 }
 

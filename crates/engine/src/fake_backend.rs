@@ -23,6 +23,9 @@ pub struct FakeBackend {
     pub panic_at_call: Option<usize>,
     /// Sleep this long in every forward call (a model takes time).
     pub delay: Option<std::time::Duration>,
+    /// Non-zero: a different model (a draft) that agrees with the salt-0 model only on
+    /// some histories.
+    pub salt: u64,
     calls: usize,
 }
 
@@ -36,6 +39,7 @@ impl FakeBackend {
             fail_at_call: None,
             panic_at_call: None,
             delay: None,
+            salt: 0,
             calls: 0,
         }
     }
@@ -51,9 +55,18 @@ fn mix(mut x: u64) -> u64 {
 
 /// Logits after the history `tokens` (all positions up to and including the current one).
 pub fn logits_for_history(tokens: impl IntoIterator<Item = u32>) -> Vec<f32> {
-    let hash = tokens
+    salted_logits(tokens, 0)
+}
+
+/// The logits of the model with `salt`: on about half of all histories a salted model
+/// answers like the salt-0 model, on the rest it has logits of its own.
+pub fn salted_logits(tokens: impl IntoIterator<Item = u32>, salt: u64) -> Vec<f32> {
+    let mut hash = tokens
         .into_iter()
         .fold(0x1234_5678_u64, |h, t| mix(h ^ t as u64));
+    if salt != 0 && mix(hash ^ salt) % 2 == 0 {
+        hash = mix(hash ^ salt);
+    }
     (0..VOCAB as u64)
         .map(|v| (mix(hash ^ (v << 40)) >> 40) as f32 / (1u64 << 24) as f32 * 8.0)
         .collect()
@@ -147,7 +160,7 @@ impl Backend for FakeBackend {
             };
             for pos in rows {
                 let history = self.read_history(seq.block_table, pos)?;
-                logits.extend(logits_for_history(history));
+                logits.extend(salted_logits(history, self.salt));
             }
         }
         Ok(ForwardOutput {

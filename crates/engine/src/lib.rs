@@ -3,6 +3,7 @@
 //! sits behind [`backend::Backend`].
 
 pub mod backend;
+pub mod distribution;
 pub mod engine_loop;
 pub mod handle;
 pub mod kv;
@@ -10,6 +11,7 @@ pub mod request;
 pub mod sampler;
 pub mod scheduler;
 pub mod sequence;
+pub mod spec;
 
 #[cfg(test)]
 mod engine_loop_tests;
@@ -17,6 +19,8 @@ mod engine_loop_tests;
 mod engine_proptests;
 #[cfg(test)]
 mod fake_backend;
+#[cfg(test)]
+mod spec_tests;
 #[cfg(test)]
 mod step_stats_tests;
 #[cfg(test)]

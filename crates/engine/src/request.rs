@@ -33,6 +33,9 @@ pub struct SamplingParams {
     pub logprobs: Option<usize>,
     /// `Some(n)`: report logprobs of every prompt token (the first has none), with `n` alternatives.
     pub prompt_logprobs: Option<usize>,
+    /// Let the engine decode this request speculatively when it is configured to (the output
+    /// distribution is the same either way; opting out only changes speed).
+    pub allow_speculation: bool,
 }
 
 impl Default for SamplingParams {
@@ -51,6 +54,7 @@ impl Default for SamplingParams {
             stop_token_ids: Vec::new(),
             logprobs: None,
             prompt_logprobs: None,
+            allow_speculation: true,
         }
     }
 }
@@ -125,6 +129,8 @@ pub struct EngineStep {
 pub struct StepStats {
     /// Planning the step and building the batch (the scheduler's own cost).
     pub schedule: Duration,
+    /// Speculative drafting before the forward pass (zero without speculation).
+    pub draft: Duration,
     /// The backend's forward pass.
     pub forward: Duration,
     /// Sampling, finish checks and cache bookkeeping after the forward pass.

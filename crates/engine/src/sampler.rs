@@ -10,6 +10,7 @@ use std::cmp::Ordering;
 use rand::rngs::StdRng;
 use rand::Rng;
 
+use crate::distribution::Distribution;
 use crate::request::{SamplingParams, TokenLogprob};
 
 /// Temperatures below this are greedy (as in vLLM): dividing by them would overflow.
@@ -72,6 +73,22 @@ impl Sampler {
             .last()
             .map(|c| c.token)
             .unwrap_or_else(|| argmax(&self.penalized))
+    }
+
+    /// The distribution `sample` draws from for these logits: a point mass for greedy
+    /// requests, else the filtered candidates with their weights.
+    pub fn distribution(
+        &mut self,
+        logits: &[f32],
+        params: &SamplingParams,
+        prompt: &[u32],
+        output: &[u32],
+    ) -> Distribution {
+        if params.temperature < GREEDY_TEMPERATURE {
+            self.apply_penalties(logits, params, prompt, output);
+            return Distribution::point(argmax(&self.penalized));
+        }
+        Distribution::new(self.support(logits, params, prompt, output))
     }
 
     /// The tokens `sample` may draw from and their (unnormalised) weights, for `params` with a
@@ -250,6 +267,11 @@ fn nucleus_len(sorted: &[Candidate], mut mass_before: f64, target: f64) -> usize
             reached
         })
         .unwrap_or(sorted.len())
+}
+
+/// Whether `params` asks for greedy decoding (temperature 0, as vLLM rounds it).
+pub fn is_greedy(params: &SamplingParams) -> bool {
+    params.temperature < GREEDY_TEMPERATURE
 }
 
 fn has_penalties(params: &SamplingParams) -> bool {

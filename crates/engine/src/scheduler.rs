@@ -29,6 +29,8 @@ pub struct ScheduledChunk {
     pub start: usize,
     pub len: usize,
     pub logits: LogitsRequest,
+    /// Speculative drafts among the last `len` tokens (0 for ordinary chunks).
+    pub drafts: usize,
 }
 
 /// What admission learned about the prefix cache, for the engine's counters.
@@ -53,6 +55,9 @@ impl StepPlan {
 
 pub struct Scheduler {
     config: SchedulerConfig,
+    /// A draft model keeps K/V in the same pages: publish only pages it has computed too, so
+    /// that whoever reuses a cached prefix finds both models' K/V there.
+    draft_cache: bool,
     kv: KvManager,
     waiting: VecDeque<Sequence>,
     /// In admission order: the last one is the newest (the preemption victim).
@@ -63,9 +68,24 @@ impl Scheduler {
     pub fn new(config: SchedulerConfig, kv: KvManager) -> Self {
         Self {
             config,
+            draft_cache: false,
             kv,
             waiting: VecDeque::new(),
             running: Vec::new(),
+        }
+    }
+
+    /// Publish pages only once a draft model's cache holds them too.
+    pub fn set_draft_cache(&mut self, draft_cache: bool) {
+        self.draft_cache = draft_cache;
+    }
+
+    /// How many leading tokens of `sequence` may be published to the prefix cache.
+    fn publishable(&self, sequence: &Sequence) -> usize {
+        if self.draft_cache {
+            sequence.num_computed.min(sequence.draft_computed)
+        } else {
+            sequence.num_computed
         }
     }
 
@@ -217,6 +237,8 @@ impl Scheduler {
                 return;
             };
             sequence.num_computed = shared.len() * page_size;
+            // Cached pages hold the draft model's K/V too, when there is one (see `spec`).
+            sequence.draft_computed = sequence.num_computed;
             sequence.num_published_pages = shared.len();
             sequence.block_table = shared;
             sequence.block_table.extend(fresh);
@@ -250,13 +272,21 @@ impl Scheduler {
             start,
             len,
             logits,
+            drafts: 0,
         }
     }
 
     /// The backend's view of a plan.
     pub fn batch(&self, plan: &StepPlan) -> Vec<SeqBatch<'_>> {
-        plan.chunks
-            .iter()
+        self.batch_of(plan.chunks.iter())
+    }
+
+    /// The backend's view of some chunks of a plan.
+    pub fn batch_of<'c>(
+        &self,
+        chunks: impl Iterator<Item = &'c ScheduledChunk>,
+    ) -> Vec<SeqBatch<'_>> {
+        chunks
             .map(|chunk| {
                 let sequence = &self.running[chunk.index];
                 let end = chunk.start + chunk.len;
@@ -270,15 +300,84 @@ impl Scheduler {
             .collect()
     }
 
-    /// The plan ran: its tokens' K/V are in the cache. Publish newly full pages.
+    /// Every running sequence, for the speculative-decoding step (which reads and updates
+    /// several at once).
+    pub fn running_all_mut(&mut self) -> &mut [Sequence] {
+        &mut self.running
+    }
+
+    /// Room for up to `k` drafts after the decode chunk of running sequence `index`: pages
+    /// from the free list only (speculation never preempts nor evicts cached prefixes), and
+    /// tokens from what the step's budget has left. Returns how many drafts fit.
+    pub fn reserve_drafts(&mut self, plan: &StepPlan, index: usize, k: usize) -> usize {
+        let k = k.min(
+            self.config
+                .max_num_batched_tokens
+                .saturating_sub(plan.num_tokens()),
+        );
+        let sequence = &self.running[index];
+        let (len, held) = (sequence.tokens.len(), sequence.block_table.len());
+        let wanted = self.kv.pages_for(len + k).saturating_sub(held);
+        let pages = wanted.min(self.kv.num_free());
+        if pages > 0 {
+            if let Some(fresh) = self.kv.allocate(pages) {
+                self.running[index].block_table.extend(fresh);
+            }
+        }
+        let room = self.running[index].block_table.len() * self.kv.page_size();
+        room.saturating_sub(len).min(k)
+    }
+
+    /// Appends verified-to-be drafts to the sequence of decode chunk `chunk` and makes the
+    /// chunk score them all (room must have been reserved).
+    pub fn attach_drafts(&mut self, chunk: &mut ScheduledChunk, drafts: &[u32]) {
+        let sequence = &mut self.running[chunk.index];
+        sequence.tokens.extend_from_slice(drafts);
+        sequence.num_drafts = drafts.len();
+        chunk.len += drafts.len();
+        chunk.drafts = drafts.len();
+        chunk.logits = LogitsRequest::All;
+    }
+
+    /// After verification of the drafts of running sequence `index`: the first `accepted`
+    /// stay (their K/V, and the scored token's before them, are now computed), the rest are
+    /// dropped, full pages are published, and pages past the next token are released.
+    pub fn settle_drafts(&mut self, index: usize, accepted: usize) {
+        let page_size = self.kv.page_size();
+        let sequence = &mut self.running[index];
+        let len = sequence.tokens.len() - sequence.num_drafts;
+        let accepted = accepted.min(sequence.num_drafts);
+        sequence.tokens.truncate(len + accepted);
+        sequence.num_drafts = 0;
+        sequence.num_computed = len + accepted;
+        sequence.draft_computed = sequence.draft_computed.min(sequence.num_computed);
+        // Keep pages for every computed token and the one sampled next.
+        let keep = (sequence.num_computed + 1).div_ceil(page_size);
+        let surplus = sequence
+            .block_table
+            .split_off(keep.min(sequence.block_table.len()));
+        self.kv.release(&surplus);
+        let upto = self.publishable(&self.running[index]);
+        let sequence = &mut self.running[index];
+        sequence.num_published_pages = self.kv.publish_full_pages(
+            &sequence.tokens,
+            &mut sequence.block_table,
+            upto,
+            sequence.num_published_pages,
+        );
+    }
+
+    /// The plan ran: its tokens' K/V are in the cache. Publish newly full pages. Chunks with
+    /// drafts are settled by [`Self::settle_drafts`] instead.
     pub fn complete(&mut self, plan: &StepPlan) {
-        for chunk in &plan.chunks {
+        for chunk in plan.chunks.iter().filter(|c| c.drafts == 0) {
+            self.running[chunk.index].num_computed = chunk.start + chunk.len;
+            let upto = self.publishable(&self.running[chunk.index]);
             let sequence = &mut self.running[chunk.index];
-            sequence.num_computed = chunk.start + chunk.len;
             sequence.num_published_pages = self.kv.publish_full_pages(
                 &sequence.tokens,
                 &mut sequence.block_table,
-                sequence.num_computed,
+                upto,
                 sequence.num_published_pages,
             );
         }

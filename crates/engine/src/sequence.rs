@@ -7,6 +7,7 @@ use rand::SeedableRng;
 
 use crate::kv::PageId;
 use crate::request::{GenerationRequest, RequestId, SamplingParams, TokenLogprob};
+use crate::spec::policy::Acceptance;
 
 #[derive(Debug)]
 pub struct Sequence {
@@ -32,6 +33,15 @@ pub struct Sequence {
     pub prompt_info_sent: bool,
     /// Prompt logprobs gathered so far (when asked for); entry 0 is `None`.
     pub prompt_logprobs: Vec<Option<TokenLogprob>>,
+    /// Speculative drafts at the end of `tokens` this step, not yet verified.
+    pub num_drafts: usize,
+    /// Leading tokens whose K/V a draft model holds in its cache.
+    pub draft_computed: usize,
+    /// This sequence's record with speculation: its acceptance rate, and totals for the log.
+    pub acceptance: Acceptance,
+    pub spec_rounds: usize,
+    pub drafted_total: usize,
+    pub accepted_total: usize,
 }
 
 impl Sequence {
@@ -54,6 +64,12 @@ impl Sequence {
             num_cached_tokens: 0,
             prompt_info_sent: false,
             prompt_logprobs: Vec::new(),
+            num_drafts: 0,
+            draft_computed: 0,
+            acceptance: Acceptance::default(),
+            spec_rounds: 0,
+            drafted_total: 0,
+            accepted_total: 0,
         }
     }
 
@@ -62,7 +78,7 @@ impl Sequence {
     }
 
     pub fn output(&self) -> &[u32] {
-        &self.tokens[self.num_prompt_tokens..]
+        &self.tokens[self.num_prompt_tokens..self.tokens.len() - self.num_drafts]
     }
 
     /// Tokens still to run through the model.
@@ -78,6 +94,7 @@ impl Sequence {
     /// Back to the waiting state after its pages were taken away: everything is recomputed.
     pub fn reset_for_recompute(&mut self) -> Vec<PageId> {
         self.num_computed = 0;
+        self.draft_computed = 0;
         self.num_published_pages = 0;
         if !self.prompt_info_sent {
             self.prompt_logprobs.clear();

@@ -1,27 +1,31 @@
 //! `y = x · Wᵀ` with W quantized: x is `[m, k]` f32, W is `[n, k]` (rows = output features),
 //! y is `[m, n]`.
 //!
-//! Work is split over output columns only. A task dequantizes a panel of weight rows into a
-//! thread-local f32 buffer once and runs the dot-product micro-kernel over every row of x, so
-//! decode (m = 1) and prefill (m = 512) run the same code and every output element is the
-//! canonical dot product of `simd`, whatever m is.
+//! Work is split over output columns only, so every output element is one canonical dot
+//! product computed by one task (`qgemm`), whatever m is: decode (m = 1) and prefill (m = 512)
+//! give the same bits for the same row.
 
 use std::cell::RefCell;
 
 use ferrite_model::weights::{DType, WeightTensor};
 use rayon::prelude::*;
 
-use super::simd::{Isa, Tile, TILE_COLS, TILE_ROWS};
-use crate::quant::{check_row, row_dequantizer, QuantError, RowDequantizer};
+use super::qgemm::{self, OutMatrix, Task, FUSED_MAX_ROWS};
+use super::simd::Isa;
+use crate::quant::RowDequantizer;
+use crate::quant::{check_row, portable_row_dequantizer, row_dequantizer, QuantError};
 
-/// Bytes of f32 panel a task aims for: comfortably inside L2 next to a few rows of x.
+/// Bytes of f32 panel a prefill task aims for: comfortably inside L2 next to a few rows of x.
 const PANEL_BYTES: usize = 96 * 1024;
+/// Tasks per thread a decode-sized product is cut into (balance against scheduling cost).
+const FUSED_TASKS_PER_THREAD: usize = 4;
 
-/// A weight matrix as the kernels read it: quantized rows plus their dequantizer.
+/// A weight matrix as the kernels read it: quantized rows plus their dequantizers.
 #[derive(Debug, Clone)]
 pub struct QuantMatrix {
     tensor: WeightTensor,
     dequantize: RowDequantizer,
+    dequantize_portable: RowDequantizer,
     rows: usize,
     cols: usize,
     row_bytes: usize,
@@ -31,8 +35,16 @@ impl QuantMatrix {
     pub fn new(tensor: &WeightTensor) -> Result<Self, QuantError> {
         let (rows, cols) = (tensor.rows(), tensor.cols());
         let dequantize = row_dequantizer(tensor.dtype)?;
+        let dequantize_portable = portable_row_dequantizer(tensor.dtype)?;
         let row_bytes = tensor.dtype.row_bytes(cols);
         check_row(tensor.dtype, cols, row_bytes)?;
+        if cols % 16 != 0 {
+            // Float rows are decoded 16 at a time, quantized ones by whole blocks (32 or 256).
+            return Err(QuantError::RaggedRow {
+                dtype: tensor.dtype,
+                cols,
+            });
+        }
         let total = tensor.storage.bytes().len();
         if total != rows * row_bytes {
             return Err(QuantError::WrongByteCount {
@@ -45,6 +57,7 @@ impl QuantMatrix {
         Ok(QuantMatrix {
             tensor: tensor.clone(),
             dequantize,
+            dequantize_portable,
             rows,
             cols,
             row_bytes,
@@ -60,12 +73,25 @@ impl QuantMatrix {
     pub fn dtype(&self) -> DType {
         self.tensor.dtype
     }
+    /// Bytes of one quantized row.
+    pub fn row_bytes(&self) -> usize {
+        self.row_bytes
+    }
+    /// All rows, quantized, back to back.
+    pub fn bytes(&self) -> &[u8] {
+        self.tensor.storage.bytes()
+    }
 
     /// Dequantizes rows `first..first + count` into `out` (`count * cols` long).
     pub fn dequantize_rows(&self, first: usize, count: usize, out: &mut [f32]) {
-        let bytes =
-            &self.tensor.storage.bytes()[first * self.row_bytes..(first + count) * self.row_bytes];
+        let bytes = &self.bytes()[first * self.row_bytes..(first + count) * self.row_bytes];
         (self.dequantize)(bytes, &mut out[..count * self.cols]);
+    }
+
+    /// As [`Self::dequantize_rows`], with the scalar reference dequantizer.
+    pub fn dequantize_rows_portable(&self, first: usize, count: usize, out: &mut [f32]) {
+        let bytes = &self.bytes()[first * self.row_bytes..(first + count) * self.row_bytes];
+        (self.dequantize_portable)(bytes, &mut out[..count * self.cols]);
     }
 }
 
@@ -75,23 +101,19 @@ pub struct MatmulJob<'a> {
     pub out: &'a mut [f32],
 }
 
-/// Lets tasks write disjoint columns of the same row-major output.
-#[derive(Clone, Copy)]
-struct OutPtr {
-    ptr: *mut f32,
-    len: usize,
-}
-// SAFETY: every task writes a column range no other task writes (see `matmul_group`).
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
-
 thread_local! {
     static PANEL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-fn panel_rows(k: usize) -> usize {
-    let rows = (PANEL_BYTES / 4 / k.max(1)).clamp(TILE_COLS, 64);
-    rows / TILE_COLS * TILE_COLS
+/// Weight rows per task: small enough to spread over the threads, large enough to amortise
+/// the task's start.
+fn rows_per_task(m: usize, k: usize, n: usize) -> usize {
+    if m <= FUSED_MAX_ROWS {
+        let tasks = rayon::current_num_threads() * FUSED_TASKS_PER_THREAD;
+        n.div_ceil(tasks).next_multiple_of(4).max(16)
+    } else {
+        (PANEL_BYTES / 4 / k.max(1)).clamp(4, 64) / 4 * 4
+    }
 }
 
 /// Runs several products of the same `x` (`[m, k]`) in one parallel region (Q/K/V, gate/up).
@@ -101,8 +123,7 @@ pub fn matmul_group(isa: Isa, x: &[f32], m: usize, jobs: &mut [MatmulJob<'_>]) {
     let k = first.matrix.cols;
     assert!(x.len() >= m * k, "matmul: x is shorter than m * k");
     let mut tasks = Vec::new();
-    let mut outs = Vec::with_capacity(jobs.len());
-    for (j, job) in jobs.iter_mut().enumerate() {
+    for job in jobs.iter_mut() {
         assert_eq!(
             job.matrix.cols, k,
             "matmul: matrices of one group must share k"
@@ -112,71 +133,26 @@ pub fn matmul_group(isa: Isa, x: &[f32], m: usize, jobs: &mut [MatmulJob<'_>]) {
             job.out.len() >= m * n,
             "matmul: output is shorter than m * n"
         );
-        outs.push(OutPtr {
+        let out = OutMatrix {
             ptr: job.out.as_mut_ptr(),
             len: job.out.len(),
-        });
-        let step = panel_rows(k);
-        tasks.extend((0..n).step_by(step).map(|c| (j, c, (c + step).min(n))));
+            n,
+        };
+        let step = rows_per_task(m, k, n);
+        tasks.extend((0..n).step_by(step).map(|c0| Task {
+            matrix: job.matrix,
+            x,
+            m,
+            c0,
+            c1: (c0 + step).min(n),
+            out,
+        }));
     }
-    let matrices: Vec<&QuantMatrix> = jobs.iter().map(|j| j.matrix).collect();
-    let run = |&(j, c0, c1): &(usize, usize, usize)| {
-        let matrix = matrices[j];
-        let out = outs[j];
-        PANEL.with(|panel| {
-            let mut panel = panel.borrow_mut();
-            if panel.len() < (c1 - c0) * k {
-                panel.resize((c1 - c0) * k, 0.0);
-            }
-            matrix.dequantize_rows(c0, c1 - c0, &mut panel);
-            panel_times_x(isa, x, m, k, &panel, c0, c1, matrix.rows, out);
-        });
-    };
+    let run = |task: &Task<'_>| PANEL.with(|panel| qgemm::run(isa, task, &mut panel.borrow_mut()));
     if tasks.len() == 1 {
         run(&tasks[0]);
     } else {
         tasks.par_iter().for_each(run);
-    }
-}
-
-/// `out[r, c0 + c] = dot(x[r], panel[c])` for all rows r < m and panel rows c < c1 - c0.
-#[allow(clippy::too_many_arguments)]
-fn panel_times_x(
-    isa: Isa,
-    x: &[f32],
-    m: usize,
-    k: usize,
-    panel: &[f32],
-    c0: usize,
-    c1: usize,
-    n: usize,
-    out: OutPtr,
-) {
-    for r0 in (0..m).step_by(TILE_ROWS) {
-        let rows = TILE_ROWS.min(m - r0);
-        for c in (c0..c1).step_by(TILE_COLS) {
-            let cols = TILE_COLS.min(c1 - c);
-            let tile = Tile {
-                x: &x[r0 * k..(r0 + rows) * k],
-                x_stride: k,
-                rows,
-                w: &panel[(c - c0) * k..(c - c0 + cols) * k],
-                w_stride: k,
-                cols,
-                k,
-            };
-            let sums = tile.compute(isa);
-            for (r, row) in sums.iter().enumerate().take(rows) {
-                for (cc, &v) in row.iter().enumerate().take(cols) {
-                    let index = (r0 + r) * n + c + cc;
-                    assert!(index < out.len, "matmul: output index out of bounds");
-                    // SAFETY: in bounds (checked); columns c0..c1 of this output are written by
-                    // this task alone, and the buffer outlives the parallel region because
-                    // `jobs` is borrowed mutably for all of it.
-                    unsafe { out.ptr.add(index).write(v) };
-                }
-            }
-        }
     }
 }
 

@@ -4,8 +4,11 @@ pub mod activation;
 pub mod attention;
 pub mod matmul;
 pub mod norm;
+pub(crate) mod qgemm;
 pub mod rope;
 pub mod simd;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod vec16;
 
 #[cfg(test)]
 mod tests;

@@ -1,40 +1,86 @@
-//! The canonical f32 reductions every kernel uses, with an AVX2+FMA path picked at run time and
-//! a portable path that computes bit-for-bit the same thing.
+//! The canonical f32 dot product every kernel computes, the instruction sets that compute it,
+//! and the f32 micro-kernel (a tile of dot products).
 //!
-//! Canonical dot product of length k: eight lanes; lane j accumulates `a[i] * b[i]` (fused
-//! multiply-add) for every i ≡ j (mod 8), in increasing i; then the lanes are summed as
-//! `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`. The order depends only on k, never on how many
-//! rows or columns are computed together, which is what makes the matmuls batch-invariant.
+//! Canonical dot product of length k: sixteen lanes; lane j accumulates `a[i] * b[i]` (fused
+//! multiply-add) for every i ≡ j (mod 16), in increasing i; then the lanes are summed as
+//! [`reduce_lanes`] says. The order depends only on k, never on how many rows or columns are
+//! computed together nor on the instruction set (AVX-512 holds the lanes in one register, AVX2
+//! in two, the portable code in an array), which is what makes the matmuls batch-invariant and
+//! every ISA give the same bits.
 
-pub const LANES: usize = 8;
-/// Rows of `x` and columns of the weight panel one micro-kernel call computes at most.
-pub const TILE_ROWS: usize = 4;
-pub const TILE_COLS: usize = 2;
+pub const LANES: usize = 16;
+/// Largest tile [`Tile::compute`] accepts.
+pub const MAX_TILE_ROWS: usize = 4;
+pub const MAX_TILE_COLS: usize = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isa {
+    /// AVX-512 F/BW/DQ/VL with FMA and F16C.
+    Avx512,
+    /// AVX2 with FMA and F16C.
     Avx2Fma,
     Portable,
 }
 
-/// The instruction set the kernels use on this machine.
+/// The best instruction set this machine has.
 pub fn detected_isa() -> Isa {
     #[cfg(target_arch = "x86_64")]
     {
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+        let base = is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c");
+        let avx512 = is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512dq")
+            && is_x86_feature_detected!("avx512vl");
+        if base && avx512 {
+            return Isa::Avx512;
+        }
+        if base {
             return Isa::Avx2Fma;
         }
     }
     Isa::Portable
 }
 
+/// Every ISA this machine can run, best first (for tests that compare them).
+pub fn available_isas() -> Vec<Isa> {
+    match detected_isa() {
+        Isa::Avx512 => vec![Isa::Avx512, Isa::Avx2Fma, Isa::Portable],
+        Isa::Avx2Fma => vec![Isa::Avx2Fma, Isa::Portable],
+        Isa::Portable => vec![Isa::Portable],
+    }
+}
+
+/// The canonical sum of sixteen lane accumulators:
+/// `s8[j] = l[j] + l[j+8]`, `s4[j] = s8[j] + s8[j+4]`, `s2[j] = s4[j] + s4[j+2]`, `s2[0] + s2[1]`.
 #[inline(always)]
-fn horizontal_sum(l: &[f32; LANES]) -> f32 {
-    ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
+pub fn reduce_lanes(l: &[f32; LANES]) -> f32 {
+    let mut s8 = [0.0f32; 8];
+    for j in 0..8 {
+        s8[j] = l[j] + l[j + 8];
+    }
+    let s4 = [s8[0] + s8[4], s8[1] + s8[5], s8[2] + s8[6], s8[3] + s8[7]];
+    let s2 = [s4[0] + s4[2], s4[1] + s4[3]];
+    s2[0] + s2[1]
+}
+
+/// Continues lane accumulators over `a[from..]`, `b[from..]` (lane = index mod 16).
+#[inline(always)]
+pub fn accumulate_tail(lanes: &mut [f32; LANES], a: &[f32], b: &[f32], from: usize) {
+    for i in from..a.len().min(b.len()) {
+        lanes[i % LANES] = a[i].mul_add(b[i], lanes[i % LANES]);
+    }
+}
+
+pub fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; LANES];
+    accumulate_tail(&mut lanes, a, b, 0);
+    reduce_lanes(&lanes)
 }
 
 /// A block of dot products: `dot(x row r, w row c)` for
-/// `r < rows <= TILE_ROWS`, `c < cols <= TILE_COLS`, each of length `k`.
+/// `r < rows <= MAX_TILE_ROWS`, `c < cols <= MAX_TILE_COLS`, each of length `k`.
 pub struct Tile<'a> {
     pub x: &'a [f32],
     pub x_stride: usize,
@@ -45,10 +91,12 @@ pub struct Tile<'a> {
     pub k: usize,
 }
 
+pub type TileSums = [[f32; MAX_TILE_COLS]; MAX_TILE_ROWS];
+
 impl Tile<'_> {
     fn in_bounds(&self) -> bool {
-        self.rows <= TILE_ROWS
-            && self.cols <= TILE_COLS
+        self.rows <= MAX_TILE_ROWS
+            && self.cols <= MAX_TILE_COLS
             && (self.rows <= 1 || self.x_stride >= self.k)
             && (self.cols <= 1 || self.w_stride >= self.k)
             && (self.rows == 0 || self.x.len() >= (self.rows - 1) * self.x_stride + self.k)
@@ -56,35 +104,29 @@ impl Tile<'_> {
     }
 
     /// The tile's dot products, `sums[r][c]` (entries past `rows`/`cols` are zero).
-    pub fn compute(&self, isa: Isa) -> [[f32; TILE_COLS]; TILE_ROWS] {
+    pub fn compute(&self, isa: Isa) -> TileSums {
         assert!(self.in_bounds(), "dot tile out of bounds");
-        let mut sums = [[0.0f32; TILE_COLS]; TILE_ROWS];
+        let mut sums = [[0.0f32; MAX_TILE_COLS]; MAX_TILE_ROWS];
         match isa {
+            // SAFETY: these ISAs are only used when detected; bounds checked above.
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: Avx2Fma is only returned when the CPU has AVX2 and FMA; bounds checked above.
-            Isa::Avx2Fma => unsafe { avx2::tile_dispatch(self, &mut sums) },
+            Isa::Avx512 => unsafe { x86::tile_avx512(self, &mut sums) },
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2Fma => unsafe { x86::tile_avx2(self, &mut sums) },
             _ => self.portable(&mut sums),
         }
         sums
     }
 
-    fn portable(&self, sums: &mut [[f32; TILE_COLS]; TILE_ROWS]) {
-        for r in 0..self.rows {
+    fn portable(&self, sums: &mut TileSums) {
+        for (r, row) in sums.iter_mut().enumerate().take(self.rows) {
             let x = &self.x[r * self.x_stride..r * self.x_stride + self.k];
-            for c in 0..self.cols {
+            for (c, sum) in row.iter_mut().enumerate().take(self.cols) {
                 let w = &self.w[c * self.w_stride..c * self.w_stride + self.k];
-                sums[r][c] = dot_portable(x, w);
+                *sum = dot_portable(x, w);
             }
         }
     }
-}
-
-fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0.0f32; LANES];
-    for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        lanes[i % LANES] = x.mul_add(*y, lanes[i % LANES]);
-    }
-    horizontal_sum(&lanes)
 }
 
 /// The canonical dot product of `a` and `b` (equal lengths).
@@ -105,9 +147,9 @@ pub fn dot(isa: Isa, a: &[f32], b: &[f32]) -> f32 {
 /// `acc[i] = fma(alpha, v[i], acc[i])` for every i: the weighted-sum step of attention.
 pub fn axpy(isa: Isa, alpha: f32, v: &[f32], acc: &mut [f32]) {
     match isa {
+        // SAFETY: only used when detected.
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: Avx2Fma is only returned when the CPU has AVX2 and FMA.
-        Isa::Avx2Fma => unsafe { avx2::axpy(alpha, v, acc) },
+        Isa::Avx512 | Isa::Avx2Fma => unsafe { x86::axpy_avx2(alpha, v, acc) },
         _ => {
             for (a, x) in acc.iter_mut().zip(v) {
                 *a = alpha.mul_add(*x, *a);
@@ -117,67 +159,96 @@ pub fn axpy(isa: Isa, alpha: f32, v: &[f32], acc: &mut [f32]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use super::{horizontal_sum, Tile, LANES, TILE_COLS, TILE_ROWS};
+pub(crate) mod x86 {
+    use super::{accumulate_tail, reduce_lanes, Tile, TileSums, LANES};
+    use crate::kernels::vec16::{Avx2, Avx512, Vec16};
     use std::arch::x86_64::*;
 
-    /// Picks the const-generic kernel for the tile's shape.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn tile_dispatch(t: &Tile<'_>, sums: &mut [[f32; TILE_COLS]; TILE_ROWS]) {
-        match (t.rows, t.cols) {
-            (4, 2) => tile::<4, 2>(t, sums),
-            (3, 2) => tile::<3, 2>(t, sums),
-            (2, 2) => tile::<2, 2>(t, sums),
-            (1, 2) => tile::<1, 2>(t, sums),
-            (4, 1) => tile::<4, 1>(t, sums),
-            (3, 1) => tile::<3, 1>(t, sums),
-            (2, 1) => tile::<2, 1>(t, sums),
-            (1, 1) => tile::<1, 1>(t, sums),
-            _ => {}
-        }
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn tile<const MR: usize, const NR: usize>(
+    /// One tile of `MR x NR` dot products over the full `k` (rows and columns within bounds).
+    #[inline(always)]
+    pub unsafe fn tile_kernel<S: Vec16, const MR: usize, const NR: usize>(
         t: &Tile<'_>,
-        sums: &mut [[f32; TILE_COLS]; TILE_ROWS],
+        sums: &mut TileSums,
     ) {
         let vec_k = t.k / LANES * LANES;
-        let x = t.x.as_ptr();
-        let w = t.w.as_ptr();
-        let mut acc = [[_mm256_setzero_ps(); NR]; MR];
+        let (x, w) = (t.x.as_ptr(), t.w.as_ptr());
+        let mut acc = [[S::zero(); NR]; MR];
         let mut i = 0;
         while i < vec_k {
-            let mut wv = [_mm256_setzero_ps(); NR];
-            for c in 0..NR {
-                wv[c] = _mm256_loadu_ps(w.add(c * t.w_stride + i));
+            let mut wv = [S::zero(); NR];
+            for (c, wv) in wv.iter_mut().enumerate() {
+                *wv = S::load(w.add(c * t.w_stride + i));
             }
-            for r in 0..MR {
-                let xv = _mm256_loadu_ps(x.add(r * t.x_stride + i));
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let xv = S::load(x.add(r * t.x_stride + i));
                 for c in 0..NR {
-                    acc[r][c] = _mm256_fmadd_ps(xv, wv[c], acc[r][c]);
+                    acc[c] = S::fma(xv, wv[c], acc[c]);
                 }
             }
             i += LANES;
         }
         for r in 0..MR {
             for c in 0..NR {
-                let mut lanes = [0.0f32; LANES];
-                _mm256_storeu_ps(lanes.as_mut_ptr(), acc[r][c]);
-                // The tail continues each lane's own sequence, exactly as the portable loop does.
-                for j in vec_k..t.k {
-                    let (xj, wj) = (*x.add(r * t.x_stride + j), *w.add(c * t.w_stride + j));
-                    lanes[j - vec_k] = xj.mul_add(wj, lanes[j - vec_k]);
-                }
-                sums[r][c] = horizontal_sum(&lanes);
+                sums[r][c] = if vec_k == t.k {
+                    S::reduce(acc[r][c])
+                } else {
+                    // The tail continues each lane's own sequence, as the portable loop does.
+                    let mut lanes = [0.0f32; LANES];
+                    S::store(lanes.as_mut_ptr(), acc[r][c]);
+                    let xr = &t.x[r * t.x_stride..r * t.x_stride + t.k];
+                    let wc = &t.w[c * t.w_stride..c * t.w_stride + t.k];
+                    accumulate_tail(&mut lanes, xr, wc, vec_k);
+                    reduce_lanes(&lanes)
+                };
             }
         }
     }
 
+    /// Picks the const-generic kernel for the tile's shape.
+    #[inline(always)]
+    pub unsafe fn tile_dispatch<S: Vec16>(t: &Tile<'_>, sums: &mut TileSums) {
+        macro_rules! shapes {
+            ($(($r:literal, $c:literal)),*) => {
+                match (t.rows, t.cols) {
+                    $(($r, $c) => tile_kernel::<S, $r, $c>(t, sums),)*
+                    _ => {}
+                }
+            };
+        }
+        shapes!(
+            (1, 1),
+            (1, 2),
+            (1, 3),
+            (1, 4),
+            (2, 1),
+            (2, 2),
+            (2, 3),
+            (2, 4),
+            (3, 1),
+            (3, 2),
+            (3, 3),
+            (3, 4),
+            (4, 1),
+            (4, 2),
+            (4, 3),
+            (4, 4)
+        );
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")]
+    pub unsafe fn tile_avx512(t: &Tile<'_>, sums: &mut TileSums) {
+        tile_dispatch::<Avx512>(t, sums)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn tile_avx2(t: &Tile<'_>, sums: &mut TileSums) {
+        tile_dispatch::<Avx2>(t, sums)
+    }
+
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn axpy(alpha: f32, v: &[f32], acc: &mut [f32]) {
+    pub unsafe fn axpy_avx2(alpha: f32, v: &[f32], acc: &mut [f32]) {
         let n = v.len().min(acc.len());
-        let vec_n = n / LANES * LANES;
+        let vec_n = n / 8 * 8;
         let a = _mm256_set1_ps(alpha);
         let mut i = 0;
         while i < vec_n {
@@ -186,7 +257,7 @@ mod avx2 {
                 p,
                 _mm256_fmadd_ps(a, _mm256_loadu_ps(v.as_ptr().add(i)), _mm256_loadu_ps(p)),
             );
-            i += LANES;
+            i += 8;
         }
         for j in vec_n..n {
             acc[j] = alpha.mul_add(v[j], acc[j]);

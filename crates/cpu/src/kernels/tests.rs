@@ -8,7 +8,7 @@ use super::attention::{attend, KvSource};
 use super::matmul::{matmul, matmul_group, MatmulJob, QuantMatrix};
 use super::norm::rms_norm;
 use super::rope::Rope;
-use super::simd::{axpy, detected_isa, dot, Isa, Tile};
+use super::simd::{available_isas, axpy, detected_isa, dot, Isa, Tile};
 use crate::test_util::{random_tensor, random_vec, rng};
 
 fn dot_f64(a: &[f32], b: &[f32]) -> f64 {
@@ -31,11 +31,13 @@ fn dot_matches_f64_and_simd_matches_portable_bitwise() {
         let got = dot(detected_isa(), &a, &b) as f64;
         let tol = 1e-6 * abs_dot_f64(&a, &b) + 1e-30;
         assert!((got - dot_f64(&a, &b)).abs() <= tol, "k={k}");
-        assert_eq!(
-            dot(detected_isa(), &a, &b).to_bits(),
-            dot(Isa::Portable, &a, &b).to_bits(),
-            "k={k}: SIMD and portable dot differ"
-        );
+        for isa in available_isas() {
+            assert_eq!(
+                dot(isa, &a, &b).to_bits(),
+                dot(Isa::Portable, &a, &b).to_bits(),
+                "k={k}: {isa:?} and portable dot differ"
+            );
+        }
     }
 }
 
@@ -44,9 +46,12 @@ fn tile_shapes_agree_with_single_dots_bitwise() {
     let mut r = rng(2);
     let k = 45;
     let x = random_vec(&mut r, 4 * k, 1.0);
-    let w = random_vec(&mut r, 2 * k, 1.0);
-    for rows in 1..=4 {
-        for cols in 1..=2 {
+    let w = random_vec(&mut r, 4 * k, 1.0);
+    for (isa, rows, cols) in available_isas()
+        .into_iter()
+        .flat_map(|isa| (1..=4).flat_map(move |rows| (1..=4).map(move |cols| (isa, rows, cols))))
+    {
+        {
             let sums = Tile {
                 x: &x,
                 x_stride: k,
@@ -56,7 +61,7 @@ fn tile_shapes_agree_with_single_dots_bitwise() {
                 cols,
                 k,
             }
-            .compute(detected_isa());
+            .compute(isa);
             for rr in 0..rows {
                 for c in 0..cols {
                     let single = dot(
@@ -67,7 +72,7 @@ fn tile_shapes_agree_with_single_dots_bitwise() {
                     assert_eq!(
                         sums[rr][c].to_bits(),
                         single.to_bits(),
-                        "tile {rows}x{cols} at ({rr},{c})"
+                        "{isa:?} tile {rows}x{cols} at ({rr},{c})"
                     );
                 }
             }
@@ -99,7 +104,7 @@ fn dequantized(matrix: &QuantMatrix) -> Vec<f32> {
 fn matmul_matches_f64_for_every_type_and_odd_sizes() {
     let mut r = rng(4);
     let cases = [
-        (DType::F32, 37),
+        (DType::F32, 48),
         (DType::F16, 64),
         (DType::Q4_0, 96),
         (DType::Q4_1, 64),
@@ -107,6 +112,9 @@ fn matmul_matches_f64_for_every_type_and_odd_sizes() {
         (DType::Q8_0, 96),
         (DType::Q4_K, 256),
         (DType::Q6_K, 512),
+        (DType::BF16, 32),
+        (DType::Q5_K, 256),
+        (DType::Q3_K, 256),
     ];
     for (dtype, k) in cases {
         for (m, n) in [(1, 1), (3, 7), (5, 131), (17, 66)] {
@@ -130,6 +138,44 @@ fn matmul_matches_f64_for_every_type_and_odd_sizes() {
     }
 }
 
+/// Every ISA, on the fused (few rows) and the panel (many rows) path, gives the portable bits.
+#[test]
+fn matmul_is_bitwise_the_same_on_every_isa_and_path() {
+    let mut r = rng(14);
+    let dtypes = [
+        (DType::Q4_0, 64),
+        (DType::Q4_1, 96),
+        (DType::Q5_0, 64),
+        (DType::Q5_1, 64),
+        (DType::Q8_0, 64),
+        (DType::Q4_K, 512),
+        (DType::Q5_K, 256),
+        (DType::Q6_K, 256),
+        (DType::Q2_K, 256),
+        (DType::F32, 80),
+        (DType::F16, 48),
+        (DType::BF16, 64),
+    ];
+    for (dtype, k) in dtypes {
+        let n = 37;
+        let matrix = QuantMatrix::new(&random_tensor(&mut r, dtype, n, k, 1.0)).unwrap();
+        for m in [1, 2, 3, 4, 5, 8, 9, 13] {
+            let x = random_vec(&mut r, m * k, 1.0);
+            let mut reference = vec![f32::NAN; m * n];
+            matmul(Isa::Portable, &x, m, &matrix, &mut reference);
+            for isa in available_isas() {
+                let mut out = vec![f32::NAN; m * n];
+                matmul(isa, &x, m, &matrix, &mut out);
+                let diff = out
+                    .iter()
+                    .zip(&reference)
+                    .position(|(a, b)| a.to_bits() != b.to_bits());
+                assert_eq!(diff, None, "{dtype:?} {isa:?} m={m}: differs from portable");
+            }
+        }
+    }
+}
+
 #[test]
 fn matmul_rows_do_not_depend_on_batch_size() {
     let mut r = rng(5);
@@ -138,6 +184,14 @@ fn matmul_rows_do_not_depend_on_batch_size() {
     let x = random_vec(&mut r, 19 * k, 1.0);
     let mut batched = vec![f32::NAN; 19 * n];
     matmul(detected_isa(), &x, 19, &matrix, &mut batched);
+    let mut few = vec![f32::NAN; 3 * n];
+    matmul(detected_isa(), &x[..3 * k], 3, &matrix, &mut few);
+    assert!(
+        few.iter()
+            .zip(&batched)
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "rows differ between m=3 (fused path) and m=19 (panel path)"
+    );
     for i in 0..19 {
         let mut alone = vec![f32::NAN; n];
         matmul(

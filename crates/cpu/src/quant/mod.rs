@@ -5,12 +5,14 @@
 //! written as separate multiply and add (never fused) to match ggml's reference dequantizers.
 
 #[cfg(target_arch = "x86_64")]
-mod avx2;
+pub(crate) mod decode;
 mod float;
 mod kquants;
 mod q4;
 mod q5;
 mod q8;
+#[cfg(target_arch = "x86_64")]
+mod simd_rows;
 
 use ferrite_model::weights::DType;
 use thiserror::Error;
@@ -33,19 +35,36 @@ pub enum QuantError {
 /// Dequantizes whole blocks: `bytes` holds `out.len() / block_len` blocks.
 pub type RowDequantizer = fn(bytes: &[u8], out: &mut [f32]);
 
-/// The dequantizer for rows of `dtype`: the AVX2 one where there is one and the CPU has it.
+/// The dequantizer for rows of `dtype`: the SIMD one for this machine where there is one.
 pub fn row_dequantizer(dtype: DType) -> Result<RowDequantizer, QuantError> {
     #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx2") {
-        match dtype {
-            DType::Q4_0 => return Ok(avx2::dequantize_q4_0),
-            DType::Q4_1 => return Ok(avx2::dequantize_q4_1),
-            DType::Q5_0 => return Ok(avx2::dequantize_q5_0),
-            DType::Q8_0 => return Ok(avx2::dequantize_q8_0),
-            _ => {}
+    {
+        use crate::kernels::simd::{detected_isa, Isa};
+        let simd = match detected_isa() {
+            Isa::Avx512 => simd_rows::avx512_rows(dtype),
+            Isa::Avx2Fma => simd_rows::avx2_rows(dtype),
+            Isa::Portable => None,
+        };
+        if let Some(dequantize) = simd {
+            return Ok(dequantize);
         }
     }
     portable_row_dequantizer(dtype)
+}
+
+/// The SIMD dequantizer of `dtype` for `isa`, if there is one (tests compare it with the
+/// scalar one). Only call the result when `isa` is available.
+#[cfg(target_arch = "x86_64")]
+pub fn simd_row_dequantizer(
+    isa: crate::kernels::simd::Isa,
+    dtype: DType,
+) -> Option<RowDequantizer> {
+    use crate::kernels::simd::Isa;
+    match isa {
+        Isa::Avx512 => simd_rows::avx512_rows(dtype),
+        Isa::Avx2Fma => simd_rows::avx2_rows(dtype),
+        Isa::Portable => None,
+    }
 }
 
 /// The scalar dequantizer for rows of `dtype` (the reference the SIMD ones must equal).

@@ -97,18 +97,48 @@ fn unsupported_and_malformed_rows_are_errors() {
     ));
 }
 
+#[cfg(target_arch = "x86_64")]
 #[test]
 fn simd_dequantizers_equal_the_scalar_ones_bitwise() {
+    use crate::kernels::simd::available_isas;
     let mut rng = crate::test_util::rng(11);
-    for dtype in [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0] {
-        let tensor = crate::test_util::random_tensor(&mut rng, dtype, 1, 32 * 64, 1.0);
-        let (mut fast, mut scalar) = (vec![f32::NAN; 32 * 64], vec![0.0f32; 32 * 64]);
-        row_dequantizer(dtype).unwrap()(tensor.storage.bytes(), &mut fast);
-        portable_row_dequantizer(dtype).unwrap()(tensor.storage.bytes(), &mut scalar);
-        let same = fast
-            .iter()
-            .zip(&scalar)
-            .all(|(a, b)| a.to_bits() == b.to_bits());
-        assert!(same, "{dtype:?}: SIMD and scalar dequantization differ");
+    let dtypes = [
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q8_0,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+    ];
+    let isas = available_isas();
+    assert!(
+        isas.len() > 1,
+        "this machine has no SIMD ISA: the SIMD dequantizers go untested"
+    );
+    for isa in isas {
+        for dtype in dtypes {
+            let Some(fast_fn) = simd_row_dequantizer(isa, dtype) else {
+                assert_eq!(isa, crate::kernels::simd::Isa::Portable, "{dtype:?}");
+                continue;
+            };
+            let n = 256 * 8;
+            let tensor = crate::test_util::random_tensor(&mut rng, dtype, 1, n, 1.0);
+            let (mut fast, mut scalar) = (vec![f32::NAN; n], vec![0.0f32; n]);
+            fast_fn(tensor.storage.bytes(), &mut fast);
+            portable_row_dequantizer(dtype).unwrap()(tensor.storage.bytes(), &mut scalar);
+            let first_difference = fast
+                .iter()
+                .zip(&scalar)
+                .position(|(a, b)| a.to_bits() != b.to_bits());
+            assert_eq!(
+                first_difference, None,
+                "{isa:?} {dtype:?}: SIMD and scalar dequantization differ"
+            );
+        }
     }
 }

@@ -40,6 +40,11 @@ impl KvManager {
         self.pool.num_referenced()
     }
 
+    /// Pages on the free list (not counting evictable cached ones).
+    pub fn num_free(&self) -> usize {
+        self.pool.num_free()
+    }
+
     /// Pages that can be had now: free ones plus cached ones nobody references (evictable).
     pub fn num_available(&self) -> usize {
         self.pool.num_free() + self.pool.num_unreferenced_held()

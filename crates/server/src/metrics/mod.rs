@@ -82,6 +82,7 @@ pub struct Metrics {
     /// Indexed by [`reason_index`].
     request_success: [Counter; 3],
     step_schedule: Histogram,
+    step_draft: Histogram,
     step_forward: Histogram,
     step_sample: Histogram,
 }
@@ -189,7 +190,8 @@ impl Metrics {
         registry.register(
             format!("{OWN_PREFIX}scheduler_step_seconds"),
             "Time of each engine step with a forward pass, by phase: schedule (planning and \
-             batching, CPU), forward (the model), sample (sampling and bookkeeping, CPU)",
+             batching, CPU), draft (speculative proposals, only with speculation), forward (the \
+             model), sample (sampling, verification and bookkeeping, CPU)",
             steps.clone(),
         );
         let phase = |name: &'static str| steps.get_or_create_owned(&[("phase", name)]);
@@ -206,6 +208,7 @@ impl Metrics {
             iteration_tokens,
             request_success,
             step_schedule: phase("schedule"),
+            step_draft: phase("draft"),
             step_forward: phase("forward"),
             step_sample: phase("sample"),
             registry,
@@ -222,6 +225,9 @@ impl Metrics {
     pub fn observe_step(&self, step: &StepStats) {
         self.iteration_tokens.observe(step.num_tokens as f64);
         self.step_schedule.observe(step.schedule.as_secs_f64());
+        if !step.draft.is_zero() {
+            self.step_draft.observe(step.draft.as_secs_f64());
+        }
         self.step_forward.observe(step.forward.as_secs_f64());
         self.step_sample.observe(step.sample.as_secs_f64());
     }

@@ -224,6 +224,7 @@ fn steps_split_their_time_by_phase_and_count_their_tokens() {
     let metrics = test_metrics();
     let step = StepStats {
         schedule: Duration::from_micros(40),
+        draft: Duration::ZERO,
         forward: Duration::from_millis(30),
         sample: Duration::from_micros(300),
         num_tokens: 100,

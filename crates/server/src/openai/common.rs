@@ -61,6 +61,9 @@ pub struct SamplingFields {
     pub stream_options: Option<StreamOptions>,
     #[serde(default)]
     pub return_token_ids: bool,
+    /// ferrite's extension: `false` keeps this request out of speculative decoding (its
+    /// output distribution is the same either way).
+    pub speculative_decoding: Option<bool>,
 }
 
 /// What a generation request asks for once validated (before the prompt length is known).
@@ -154,6 +157,7 @@ impl SamplingFields {
             stop_token_ids: self.stop_token_ids.unwrap_or_default(),
             logprobs,
             prompt_logprobs: None,
+            allow_speculation: self.speculative_decoding.unwrap_or(true),
         };
         Ok(ValidatedSampling {
             params,

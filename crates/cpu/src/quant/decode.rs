@@ -1,0 +1,294 @@
+//! SIMD decoders of GGML blocks into 16-lane f32 vectors, written once for every [`Vec16`] ISA.
+//!
+//! Each decoder yields exactly the values of the scalar dequantizer of its format (same integer
+//! values, then the same unfused multiplies and adds), so whichever kernel decodes a weight —
+//! the fused small-batch kernel, the panel dequantizer, the embedding lookup — it sees one f32
+//! value. The unit tests check that bit for bit against the scalar code.
+
+#![cfg(target_arch = "x86_64")]
+
+use std::arch::x86_64::*;
+
+use crate::kernels::vec16::Vec16;
+
+/// A GGML block layout that can be decoded 16 elements at a time.
+pub trait BlockFormat {
+    /// Elements per block (a multiple of 16).
+    const ELEMS: usize;
+    /// Bytes per block.
+    const BYTES: usize;
+    /// Decodes the block at `p`, handing its 16-element chunks to `sink` in increasing order
+    /// (chunk `c` holds elements `16c..16c + 16`). The order matters: fused kernels accumulate
+    /// the chunks as they come, and the canonical dot product runs over increasing indices.
+    unsafe fn decode<S: Vec16>(p: *const u8, sink: impl FnMut(usize, S::V));
+}
+
+/// The f16 at `p` (unaligned), widened to f32 with F16C (exact, as any conversion).
+#[inline(always)]
+unsafe fn f16_at_ptr(p: *const u8) -> f32 {
+    let bits = u16::from_le_bytes([*p, *p.add(1)]);
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+}
+
+#[inline(always)]
+unsafe fn load16(p: *const u8) -> __m128i {
+    _mm_loadu_si128(p as *const __m128i)
+}
+
+#[inline(always)]
+unsafe fn low_nibbles(v: __m128i) -> __m128i {
+    _mm_and_si128(v, _mm_set1_epi8(0x0F))
+}
+
+#[inline(always)]
+unsafe fn high_nibbles(v: __m128i) -> __m128i {
+    _mm_and_si128(_mm_srli_epi16::<4>(v), _mm_set1_epi8(0x0F))
+}
+
+/// Byte `j` = `value` where bit `j` of `bits` is set, else 0.
+#[inline(always)]
+unsafe fn bits_to_bytes(bits: u16, value: i8) -> __m128i {
+    let spread = _mm_shuffle_epi8(
+        _mm_set1_epi16(bits as i16),
+        _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+    );
+    let select = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+    let hit = _mm_cmpeq_epi8(_mm_and_si128(spread, select), select);
+    _mm_and_si128(hit, _mm_set1_epi8(value))
+}
+
+pub struct Q4_0;
+impl BlockFormat for Q4_0 {
+    const ELEMS: usize = 32;
+    const BYTES: usize = 18;
+    #[inline(always)]
+    unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
+        let d = S::splat(f16_at_ptr(p));
+        let qs = load16(p.add(2));
+        let eight = _mm_set1_epi8(8);
+        let lo = _mm_sub_epi8(low_nibbles(qs), eight);
+        let hi = _mm_sub_epi8(high_nibbles(qs), eight);
+        sink(0, S::mul(S::from_i8(lo), d));
+        sink(1, S::mul(S::from_i8(hi), d));
+    }
+}
+
+pub struct Q4_1;
+impl BlockFormat for Q4_1 {
+    const ELEMS: usize = 32;
+    const BYTES: usize = 20;
+    #[inline(always)]
+    unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
+        let d = S::splat(f16_at_ptr(p));
+        let m = S::splat(f16_at_ptr(p.add(2)));
+        let qs = load16(p.add(4));
+        sink(0, S::add(S::mul(S::from_u8(low_nibbles(qs)), d), m));
+        sink(1, S::add(S::mul(S::from_u8(high_nibbles(qs)), d), m));
+    }
+}
+
+/// Q5_0 / Q5_1: a fifth bit per element from `qh` (bit `j` for element `j`).
+#[inline(always)]
+unsafe fn five_bit(qh: u32, qs: __m128i) -> (__m128i, __m128i) {
+    let lo = _mm_or_si128(low_nibbles(qs), bits_to_bytes(qh as u16, 0x10));
+    let hi = _mm_or_si128(high_nibbles(qs), bits_to_bytes((qh >> 16) as u16, 0x10));
+    (lo, hi)
+}
+
+#[inline(always)]
+unsafe fn u32_at(p: *const u8) -> u32 {
+    u32::from_le_bytes([*p, *p.add(1), *p.add(2), *p.add(3)])
+}
+
+pub struct Q5_0;
+impl BlockFormat for Q5_0 {
+    const ELEMS: usize = 32;
+    const BYTES: usize = 22;
+    #[inline(always)]
+    unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
+        let d = S::splat(f16_at_ptr(p));
+        let (lo, hi) = five_bit(u32_at(p.add(2)), load16(p.add(6)));
+        let sixteen = _mm_set1_epi8(16);
+        sink(0, S::mul(S::from_i8(_mm_sub_epi8(lo, sixteen)), d));
+        sink(1, S::mul(S::from_i8(_mm_sub_epi8(hi, sixteen)), d));
+    }
+}
+
+pub struct Q5_1;
+impl BlockFormat for Q5_1 {
+    const ELEMS: usize = 32;
+    const BYTES: usize = 24;
+    #[inline(always)]
+    unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
+        let d = S::splat(f16_at_ptr(p));
+        let m = S::splat(f16_at_ptr(p.add(2)));
+        let (lo, hi) = five_bit(u32_at(p.add(4)), load16(p.add(8)));
+        sink(0, S::add(S::mul(S::from_u8(lo), d), m));
+        sink(1, S::add(S::mul(S::from_u8(hi), d), m));
+    }
+}
+
+pub struct Q8_0;
+impl BlockFormat for Q8_0 {
+    const ELEMS: usize = 32;
+    const BYTES: usize = 34;
+    #[inline(always)]
+    unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
+        let d = S::splat(f16_at_ptr(p));
+        sink(0, S::mul(S::from_i8(load16(p.add(2))), d));
+        sink(1, S::mul(S::from_i8(load16(p.add(18))), d));
+    }
+}
+
+/// The 6-bit scale and min of sub-block `j` packed in Q4_K/Q5_K's 12 scale bytes.
+#[inline(always)]
+unsafe fn scale_min_k4(j: usize, q: *const u8) -> (f32, f32) {
+    let (sc, m) = if j < 4 {
+        (*q.add(j) & 63, *q.add(j + 4) & 63)
+    } else {
+        (
+            (*q.add(j + 4) & 0x0F) | ((*q.add(j - 4) >> 6) << 4),
+            (*q.add(j + 4) >> 4) | ((*q.add(j) >> 6) << 4),
+        )
+    };
+    (sc as f32, m as f32)
+}
+
+pub struct Q4K;
+impl BlockFormat for Q4K {
+    const ELEMS: usize = 256;
+    const BYTES: usize = 144;
+    #[inline(always)]
+    unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
+        let (d, dmin) = (f16_at_ptr(p), f16_at_ptr(p.add(2)));
+        let scales = p.add(4);
+        for pair in 0..4 {
+            let qs = p.add(16 + 32 * pair);
+            let (q0, q1) = (load16(qs), load16(qs.add(16)));
+            // Sub-block 2·pair takes the low nibbles of these 32 bytes, 2·pair + 1 the high ones.
+            for sub in 0..2 {
+                let (v0, v1) = if sub == 0 {
+                    (low_nibbles(q0), low_nibbles(q1))
+                } else {
+                    (high_nibbles(q0), high_nibbles(q1))
+                };
+                let (sc, m) = scale_min_k4(2 * pair + sub, scales);
+                let (d1, m1) = (S::splat(d * sc), S::splat(dmin * m));
+                let chunk = 4 * pair + 2 * sub;
+                sink(chunk, S::sub(S::mul(S::from_u8(v0), d1), m1));
+                sink(chunk + 1, S::sub(S::mul(S::from_u8(v1), d1), m1));
+            }
+        }
+    }
+}
+
+/// Byte `l` = 16 where `qh[l]` has bit `bit` set, else 0 (Q5_K's fifth bit).
+#[inline(always)]
+unsafe fn fifth_bit(qh: __m128i, bit: __m128i) -> __m128i {
+    let set = _mm_cmpeq_epi8(_mm_and_si128(qh, bit), bit);
+    _mm_and_si128(set, _mm_set1_epi8(16))
+}
+
+pub struct Q5K;
+impl BlockFormat for Q5K {
+    const ELEMS: usize = 256;
+    const BYTES: usize = 176;
+    #[inline(always)]
+    unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
+        let (d, dmin) = (f16_at_ptr(p), f16_at_ptr(p.add(2)));
+        let scales = p.add(4);
+        let (qh0, qh1) = (load16(p.add(16)), load16(p.add(32)));
+        for pair in 0..4 {
+            let ql = p.add(48 + 32 * pair);
+            let (q0, q1) = (load16(ql), load16(ql.add(16)));
+            for sub in 0..2 {
+                let s = 2 * pair + sub;
+                let (n0, n1) = if sub == 0 {
+                    (low_nibbles(q0), low_nibbles(q1))
+                } else {
+                    (high_nibbles(q0), high_nibbles(q1))
+                };
+                let bit = _mm_set1_epi8((1u8 << s) as i8);
+                let v0 = _mm_or_si128(n0, fifth_bit(qh0, bit));
+                let v1 = _mm_or_si128(n1, fifth_bit(qh1, bit));
+                let (sc, m) = scale_min_k4(s, scales);
+                let (d1, m1) = (S::splat(d * sc), S::splat(dmin * m));
+                let chunk = 4 * pair + 2 * sub;
+                sink(chunk, S::sub(S::mul(S::from_u8(v0), d1), m1));
+                sink(chunk + 1, S::sub(S::mul(S::from_u8(v1), d1), m1));
+            }
+        }
+    }
+}
+
+pub struct Q6K;
+impl BlockFormat for Q6K {
+    const ELEMS: usize = 256;
+    const BYTES: usize = 210;
+    #[inline(always)]
+    unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
+        let d = f16_at_ptr(p.add(208));
+        let low2 = _mm_set1_epi8(3);
+        let thirty_two = _mm_set1_epi8(32);
+        for half in 0..2 {
+            let (ql, qh) = (p.add(64 * half), p.add(128 + 32 * half));
+            let sc = p.add(192 + 8 * half);
+            let ql_lo = [load16(ql), load16(ql.add(16))];
+            let ql_hi = [load16(ql.add(32)), load16(ql.add(48))];
+            let high = [load16(qh), load16(qh.add(16))];
+            // Group g (32 elements) takes nibble g / 2 of ql[32 * (g % 2) + l] and bits
+            // 2g..2g+2 of qh[l]; chunks must reach the sink in increasing order.
+            for g in 0..4 {
+                for part in 0..2 {
+                    let source = if g % 2 == 0 { ql_lo[part] } else { ql_hi[part] };
+                    let nibble = if g < 2 {
+                        low_nibbles(source)
+                    } else {
+                        high_nibbles(source)
+                    };
+                    let shifted = match g {
+                        0 => high[part],
+                        1 => _mm_srli_epi16::<2>(high[part]),
+                        2 => _mm_srli_epi16::<4>(high[part]),
+                        _ => _mm_srli_epi16::<6>(high[part]),
+                    };
+                    let top = _mm_slli_epi16::<4>(_mm_and_si128(shifted, low2));
+                    let q = _mm_sub_epi8(_mm_or_si128(nibble, top), thirty_two);
+                    let scale = *sc.add(part + 2 * g) as i8 as f32;
+                    let chunk = 8 * half + 2 * g + part;
+                    sink(chunk, S::mul(S::splat(d * scale), S::from_i8(q)));
+                }
+            }
+        }
+    }
+}
+
+pub struct F32;
+impl BlockFormat for F32 {
+    const ELEMS: usize = 16;
+    const BYTES: usize = 64;
+    #[inline(always)]
+    unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
+        sink(0, S::load(p as *const f32));
+    }
+}
+
+pub struct F16;
+impl BlockFormat for F16 {
+    const ELEMS: usize = 16;
+    const BYTES: usize = 32;
+    #[inline(always)]
+    unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
+        sink(0, S::from_f16(p));
+    }
+}
+
+pub struct Bf16;
+impl BlockFormat for Bf16 {
+    const ELEMS: usize = 16;
+    const BYTES: usize = 32;
+    #[inline(always)]
+    unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
+        sink(0, S::from_bf16(p));
+    }
+}

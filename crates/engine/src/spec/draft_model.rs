@@ -1,0 +1,109 @@
+//! Drafts from a smaller model with the target's tokenizer.
+//!
+//! The draft model keeps its own paged KV cache under the target's page ids, so the
+//! scheduler's block tables address both. It computes every prefill chunk the target computes
+//! (`observe`), then, when asked for k drafts, runs k batched single-token steps over all
+//! speculating sequences (the first step also catches up on the tokens accepted last round).
+
+use super::proposer::{DraftRequest, Drafts, Proposer};
+use crate::backend::{Backend, BackendError, LogitsRequest, SeqBatch};
+use crate::sampler::Sampler;
+
+pub struct DraftModel {
+    backend: Box<dyn Backend>,
+    sampler: Sampler,
+}
+
+impl DraftModel {
+    pub fn new(backend: Box<dyn Backend>) -> Self {
+        Self {
+            backend,
+            sampler: Sampler::default(),
+        }
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        self.backend.vocab_size()
+    }
+}
+
+impl Proposer for DraftModel {
+    fn name(&self) -> &'static str {
+        "draft"
+    }
+
+    fn kv_bytes_per_token(&self) -> usize {
+        self.backend.kv_bytes_per_token()
+    }
+
+    fn init_kv_cache(&mut self, num_pages: usize, page_size: usize) -> Result<(), BackendError> {
+        self.backend.init_kv_cache(num_pages, page_size)
+    }
+
+    fn observe(&mut self, batch: &[SeqBatch<'_>]) -> Result<(), BackendError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let silent: Vec<SeqBatch<'_>> = batch
+            .iter()
+            .map(|s| SeqBatch {
+                logits: LogitsRequest::None,
+                ..*s
+            })
+            .collect();
+        self.backend.forward(&silent).map(|_| ())
+    }
+
+    fn propose(&mut self, requests: &mut [DraftRequest<'_>]) -> Result<Vec<Drafts>, BackendError> {
+        let mut drafts: Vec<Drafts> = requests
+            .iter()
+            .map(|r| Drafts {
+                draft_computed: r.draft_computed,
+                ..Drafts::default()
+            })
+            .collect();
+        let steps = requests.iter().map(|r| r.k).max().unwrap_or(0);
+        for step in 0..steps {
+            // Step 0 feeds what the draft has not seen (at least the sequence's last token);
+            // later steps feed the previous draft.
+            let active: Vec<usize> = (0..requests.len())
+                .filter(|&i| requests[i].k > step)
+                .collect();
+            let batch: Vec<SeqBatch<'_>> = active
+                .iter()
+                .map(|&i| {
+                    let r = &requests[i];
+                    let d = &drafts[i];
+                    let (tokens, start_pos) = if step == 0 {
+                        (&r.tokens[r.draft_computed..], r.draft_computed)
+                    } else {
+                        (&d.tokens[step - 1..step], r.tokens.len() + step - 1)
+                    };
+                    SeqBatch {
+                        tokens,
+                        start_pos,
+                        block_table: r.block_table,
+                        logits: LogitsRequest::Last,
+                    }
+                })
+                .collect();
+            let out = self.backend.forward(&batch)?;
+            drop(batch);
+            for (row, &i) in active.iter().enumerate() {
+                let r = &mut requests[i];
+                let d = &mut drafts[i];
+                let mut output = r.tokens[r.num_prompt_tokens..].to_vec();
+                output.extend_from_slice(&d.tokens);
+                let prompt = &r.tokens[..r.num_prompt_tokens];
+                let q = self
+                    .sampler
+                    .distribution(out.row(row), r.params, prompt, &output);
+                let token = q.sample(r.rng).unwrap_or_default();
+                d.tokens.push(token);
+                d.q.push(q);
+                d.draft_computed = r.tokens.len() + step;
+            }
+        }
+        Ok(drafts)
+    }
+}

@@ -1,0 +1,15 @@
+//! Speculative decoding: cheap proposals of several tokens that the target model checks in
+//! one forward pass, keeping its output distribution exactly.
+
+pub mod draft_model;
+pub mod ngram;
+pub mod policy;
+pub mod proposer;
+pub mod speculation;
+pub mod verify;
+
+pub use crate::distribution::Distribution;
+pub use draft_model::DraftModel;
+pub use proposer::{DraftRequest, Drafts, NgramProposer, Proposer};
+pub use speculation::{SpecCounters, Speculation};
+pub use verify::{verify_greedy, verify_sampled, Verdict};

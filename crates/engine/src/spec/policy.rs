@@ -1,0 +1,248 @@
+//! How many tokens to draft this step, or none: a decision by measured cost.
+//!
+//! Each speculating sequence has an acceptance rate α (per drafted token, estimated from its
+//! own history). With k drafts it emits on average `E(α, k) = 1 + α + … + α^k` tokens per
+//! step. The step then costs a target pass over `k + 1` rows per sequence plus `k` draft steps,
+//! against a target pass over one row per sequence without speculation. The policy keeps
+//! running measurements of both costs and picks the k (0 included) with the most tokens per
+//! second. So speculation is switched off by itself where it would lose: low acceptance, or a
+//! batch large enough that extra verification rows cost as much as they save.
+//!
+//! Costs not yet measured are guessed optimistically (extra rows nearly free), so that every
+//! k gets tried; a wrong guess costs one step and is then replaced by the measurement. Every
+//! `EXPLORE_EVERY` steps the largest k is tried again, so the policy notices when a workload
+//! changes.
+
+/// Prior acceptance for a sequence that has not speculated yet.
+const PRIOR_ACCEPTANCE: f64 = 0.6;
+/// Weight of a new observation in the running averages.
+const EMA_WEIGHT: f64 = 0.2;
+/// Steps between forced explorations of the largest k.
+const EXPLORE_EVERY: u64 = 64;
+
+/// A sequence's acceptance history: accepted drafts and rejection events, decayed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Acceptance {
+    accepted: f64,
+    trials: f64,
+}
+
+impl Default for Acceptance {
+    fn default() -> Self {
+        // One pseudo-round at the prior.
+        Self {
+            accepted: PRIOR_ACCEPTANCE,
+            trials: 1.0,
+        }
+    }
+}
+
+impl Acceptance {
+    /// Per-token acceptance probability, by maximum likelihood under a geometric model.
+    pub fn rate(&self) -> f64 {
+        (self.accepted / self.trials).clamp(0.0, 0.999)
+    }
+
+    /// `accepted` of `drafted` drafts were kept (a rejection ends the round early).
+    pub fn record(&mut self, drafted: usize, accepted: usize) {
+        if drafted == 0 {
+            return;
+        }
+        let rejected = if accepted < drafted { 1.0 } else { 0.0 };
+        let decay = 1.0 - EMA_WEIGHT;
+        self.accepted = self.accepted * decay + accepted as f64;
+        self.trials = self.trials * decay + accepted as f64 + rejected;
+    }
+}
+
+/// Expected tokens per step with `k` drafts at acceptance `alpha`: 1 + α + … + α^k.
+pub fn expected_tokens(alpha: f64, k: usize) -> f64 {
+    (0..=k).map(|i| alpha.powi(i as i32)).sum()
+}
+
+/// Running averages of a pass's duration by the number of rows it runs: exact row counts
+/// up to 32, then eight points per doubling.
+#[derive(Debug, Clone, Default)]
+pub struct CostTable {
+    /// (row count key, average seconds), sorted by key.
+    points: Vec<(usize, f64)>,
+}
+
+fn key(rows: usize) -> usize {
+    if rows <= 32 {
+        return rows.max(1);
+    }
+    let step = 1usize << (usize::BITS - 1 - rows.leading_zeros() - 3);
+    rows.div_ceil(step) * step
+}
+
+impl CostTable {
+    pub fn record(&mut self, rows: usize, seconds: f64) {
+        let k = key(rows);
+        match self.points.binary_search_by_key(&k, |p| p.0) {
+            Ok(i) => self.points[i].1 += EMA_WEIGHT * (seconds - self.points[i].1),
+            Err(i) => self.points.insert(i, (k, seconds)),
+        }
+    }
+
+    /// Estimated seconds for `rows`, `None` before any measurement: the measurement itself,
+    /// else linear between the nearest measured neighbours. Past the largest measurement it
+    /// is extrapolated as if extra rows were nearly free (optimism, so the policy tries
+    /// them); below the smallest, the smallest measurement stands.
+    pub fn estimate(&self, rows: usize) -> Option<f64> {
+        let k = key(rows);
+        let i = match self.points.binary_search_by_key(&k, |p| p.0) {
+            Ok(i) => return Some(self.points[i].1),
+            Err(i) => i,
+        };
+        let below = i.checked_sub(1).map(|j| self.points[j]);
+        let above = self.points.get(i).copied();
+        match (below, above) {
+            (Some((r0, t0)), Some((r1, t1))) => {
+                let f = (k - r0) as f64 / (r1 - r0) as f64;
+                Some(t0 + f * (t1 - t0))
+            }
+            (Some((r0, t0)), None) => Some(t0 * (k as f64 / r0 as f64).sqrt()),
+            (None, Some((_, t1))) => Some(t1),
+            (None, None) => None,
+        }
+    }
+}
+
+/// The per-step choice of k.
+#[derive(Debug, Clone)]
+pub struct SpecPolicy {
+    pub max_k: usize,
+    /// Always draft `max_k` (for measurements and tests) instead of choosing by cost.
+    pub fixed: bool,
+    target: CostTable,
+    /// One draft step over n sequences (nothing recorded for model-free proposers).
+    draft: CostTable,
+    steps: u64,
+}
+
+impl SpecPolicy {
+    pub fn new(max_k: usize) -> Self {
+        Self {
+            max_k,
+            fixed: false,
+            target: CostTable::default(),
+            draft: CostTable::default(),
+            steps: 0,
+        }
+    }
+
+    pub fn record_target(&mut self, rows: usize, seconds: f64) {
+        self.target.record(rows, seconds);
+    }
+
+    pub fn record_draft_step(&mut self, seqs: usize, seconds: f64) {
+        self.draft.record(seqs, seconds);
+    }
+
+    /// Drafts per sequence this step, for sequences with acceptance rates `alphas`, sharing
+    /// the step with `other_rows` rows of other work.
+    pub fn choose_k(&mut self, alphas: &[f64], other_rows: usize) -> usize {
+        self.steps += 1;
+        let seqs = alphas.len();
+        if seqs == 0 || self.max_k == 0 {
+            return 0;
+        }
+        if self.fixed {
+            return self.max_k;
+        }
+        if self.steps % EXPLORE_EVERY == 0 {
+            return self.max_k;
+        }
+        let Some(plain) = self.target.estimate(other_rows + seqs) else {
+            // Nothing measured yet: measure plain decoding first.
+            return 0;
+        };
+        let draft_step = self.draft.estimate(seqs).unwrap_or(0.0);
+        let mut best = (0, seqs as f64 / plain.max(1e-9));
+        for k in 1..=self.max_k {
+            let Some(verify) = self.target.estimate(other_rows + seqs * (k + 1)) else {
+                break;
+            };
+            let tokens: f64 = alphas.iter().map(|&a| expected_tokens(a, k)).sum();
+            let rate = tokens / (verify + k as f64 * draft_step).max(1e-9);
+            if rate > best.1 {
+                best = (k, rate);
+            }
+        }
+        best.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acceptance_estimate_converges_to_the_geometric_rate() {
+        // Rounds of 4 drafts with a per-token acceptance of 0.75: accepted counts 0..=4
+        // with P(n) = 0.75^n * 0.25 (n < 4), P(4) = 0.75^4, fed in proportion.
+        let mut a = Acceptance::default();
+        let pattern = [0, 1, 1, 2, 2, 3, 4, 4, 4, 4, 3, 2, 4, 1, 4, 3];
+        for _ in 0..50 {
+            for &n in &pattern {
+                a.record(4, n);
+            }
+        }
+        let accepted: usize = pattern.iter().sum();
+        let rejections = pattern.iter().filter(|&&n| n < 4).count();
+        let mle = accepted as f64 / (accepted + rejections) as f64;
+        assert!((a.rate() - mle).abs() < 0.05, "{} vs {mle}", a.rate());
+    }
+
+    #[test]
+    fn expected_tokens_is_the_geometric_sum() {
+        assert_eq!(expected_tokens(0.5, 0), 1.0);
+        assert!((expected_tokens(0.5, 3) - 1.875).abs() < 1e-12);
+        assert!((expected_tokens(1.0, 4) - 5.0).abs() < 1e-12);
+    }
+
+    fn policy_with(costs: &[(usize, f64)], draft: f64) -> SpecPolicy {
+        let mut p = SpecPolicy::new(4);
+        for &(rows, secs) in costs {
+            p.record_target(rows, secs);
+        }
+        p.record_draft_step(1, draft);
+        p
+    }
+
+    #[test]
+    fn speculates_when_rows_are_cheap_and_drafts_are_good() {
+        // Batch-1 decode: verifying 5 rows costs 1.3x one row, drafts are nearly free.
+        let mut p = policy_with(&[(1, 0.040), (2, 0.044), (4, 0.050), (5, 0.052)], 0.001);
+        assert_eq!(p.choose_k(&[0.8], 0), 4);
+    }
+
+    #[test]
+    fn does_not_speculate_when_acceptance_is_low_or_rows_cost_full_price() {
+        let mut p = policy_with(&[(1, 0.040), (2, 0.044), (4, 0.050), (5, 0.052)], 0.001);
+        assert_eq!(p.choose_k(&[0.05], 0), 0);
+        // A big batch where every row costs the same: 16 -> 80 rows is 5x the time.
+        let mut p = policy_with(&[(16, 0.16), (32, 0.32), (64, 0.64), (80, 0.80)], 0.001);
+        assert_eq!(p.choose_k(&[0.7; 16], 0), 0);
+        // An expensive draft model (half a target step per draft step) at modest acceptance.
+        let mut p = policy_with(&[(1, 0.040), (2, 0.044), (4, 0.050), (5, 0.052)], 0.020);
+        assert_eq!(p.choose_k(&[0.5], 0), 0);
+    }
+
+    #[test]
+    fn unmeasured_costs_are_tried_and_exploration_comes_back() {
+        let mut p = SpecPolicy::new(3);
+        // Nothing measured: plain decoding first.
+        assert_eq!(p.choose_k(&[0.9], 0), 0);
+        p.record_target(1, 0.040);
+        // Larger passes unmeasured: assumed cheap, so speculation is tried.
+        assert!(p.choose_k(&[0.9], 0) > 0);
+        // Measured as expensive: off, except for the periodic exploration.
+        p.record_target(4, 0.160);
+        p.record_target(2, 0.080);
+        p.record_target(3, 0.120);
+        let choices: Vec<usize> = (0..EXPLORE_EVERY).map(|_| p.choose_k(&[0.9], 0)).collect();
+        assert_eq!(choices.iter().filter(|&&k| k > 0).count(), 1, "{choices:?}");
+    }
+}

@@ -1,0 +1,85 @@
+//! Where speculative tokens come from: the [`Proposer`] interface, and the n-gram proposer.
+
+use rand::rngs::StdRng;
+
+use super::ngram::{self, NgramConfig};
+use crate::backend::{BackendError, SeqBatch};
+use crate::distribution::Distribution;
+use crate::request::SamplingParams;
+
+/// One sequence asking for drafts.
+pub struct DraftRequest<'a> {
+    /// The sequence so far (prompt and output). Its last token has not run through the target
+    /// yet: the target will score it together with the drafts.
+    pub tokens: &'a [u32],
+    pub num_prompt_tokens: usize,
+    /// Leading tokens whose K/V the proposer already holds (a draft model's cache).
+    pub draft_computed: usize,
+    /// KV pages of the sequence, covering positions `0..tokens.len() + k` at least.
+    pub block_table: &'a [u32],
+    pub params: &'a SamplingParams,
+    /// Drafts wanted at most.
+    pub k: usize,
+    pub rng: &'a mut StdRng,
+}
+
+/// What a proposer offers for one sequence.
+#[derive(Debug, Clone, Default)]
+pub struct Drafts {
+    /// At most `k` tokens, possibly none.
+    pub tokens: Vec<u32>,
+    /// The distribution each token was drawn from (same length as `tokens`).
+    pub q: Vec<Distribution>,
+    /// The proposer's cache now holds K/V for this many leading tokens of
+    /// `tokens ++ drafts` (valid as long as the drafts before that point are accepted).
+    pub draft_computed: usize,
+}
+
+pub trait Proposer: Send {
+    /// Short name for logs and metrics (`ngram`, `draft`).
+    fn name(&self) -> &'static str;
+    /// KV bytes per token the proposer keeps (0 when it has no cache).
+    fn kv_bytes_per_token(&self) -> usize;
+    /// Allocates the proposer's KV cache with the target's page geometry: the same page ids
+    /// address both caches, so the scheduler's block tables serve both.
+    fn init_kv_cache(&mut self, num_pages: usize, page_size: usize) -> Result<(), BackendError>;
+    /// The target runs these prefill chunks this step; a proposer with a cache computes them
+    /// too, so that it knows the prompts when it is asked for drafts.
+    fn observe(&mut self, batch: &[SeqBatch<'_>]) -> Result<(), BackendError>;
+    /// Drafts for each request, in order.
+    fn propose(&mut self, requests: &mut [DraftRequest<'_>]) -> Result<Vec<Drafts>, BackendError>;
+}
+
+/// Prompt lookup: no model, no cache; proposals are certain (point masses).
+#[derive(Debug, Clone, Default)]
+pub struct NgramProposer {
+    pub config: NgramConfig,
+}
+
+impl Proposer for NgramProposer {
+    fn name(&self) -> &'static str {
+        "ngram"
+    }
+    fn kv_bytes_per_token(&self) -> usize {
+        0
+    }
+    fn init_kv_cache(&mut self, _num_pages: usize, _page_size: usize) -> Result<(), BackendError> {
+        Ok(())
+    }
+    fn observe(&mut self, _batch: &[SeqBatch<'_>]) -> Result<(), BackendError> {
+        Ok(())
+    }
+    fn propose(&mut self, requests: &mut [DraftRequest<'_>]) -> Result<Vec<Drafts>, BackendError> {
+        Ok(requests
+            .iter()
+            .map(|r| {
+                let tokens = ngram::propose(r.tokens, r.k, self.config);
+                Drafts {
+                    q: tokens.iter().map(|&t| Distribution::point(t)).collect(),
+                    tokens,
+                    draft_computed: r.draft_computed,
+                }
+            })
+            .collect())
+    }
+}

@@ -12,7 +12,8 @@ use std::time::Instant;
 use crate::backend::{Backend, BackendError, ForwardOutput, LogitsRequest, SeqBatch};
 use crate::handle::EngineStats;
 use crate::request::{
-    EngineOutput, EngineStep, FinishReason, GenerationRequest, PromptInfo, RequestId, StepStats,
+    EngineOutput, EngineStep, FinishReason, GenerationRequest, PromptInfo, RequestId, SpecSummary,
+    StepStats,
 };
 use crate::sampler::{token_logprob, Sampler};
 use crate::scheduler::{ScheduledChunk, Scheduler, StepPlan};
@@ -65,6 +66,10 @@ impl EngineCore {
     pub fn set_speculation(&mut self, speculation: Speculation) {
         self.scheduler
             .set_draft_cache(speculation.kv_bytes_per_token() > 0);
+        let spec = &self.stats.speculation;
+        spec.enabled.store(true, Ordering::Relaxed);
+        spec.num_tokens
+            .store(speculation.max_k(), Ordering::Relaxed);
         self.speculation = Some(speculation);
     }
 
@@ -295,6 +300,7 @@ impl EngineCore {
             tokens: Vec::with_capacity(emitted.len()),
             logprobs: Vec::new(),
             finish: None,
+            speculation: None,
         };
         for (j, token) in emitted.into_iter().enumerate() {
             sequence.tokens.push(token);
@@ -306,6 +312,7 @@ impl EngineCore {
             }
             output.finish = finish_reason(sequence, token, &self.eos_token_ids, self.max_model_len);
             if output.finish.is_some() {
+                output.speculation = spec_summary(sequence);
                 break;
             }
         }
@@ -331,6 +338,21 @@ impl EngineCore {
 
     fn publish_stats(&self) {
         let stats = &self.stats;
+        if let Some(speculation) = &self.speculation {
+            let (c, s) = (&speculation.counters, &stats.speculation);
+            s.num_drafts.store(c.num_drafts, Ordering::Relaxed);
+            s.num_draft_tokens
+                .store(c.num_draft_tokens, Ordering::Relaxed);
+            s.num_accepted_tokens
+                .store(c.num_accepted_tokens, Ordering::Relaxed);
+            for (slot, &v) in s
+                .num_accepted_tokens_per_pos
+                .iter()
+                .zip(&c.num_accepted_tokens_per_pos)
+            {
+                slot.store(v, Ordering::Relaxed);
+            }
+        }
         let kv = self.scheduler.kv();
         stats
             .num_running
@@ -434,7 +456,17 @@ fn sample_next(
         tokens: vec![token],
         logprobs,
         finish,
+        speculation: finish.and(spec_summary(sequence)),
     }
+}
+
+/// How speculation went for `sequence`, if it ever speculated.
+fn spec_summary(sequence: &Sequence) -> Option<SpecSummary> {
+    (sequence.spec_rounds > 0).then_some(SpecSummary {
+        rounds: sequence.spec_rounds,
+        drafted: sequence.drafted_total,
+        accepted: sequence.accepted_total,
+    })
 }
 
 /// Whether `token`, just appended to `sequence`, ends it.
@@ -485,6 +517,7 @@ fn final_output(sequence: &mut Sequence, finish: FinishReason) -> EngineOutput {
         tokens: Vec::new(),
         logprobs: Vec::new(),
         finish: Some(finish),
+        speculation: spec_summary(sequence),
     }
 }
 

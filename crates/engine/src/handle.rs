@@ -2,7 +2,7 @@
 //!
 //! The signatures here are the contract between the engine and the server.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 
@@ -13,6 +13,7 @@ use crate::engine_loop::{self, EngineCommand, EngineCore};
 use crate::kv::KvManager;
 use crate::request::{EngineStep, GenerationRequest, RequestId};
 use crate::scheduler::{Scheduler, SchedulerConfig};
+use crate::spec::{Proposer, Speculation};
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -29,6 +30,42 @@ pub struct EngineConfig {
     pub max_model_len: Option<usize>,
     /// Tokens that end a generation unless `ignore_eos`.
     pub eos_token_ids: Vec<u32>,
+    /// Speculative decoding, when a proposer is given to [`spawn_engine`].
+    pub speculation: SpecOptions,
+}
+
+/// How speculative decoding runs (when there is a proposer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpecOptions {
+    /// Drafts per sequence and step, at most (1..=[`MAX_SPEC_TOKENS`]).
+    pub num_tokens: usize,
+    /// Choose k each step by measured cost (0 = plain decoding); else always `num_tokens`.
+    pub adaptive: bool,
+}
+
+impl Default for SpecOptions {
+    fn default() -> Self {
+        Self {
+            num_tokens: 4,
+            adaptive: true,
+        }
+    }
+}
+
+/// The most drafts per step the engine accepts (and reports per position).
+pub const MAX_SPEC_TOKENS: usize = 16;
+
+/// Speculative-decoding totals, as the scheduler thread last published them.
+#[derive(Debug, Default)]
+pub struct SpecStats {
+    pub enabled: AtomicBool,
+    pub num_drafts: AtomicU64,
+    pub num_draft_tokens: AtomicU64,
+    pub num_accepted_tokens: AtomicU64,
+    /// Entry `i`: rounds whose draft at position `i` was accepted.
+    pub num_accepted_tokens_per_pos: [AtomicU64; MAX_SPEC_TOKENS],
+    /// Drafts per step at most (positions past it are always 0).
+    pub num_tokens: AtomicUsize,
 }
 
 #[derive(Debug, Error)]
@@ -56,6 +93,7 @@ pub struct EngineStats {
     pub prefix_cache_hits_total: AtomicU64,
     pub num_preemptions_total: AtomicU64,
     pub steps_total: AtomicU64,
+    pub speculation: SpecStats,
 }
 
 impl EngineStats {
@@ -117,15 +155,17 @@ impl EngineHandle {
 }
 
 /// Pool size and context limit that `config` and `backend` allow: `(num_pages, max_model_len)`.
+/// `draft_kv_bytes_per_token`: what a speculative proposer keeps per token in its own cache.
 pub fn size_kv_pool(
     config: &EngineConfig,
     backend: &dyn Backend,
+    draft_kv_bytes_per_token: usize,
 ) -> Result<(usize, usize), EngineError> {
     let invalid = |why: String| Err(EngineError::Config(why));
     if config.page_size == 0 || config.max_num_seqs == 0 || config.max_num_batched_tokens == 0 {
         return invalid("page_size, max_num_seqs and max_num_batched_tokens must be >= 1".into());
     }
-    let bytes_per_token = backend.kv_bytes_per_token();
+    let bytes_per_token = backend.kv_bytes_per_token() + draft_kv_bytes_per_token;
     if bytes_per_token == 0 {
         return invalid("the backend reports 0 KV bytes per token".into());
     }
@@ -159,13 +199,15 @@ pub fn size_kv_pool(
 
 /// Start the scheduler thread. Each step's outputs and stats are sent as one [`EngineStep`]
 /// on `outputs` (to the detokenizer thread).
+/// `proposer`: decode speculatively with it, as `config.speculation` says.
 pub fn spawn_engine(
     config: EngineConfig,
     backend: Box<dyn Backend>,
+    proposer: Option<Box<dyn Proposer>>,
     outputs: Sender<EngineStep>,
 ) -> Result<EngineHandle, EngineError> {
     let stats = Arc::new(EngineStats::default());
-    let core = build_engine_core(&config, backend, Arc::clone(&stats))?;
+    let core = build_engine_core(&config, backend, proposer, Arc::clone(&stats))?;
     let (max_model_len, num_pages) = (core.max_model_len(), core.scheduler().kv().num_pages());
     let (commands, receiver) = mpsc::channel();
     std::thread::Builder::new()
@@ -193,10 +235,26 @@ pub fn spawn_engine(
 pub fn build_engine_core(
     config: &EngineConfig,
     mut backend: Box<dyn Backend>,
+    proposer: Option<Box<dyn Proposer>>,
     stats: Arc<EngineStats>,
 ) -> Result<EngineCore, EngineError> {
-    let (num_pages, max_model_len) = size_kv_pool(config, backend.as_ref())?;
+    let spec = config.speculation;
+    if proposer.is_some() && !(1..=MAX_SPEC_TOKENS).contains(&spec.num_tokens) {
+        return Err(EngineError::Config(format!(
+            "num_speculative_tokens must be in 1..={MAX_SPEC_TOKENS}, got {}",
+            spec.num_tokens
+        )));
+    }
+    let draft_bytes = proposer.as_ref().map_or(0, |p| p.kv_bytes_per_token());
+    let (num_pages, max_model_len) = size_kv_pool(config, backend.as_ref(), draft_bytes)?;
     backend.init_kv_cache(num_pages, config.page_size)?;
+    let speculation = match proposer {
+        Some(mut proposer) => {
+            proposer.init_kv_cache(num_pages, config.page_size)?;
+            Some(Speculation::new(proposer, spec.num_tokens, spec.adaptive))
+        }
+        None => None,
+    };
     let scheduler = Scheduler::new(
         SchedulerConfig {
             max_num_batched_tokens: config.max_num_batched_tokens,
@@ -204,13 +262,17 @@ pub fn build_engine_core(
         },
         KvManager::new(num_pages, config.page_size, config.enable_prefix_caching),
     );
-    Ok(EngineCore::new(
+    let mut core = EngineCore::new(
         scheduler,
         backend,
         config.eos_token_ids.clone(),
         max_model_len,
         stats,
-    ))
+    );
+    if let Some(speculation) = speculation {
+        core.set_speculation(speculation);
+    }
+    Ok(core)
 }
 
 #[cfg(test)]

@@ -16,7 +16,23 @@ fn config(kv_bytes: usize) -> EngineConfig {
         enable_prefix_caching: true,
         max_model_len: None,
         eos_token_ids: vec![],
+        speculation: crate::SpecOptions::default(),
     }
+}
+
+#[test]
+fn a_draft_models_cache_shares_the_memory() {
+    // 64 bytes per token for the target and 64 for the draft: half the pages.
+    let backend = FakeBackend::new(1 << 20);
+    let (alone, _) = size_kv_pool(&config(1 << 20), &backend, 0).unwrap();
+    let (shared, _) = size_kv_pool(&config(1 << 20), &backend, 64).unwrap();
+    assert_eq!((alone, shared), (1024, 512));
+    let draft = crate::spec::DraftModel::new(Box::new(FakeBackend::new(4096)));
+    let stats = Arc::new(EngineStats::default());
+    let backend = Box::new(FakeBackend::new(4096));
+    let core = build_engine_core(&config(1 << 20), backend, Some(Box::new(draft)), stats).unwrap();
+    assert_eq!(core.scheduler().kv().num_pages(), 512);
+    assert!(core.speculation().is_some());
 }
 
 #[test]
@@ -24,18 +40,18 @@ fn pool_size_follows_memory_and_caps_the_context() {
     // The fake backend takes 64 bytes per token: a 16-token page is 1 KiB.
     let backend = FakeBackend::new(4096);
     assert_eq!(
-        size_kv_pool(&config(10 * 1024 + 5), &backend).unwrap(),
+        size_kv_pool(&config(10 * 1024 + 5), &backend, 0).unwrap(),
         (10, 160)
     );
     assert_eq!(
-        size_kv_pool(&config(1 << 20), &backend).unwrap(),
+        size_kv_pool(&config(1 << 20), &backend, 0).unwrap(),
         (1024, 4096)
     );
     let explicit = EngineConfig {
         max_model_len: Some(100),
         ..config(1 << 20)
     };
-    assert_eq!(size_kv_pool(&explicit, &backend).unwrap(), (1024, 100));
+    assert_eq!(size_kv_pool(&explicit, &backend, 0).unwrap(), (1024, 100));
     for bad in [
         config(1000),
         EngineConfig {
@@ -52,7 +68,7 @@ fn pool_size_follows_memory_and_caps_the_context() {
         },
     ] {
         assert!(matches!(
-            size_kv_pool(&bad, &backend),
+            size_kv_pool(&bad, &backend, 0),
             Err(EngineError::Config(_))
         ));
     }
@@ -64,7 +80,7 @@ fn the_scheduler_thread_serves_requests_and_aborts() {
     let mut backend = FakeBackend::new(4096);
     // Slow enough that the abort lands long before the endless request reaches the context limit.
     backend.delay = Some(Duration::from_millis(1));
-    let engine = spawn_engine(config(1 << 20), Box::new(backend), tx).unwrap();
+    let engine = spawn_engine(config(1 << 20), Box::new(backend), None, tx).unwrap();
     assert_eq!(
         (
             engine.num_pages(),
@@ -138,7 +154,7 @@ fn the_scheduler_thread_serves_requests_and_aborts() {
 #[test]
 fn a_stopped_engine_refuses_requests() {
     let (tx, rx) = mpsc::channel();
-    let engine = spawn_engine(config(1 << 20), Box::new(FakeBackend::new(4096)), tx).unwrap();
+    let engine = spawn_engine(config(1 << 20), Box::new(FakeBackend::new(4096)), None, tx).unwrap();
     drop(rx);
     engine
         .add_request(request(1, vec![1, 2], greedy(3)))
@@ -155,7 +171,8 @@ fn a_stopped_engine_refuses_requests() {
 fn a_thread_free_core_steps_like_the_thread() {
     let stats = Arc::new(EngineStats::default());
     let backend = Box::new(FakeBackend::new(4096));
-    let mut core = build_engine_core(&config(64 * 1024), backend, Arc::clone(&stats)).unwrap();
+    let mut core =
+        build_engine_core(&config(64 * 1024), backend, None, Arc::clone(&stats)).unwrap();
     assert_eq!(core.max_model_len(), 1024);
     let prompt: Vec<u32> = (0..50).map(|t| t % 32).collect();
     core.add_request(request(1, prompt.clone(), greedy(6)));

@@ -30,8 +30,9 @@ pub use backend::{Backend, BackendError, ForwardOutput, LogitsRequest, SeqBatch}
 pub use engine_loop::EngineCore;
 pub use handle::{
     build_engine_core, spawn_engine, EngineConfig, EngineError, EngineHandle, EngineStats,
+    SpecOptions, SpecStats, MAX_SPEC_TOKENS,
 };
 pub use request::{
     EngineOutput, EngineStep, FinishReason, GenerationRequest, PromptInfo, RequestId,
-    SamplingParams, StepStats, TokenLogprob,
+    SamplingParams, SpecSummary, StepStats, TokenLogprob,
 };

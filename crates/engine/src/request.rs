@@ -112,6 +112,24 @@ pub struct EngineOutput {
     /// One per entry of `tokens` when `logprobs` was asked for.
     pub logprobs: Vec<TokenLogprob>,
     pub finish: Option<FinishReason>,
+    /// With the finish of a request that was decoded speculatively: how it went.
+    pub speculation: Option<SpecSummary>,
+}
+
+/// One request's speculative decoding, for its log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpecSummary {
+    /// Steps in which the request's drafts were verified.
+    pub rounds: usize,
+    pub drafted: usize,
+    pub accepted: usize,
+}
+
+impl SpecSummary {
+    /// Tokens per verification step (vLLM's "mean acceptance length"): 1 + accepted / rounds.
+    pub fn mean_acceptance_length(&self) -> f64 {
+        1.0 + self.accepted as f64 / self.rounds.max(1) as f64
+    }
 }
 
 /// What one scheduler step hands the server: its outputs, and facts about the step for metrics.

@@ -48,6 +48,42 @@ pub struct EngineArgs {
     /// CPU threads for the forward pass [default: all cores].
     #[arg(long)]
     pub threads: Option<usize>,
+    #[command(flatten)]
+    pub speculation: SpecArgs,
+}
+
+/// Where speculative tokens come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SpecMethod {
+    /// Prompt lookup: propose what followed the last occurrence of the latest tokens (no model).
+    Ngram,
+    /// A smaller model with the same tokenizer (--draft-model).
+    Draft,
+}
+
+/// Speculative decoding: drafts checked by the model in one pass; outputs keep the model's
+/// distribution exactly (greedy output is identical), only speed changes.
+#[derive(Debug, Clone, Args)]
+pub struct SpecArgs {
+    /// Decode speculatively with this proposer [default: off].
+    #[arg(long, value_enum)]
+    pub speculative: Option<SpecMethod>,
+    /// Drafts per sequence and step, at most.
+    #[arg(long, default_value_t = 4)]
+    pub num_speculative_tokens: usize,
+    /// Always draft --num-speculative-tokens tokens, instead of choosing 0..=K each step by
+    /// measured cost (the default turns speculation off where it would be a loss).
+    #[arg(long)]
+    pub speculative_fixed_k: bool,
+    /// The draft model for `--speculative draft` (a GGUF file sharing the model's vocabulary).
+    #[arg(long)]
+    pub draft_model: Option<String>,
+    /// `--speculative ngram`: shortest run of latest tokens to look up.
+    #[arg(long, default_value_t = 2)]
+    pub prompt_lookup_min: usize,
+    /// `--speculative ngram`: longest run of latest tokens to look up (tried first).
+    #[arg(long, default_value_t = 4)]
+    pub prompt_lookup_max: usize,
 }
 
 #[derive(Debug, Args)]

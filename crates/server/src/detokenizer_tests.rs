@@ -15,6 +15,7 @@ fn output(id: RequestId, token: u32, finish: Option<FinishReason>) -> EngineOutp
         tokens: vec![token],
         logprobs: vec![],
         finish,
+        speculation: None,
     }
 }
 

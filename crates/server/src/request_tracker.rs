@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrite_engine::{EngineOutput, EngineStep, FinishReason, RequestId};
+use ferrite_engine::{EngineOutput, EngineStep, FinishReason, RequestId, SpecSummary};
 use tokenizers::Tokenizer;
 
 use crate::metrics::Metrics;
@@ -36,6 +36,8 @@ pub struct FinishedRequest {
     pub prompt_ids: Option<Arc<Vec<u32>>>,
     /// Kept only when the request log asks for token ids.
     pub output_ids: Option<Vec<u32>>,
+    /// How speculative decoding went, for a request that was decoded speculatively.
+    pub speculation: Option<SpecSummary>,
 }
 
 struct Timeline {
@@ -76,6 +78,7 @@ impl Timeline {
             e2e: since(at, self.arrival),
             prompt_ids: self.prompt_ids,
             output_ids: self.output_ids,
+            speculation: None,
         }
     }
 }
@@ -156,7 +159,9 @@ impl RequestTracker {
         }
         if let Some(reason) = finish {
             if let Some(t) = self.live.remove(&out.id) {
-                self.finished.push(t.finish(out.id, reason, at));
+                let mut finished = t.finish(out.id, reason, at);
+                finished.speculation = out.speculation;
+                self.finished.push(finished);
             }
         }
     }

@@ -16,6 +16,7 @@ fn output(id: RequestId, tokens: Vec<u32>, finish: Option<FinishReason>) -> Engi
         tokens,
         logprobs: vec![],
         finish,
+        speculation: None,
     }
 }
 
@@ -74,6 +75,7 @@ fn a_finished_request_has_vllms_intervals() {
         e2e: ms(55),
         prompt_ids: Some(Arc::new(vec![1, 2, 3])),
         output_ids: Some(vec![5, 6, 8]),
+        speculation: None,
     };
     assert_eq!(tracker.finished, vec![expected]);
 

@@ -61,6 +61,49 @@ impl EngineCollector {
     }
 }
 
+impl EngineCollector {
+    /// vLLM's speculative-decoding counters (only when the engine speculates).
+    fn encode_speculation(&self, e: &mut DescriptorEncoder) -> fmt::Result {
+        let s = &self.stats.speculation;
+        self.encode_one(
+            e,
+            "spec_decode_num_drafts",
+            "Number of spec decoding drafts (one per sequence and verification step).",
+            counter(&s.num_drafts),
+        )?;
+        self.encode_one(
+            e,
+            "spec_decode_num_draft_tokens",
+            "Number of draft tokens.",
+            counter(&s.num_draft_tokens),
+        )?;
+        self.encode_one(
+            e,
+            "spec_decode_num_accepted_tokens",
+            "Number of accepted tokens.",
+            counter(&s.num_accepted_tokens),
+        )?;
+        let name = format!("{}spec_decode_num_accepted_tokens_per_pos", self.prefix);
+        let mut family = e.encode_descriptor(
+            &name,
+            "Accepted tokens per draft position.",
+            None,
+            MetricType::Counter,
+        )?;
+        let positions = s.num_tokens.load(Ordering::Relaxed);
+        for (position, value) in s
+            .num_accepted_tokens_per_pos
+            .iter()
+            .enumerate()
+            .take(positions)
+        {
+            let labels = [("position", position.to_string())];
+            counter(value).encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
 fn gauge(value: &AtomicUsize) -> ConstGauge<i64> {
     ConstGauge::new(value.load(Ordering::Relaxed) as i64)
 }
@@ -123,6 +166,9 @@ impl Collector for EngineCollector {
             "Cumulative number of preemption from the engine.",
             counter(&s.num_preemptions_total),
         )?;
+        if s.speculation.enabled.load(Ordering::Relaxed) {
+            self.encode_speculation(e)?;
+        }
         let name = format!("{}cache_config_info", self.prefix);
         let mut info = e.encode_descriptor(
             &name,

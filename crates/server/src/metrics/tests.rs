@@ -179,6 +179,7 @@ fn finished(finish: FinishReason, e2e_ms: u64, generated: usize) -> FinishedRequ
         e2e: Duration::from_millis(e2e_ms),
         prompt_ids: None,
         output_ids: None,
+        speculation: None,
     }
 }
 
@@ -274,4 +275,43 @@ fn the_sample_parser_reads_escapes_and_plain_lines() {
     assert_eq!(labels["b"], "2");
     assert_eq!(parse_line("y 3").unwrap().2, 3.0);
     assert!(parse_line("# HELP y z").is_none());
+}
+
+#[test]
+fn speculative_counters_appear_only_when_the_engine_speculates() {
+    let stats = Arc::new(EngineStats::default());
+    let metrics = Metrics::new(&config(MetricNames::Vllm, "m"), Arc::clone(&stats));
+    let text = metrics.render().unwrap();
+    assert!(!text.contains("spec_decode"), "{text}");
+    let s = &stats.speculation;
+    s.enabled.store(true, Ordering::Relaxed);
+    s.num_tokens.store(3, Ordering::Relaxed);
+    s.num_drafts.store(10, Ordering::Relaxed);
+    s.num_draft_tokens.store(30, Ordering::Relaxed);
+    s.num_accepted_tokens.store(17, Ordering::Relaxed);
+    for (i, v) in [9, 5, 3].into_iter().enumerate() {
+        s.num_accepted_tokens_per_pos[i].store(v, Ordering::Relaxed);
+    }
+    let text = metrics.render().unwrap();
+    let lines: Vec<_> = text.lines().filter_map(parse_line).collect();
+    let value = |name: &str, position: Option<&str>| {
+        lines
+            .iter()
+            .find(|(n, l, _)| n == name && l.get("position").map(String::as_str) == position)
+            .map(|(_, _, v)| *v)
+            .unwrap_or_else(|| panic!("{name} {position:?} missing:\n{text}"))
+    };
+    assert_eq!(value("vllm:spec_decode_num_drafts_total", None), 10.0);
+    assert_eq!(value("vllm:spec_decode_num_draft_tokens_total", None), 30.0);
+    assert_eq!(
+        value("vllm:spec_decode_num_accepted_tokens_total", None),
+        17.0
+    );
+    let per_pos = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
+    assert_eq!(value(per_pos, Some("0")), 9.0);
+    assert_eq!(value(per_pos, Some("2")), 3.0);
+    assert!(
+        !text.contains("position=\"3\""),
+        "positions past k are not exported"
+    );
 }

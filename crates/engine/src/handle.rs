@@ -25,6 +25,9 @@ pub struct EngineConfig {
     pub max_num_batched_tokens: usize,
     /// Running sequences at most.
     pub max_num_seqs: usize,
+    /// While sequences decode, prompt tokens per step at most this many per decoding sequence
+    /// (at least `MIN_PREFILL_CHUNK`); 0 = only the step budget limits them.
+    pub prefill_per_decode: usize,
     pub enable_prefix_caching: bool,
     /// Longest prompt + output; `None`: the model's trained context, capped by what the pool holds.
     pub max_model_len: Option<usize>,
@@ -259,6 +262,7 @@ pub fn build_engine_core(
         SchedulerConfig {
             max_num_batched_tokens: config.max_num_batched_tokens,
             max_num_seqs: config.max_num_seqs,
+            prefill_per_decode: config.prefill_per_decode,
         },
         KvManager::new(num_pages, config.page_size, config.enable_prefix_caching),
     );

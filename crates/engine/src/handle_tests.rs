@@ -13,6 +13,7 @@ fn config(kv_bytes: usize) -> EngineConfig {
         kv_cache_memory_bytes: kv_bytes,
         max_num_batched_tokens: 64,
         max_num_seqs: 8,
+        prefill_per_decode: 0,
         enable_prefix_caching: true,
         max_model_len: None,
         eos_token_ids: vec![],

@@ -18,7 +18,14 @@ use crate::sequence::Sequence;
 pub struct SchedulerConfig {
     pub max_num_batched_tokens: usize,
     pub max_num_seqs: usize,
+    /// While sequences decode, a step takes at most `max(MIN_PREFILL_CHUNK, this × decodes)`
+    /// prompt tokens (0: no cap beyond the budget). Where a step's time grows with its
+    /// tokens (a CPU), this bounds how much an arriving prompt slows the running streams.
+    pub prefill_per_decode: usize,
 }
+
+/// The smallest prompt chunk a step takes while others decode (progress for new requests).
+pub const MIN_PREFILL_CHUNK: usize = 16;
 
 /// One sequence's work in a step: `tokens[start..start + len]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,8 +150,13 @@ impl Scheduler {
         let mut budget = self.config.max_num_batched_tokens;
 
         let decodes = self.running.iter().filter(|s| s.num_pending() == 1);
+        let num_decodes = decodes.clone().count();
         let prefills = self.running.iter().filter(|s| s.num_pending() > 1);
         let order: Vec<RequestId> = decodes.chain(prefills).map(|s| s.id).collect();
+        let mut prompt_budget = match self.config.prefill_per_decode {
+            ratio if ratio > 0 && num_decodes > 0 => (ratio * num_decodes).max(MIN_PREFILL_CHUNK),
+            _ => usize::MAX,
+        };
         for id in order {
             if budget == 0 {
                 break;
@@ -153,17 +165,30 @@ impl Scheduler {
             let Some(index) = self.running.iter().position(|s| s.id == id) else {
                 continue;
             };
-            let len = self.running[index].num_pending().min(budget);
+            let pending = self.running[index].num_pending();
+            let is_prompt = pending > 1;
+            let len = if is_prompt {
+                pending.min(budget).min(prompt_budget)
+            } else {
+                pending.min(budget)
+            };
+            if len == 0 {
+                continue;
+            }
             if self.grow_or_preempt(index, len, &mut plan, &mut budget) {
                 let chunk = self.chunk(index, len);
                 plan.chunks.push(chunk);
                 budget -= len;
+                if is_prompt {
+                    prompt_budget -= len;
+                }
             }
         }
 
         // Admitting right after a preemption would only thrash the pool.
         if plan.counters.preemptions == 0 {
-            self.admit(&mut plan, &mut budget);
+            let mut admission_budget = budget.min(prompt_budget);
+            self.admit(&mut plan, &mut admission_budget);
         }
         plan
     }

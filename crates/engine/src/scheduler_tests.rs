@@ -7,6 +7,7 @@ fn scheduler(num_pages: usize, page_size: usize, budget: usize, max_seqs: usize)
         SchedulerConfig {
             max_num_batched_tokens: budget,
             max_num_seqs: max_seqs,
+            prefill_per_decode: 0,
         },
         KvManager::new(num_pages, page_size, true),
     )
@@ -137,4 +138,36 @@ fn the_newest_request_short_of_pages_preempts_itself() {
     // A grows into the page B left; B cannot come back yet and C may not pass it.
     assert_eq!(summary(&step(&mut s)), vec![(1, 4, 1)]);
     assert_eq!(s.num_waiting(), 2);
+}
+
+#[test]
+fn prompt_tokens_per_step_are_capped_while_others_decode() {
+    let mut s = Scheduler::new(
+        SchedulerConfig {
+            max_num_batched_tokens: 512,
+            max_num_seqs: 64,
+            prefill_per_decode: 2,
+        },
+        KvManager::new(256, 16, true),
+    );
+    // Alone, a prompt takes the whole budget.
+    add(&mut s, 1, 100, greedy(50));
+    assert_eq!(summary(&step(&mut s)), vec![(1, 0, 100)]);
+    // With one decode running, a new prompt gets max(16, 2 x 1) tokens per step.
+    add(&mut s, 2, 40, greedy(50));
+    assert_eq!(summary(&step(&mut s)), vec![(1, 100, 1), (2, 0, 16)]);
+    assert_eq!(summary(&step(&mut s)), vec![(1, 101, 1), (2, 16, 16)]);
+    assert_eq!(summary(&step(&mut s)), vec![(1, 102, 1), (2, 32, 8)]);
+    // With 12 decoding, 2 x 12 = 24 prompt tokens per step.
+    for id in 3..13 {
+        add(&mut s, id, 4, greedy(50));
+    }
+    while s.running().iter().any(|q| q.num_pending() > 1) || s.num_waiting() > 0 {
+        step(&mut s);
+    }
+    add(&mut s, 99, 100, greedy(50));
+    let plan = step(&mut s);
+    let decodes = plan.chunks.iter().filter(|c| c.len == 1).count();
+    assert_eq!(decodes, 12);
+    assert_eq!(summary(&plan).last(), Some(&(99, 0, 24)));
 }

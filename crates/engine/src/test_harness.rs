@@ -98,6 +98,7 @@ impl Harness {
             SchedulerConfig {
                 max_num_batched_tokens: setup.budget,
                 max_num_seqs: setup.max_seqs,
+                prefill_per_decode: 0,
             },
             kv,
         );

@@ -42,6 +42,11 @@ pub struct EngineArgs {
     /// Sequences running at once, at most.
     #[arg(long, default_value_t = 64)]
     pub max_num_seqs: usize,
+    /// While sequences are decoding, a step takes at most max(16, R x decoding sequences)
+    /// prompt tokens, so that arriving prompts slow the running streams by a bounded factor
+    /// (on a CPU a step's time grows with its tokens); 0 = only --max-num-batched-tokens.
+    #[arg(long, default_value_t = 2)]
+    pub prefill_per_decode: usize,
     /// Do not share KV pages of common prompt prefixes between requests.
     #[arg(long)]
     pub no_prefix_caching: bool,

@@ -29,6 +29,7 @@ pub fn start_engine(model: &mut LoadedModel, args: &EngineArgs) -> anyhow::Resul
         kv_cache_memory_bytes: args.kv_cache_memory,
         max_num_batched_tokens: args.max_num_batched_tokens,
         max_num_seqs: args.max_num_seqs,
+        prefill_per_decode: args.prefill_per_decode,
         enable_prefix_caching: !args.no_prefix_caching,
         max_model_len: args.max_model_len,
         eos_token_ids: model.tokenizer.eos_token_ids.clone(),

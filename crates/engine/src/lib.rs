@@ -12,6 +12,8 @@ pub mod scheduler;
 pub mod sequence;
 
 #[cfg(test)]
+mod device_sampling_tests;
+#[cfg(test)]
 mod engine_loop_tests;
 #[cfg(test)]
 mod engine_proptests;
@@ -20,7 +22,9 @@ mod fake_backend;
 #[cfg(test)]
 mod test_harness;
 
-pub use backend::{Backend, BackendError, ForwardOutput, LogitsRequest, SeqBatch};
+pub use backend::{
+    Backend, BackendError, DeviceSampling, ForwardOutput, LogitsRequest, SampledOutput, SeqBatch,
+};
 pub use engine_loop::EngineCore;
 pub use handle::{
     build_engine_core, spawn_engine, EngineConfig, EngineError, EngineHandle, EngineStats,

@@ -252,7 +252,7 @@ fn nucleus_len(sorted: &[Candidate], mut mass_before: f64, target: f64) -> usize
         .unwrap_or(sorted.len())
 }
 
-fn has_penalties(params: &SamplingParams) -> bool {
+pub(crate) fn has_penalties(params: &SamplingParams) -> bool {
     params.repetition_penalty != 1.0
         || params.presence_penalty != 0.0
         || params.frequency_penalty != 0.0

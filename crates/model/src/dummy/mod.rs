@@ -52,9 +52,9 @@ impl TensorInit {
             [(i / 4) as u32, ((i / 4) >> 32) as u32, 0, 0],
             [self.key as u32, (self.key >> 32) as u32],
         );
-        self.from_word(words[i % 4])
+        self.value_of_word(words[i % 4])
     }
-    fn from_word(&self, word: u32) -> f32 {
+    fn value_of_word(&self, word: u32) -> f32 {
         let centred = 2.0 * philox::uniform(word) - 1.0;
         bf16::from_f32(self.offset + self.scale * centred).to_f32()
     }
@@ -64,7 +64,7 @@ impl TensorInit {
         for (group, chunk) in out.chunks_mut(4).enumerate() {
             let words = philox::philox4x32_10([group as u32, (group >> 32) as u32, 0, 0], key);
             for (slot, word) in chunk.iter_mut().zip(words) {
-                *slot = bf16::from_f32(self.from_word(word)).to_bits();
+                *slot = bf16::from_f32(self.value_of_word(word)).to_bits();
             }
         }
     }

@@ -18,7 +18,12 @@ pub struct Gpu {
 impl Gpu {
     /// Opens device `ordinal`. Fails with the loader's message when there is no CUDA driver.
     pub fn open(ordinal: usize) -> anyhow::Result<Gpu> {
-        let ctx = std::panic::catch_unwind(|| CudaContext::new(ordinal))
+        // cudarc panics when libcuda.so cannot be loaded: turn that into an error, quietly.
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let opened = std::panic::catch_unwind(|| CudaContext::new(ordinal));
+        std::panic::set_hook(hook);
+        let ctx = opened
             .map_err(|_| {
                 anyhow::anyhow!(
                     "cannot load the CUDA driver (libcuda.so): is this a machine with an \

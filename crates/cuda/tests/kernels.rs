@@ -7,11 +7,13 @@ mod common;
 use common::*;
 use ferrite_cuda::gemm::Gemm;
 use ferrite_cuda::kernels::AttentionDims;
-use ferrite_model::dummy::{tensor_inits, preset};
+use ferrite_model::dummy::{preset, tensor_inits};
 
 #[test]
 fn add_rmsnorm_matches_reference_with_and_without_rows() {
-    let Some(ctx) = gpu("add_rmsnorm") else { return };
+    let Some(ctx) = gpu("add_rmsnorm") else {
+        return;
+    };
     let mut r = rng(1);
     let (n, hidden, eps) = (13usize, 1004usize, 1e-6f32);
     let x = random(&mut r, n * hidden, 2.0);
@@ -26,7 +28,16 @@ fn add_rmsnorm_matches_reference_with_and_without_rows() {
         let out = poisoned::<u16>(&ctx, out_rows * hidden);
         let rows_ptr = if with_rows { rd.ptr() } else { 0 };
         ctx.kernels
-            .add_rmsnorm(xd.ptr(), dd.ptr(), wd.ptr(), rows_ptr, out.ptr(), hidden, eps, out_rows)
+            .add_rmsnorm(
+                xd.ptr(),
+                dd.ptr(),
+                wd.ptr(),
+                rows_ptr,
+                out.ptr(),
+                hidden,
+                eps,
+                out_rows,
+            )
             .unwrap();
         let got = read_bf16(&ctx, &out, out_rows * hidden);
         let mut want = Vec::new();
@@ -35,7 +46,8 @@ fn add_rmsnorm_matches_reference_with_and_without_rows() {
             let v: Vec<f64> = (0..hidden)
                 .map(|j| x[row * hidden + j] as f64 + delta[row * hidden + j] as f64)
                 .collect();
-            let inv = 1.0 / (v.iter().map(|a| a * a).sum::<f64>() / hidden as f64 + eps as f64).sqrt();
+            let inv =
+                1.0 / (v.iter().map(|a| a * a).sum::<f64>() / hidden as f64 + eps as f64).sqrt();
             want.extend(v.iter().zip(&w).map(|(a, &g)| a * inv * g as f64));
         }
         check(&format!("add_rmsnorm rows={with_rows}"), &got, &want, 8e-3);
@@ -45,7 +57,12 @@ fn add_rmsnorm_matches_reference_with_and_without_rows() {
         let want_x: Vec<f64> = (0..hidden)
             .map(|j| x[row * hidden + j] as f64 + delta[row * hidden + j] as f64)
             .collect();
-        check("residual", &x_after[row * hidden..(row + 1) * hidden], &want_x, 1e-6);
+        check(
+            "residual",
+            &x_after[row * hidden..(row + 1) * hidden],
+            &want_x,
+            1e-6,
+        );
     }
 }
 
@@ -55,18 +72,26 @@ fn upload_again(ctx: &Ctx, buf: &ferrite_cuda::buffer::DeviceBuffer, data: &[f32
 
 #[test]
 fn embedding_and_silu_mul_match_reference() {
-    let Some(ctx) = gpu("embedding/silu_mul") else { return };
+    let Some(ctx) = gpu("embedding/silu_mul") else {
+        return;
+    };
     let mut r = rng(2);
     let (vocab, hidden) = (301usize, 264usize);
     let table = bf16_round(&random(&mut r, vocab * hidden, 1.0));
     let tokens: Vec<i32> = vec![300, 0, 17, 17, 151];
     let (td, tokd) = (dev(&ctx, &to_bf16(&table)), dev(&ctx, &tokens));
     let x = poisoned::<f32>(&ctx, tokens.len() * hidden);
-    ctx.kernels.embedding(td.ptr(), tokd.ptr(), x.ptr(), hidden, tokens.len()).unwrap();
+    ctx.kernels
+        .embedding(td.ptr(), tokd.ptr(), x.ptr(), hidden, tokens.len())
+        .unwrap();
     let got = read_f32(&ctx, &x, tokens.len() * hidden);
     let want: Vec<f64> = tokens
         .iter()
-        .flat_map(|&t| table[t as usize * hidden..(t as usize + 1) * hidden].iter().map(|&v| v as f64))
+        .flat_map(|&t| {
+            table[t as usize * hidden..(t as usize + 1) * hidden]
+                .iter()
+                .map(|&v| v as f64)
+        })
         .collect();
     check("embedding", &got, &want, 0.0);
 
@@ -74,7 +99,9 @@ fn embedding_and_silu_mul_match_reference() {
     let gu = random(&mut r, n * 2 * inter, 4.0);
     let gud = dev(&ctx, &gu);
     let out = poisoned::<u16>(&ctx, n * inter);
-    ctx.kernels.silu_mul(gud.ptr(), out.ptr(), inter, n).unwrap();
+    ctx.kernels
+        .silu_mul(gud.ptr(), out.ptr(), inter, n)
+        .unwrap();
     let got = read_bf16(&ctx, &out, n * inter);
     let want: Vec<f64> = (0..n * inter)
         .map(|i| {
@@ -88,10 +115,21 @@ fn embedding_and_silu_mul_match_reference() {
 
 #[test]
 fn rope_bias_and_kv_write_match_reference() {
-    let Some(ctx) = gpu("rope_kv_write") else { return };
+    let Some(ctx) = gpu("rope_kv_write") else {
+        return;
+    };
     let mut r = rng(3);
-    for (interleaved, head_dim, page_size) in [(false, 128, 16), (true, 64, 1), (true, 128, 16), (false, 64, 1)] {
-        let dims = AttentionDims { num_heads: 6, num_kv_heads: 2, head_dim };
+    for (interleaved, head_dim, page_size) in [
+        (false, 128, 16),
+        (true, 64, 1),
+        (true, 128, 16),
+        (false, 64, 1),
+    ] {
+        let dims = AttentionDims {
+            num_heads: 6,
+            num_kv_heads: 2,
+            head_dim,
+        };
         let (q_dim, kv_dim) = (6 * head_dim, 2 * head_dim);
         let n = 9usize;
         let num_pages = 40usize;
@@ -99,16 +137,42 @@ fn rope_bias_and_kv_write_match_reference() {
         let bias = random(&mut r, q_dim + 2 * kv_dim, 0.5);
         let positions: Vec<i32> = (0..n as i32).map(|i| i * 97 + 3).collect();
         // Distinct slots, one padding token (-1) that must write nothing.
-        let mut slots: Vec<i32> = (0..n as i32).map(|i| (i * 3 + 1) * (page_size as i32) + (i % page_size as i32)).collect();
+        let mut slots: Vec<i32> = (0..n as i32)
+            .map(|i| (i * 3 + 1) * (page_size as i32) + (i % page_size as i32))
+            .collect();
         slots[4] = -1;
         let theta = 10_000.0f32;
-        let inv: Vec<f32> = (0..head_dim / 2).map(|i| 1.0 / theta.powf((2 * i) as f32 / head_dim as f32)).collect();
-        let (qd, bd, pd, sd, id) = (dev(&ctx, &qkv), dev(&ctx, &bias), dev(&ctx, &positions), dev(&ctx, &slots), dev(&ctx, &inv));
+        let inv: Vec<f32> = (0..head_dim / 2)
+            .map(|i| 1.0 / theta.powf((2 * i) as f32 / head_dim as f32))
+            .collect();
+        let (qd, bd, pd, sd, id) = (
+            dev(&ctx, &qkv),
+            dev(&ctx, &bias),
+            dev(&ctx, &positions),
+            dev(&ctx, &slots),
+            dev(&ctx, &inv),
+        );
         let q_out = poisoned::<u16>(&ctx, n * q_dim);
         let cache_len = num_pages * page_size * kv_dim;
-        let (kc, vc) = (poisoned::<u16>(&ctx, cache_len), poisoned::<u16>(&ctx, cache_len));
+        let (kc, vc) = (
+            poisoned::<u16>(&ctx, cache_len),
+            poisoned::<u16>(&ctx, cache_len),
+        );
         ctx.kernels
-            .rope_kv_write(qd.ptr(), bd.ptr(), pd.ptr(), sd.ptr(), id.ptr(), q_out.ptr(), kc.ptr(), vc.ptr(), dims, page_size, interleaved, n)
+            .rope_kv_write(
+                qd.ptr(),
+                bd.ptr(),
+                pd.ptr(),
+                sd.ptr(),
+                id.ptr(),
+                q_out.ptr(),
+                kc.ptr(),
+                vc.ptr(),
+                dims,
+                page_size,
+                interleaved,
+                n,
+            )
             .unwrap();
         let q_got = read_bf16(&ctx, &q_out, n * q_dim);
         let k_got = read_bf16(&ctx, &kc, cache_len);
@@ -117,7 +181,11 @@ fn rope_bias_and_kv_write_match_reference() {
             let half = head_dim / 2;
             for head in v.chunks_mut(head_dim) {
                 for i in 0..half {
-                    let (a, b) = if interleaved { (2 * i, 2 * i + 1) } else { (i, i + half) };
+                    let (a, b) = if interleaved {
+                        (2 * i, 2 * i + 1)
+                    } else {
+                        (i, i + half)
+                    };
                     let angle = pos * inv[i] as f64;
                     let (xa, xb) = (head[a], head[b]);
                     head[a] = xa * angle.cos() - xb * angle.sin();
@@ -125,10 +193,15 @@ fn rope_bias_and_kv_write_match_reference() {
                 }
             }
         };
-        let (mut q_want, mut k_want_all, mut k_got_all, mut v_want_all, mut v_got_all) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut q_want, mut k_want_all, mut k_got_all, mut v_want_all, mut v_got_all) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for t in 0..n {
             let row = &qkv[t * (q_dim + 2 * kv_dim)..(t + 1) * (q_dim + 2 * kv_dim)];
-            let with_bias: Vec<f64> = row.iter().zip(&bias).map(|(&a, &b)| a as f64 + b as f64).collect();
+            let with_bias: Vec<f64> = row
+                .iter()
+                .zip(&bias)
+                .map(|(&a, &b)| a as f64 + b as f64)
+                .collect();
             let mut q = with_bias[..q_dim].to_vec();
             let mut k = with_bias[q_dim..q_dim + kv_dim].to_vec();
             rotate(&mut q, positions[t] as f64);
@@ -143,7 +216,9 @@ fn rope_bias_and_kv_write_match_reference() {
                 k_got_all.extend_from_slice(&k_got[at..at + head_dim]);
                 v_got_all.extend_from_slice(&v_got[at..at + head_dim]);
                 k_want_all.extend_from_slice(&k[h * head_dim..(h + 1) * head_dim]);
-                v_want_all.extend_from_slice(&with_bias[q_dim + kv_dim + h * head_dim..q_dim + kv_dim + (h + 1) * head_dim]);
+                v_want_all.extend_from_slice(
+                    &with_bias[q_dim + kv_dim + h * head_dim..q_dim + kv_dim + (h + 1) * head_dim],
+                );
             }
         }
         let tag = format!("interleaved={interleaved} hd={head_dim} page={page_size}");
@@ -158,7 +233,9 @@ fn rope_bias_and_kv_write_match_reference() {
 
 #[test]
 fn gemv_and_cublas_match_reference() {
-    let Some(ctx) = gpu("gemv/cublas") else { return };
+    let Some(ctx) = gpu("gemv/cublas") else {
+        return;
+    };
     let gemm = Gemm::new(stream(&ctx)).unwrap();
     let mut r = rng(4);
     let (rows, k) = (1003usize, 1048usize);
@@ -170,15 +247,29 @@ fn gemv_and_cublas_match_reference() {
         let want: Vec<f64> = (0..n * rows)
             .map(|i| {
                 let (t, row) = (i / rows, i % rows);
-                (0..k).map(|j| x[t * k + j] as f64 * w[row * k + j] as f64).sum()
+                (0..k)
+                    .map(|j| x[t * k + j] as f64 * w[row * k + j] as f64)
+                    .sum()
             })
             .collect();
         let y = poisoned::<f32>(&ctx, n * rows);
-        gemm.linear(&ctx.kernels, xd.ptr(), wd.ptr(), y.ptr(), n, rows, k).unwrap();
-        check(&format!("linear n={n}"), &read_f32(&ctx, &y, n * rows), &want, 1e-5);
+        gemm.linear(&ctx.kernels, xd.ptr(), wd.ptr(), y.ptr(), n, rows, k)
+            .unwrap();
+        check(
+            &format!("linear n={n}"),
+            &read_f32(&ctx, &y, n * rows),
+            &want,
+            1e-5,
+        );
         let y2 = poisoned::<f32>(&ctx, n * rows);
-        gemm.cublas(xd.ptr(), wd.ptr(), y2.ptr(), n, rows, k).unwrap();
-        check(&format!("cublas n={n}"), &read_f32(&ctx, &y2, n * rows), &want, 1e-5);
+        gemm.cublas(xd.ptr(), wd.ptr(), y2.ptr(), n, rows, k)
+            .unwrap();
+        check(
+            &format!("cublas n={n}"),
+            &read_f32(&ctx, &y2, n * rows),
+            &want,
+            1e-5,
+        );
     }
 }
 
@@ -191,7 +282,9 @@ fn device_dummy_weights_equal_the_host_generator() {
         let mut host = vec![0u16; n];
         init.fill(&mut host);
         let out = poisoned::<u16>(&ctx, n);
-        ctx.kernels.dummy_fill(out.ptr(), n, init.key, init.scale, init.offset, false).unwrap();
+        ctx.kernels
+            .dummy_fill(out.ptr(), n, init.key, init.scale, init.offset, false)
+            .unwrap();
         let mut got = vec![0u16; n];
         ferrite_cuda::buffer::download(stream(&ctx), out.ptr(), &mut got).unwrap();
         let same = got.iter().zip(&host).filter(|(a, b)| a == b).count();

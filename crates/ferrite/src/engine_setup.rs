@@ -72,7 +72,11 @@ pub fn start_engine(model: &mut LoadedModel, args: &EngineArgs) -> anyhow::Resul
     })
 }
 
-pub fn engine_config(model: &LoadedModel, args: &EngineArgs, kv_cache_memory_bytes: usize) -> EngineConfig {
+pub fn engine_config(
+    model: &LoadedModel,
+    args: &EngineArgs,
+    kv_cache_memory_bytes: usize,
+) -> EngineConfig {
     EngineConfig {
         page_size: args.page_size,
         kv_cache_memory_bytes,

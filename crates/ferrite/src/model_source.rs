@@ -27,12 +27,17 @@ pub fn load_dummy(spec: &str, seed: u64, tokenizer: Option<&str>) -> anyhow::Res
     let tokenizer = match tokenizer {
         None => ferrite_model::tokenizer::synthetic_byte_tokenizer()?,
         Some(path) if path.ends_with(".gguf") => {
-            let file = GgufFile::open(Path::new(path)).with_context(|| format!("opening {path}"))?;
+            let file =
+                GgufFile::open(Path::new(path)).with_context(|| format!("opening {path}"))?;
             LoadedTokenizer::from_gguf_metadata(file.metadata())?
         }
         Some(path) => {
             let p = Path::new(path);
-            let dir = if p.is_dir() { p } else { p.parent().unwrap_or(Path::new(".")) };
+            let dir = if p.is_dir() {
+                p
+            } else {
+                p.parent().unwrap_or(Path::new("."))
+            };
             ferrite_model::tokenizer::tokenizer_from_hf_dir(dir)?
         }
     };

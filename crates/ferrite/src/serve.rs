@@ -11,7 +11,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let mut model = match args.engine.load_format {
         LoadFormat::Auto => model_source::load(spec)?,
         LoadFormat::Dummy => model_source::load_dummy(
-            spec.ok_or_else(|| anyhow::anyhow!("--load-format dummy needs --model PRESET|config.json"))?,
+            spec.ok_or_else(|| {
+                anyhow::anyhow!("--load-format dummy needs --model PRESET|config.json")
+            })?,
             args.engine.dummy_seed,
             args.engine.tokenizer.as_deref(),
         )?,

@@ -60,7 +60,7 @@ unsafe impl Send for CudaBackend {}
 
 fn check_config(c: &ModelConfig) -> anyhow::Result<()> {
     anyhow::ensure!(
-        c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0,
+        c.num_kv_heads > 0 && c.num_heads.is_multiple_of(c.num_kv_heads),
         "{} attention heads cannot share {} KV heads",
         c.num_heads,
         c.num_kv_heads
@@ -76,7 +76,7 @@ fn check_config(c: &ModelConfig) -> anyhow::Result<()> {
         "query group {group} > {MAX_GROUP} is not supported"
     );
     anyhow::ensure!(
-        c.hidden_size % 8 == 0 && c.intermediate_size % 8 == 0,
+        c.hidden_size.is_multiple_of(8) && c.intermediate_size.is_multiple_of(8),
         "hidden ({}) and intermediate ({}) sizes must be multiples of 8",
         c.hidden_size,
         c.intermediate_size

@@ -50,6 +50,36 @@ impl ForwardOutput {
     }
 }
 
+/// How a backend that samples on its own device picks one sequence's next token (see
+/// [`Backend::forward_sampled`]). The engine delegates only what needs no host state: requests
+/// with penalties or logprobs keep sampling on the host from a logits row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeviceSampling {
+    /// Below 1e-5: greedy (argmax, ties to the lowest id), as the host sampler.
+    pub temperature: f32,
+    /// 0 disables top-k.
+    pub top_k: u32,
+    /// 1 disables top-p.
+    pub top_p: f32,
+    /// 0 disables min-p.
+    pub min_p: f32,
+    /// Key of the request's counter-based RNG (its `seed`, or one drawn at arrival).
+    pub seed: u64,
+    /// Tokens the request has generated so far: each step draws a fresh stream, and the same
+    /// (seed, counter) gives the same token whatever else shares the step.
+    pub counter: u64,
+}
+
+/// A step in which the backend sampled some sequences itself.
+#[derive(Debug, Default, Clone)]
+pub struct SampledOutput {
+    /// Logits rows as [`Backend::forward`] returns them, for the sequences NOT sampled on the
+    /// backend (their rows only, in batch order).
+    pub forward: ForwardOutput,
+    /// One entry per sequence of the batch: the sampled token where sampling was asked for.
+    pub tokens: Vec<Option<u32>>,
+}
+
 /// A model that runs batched forward passes over a paged KV cache it owns.
 ///
 /// Contract: results must be *batch-invariant*: a sequence's logits do not depend on which
@@ -64,4 +94,21 @@ pub trait Backend: Send {
     fn init_kv_cache(&mut self, num_pages: usize, page_size: usize) -> Result<(), BackendError>;
     /// Write the K/V of every token in `batch` into its pages and return the requested logits.
     fn forward(&mut self, batch: &[SeqBatch<'_>]) -> Result<ForwardOutput, BackendError>;
+
+    /// Whether [`Backend::forward_sampled`] is available. A backend that samples on its device
+    /// sends token ids, not vocabulary-wide logits rows, back to the host.
+    fn can_sample(&self) -> bool {
+        false
+    }
+
+    /// As [`Backend::forward`], except that each sequence `i` with `sampling[i] = Some(..)`
+    /// (the engine asks only for `LogitsRequest::Last` sequences) gets its next token chosen by
+    /// the backend and contributes no logits row. `sampling` has one entry per sequence.
+    fn forward_sampled(
+        &mut self,
+        _batch: &[SeqBatch<'_>],
+        _sampling: &[Option<DeviceSampling>],
+    ) -> Result<SampledOutput, BackendError> {
+        Err(BackendError("this backend does not sample".into()))
+    }
 }

@@ -9,13 +9,15 @@ use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::backend::{Backend, BackendError, ForwardOutput, LogitsRequest, SeqBatch};
+use crate::backend::{
+    Backend, BackendError, DeviceSampling, ForwardOutput, LogitsRequest, SampledOutput, SeqBatch,
+};
 use crate::handle::EngineStats;
 use crate::request::{
     EngineOutput, EngineStep, FinishReason, GenerationRequest, PromptInfo, RequestId, SpecSummary,
     StepStats,
 };
-use crate::sampler::{token_logprob, Sampler};
+use crate::sampler::{has_penalties, token_logprob, Sampler};
 use crate::scheduler::{ScheduledChunk, Scheduler, StepPlan};
 use crate::sequence::Sequence;
 use crate::spec::Speculation;
@@ -155,10 +157,12 @@ impl EngineCore {
         if !plan.chunks.is_empty() {
             let draft_started = Instant::now();
             self.draft(&mut plan);
+            // After drafting: chunks that score drafts need their logits on the host.
+            let sampling = self.device_sampling(&plan);
             let (result, forward_started) = {
                 let batch = self.scheduler.batch(&plan);
                 let forward_started = Instant::now();
-                let result = forward_catching_panics(self.backend.as_mut(), &batch);
+                let result = forward_catching_panics(self.backend.as_mut(), &batch, &sampling);
                 (result, forward_started)
             };
             let forward_done = Instant::now();
@@ -166,9 +170,8 @@ impl EngineCore {
                 let seconds = (forward_done - forward_started).as_secs_f64();
                 speculation.record_target(plan.num_tokens(), seconds);
             }
-            match result.and_then(|forward| check_shape(&plan, forward, self.backend.vocab_size()))
-            {
-                Ok(forward) => self.finish_step(&plan, &forward, &mut outputs),
+            match result.and_then(|step| check_shape(&plan, step, self.backend.vocab_size())) {
+                Ok(step) => self.finish_step(&plan, &step, &mut outputs),
                 Err(error) => {
                     tracing::error!(%error, "forward pass failed; aborting the requests of its batch");
                     for chunk in &plan.chunks {
@@ -205,17 +208,45 @@ impl EngineCore {
         }
     }
 
-    fn finish_step(
-        &mut self,
-        plan: &StepPlan,
-        forward: &ForwardOutput,
-        out: &mut Vec<EngineOutput>,
-    ) {
+    /// Which sequences of the plan the backend samples itself: those whose next token is due
+    /// and needs no host state (no penalties, no logprobs). Empty when the backend cannot.
+    fn device_sampling(&self, plan: &StepPlan) -> Vec<Option<DeviceSampling>> {
+        if !self.backend.can_sample() {
+            return Vec::new();
+        }
+        let running = self.scheduler.running();
+        plan.chunks
+            .iter()
+            .map(|chunk| {
+                let sequence = &running[chunk.index];
+                let params = &sequence.params;
+                let delegable = chunk.logits == LogitsRequest::Last
+                    && !has_penalties(params)
+                    && params.logprobs.is_none();
+                delegable.then(|| DeviceSampling {
+                    temperature: params.temperature,
+                    top_k: params.top_k.min(u32::MAX as usize) as u32,
+                    top_p: params.top_p,
+                    min_p: params.min_p,
+                    seed: sequence.device_seed,
+                    counter: sequence.output().len() as u64,
+                })
+            })
+            .collect()
+    }
+
+    fn finish_step(&mut self, plan: &StepPlan, step: &SampledOutput, out: &mut Vec<EngineOutput>) {
         self.scheduler.complete(plan);
+        let forward = &step.forward;
         let mut row = 0;
         let mut finished = Vec::new();
-        for chunk in &plan.chunks {
-            let rows = num_rows(chunk);
+        for (i, chunk) in plan.chunks.iter().enumerate() {
+            let device_token = step.tokens.get(i).copied().flatten();
+            let rows = if device_token.is_some() {
+                0
+            } else {
+                num_rows(chunk)
+            };
             let first_row = row;
             row += rows;
             if chunk.drafts > 0 {
@@ -230,14 +261,18 @@ impl EngineCore {
             if chunk.logits == LogitsRequest::All {
                 gather_prompt_logprobs(sequence, chunk, forward, first_row);
             }
-            if rows == 0 || chunk.start + chunk.len != sequence.tokens.len() {
+            let next = match device_token {
+                Some(token) => Next::Sampled(token),
+                None if rows > 0 => Next::Logits(forward.row(first_row + rows - 1)),
+                None => continue,
+            };
+            if chunk.start + chunk.len != sequence.tokens.len() {
                 continue;
             }
-            let logits = forward.row(first_row + rows - 1);
             let output = sample_next(
                 &mut self.sampler,
                 sequence,
-                logits,
+                next,
                 &self.eos_token_ids,
                 self.max_model_len,
             );
@@ -369,13 +404,25 @@ impl EngineCore {
     }
 }
 
-/// A panicking backend must not take the scheduler thread (and every request) down with it:
-/// its batch fails like any backend error.
+/// Runs the step on the backend: `forward_sampled` when some sequence is sampled there, plain
+/// `forward` otherwise. A panicking backend must not take the scheduler thread (and every
+/// request) down with it: its batch fails like any backend error.
 fn forward_catching_panics(
     backend: &mut dyn Backend,
     batch: &[SeqBatch<'_>],
-) -> Result<ForwardOutput, BackendError> {
-    std::panic::catch_unwind(AssertUnwindSafe(|| backend.forward(batch))).unwrap_or_else(|panic| {
+    sampling: &[Option<DeviceSampling>],
+) -> Result<SampledOutput, BackendError> {
+    let run = || {
+        if sampling.iter().any(Option::is_some) {
+            backend.forward_sampled(batch, sampling)
+        } else {
+            backend.forward(batch).map(|forward| SampledOutput {
+                forward,
+                tokens: vec![None; batch.len()],
+            })
+        }
+    };
+    std::panic::catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|panic| {
         let message = panic
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
@@ -393,13 +440,38 @@ fn num_rows(chunk: &ScheduledChunk) -> usize {
     }
 }
 
-/// A backend that returns the wrong number of rows would make us sample garbage: refuse it.
+/// A backend that returns the wrong number of rows, or a token outside the vocabulary, would
+/// make us emit garbage: refuse it.
 fn check_shape(
     plan: &StepPlan,
-    forward: ForwardOutput,
+    step: SampledOutput,
     vocab_size: usize,
-) -> Result<ForwardOutput, BackendError> {
-    let expected: usize = plan.chunks.iter().map(num_rows).sum();
+) -> Result<SampledOutput, BackendError> {
+    if step.tokens.len() != plan.chunks.len() {
+        return Err(BackendError(format!(
+            "backend returned {} token slots for {} sequences",
+            step.tokens.len(),
+            plan.chunks.len()
+        )));
+    }
+    if let Some(bad) = step
+        .tokens
+        .iter()
+        .flatten()
+        .find(|&&t| t as usize >= vocab_size)
+    {
+        return Err(BackendError(format!(
+            "backend sampled token {bad} outside the vocabulary ({vocab_size})"
+        )));
+    }
+    let expected: usize = plan
+        .chunks
+        .iter()
+        .zip(&step.tokens)
+        .filter(|(_, token)| token.is_none())
+        .map(|(chunk, _)| num_rows(chunk))
+        .sum();
+    let forward = &step.forward;
     // With no rows asked for, an empty output of any stated width will do.
     let width_ok = forward.vocab_size == vocab_size || expected == 0;
     if !width_ok || forward.logits.len() != expected * vocab_size {
@@ -409,7 +481,16 @@ fn check_shape(
             forward.vocab_size
         )));
     }
-    Ok(forward)
+    Ok(step)
+}
+
+/// Where a sequence's next token comes from.
+#[derive(Clone, Copy)]
+enum Next<'a> {
+    /// A logits row: the host sampler picks.
+    Logits(&'a [f32]),
+    /// The backend already picked.
+    Sampled(u32),
 }
 
 /// Row `j` of an `All` chunk predicts token `start + j + 1`: record it while that is a prompt token.
@@ -438,15 +519,21 @@ fn gather_prompt_logprobs(
 fn sample_next(
     sampler: &mut Sampler,
     sequence: &mut Sequence,
-    logits: &[f32],
+    next: Next<'_>,
     eos_token_ids: &[u32],
     max_model_len: usize,
 ) -> EngineOutput {
     let (prompt, output) = sequence.tokens.split_at(sequence.num_prompt_tokens);
-    let token = sampler.sample(logits, &sequence.params, prompt, output, &mut sequence.rng);
-    let logprobs = match sequence.params.logprobs {
-        Some(top_n) => vec![token_logprob(logits, token, top_n)],
-        None => Vec::new(),
+    let token = match next {
+        Next::Logits(logits) => {
+            sampler.sample(logits, &sequence.params, prompt, output, &mut sequence.rng)
+        }
+        Next::Sampled(token) => token,
+    };
+    // Logprobs are never delegated to the backend, so a request that wants them has a row.
+    let logprobs = match (sequence.params.logprobs, next) {
+        (Some(top_n), Next::Logits(logits)) => vec![token_logprob(logits, token, top_n)],
+        _ => Vec::new(),
     };
     sequence.tokens.push(token);
     let finish = finish_reason(sequence, token, eos_token_ids, max_model_len);

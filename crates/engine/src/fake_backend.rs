@@ -5,7 +5,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::backend::{Backend, BackendError, ForwardOutput, LogitsRequest, SeqBatch};
+use crate::backend::{
+    Backend, BackendError, DeviceSampling, ForwardOutput, LogitsRequest, SampledOutput, SeqBatch,
+};
 
 pub const VOCAB: usize = 32;
 
@@ -26,6 +28,10 @@ pub struct FakeBackend {
     /// Non-zero: a different model (a draft) that agrees with the salt-0 model only on
     /// some histories.
     pub salt: u64,
+    /// Offer `forward_sampled` (a device that samples by [`device_pick`]).
+    pub samples_on_device: bool,
+    /// The `sampling` argument of every `forward_sampled` call.
+    pub sampling_log: Arc<Mutex<Vec<Vec<Option<DeviceSampling>>>>>,
     calls: usize,
 }
 
@@ -40,6 +46,8 @@ impl FakeBackend {
             panic_at_call: None,
             delay: None,
             salt: 0,
+            samples_on_device: false,
+            sampling_log: Arc::default(),
             calls: 0,
         }
     }
@@ -86,6 +94,16 @@ pub fn expected_greedy(prompt: &[u32], max_tokens: usize, eos: &[u32]) -> Vec<u3
         }
     }
     out
+}
+
+/// The token the fake device samples from `logits` with `params`: the argmax when greedy,
+/// otherwise a hash of (seed, counter), so a test can predict every draw.
+pub fn device_pick(logits: &[f32], params: &DeviceSampling) -> u32 {
+    if params.temperature < 1e-5 {
+        crate::sampler::argmax(logits)
+    } else {
+        (mix(params.seed ^ mix(params.counter)) % VOCAB as u64) as u32
+    }
 }
 
 impl FakeBackend {
@@ -167,5 +185,56 @@ impl Backend for FakeBackend {
             logits,
             vocab_size: VOCAB,
         })
+    }
+
+    fn can_sample(&self) -> bool {
+        self.samples_on_device
+    }
+
+    fn forward_sampled(
+        &mut self,
+        batch: &[SeqBatch<'_>],
+        sampling: &[Option<DeviceSampling>],
+    ) -> Result<SampledOutput, BackendError> {
+        if !self.samples_on_device || sampling.len() != batch.len() {
+            return Err(BackendError("fake: unexpected forward_sampled".into()));
+        }
+        if let Ok(mut log) = self.sampling_log.lock() {
+            log.push(sampling.to_vec());
+        }
+        let all = self.forward(batch)?;
+        let mut out = SampledOutput {
+            forward: ForwardOutput {
+                logits: Vec::new(),
+                vocab_size: VOCAB,
+            },
+            tokens: Vec::with_capacity(batch.len()),
+        };
+        let mut row = 0;
+        for (seq, params) in batch.iter().zip(sampling) {
+            let rows = match seq.logits {
+                LogitsRequest::None => 0,
+                LogitsRequest::Last => 1,
+                LogitsRequest::All => seq.tokens.len(),
+            };
+            match params {
+                Some(p) if seq.logits == LogitsRequest::Last => {
+                    out.tokens.push(Some(device_pick(all.row(row), p)));
+                }
+                Some(_) => {
+                    return Err(BackendError(
+                        "fake: sampling asked for a non-Last row".into(),
+                    ))
+                }
+                None => {
+                    out.tokens.push(None);
+                    for r in row..row + rows {
+                        out.forward.logits.extend_from_slice(all.row(r));
+                    }
+                }
+            }
+            row += rows;
+        }
+        Ok(out)
     }
 }

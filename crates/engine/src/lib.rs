@@ -14,6 +14,8 @@ pub mod sequence;
 pub mod spec;
 
 #[cfg(test)]
+mod device_sampling_tests;
+#[cfg(test)]
 mod engine_loop_tests;
 #[cfg(test)]
 mod engine_proptests;
@@ -26,7 +28,9 @@ mod step_stats_tests;
 #[cfg(test)]
 mod test_harness;
 
-pub use backend::{Backend, BackendError, ForwardOutput, LogitsRequest, SeqBatch};
+pub use backend::{
+    Backend, BackendError, DeviceSampling, ForwardOutput, LogitsRequest, SampledOutput, SeqBatch,
+};
 pub use engine_loop::EngineCore;
 pub use handle::{
     build_engine_core, spawn_engine, EngineConfig, EngineError, EngineHandle, EngineStats,

@@ -274,7 +274,7 @@ pub fn is_greedy(params: &SamplingParams) -> bool {
     params.temperature < GREEDY_TEMPERATURE
 }
 
-fn has_penalties(params: &SamplingParams) -> bool {
+pub(crate) fn has_penalties(params: &SamplingParams) -> bool {
     params.repetition_penalty != 1.0
         || params.presence_penalty != 0.0
         || params.frequency_penalty != 0.0

@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use rand::rngs::StdRng;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 
 use crate::kv::PageId;
 use crate::request::{GenerationRequest, RequestId, SamplingParams, TokenLogprob};
@@ -24,6 +24,9 @@ pub struct Sequence {
     pub num_published_pages: usize,
     /// This request's own RNG, so a seed gives the same tokens whatever shares the batch.
     pub rng: StdRng,
+    /// Key of the counter-based RNG a backend samples with on its device: the request's seed,
+    /// or one drawn from `rng` at arrival.
+    pub device_seed: u64,
     pub arrival: Instant,
     /// First admission to the running batch.
     pub scheduled_at: Option<Instant>,
@@ -46,10 +49,11 @@ pub struct Sequence {
 
 impl Sequence {
     pub fn new(request: GenerationRequest) -> Self {
-        let rng = match request.params.seed {
+        let mut rng = match request.params.seed {
             Some(seed) => StdRng::seed_from_u64(seed),
             None => StdRng::from_os_rng(),
         };
+        let device_seed = request.params.seed.unwrap_or_else(|| rng.random());
         Self {
             id: request.id,
             num_prompt_tokens: request.prompt.len(),
@@ -59,6 +63,7 @@ impl Sequence {
             block_table: Vec::new(),
             num_published_pages: 0,
             rng,
+            device_seed,
             arrival: request.arrival,
             scheduled_at: None,
             num_cached_tokens: 0,

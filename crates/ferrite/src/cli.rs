@@ -23,9 +23,54 @@ pub enum Command {
     Generate(GenerateArgs),
 }
 
+/// Where the forward pass runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Device {
+    /// This machine's cores.
+    Cpu,
+    /// An NVIDIA GPU (compute capability 9.0 kernels; the CUDA driver and cuBLAS are loaded at
+    /// run time).
+    Cuda,
+}
+
+/// How the weights are obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LoadFormat {
+    /// Read them from the model file or directory.
+    Auto,
+    /// Random weights of the model's real shapes (the model is a preset: qwen2.5-0.5b,
+    /// qwen2.5-1.5b, llama-3.1-8b, tiny; or a config.json), for measuring speed without the
+    /// real weights. Without --tokenizer a byte-level tokenizer with a ChatML template is used.
+    Dummy,
+}
+
 /// How the engine runs the model (shared by both commands).
 #[derive(Debug, Clone, Args)]
 pub struct EngineArgs {
+    /// Where the forward pass runs.
+    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    pub device: Device,
+    /// How the weights are obtained.
+    #[arg(long, value_enum, default_value_t = LoadFormat::Auto)]
+    pub load_format: LoadFormat,
+    /// Seed of the `--load-format dummy` weights (the same seed gives the same weights on
+    /// every device).
+    #[arg(long, default_value_t = 0)]
+    pub dummy_seed: u64,
+    /// Tokenizer for `--load-format dummy`: a .gguf file or a directory with tokenizer.json.
+    #[arg(long)]
+    pub tokenizer: Option<String>,
+    /// Fraction of the GPU's memory ferrite may use (weights, activations and the KV cache,
+    /// which gets what is left) with `--device cuda`.
+    #[arg(long, default_value_t = 0.9)]
+    pub gpu_memory_utilization: f64,
+    /// Largest decode batch captured as a CUDA graph (`--device cuda`); larger batches run
+    /// eagerly.
+    #[arg(long, default_value_t = 512)]
+    pub cuda_graph_max_bs: usize,
+    /// No CUDA graphs: launch every kernel of every step (`--device cuda`).
+    #[arg(long)]
+    pub enforce_eager: bool,
     /// Longest prompt + completion in tokens [default: the model's trained context, capped by
     /// what the KV cache holds].
     #[arg(long)]
@@ -33,9 +78,10 @@ pub struct EngineArgs {
     /// Tokens per KV cache page.
     #[arg(long, default_value_t = 16)]
     pub page_size: usize,
-    /// Memory for the KV cache: bytes, or with a suffix (512MiB, 1GiB, 2GB).
-    #[arg(long, default_value = "1GiB", value_parser = parse_byte_size)]
-    pub kv_cache_memory: usize,
+    /// Memory for the KV cache: bytes, or with a suffix (512MiB, 1GiB, 2GB) [default: 1GiB on
+    /// the CPU; on a GPU what --gpu-memory-utilization leaves after weights and activations].
+    #[arg(long, value_parser = parse_byte_size)]
+    pub kv_cache_memory: Option<usize>,
     /// Tokens per scheduler step, shared by prefill chunks and decodes.
     #[arg(long, default_value_t = 2048)]
     pub max_num_batched_tokens: usize,
@@ -45,8 +91,9 @@ pub struct EngineArgs {
     /// While sequences are decoding, a step takes at most max(16, R x decoding sequences)
     /// prompt tokens, so that arriving prompts slow the running streams by a bounded factor
     /// (on a CPU a step's time grows with its tokens); 0 = only --max-num-batched-tokens.
-    #[arg(long, default_value_t = 2)]
-    pub prefill_per_decode: usize,
+    /// [default: 2 on the CPU, 0 on CUDA]
+    #[arg(long)]
+    pub prefill_per_decode: Option<usize>,
     /// Do not share KV pages of common prompt prefixes between requests.
     #[arg(long)]
     pub no_prefix_caching: bool,
@@ -94,8 +141,11 @@ pub struct SpecArgs {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// A GGUF file, a Hugging Face model directory, or a hub id [default: SmolLM2-135M-Instruct,
-    /// fetched on first use].
+    /// fetched on first use]. With --load-format dummy: a preset name or a config.json.
     pub model: Option<String>,
+    /// The model, as a flag (instead of the positional MODEL).
+    #[arg(long = "model", id = "model_flag", conflicts_with = "model")]
+    pub model_flag: Option<String>,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,

@@ -1,16 +1,24 @@
-//! Building the backend and the engine from the command-line flags.
+//! Building the backend, the speculative proposer and the engine from the command-line flags.
 
 use std::sync::mpsc::{channel, Receiver};
 
 use anyhow::{bail, Context};
 use ferrite_cpu::CpuBackend;
+use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
 use ferrite_engine::spec::{ngram::NgramConfig, DraftModel, NgramProposer, Proposer};
 use ferrite_engine::{
     spawn_engine, Backend, EngineConfig, EngineHandle, EngineStep, SpecOptions, MAX_SPEC_TOKENS,
 };
 
-use crate::cli::{EngineArgs, SpecArgs, SpecMethod};
+use crate::cli::{Device, EngineArgs, LoadFormat, SpecArgs, SpecMethod};
 use crate::model_source::{self, LoadedModel};
+
+/// The CPU default of `--kv-cache-memory`.
+const CPU_KV_CACHE_BYTES: usize = 1 << 30;
+/// `--prefill-per-decode` when not given: on a CPU a step's time grows with its tokens, so
+/// prompts are fed in small chunks beside decodes; a GPU runs a few hundred tokens in the
+/// time of one, so it takes whole chunks.
+const CPU_PREFILL_PER_DECODE: usize = 2;
 
 pub struct RunningEngine {
     pub handle: EngineHandle,
@@ -18,29 +26,76 @@ pub struct RunningEngine {
     pub vocab_size: usize,
 }
 
+/// A backend of either kind, before the engine sizes its KV pool.
+enum Built {
+    Cpu(CpuBackend),
+    Cuda(CudaBackend),
+}
+
+impl Built {
+    fn new(model: &mut LoadedModel, args: &EngineArgs) -> anyhow::Result<Built> {
+        let weights = std::mem::take(&mut model.weights);
+        Ok(match args.device {
+            Device::Cpu => {
+                let weights = match model.dummy_seed {
+                    Some(seed) => ferrite_model::dummy::generate(&model.config, seed),
+                    None => weights,
+                };
+                let threads = args.threads.unwrap_or(0);
+                Built::Cpu(CpuBackend::new(model.config.clone(), weights, threads)?)
+            }
+            Device::Cuda => {
+                let source = match model.dummy_seed {
+                    Some(seed) => WeightSource::Dummy { seed },
+                    None => WeightSource::Host(weights),
+                };
+                let options = CudaOptions {
+                    device: 0,
+                    max_num_seqs: args.max_num_seqs,
+                    max_num_batched_tokens: args.max_num_batched_tokens,
+                    enforce_eager: args.enforce_eager,
+                    cuda_graph_max_bs: args.cuda_graph_max_bs,
+                    gpu_memory_utilization: args.gpu_memory_utilization,
+                };
+                Built::Cuda(CudaBackend::new(model.config.clone(), source, options)?)
+            }
+        })
+    }
+
+    fn vocab_size(&self) -> usize {
+        match self {
+            Built::Cpu(b) => b.vocab_size(),
+            Built::Cuda(b) => b.vocab_size(),
+        }
+    }
+
+    /// KV cache bytes: the flag, else the device's default (on a GPU what is left of its
+    /// memory budget now, so call this once every model is loaded).
+    fn kv_cache_bytes(&self, args: &EngineArgs) -> anyhow::Result<usize> {
+        Ok(match (args.kv_cache_memory, self) {
+            (Some(bytes), _) => bytes,
+            (None, Built::Cpu(_)) => CPU_KV_CACHE_BYTES,
+            (None, Built::Cuda(b)) => b.kv_cache_budget()?,
+        })
+    }
+
+    fn into_backend(self) -> Box<dyn Backend> {
+        match self {
+            Built::Cpu(b) => Box::new(b),
+            Built::Cuda(b) => Box::new(b),
+        }
+    }
+}
+
 /// Consumes the weights: they move into the backend, which moves into the scheduler thread.
 pub fn start_engine(model: &mut LoadedModel, args: &EngineArgs) -> anyhow::Result<RunningEngine> {
-    let threads = args.threads.unwrap_or(0);
-    let weights = std::mem::take(&mut model.weights);
-    let backend = CpuBackend::new(model.config.clone(), weights, threads)?;
-    let vocab_size = backend.vocab_size();
-    let config = EngineConfig {
-        page_size: args.page_size,
-        kv_cache_memory_bytes: args.kv_cache_memory,
-        max_num_batched_tokens: args.max_num_batched_tokens,
-        max_num_seqs: args.max_num_seqs,
-        prefill_per_decode: args.prefill_per_decode,
-        enable_prefix_caching: !args.no_prefix_caching,
-        max_model_len: args.max_model_len,
-        eos_token_ids: model.tokenizer.eos_token_ids.clone(),
-        speculation: SpecOptions {
-            num_tokens: args.speculation.num_speculative_tokens,
-            adaptive: !args.speculation.speculative_fixed_k,
-        },
-    };
-    let proposer = build_proposer(&args.speculation, vocab_size, threads)?;
+    let built = Built::new(model, args)?;
+    let vocab_size = built.vocab_size();
+    let proposer = build_proposer(args, vocab_size)?;
+    let kv_cache_memory_bytes = built.kv_cache_bytes(args)?;
+    let config = engine_config(model, args, kv_cache_memory_bytes);
     let (tx, outputs) = channel();
-    let handle = spawn_engine(config, Box::new(backend), proposer, tx)?;
+    let handle = spawn_engine(config, built.into_backend(), proposer, tx)?;
     Ok(RunningEngine {
         handle,
         outputs,
@@ -48,24 +103,50 @@ pub fn start_engine(model: &mut LoadedModel, args: &EngineArgs) -> anyhow::Resul
     })
 }
 
-/// The speculative proposer the flags ask for, if any.
-fn build_proposer(
-    args: &SpecArgs,
+pub fn engine_config(
+    model: &LoadedModel,
+    args: &EngineArgs,
+    kv_cache_memory_bytes: usize,
+) -> EngineConfig {
+    let prefill_per_decode = args.prefill_per_decode.unwrap_or(match args.device {
+        Device::Cpu => CPU_PREFILL_PER_DECODE,
+        Device::Cuda => 0,
+    });
+    EngineConfig {
+        page_size: args.page_size,
+        kv_cache_memory_bytes,
+        max_num_batched_tokens: args.max_num_batched_tokens,
+        max_num_seqs: args.max_num_seqs,
+        prefill_per_decode,
+        enable_prefix_caching: !args.no_prefix_caching,
+        max_model_len: args.max_model_len,
+        eos_token_ids: model.tokenizer.eos_token_ids.clone(),
+        speculation: SpecOptions {
+            num_tokens: args.speculation.num_speculative_tokens,
+            adaptive: !args.speculation.speculative_fixed_k,
+        },
+    }
+}
+
+/// The speculative proposer the flags ask for, if any. A draft model runs on the same device
+/// as the model, with the same engine flags.
+pub fn build_proposer(
+    args: &EngineArgs,
     vocab_size: usize,
-    threads: usize,
 ) -> anyhow::Result<Option<Box<dyn Proposer>>> {
-    let Some(method) = args.speculative else {
-        if args.draft_model.is_some() {
+    let spec: &SpecArgs = &args.speculation;
+    let Some(method) = spec.speculative else {
+        if spec.draft_model.is_some() {
             bail!("--draft-model needs --speculative draft");
         }
         return Ok(None);
     };
-    if !(1..=MAX_SPEC_TOKENS).contains(&args.num_speculative_tokens) {
+    if !(1..=MAX_SPEC_TOKENS).contains(&spec.num_speculative_tokens) {
         bail!("--num-speculative-tokens must be in 1..={MAX_SPEC_TOKENS}");
     }
     Ok(Some(match method {
         SpecMethod::Ngram => {
-            let (min_n, max_n) = (args.prompt_lookup_min, args.prompt_lookup_max);
+            let (min_n, max_n) = (spec.prompt_lookup_min, spec.prompt_lookup_max);
             if min_n == 0 || min_n > max_n {
                 bail!("need 1 <= --prompt-lookup-min <= --prompt-lookup-max");
             }
@@ -74,13 +155,18 @@ fn build_proposer(
             })
         }
         SpecMethod::Draft => {
-            let path = args
+            let path = spec
                 .draft_model
                 .as_deref()
                 .context("--speculative draft needs --draft-model PATH")?;
-            let draft = model_source::load(Some(path))
-                .with_context(|| format!("loading the draft model {path}"))?;
-            let backend = CpuBackend::new(draft.config, draft.weights, threads)?;
+            let mut draft = match args.load_format {
+                LoadFormat::Dummy => {
+                    model_source::load_dummy(path, args.dummy_seed.wrapping_add(1), None)?
+                }
+                LoadFormat::Auto => model_source::load(Some(path))
+                    .with_context(|| format!("loading the draft model {path}"))?,
+            };
+            let backend = Built::new(&mut draft, args)?;
             // Draft and model must number tokens alike: token ids cross between them.
             if backend.vocab_size() != vocab_size {
                 bail!(
@@ -90,7 +176,7 @@ fn build_proposer(
                 );
             }
             tracing::info!(draft = path, "speculative decoding with a draft model");
-            Box::new(DraftModel::new(Box::new(backend)))
+            Box::new(DraftModel::new(backend.into_backend()))
         }
     }))
 }

@@ -7,12 +7,19 @@ use anyhow::{bail, Context};
 use ferrite_engine::{GenerationRequest, SamplingParams};
 use ferrite_server::{ChatTemplate, IncrementalDecoder};
 
-use crate::cli::GenerateArgs;
+use crate::cli::{GenerateArgs, LoadFormat};
 use crate::engine_setup::start_engine;
 use crate::model_source;
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
-    let mut model = model_source::load(Some(&args.model))?;
+    let mut model = match args.engine.load_format {
+        LoadFormat::Auto => model_source::load(Some(&args.model))?,
+        LoadFormat::Dummy => model_source::load_dummy(
+            &args.model,
+            args.engine.dummy_seed,
+            args.engine.tokenizer.as_deref(),
+        )?,
+    };
     let tok = model.tokenizer.clone();
     let prompt = if args.chat {
         let source = tok

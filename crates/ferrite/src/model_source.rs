@@ -13,8 +13,51 @@ use ferrite_model::weights::ModelWeights;
 pub struct LoadedModel {
     pub name: String,
     pub config: ModelConfig,
+    /// Empty for dummy weights, which the backend draws itself.
     pub weights: ModelWeights,
+    /// `Some(seed)`: `--load-format dummy`.
+    pub dummy_seed: Option<u64>,
     pub tokenizer: LoadedTokenizer,
+}
+
+/// `--load-format dummy`: the shape from a preset or config.json, a tokenizer from `tokenizer`
+/// (a .gguf file or a directory with tokenizer.json) or the synthetic byte-level one.
+pub fn load_dummy(spec: &str, seed: u64, tokenizer: Option<&str>) -> anyhow::Result<LoadedModel> {
+    let config = ferrite_model::dummy::config_for(spec)?;
+    let tokenizer = match tokenizer {
+        None => ferrite_model::tokenizer::synthetic_byte_tokenizer()?,
+        Some(path) if path.ends_with(".gguf") => {
+            let file =
+                GgufFile::open(Path::new(path)).with_context(|| format!("opening {path}"))?;
+            LoadedTokenizer::from_gguf_metadata(file.metadata())?
+        }
+        Some(path) => {
+            let p = Path::new(path);
+            let dir = if p.is_dir() {
+                p
+            } else {
+                p.parent().unwrap_or(Path::new("."))
+            };
+            ferrite_model::tokenizer::tokenizer_from_hf_dir(dir)?
+        }
+    };
+    let tokens = tokenizer.tokenizer.get_vocab_size(true);
+    if tokens > config.vocab_size {
+        bail!(
+            "the tokenizer has {tokens} tokens but the `{spec}` model only {}",
+            config.vocab_size
+        );
+    }
+    Ok(LoadedModel {
+        name: Path::new(spec)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| spec.to_string()),
+        config,
+        weights: ModelWeights::default(),
+        dummy_seed: Some(seed),
+        tokenizer,
+    })
 }
 
 /// `$FERRITE_MODELS`, else `~/.cache/ferrite/models`.
@@ -57,6 +100,7 @@ fn load_gguf(path: &Path) -> anyhow::Result<LoadedModel> {
         name,
         config,
         weights: file.weights(),
+        dummy_seed: None,
         tokenizer,
     })
 }

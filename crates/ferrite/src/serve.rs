@@ -2,12 +2,22 @@
 
 use ferrite_server::{MetricNames, RequestLogConfig, ServerConfig, TextModel};
 
-use crate::cli::{MetricsNamesArg, ServeArgs};
+use crate::cli::{LoadFormat, MetricsNamesArg, ServeArgs};
 use crate::engine_setup::start_engine;
 use crate::model_source;
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let mut model = model_source::load(args.model.as_deref())?;
+    let spec = args.model.as_deref().or(args.model_flag.as_deref());
+    let mut model = match args.engine.load_format {
+        LoadFormat::Auto => model_source::load(spec)?,
+        LoadFormat::Dummy => model_source::load_dummy(
+            spec.ok_or_else(|| {
+                anyhow::anyhow!("--load-format dummy needs --model PRESET|config.json")
+            })?,
+            args.engine.dummy_seed,
+            args.engine.tokenizer.as_deref(),
+        )?,
+    };
     let engine = start_engine(&mut model, &args.engine)?;
     let text = TextModel {
         tokenizer: model.tokenizer.tokenizer.clone(),

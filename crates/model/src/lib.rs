@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod dequant;
+pub mod dummy;
 pub mod gguf;
 pub mod hf;
 pub mod tokenizer;

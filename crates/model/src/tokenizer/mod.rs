@@ -3,9 +3,11 @@
 
 mod gguf_bpe;
 mod hf_files;
+mod synthetic;
 
 pub use gguf_bpe::{byte_to_char_table, tokenizer_from_gguf, GgufTokenizer, GgufTokenizerError};
 pub use hf_files::{tokenizer_from_hf_dir, HfTokenizerError};
+pub use synthetic::{synthetic_byte_tokenizer, SYNTHETIC_VOCAB};
 
 use crate::gguf::{GgufError, Metadata};
 

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds everything bench/gpu/run.sh needs on the H200 into .gpu/ (git-ignored): the release
+# `ferrite` binary, the ferrite-cuda test executables and the offline_bench example, compiled
+# with the pip nvcc 13.0 so the sm_90 cubins are embedded, stripped. Prints the total size.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+if [ ! -x .cuda-venv/bin/nvcc ] && ! ls .cuda-venv/lib/python3*/site-packages/nvidia/cu13/bin/nvcc >/dev/null 2>&1; then
+  python3 -m venv .cuda-venv
+  .cuda-venv/bin/pip install -q nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-nvvm==13.0.88 \
+      nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85
+fi
+CUDA_HOME=$(echo "$PWD"/.cuda-venv/lib/python3*/site-packages/nvidia/cu13)
+export CUDA_HOME PATH="$CUDA_HOME/bin:$PATH" FERRITE_REQUIRE_NVCC=1
+nvcc --version | tail -1
+cargo build --release --locked -p ferrite
+cargo build --release --locked -p ferrite-cuda --example offline_bench
+tests=$(cargo test --release --locked -p ferrite-cuda --no-run --message-format=json 2>/dev/null \
+  | python3 -c 'import sys, json
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] != ["example"]:
+        print(m["target"]["name"], m["executable"])')
+rm -rf .gpu && mkdir -p .gpu/tests
+cp target/release/ferrite target/release/examples/offline_bench .gpu/
+while read -r name exe; do cp "$exe" ".gpu/tests/$name"; done <<< "$tests"
+strip .gpu/ferrite .gpu/offline_bench .gpu/tests/*
+cp "$(ls -t target/release/build/ferrite-cuda-*/out/ptxas.txt | head -1)" .gpu/ptxas.txt
+ls -la .gpu .gpu/tests
+du -sh .gpu

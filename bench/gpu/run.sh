@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Runs on the H200 from the repository root, with .gpu/ made by bench/gpu/build.sh carried
+# along: nvidia-smi, the kernel tests, the CPU/CUDA parity tests, then the benchmarks, each
+# under its own time limit, and a table at the end. Full logs go to $OUT (at most 8 files).
+# One failure never stops the rest.
+set -u
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/ferrite-gpu-out}
+mkdir -p "$OUT"
+G=.gpu
+declare -a ROWS
+row() { ROWS+=("$1"); }
+
+echo "== nvidia-smi"; timeout 20 nvidia-smi 2>&1 | head -20
+echo "== kernels: ptxas (registers / spills)"; grep -E "Compiling entry|Used|spill" $G/ptxas.txt | paste - - - | awk '{print $6, $(NF-0)}' | head -40 || true
+
+run_tests() {  # name, limit
+  local name=$1 limit=$2
+  echo "== test $name"
+  timeout "$limit" "$G/tests/$name" --test-threads=1 --nocapture >"$OUT/test-$name.log" 2>&1
+  local rc=$?
+  grep -E "relative error|parity|bitwise|SKIPPED|panicked|test result|FAILED|^test " "$OUT/test-$name.log" | tail -60
+  row "test $name | rc=$rc | $(grep -E '^test result' "$OUT/test-$name.log" | tail -1)"
+}
+run_tests ferrite_cuda 30
+run_tests kernels 120
+run_tests attention 120
+run_tests parity 180
+
+bench() {  # label, limit, args...
+  local label=$1 limit=$2; shift 2
+  echo "== bench $label: offline_bench $*"
+  timeout "$limit" $G/offline_bench "$@" >>"$OUT/bench.log" 2>&1
+  local rc=$?
+  local line; line=$(grep RESULT "$OUT/bench.log" | tail -1)
+  grep -E "captured|loaded|KV pool|ERROR|Error|panicked" "$OUT/bench.log" | tail -4
+  echo "$line"
+  row "$label | rc=$rc | ${line#RESULT }"
+}
+bench "1.5B batch-1 decode (graphs)" 90 qwen2.5-1.5b 1 128 512
+bench "8B batch-1 decode (graphs)" 120 llama-3.1-8b 1 128 256
+bench "1.5B prefill 4096" 60 qwen2.5-1.5b 1 4096 1
+bench "8B prefill 4096" 90 llama-3.1-8b 1 4096 1
+bench "1.5B 256x(512,128)" 120 qwen2.5-1.5b 256 512 128
+bench "8B 256x(512,128)" 150 llama-3.1-8b 256 512 128
+
+echo "== start to serving: ferrite serve --device cuda --load-format dummy --model llama-3.1-8b"
+start=$(date +%s%N)
+timeout 90 $G/ferrite serve --device cuda --load-format dummy --model llama-3.1-8b --port 8011 >"$OUT/serve.log" 2>&1 &
+pid=$!
+ready=""
+for _ in $(seq 1 600); do
+  if curl -sf localhost:8011/health >/dev/null 2>&1; then ready=$(( ($(date +%s%N) - start) / 1000000 ))ms; break; fi
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.1
+done
+chat=$(curl -s -m 20 localhost:8011/v1/chat/completions -H 'content-type: application/json' \
+  -d '{"model":"llama-3.1-8b","messages":[{"role":"user","content":"hello"}],"max_tokens":16,"temperature":0.7,"top_p":0.9}' | head -c 300)
+echo "chat: $chat"
+curl -s -m 5 localhost:8011/metrics | grep -E "^ferrite:(generation_tokens_total|prompt_tokens_total)" | head -4
+kill $pid 2>/dev/null; wait $pid 2>/dev/null
+grep -E "captured|loaded|KV pool|serving" "$OUT/serve.log" | tail -5
+row "8B start->serving | ready_s=${ready:-never} | chat=$(echo "$chat" | grep -c choices)"
+
+echo; echo "================ SUMMARY $(date -u +%F) ================"
+printf '%s\n' "${ROWS[@]}"

@@ -1,0 +1,110 @@
+//! Offline throughput driver for the GPU script (bench/gpu/run.sh): N requests of random token
+//! ids (input length, output length, ignore_eos) through the real engine core in-process, on
+//! the CUDA backend with dummy weights. Prints one `RESULT` line per measurement.
+//!
+//! usage: offline_bench PRESET NUM_REQUESTS INPUT_LEN OUTPUT_LEN [eager]
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
+use ferrite_engine::{
+    build_engine_core, EngineConfig, EngineStats, GenerationRequest, SamplingParams,
+};
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .init();
+    let args: Vec<String> = std::env::args().collect();
+    anyhow::ensure!(
+        args.len() >= 5,
+        "usage: offline_bench PRESET NUM_REQUESTS INPUT_LEN OUTPUT_LEN [eager]"
+    );
+    let preset = &args[1];
+    let (n, input_len, output_len): (usize, usize, usize) =
+        (args[2].parse()?, args[3].parse()?, args[4].parse()?);
+    let eager = args.get(5).is_some_and(|a| a == "eager");
+    let started = Instant::now();
+    let config = ferrite_model::dummy::config_for(preset)?;
+    let max_num_seqs = n.clamp(1, 256);
+    let options = CudaOptions {
+        device: 0,
+        max_num_seqs,
+        max_num_batched_tokens: 8192.max(input_len),
+        enforce_eager: eager,
+        cuda_graph_max_bs: 512,
+        gpu_memory_utilization: 0.9,
+    };
+    let backend = CudaBackend::new(
+        config.clone(),
+        WeightSource::Dummy { seed: 0 },
+        options.clone(),
+    )?;
+    let kv = backend.kv_cache_budget()?;
+    let engine_config = EngineConfig {
+        page_size: 16,
+        kv_cache_memory_bytes: kv,
+        max_num_batched_tokens: options.max_num_batched_tokens,
+        max_num_seqs,
+        prefill_per_decode: 0,
+        enable_prefix_caching: false,
+        max_model_len: Some((input_len + output_len + 16).min(config.max_position_embeddings)),
+        eos_token_ids: Vec::new(),
+        speculation: Default::default(),
+    };
+    let mut core = build_engine_core(
+        &engine_config,
+        Box::new(backend),
+        None,
+        Arc::new(EngineStats::default()),
+    )?;
+    let ready = started.elapsed().as_secs_f64();
+    let vocab = config.vocab_size as u64;
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % vocab) as u32
+    };
+    let t0 = Instant::now();
+    for id in 0..n as u64 {
+        let prompt: Vec<u32> = (0..input_len).map(|_| next()).collect();
+        core.add_request(GenerationRequest {
+            id,
+            prompt,
+            params: SamplingParams {
+                temperature: 0.0,
+                max_tokens: output_len,
+                ignore_eos: true,
+                ..Default::default()
+            },
+            arrival: Instant::now(),
+        });
+    }
+    let (mut generated, mut first_token_at, mut steps) = (0usize, None, 0usize);
+    while core.has_work() {
+        for out in core.step() {
+            generated += out.tokens.len();
+            if !out.tokens.is_empty() && first_token_at.is_none() {
+                first_token_at = Some(t0.elapsed().as_secs_f64());
+            }
+        }
+        steps += 1;
+    }
+    let total = t0.elapsed().as_secs_f64();
+    let ttft = first_token_at.unwrap_or(total);
+    let decode_rate = if n == 1 {
+        (generated.saturating_sub(1)) as f64 / (total - ttft).max(1e-9)
+    } else {
+        generated as f64 / total
+    };
+    println!(
+        "RESULT preset={preset} requests={n} in={input_len} out={output_len} eager={eager} load_s={ready:.2} \
+         total_s={total:.3} first_token_s={ttft:.4} steps={steps} generated={generated} output_tok_s={:.1} decode_tok_s={decode_rate:.1} prefill_tok_s={:.1}",
+        generated as f64 / total,
+        (n * input_len) as f64 / ttft.max(1e-9),
+    );
+    Ok(())
+}

@@ -1,0 +1,217 @@
+// Prefill attention for chunks of prompt tokens whose K/V (the cached prefix and the chunk
+// itself) are already in the paged cache: causal flash attention on the tensor cores.
+//
+// Grid (row tiles, num_kv_heads, num_seqs). A block's 64 rows are (token, head) pairs of one
+// KV head's query group, row = token * group + g, so the K/V tiles it loads serve all G heads.
+// Four warps own 16 rows each. Per 64-key tile: S = Q K^T with mma.m16n8k16 (bf16 in, f32
+// accumulate), causal mask, online softmax in registers (log2 units), P re-packed as the A
+// operand of O += P V, V read from shared memory with ldmatrix.trans.
+//
+// Fragment layout of mma.m16n8k16 (g = lane / 4, t = lane % 4):
+//   A (16x16): a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..), a3 = (g+8, 2t+8..)
+//   B (16x8):  b0 = (k 2t..2t+1, n g), b1 = (k 2t+8..2t+9, n g)
+//   C (16x8):  c0,c1 = (g, 2t..2t+1), c2,c3 = (g+8, 2t..2t+1)
+#include "common.cuh"
+
+#define PRE_ROWS 64
+#define PRE_KEYS 64
+#define PRE_THREADS 128
+
+__device__ __forceinline__ void mma_16816(float c[4], const u32 a[4], u32 b0, u32 b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(u32& d0, u32& d1, u32& d2, u32& d3,
+                                                  const void* smem) {
+    const u32 addr = (u32)__cvta_generic_to_shared(smem);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<u32*>(&v);
+}
+
+template <int HD>
+__device__ __forceinline__ void prefill_attention(
+    const bf16* __restrict__ q, const bf16* __restrict__ k_cache,
+    const bf16* __restrict__ v_cache, const i32* __restrict__ pages, const i32* __restrict__ page_offsets,
+    const i32* __restrict__ q_starts, const i32* __restrict__ q_lens,
+    const i32* __restrict__ pos0s, bf16* __restrict__ out, int num_kv_heads, int group,
+    int page_size, float scale_log2) {
+    constexpr int STRIDE = HD + 8;  // padded row: conflict-free fragment loads and ldmatrix
+    constexpr int KSTEPS = HD / 16;
+    constexpr int NT_O = HD / 8;
+    __shared__ __align__(16) bf16 ks[PRE_KEYS][STRIDE];
+    __shared__ __align__(16) bf16 vs[PRE_KEYS][STRIDE];
+
+    const int tile = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
+    const int q_len = q_lens[seq];
+    const int rows = q_len * group;
+    if (tile * PRE_ROWS >= rows) return;
+    const int q_start = q_starts[seq], pos0 = pos0s[seq];
+    const int num_heads = num_kv_heads * group;
+    const i32* table = pages + page_offsets[seq];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+
+    // This lane's two rows (g and g + 8 of its warp's 16).
+    int pos[2];
+    i64 q_off[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int r = tile * PRE_ROWS + warp * 16 + g + 8 * h;
+        if (r < rows) {
+            const int tok = r / group, head = kvh * group + r % group;
+            pos[h] = pos0 + tok;
+            q_off[h] = ((i64)(q_start + tok) * num_heads + head) * HD;
+        } else {
+            pos[h] = -1;  // masks every key
+            q_off[h] = -1;
+        }
+    }
+    u32 qa[KSTEPS][4];
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int h = i & 1, col = kk * 16 + 2 * t + (i >> 1) * 8;
+            qa[kk][i] = q_off[h] >= 0 ? *reinterpret_cast<const u32*>(q + q_off[h] + col) : 0u;
+        }
+    }
+
+    float o[NT_O][4];
+#pragma unroll
+    for (int n = 0; n < NT_O; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
+
+    const int last_row = min(rows, (tile + 1) * PRE_ROWS) - 1;
+    const int key_end = pos0 + last_row / group + 1;  // keys 0..key_end-1 are visible to some row
+    for (int kt = 0; kt < key_end; kt += PRE_KEYS) {
+        // Stage the K and V tiles (zeros past key_end keep the masked products finite).
+        for (int c = tid; c < PRE_KEYS * (HD / 8); c += PRE_THREADS) {
+            const int kr = c / (HD / 8), ch = c % (HD / 8);
+            const int key = kt + kr;
+            uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+            if (key < key_end) {
+                const i64 page = table[key / page_size];
+                const i64 base =
+                    ((page * num_kv_heads + kvh) * page_size + key % page_size) * HD + ch * 8;
+                kv = *reinterpret_cast<const uint4*>(k_cache + base);
+                vv = *reinterpret_cast<const uint4*>(v_cache + base);
+            }
+            *reinterpret_cast<uint4*>(&ks[kr][ch * 8]) = kv;
+            *reinterpret_cast<uint4*>(&vs[kr][ch * 8]) = vv;
+        }
+        __syncthreads();
+
+        // S = Q K^T for 16 rows x 64 keys.
+        float s[PRE_KEYS / 8][4];
+#pragma unroll
+        for (int j = 0; j < PRE_KEYS / 8; ++j) {
+            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KSTEPS; ++kk) {
+                const u32 b0 = *reinterpret_cast<const u32*>(&ks[j * 8 + g][kk * 16 + 2 * t]);
+                const u32 b1 = *reinterpret_cast<const u32*>(&ks[j * 8 + g][kk * 16 + 2 * t + 8]);
+                mma_16816(s[j], qa[kk], b0, b1);
+            }
+        }
+
+        // Mask, then the online softmax of each of the two rows.
+        float tile_max[2] = {NEG_INF, NEG_INF};
+#pragma unroll
+        for (int j = 0; j < PRE_KEYS / 8; ++j) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int key = kt + j * 8 + 2 * t + (i & 1);
+                const int h = i >> 1;
+                s[j][i] = key <= pos[h] ? s[j][i] * scale_log2 : NEG_INF;
+                tile_max[h] = fmaxf(tile_max[h], s[j][i]);
+            }
+        }
+        float base[2], corr[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(FULL_MASK, tile_max[h], 1));
+            tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(FULL_MASK, tile_max[h], 2));
+            const float m_new = fmaxf(m[h], tile_max[h]);
+            base[h] = m_new == NEG_INF ? 0.0f : m_new;  // a row with nothing visible yet
+            corr[h] = exp2f(m[h] - base[h]);
+            m[h] = m_new;
+            l[h] *= corr[h];
+        }
+#pragma unroll
+        for (int j = 0; j < PRE_KEYS / 8; ++j) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int h = i >> 1;
+                s[j][i] = exp2f(s[j][i] - base[h]);
+                l[h] += s[j][i];
+            }
+        }
+#pragma unroll
+        for (int n = 0; n < NT_O; ++n) {
+            o[n][0] *= corr[0];
+            o[n][1] *= corr[0];
+            o[n][2] *= corr[1];
+            o[n][3] *= corr[1];
+        }
+
+        // O += P V.
+#pragma unroll
+        for (int kk = 0; kk < PRE_KEYS / 16; ++kk) {
+            u32 pa[4];
+            pa[0] = pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
+            pa[1] = pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
+            pa[2] = pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            pa[3] = pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            const int mi = lane >> 3, r = lane & 7;
+#pragma unroll
+            for (int np = 0; np < HD / 16; ++np) {
+                u32 b0, b1, b2, b3;
+                ldmatrix_x4_trans(b0, b1, b2, b3,
+                                  &vs[kk * 16 + (mi & 1) * 8 + r][np * 16 + (mi >> 1) * 8]);
+                mma_16816(o[2 * np], pa, b0, b1);
+                mma_16816(o[2 * np + 1], pa, b2, b3);
+            }
+        }
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        l[h] += __shfl_xor_sync(FULL_MASK, l[h], 1);
+        l[h] += __shfl_xor_sync(FULL_MASK, l[h], 2);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        if (q_off[h] < 0) continue;
+        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+        bf16* dst = out + q_off[h];
+#pragma unroll
+        for (int n = 0; n < NT_O; ++n) {
+            *reinterpret_cast<u32*>(dst + n * 8 + 2 * t) =
+                pack_bf16x2(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
+        }
+    }
+}
+
+#define PREFILL_KERNEL(HD)                                                                    \
+    extern "C" __global__ void __launch_bounds__(PRE_THREADS) attention_prefill_hd##HD(        \
+        const bf16* __restrict__ q, const bf16* __restrict__ k_cache,                         \
+        const bf16* __restrict__ v_cache, const i32* __restrict__ pages, const i32* __restrict__ page_offsets,               \
+        const i32* __restrict__ q_starts, const i32* __restrict__ q_lens,                     \
+        const i32* __restrict__ pos0s, bf16* __restrict__ out, int num_kv_heads, int group,   \
+        int page_size, float scale_log2) {                                    \
+        prefill_attention<HD>(q, k_cache, v_cache, pages, page_offsets, q_starts, q_lens, pos0s, out, \
+                              num_kv_heads, group, page_size, scale_log2);        \
+    }
+PREFILL_KERNEL(64)
+PREFILL_KERNEL(128)

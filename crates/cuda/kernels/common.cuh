@@ -1,0 +1,67 @@
+// Shared by every kernel: fixed-width integer names (NVRTC has no <cstdint>), bf16 packing,
+// and warp reductions. Included textually (build.rs and the NVRTC loader both inline it).
+#pragma once
+#include <cuda_bf16.h>
+
+typedef unsigned int u32;
+typedef int i32;
+typedef unsigned long long u64;
+typedef long long i64;
+typedef __nv_bfloat16 bf16;
+
+#define FULL_MASK 0xffffffffu
+
+// Eight bf16 values moved as one 16-byte word.
+union Pack8 {
+    uint4 raw;
+    __nv_bfloat162 pairs[4];
+};
+
+__device__ __forceinline__ void unpack8(const uint4 raw, float out[8]) {
+    Pack8 p;
+    p.raw = raw;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        float2 f = __bfloat1622float2(p.pairs[i]);
+        out[2 * i] = f.x;
+        out[2 * i + 1] = f.y;
+    }
+}
+
+__device__ __forceinline__ uint4 pack8(const float in[8]) {
+    Pack8 p;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        p.pairs[i] = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
+    }
+    return p.raw;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+
+// Sum over the whole block (blockDim.x a multiple of 32, at most 1024); every thread gets it.
+// `scratch` holds 32 floats; the call ends with a barrier so scratch can be reused.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int warps = blockDim.x >> 5;
+    v = warp_sum(v);
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float total = lane < warps ? scratch[lane] : 0.0f;
+    total = warp_sum(total);
+    __syncthreads();
+    return total;
+}
+
+// -inf without <math.h> (NVRTC has none).
+#define NEG_INF __int_as_float(0xff800000)

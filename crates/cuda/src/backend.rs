@@ -1,0 +1,403 @@
+//! `CudaBackend`: the llama/qwen2 forward pass on an NVIDIA GPU behind the engine's `Backend`
+//! trait, with sampling on the device and CUDA graphs for decode steps.
+
+use ferrite_engine::{
+    Backend, BackendError, DeviceSampling, ForwardOutput, SampledOutput, SeqBatch,
+};
+use ferrite_model::config::ModelConfig;
+
+use crate::buffer::{download, upload, DeviceBuffer};
+use crate::device::Gpu;
+use crate::forward::{decode_splits, Capacity, Model, StepShape, Workspace};
+use crate::gemm::Gemm;
+use crate::graphs::{ladder, DecodeGraphs};
+use crate::kernel_sources::has_prebuilt_cubins;
+use crate::kernels::{Kernels, HEAD_DIMS, MAX_GROUP};
+use crate::kv_pool::{bytes_per_token, KvPool};
+use crate::sampling::SampleParams;
+use crate::step_inputs::{validate, StepInputs};
+use crate::weights::{DeviceWeights, WeightSource};
+
+/// Device memory kept free for CUDA graphs, cuBLAS and the driver beyond what is measured.
+const RESERVE_BYTES: usize = 512 << 20;
+
+#[derive(Debug, Clone)]
+pub struct CudaOptions {
+    /// CUDA device ordinal.
+    pub device: usize,
+    pub max_num_seqs: usize,
+    pub max_num_batched_tokens: usize,
+    /// No CUDA graphs: every step launches its kernels one by one.
+    pub enforce_eager: bool,
+    /// Largest decode batch captured as a graph.
+    pub cuda_graph_max_bs: usize,
+    /// Fraction of the device's memory ferrite may use in all (weights, workspace, KV cache).
+    pub gpu_memory_utilization: f64,
+}
+
+pub struct CudaBackend {
+    config: ModelConfig,
+    options: CudaOptions,
+    // Field order is drop order: graphs and buffers before the kernels, the context last.
+    graphs: DecodeGraphs,
+    kv: Option<KvPool>,
+    /// Packed step metadata; sized with the KV pool, once the page size is known.
+    meta: Option<(DeviceBuffer, usize)>,
+    ws: Workspace,
+    weights: DeviceWeights,
+    gemm: Gemm,
+    kernels: Kernels,
+    gpu: Gpu,
+    inputs: StepInputs,
+    sample_rows: Vec<i32>,
+    sample_params: Vec<SampleParams>,
+    sampled: Vec<i32>,
+}
+
+// CUDA objects may be used from any thread once the context is current there; the backend
+// makes it current at the top of every call, and the engine calls it from one thread at a time.
+unsafe impl Send for CudaBackend {}
+
+fn check_config(c: &ModelConfig) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        c.num_kv_heads > 0 && c.num_heads.is_multiple_of(c.num_kv_heads),
+        "{} attention heads cannot share {} KV heads",
+        c.num_heads,
+        c.num_kv_heads
+    );
+    anyhow::ensure!(
+        HEAD_DIMS.contains(&c.head_dim),
+        "the CUDA kernels support head_dim {HEAD_DIMS:?}, not {}",
+        c.head_dim
+    );
+    let group = c.num_heads / c.num_kv_heads;
+    anyhow::ensure!(
+        group <= MAX_GROUP,
+        "query group {group} > {MAX_GROUP} is not supported"
+    );
+    anyhow::ensure!(
+        c.hidden_size.is_multiple_of(8) && c.intermediate_size.is_multiple_of(8),
+        "hidden ({}) and intermediate ({}) sizes must be multiples of 8",
+        c.hidden_size,
+        c.intermediate_size
+    );
+    Ok(())
+}
+
+impl CudaBackend {
+    pub fn new(
+        config: ModelConfig,
+        source: WeightSource,
+        options: CudaOptions,
+    ) -> anyhow::Result<CudaBackend> {
+        check_config(&config)?;
+        let started = std::time::Instant::now();
+        let gpu = Gpu::open(options.device)?;
+        let kernels = Kernels::load(&gpu.stream)?;
+        let gemm = Gemm::new(&gpu.stream)?;
+        let weights = DeviceWeights::load(&gpu.stream, &kernels, &config, &source)?;
+        drop(source);
+        let graph_top = ladder(options.max_num_seqs, options.cuda_graph_max_bs)
+            .last()
+            .copied()
+            .unwrap_or(0);
+        let tokens = options.max_num_batched_tokens.max(graph_top).max(1);
+        let seqs = options.max_num_seqs.max(graph_top).max(1);
+        let cap = Capacity {
+            tokens,
+            seqs,
+            logit_rows: seqs.max(256),
+        };
+        let ws = Workspace::new(&gpu.stream, &config, cap, gpu.sm_count)?;
+        tracing::info!(
+            gpu = %gpu.name,
+            sms = gpu.sm_count,
+            kernels = if has_prebuilt_cubins() { "embedded sm_90 cubins" } else { "NVRTC" },
+            weights_gib = weights.bytes() as f64 / (1u64 << 30) as f64,
+            workspace_gib = ws.bytes() as f64 / (1u64 << 30) as f64,
+            seconds = started.elapsed().as_secs_f64(),
+            "CUDA backend loaded"
+        );
+        for name in [
+            "attention_decode_hd128",
+            "attention_prefill_hd128",
+            "gemv_bf16_1",
+        ] {
+            if let Ok((regs, local, shared)) = kernels.resources(name) {
+                tracing::debug!(name, regs, local, shared, "kernel resources");
+            }
+        }
+        Ok(CudaBackend {
+            config,
+            options,
+            graphs: DecodeGraphs::none(),
+            kv: None,
+            meta: None,
+            ws,
+            weights,
+            gemm,
+            kernels,
+            gpu,
+            inputs: StepInputs::default(),
+            sample_rows: Vec::new(),
+            sample_params: Vec::new(),
+            sampled: Vec::new(),
+        })
+    }
+
+    /// Bytes the KV cache may take: what is free now, less the share of the device that
+    /// `gpu_memory_utilization` leaves to others, less a reserve for graphs and libraries.
+    pub fn kv_cache_budget(&self) -> anyhow::Result<usize> {
+        let (free, total) = self.gpu.memory()?;
+        let keep = ((1.0 - self.options.gpu_memory_utilization).max(0.0) * total as f64) as usize;
+        Ok(free.saturating_sub(keep).saturating_sub(RESERVE_BYTES))
+    }
+
+    /// Batch sizes with a captured decode graph (empty when eager).
+    pub fn graph_sizes(&self) -> Vec<usize> {
+        self.graphs.sizes()
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    fn model(&self) -> Result<Model<'_>, BackendError> {
+        let (Some(kv), Some((meta, _))) = (&self.kv, &self.meta) else {
+            return Err(BackendError("forward called before init_kv_cache".into()));
+        };
+        Ok(Model {
+            meta: meta.ptr(),
+            config: &self.config,
+            kernels: &self.kernels,
+            gemm: &self.gemm,
+            weights: &self.weights,
+            kv,
+            ws: &self.ws,
+        })
+    }
+
+    fn capture_graphs(&mut self) -> anyhow::Result<()> {
+        let sizes = ladder(self.options.max_num_seqs, self.options.cuda_graph_max_bs);
+        let mut inputs = StepInputs::default();
+        let page_size = self.kv.as_ref().map_or(16, |kv| kv.page_size);
+        let gpu = &self.gpu;
+        let model = self.model().map_err(|e| anyhow::anyhow!(e.0))?;
+        let sm = gpu.sm_count;
+        let kv_heads = self.config.num_kv_heads;
+        let (graphs, report) = DecodeGraphs::capture(
+            &gpu.stream,
+            &sizes,
+            || gpu.memory().map(|(free, _)| free).unwrap_or(0),
+            |bs, capturing| {
+                inputs.build(&[], &[], page_size, Some(bs));
+                if !capturing {
+                    upload(&gpu.stream, model.meta, &inputs.packed)?;
+                }
+                let shape = StepShape::of(&inputs, decode_splits(bs, kv_heads, sm, None));
+                model.enqueue_layers(&shape)?;
+                model.enqueue_logits(inputs.offsets.logit_rows, bs)
+            },
+        )?;
+        tracing::info!(
+            graphs = report.graphs,
+            max_bs = sizes.last().copied().unwrap_or(0),
+            seconds = report.seconds,
+            mib = report.bytes as f64 / (1u64 << 20) as f64,
+            "captured decode CUDA graphs"
+        );
+        self.graphs = graphs;
+        Ok(())
+    }
+
+    fn run(
+        &mut self,
+        batch: &[SeqBatch<'_>],
+        sampling: &[Option<DeviceSampling>],
+    ) -> Result<SampledOutput, BackendError> {
+        let err = |e: anyhow::Error| BackendError(format!("cuda: {e:#}"));
+        self.gpu.bind().map_err(err)?;
+        let (num_pages, page_size, meta, meta_cap) = match (&self.kv, &self.meta) {
+            (Some(kv), Some((meta, cap))) => (kv.num_pages, kv.page_size, meta.ptr(), *cap),
+            _ => return Err(BackendError("forward called before init_kv_cache".into())),
+        };
+        validate(batch, self.config.vocab_size, num_pages, page_size)?;
+        let all_decode = batch.iter().all(|s| s.tokens.len() == 1);
+        let graph_bs = if all_decode {
+            self.graphs.size_for(batch.len())
+        } else {
+            None
+        };
+        self.inputs.build(batch, sampling, page_size, graph_bs);
+        let cap = self.ws.cap;
+        let inputs = &self.inputs;
+        if inputs.num_tokens > cap.tokens
+            || batch.len() > cap.seqs
+            || inputs.packed.len() > meta_cap
+        {
+            return Err(BackendError(format!(
+                "step of {} tokens / {} sequences / {} metadata entries exceeds the CUDA \
+                 workspace ({} / {} / {})",
+                inputs.num_tokens,
+                batch.len(),
+                inputs.packed.len(),
+                cap.tokens,
+                cap.seqs,
+                meta_cap
+            )));
+        }
+        upload(&self.gpu.stream, meta, &inputs.packed).map_err(err)?;
+        let mut out = SampledOutput {
+            forward: ForwardOutput {
+                logits: Vec::with_capacity(inputs.host_rows.len() * self.config.vocab_size),
+                vocab_size: self.config.vocab_size,
+            },
+            tokens: vec![None; batch.len()],
+        };
+        let chunk = cap.logit_rows;
+        match graph_bs {
+            Some(bs) => {
+                self.graphs.launch(bs).map_err(err)?;
+                self.collect(0, bs, &mut out).map_err(err)?;
+            }
+            None => {
+                let splits = decode_splits(
+                    inputs.num_decodes,
+                    self.config.num_kv_heads,
+                    self.gpu.sm_count,
+                    Some(inputs.max_decode_ctx),
+                );
+                let shape = StepShape::of(inputs, splits);
+                let (rows_at, total) = (inputs.offsets.logit_rows, inputs.num_logit_rows);
+                let model = self.model()?;
+                model.enqueue_layers(&shape).map_err(err)?;
+                let mut c0 = 0;
+                while c0 < total {
+                    let c1 = (c0 + chunk).min(total);
+                    self.model()?
+                        .enqueue_logits(rows_at + c0, c1 - c0)
+                        .map_err(err)?;
+                    self.collect(c0, c1, &mut out).map_err(err)?;
+                    c0 = c1;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Gathers LM-head rows `c0..c1` (now in logits-buffer rows `0..c1 - c0`): samples the
+    /// device rows among them, downloads the host rows.
+    fn collect(&mut self, c0: usize, c1: usize, out: &mut SampledOutput) -> anyhow::Result<()> {
+        let vocab = self.config.vocab_size;
+        let stream = &self.gpu.stream;
+        self.sample_rows.clear();
+        self.sample_params.clear();
+        let in_chunk = |row: usize| (c0..c1).contains(&row);
+        for &(_, row, params) in self.inputs.device_rows.iter().filter(|d| in_chunk(d.1)) {
+            self.sample_rows.push((row - c0) as i32);
+            self.sample_params.push(params.into());
+        }
+        let n = self.sample_rows.len();
+        if n > 0 {
+            upload(stream, self.ws.sample_rows, &self.sample_rows)?;
+            upload(stream, self.ws.sample_params, &self.sample_params)?;
+            self.kernels.sample(
+                self.ws.logits,
+                self.ws.sample_rows,
+                self.ws.sample_params,
+                self.ws.sampled,
+                vocab,
+                n,
+            )?;
+            self.sampled.resize(n, 0);
+            download(stream, self.ws.sampled, &mut self.sampled)?;
+            let device = self.inputs.device_rows.iter().filter(|d| in_chunk(d.1));
+            for (&(i, _, _), &token) in device.zip(&self.sampled) {
+                out.tokens[i] = Some(token as u32);
+            }
+        }
+        // Host rows ascend: download each run of consecutive rows in one copy.
+        let rows: Vec<usize> = self
+            .inputs
+            .host_rows
+            .iter()
+            .copied()
+            .filter(|&r| in_chunk(r))
+            .collect();
+        let mut i = 0;
+        while i < rows.len() {
+            let mut j = i + 1;
+            while j < rows.len() && rows[j] == rows[j - 1] + 1 {
+                j += 1;
+            }
+            let first = rows[i] - c0;
+            let logits = &mut out.forward.logits;
+            let at = logits.len();
+            logits.resize(at + (j - i) * vocab, 0.0);
+            download(
+                stream,
+                self.ws.logits + (first * vocab * 4) as u64,
+                &mut logits[at..],
+            )?;
+            i = j;
+        }
+        if n == 0 && rows.is_empty() {
+            stream.synchronize()?;
+        }
+        Ok(())
+    }
+}
+
+impl Backend for CudaBackend {
+    fn vocab_size(&self) -> usize {
+        self.config.vocab_size
+    }
+
+    fn kv_bytes_per_token(&self) -> usize {
+        bytes_per_token(&self.config)
+    }
+
+    fn max_context_len(&self) -> usize {
+        self.config.max_position_embeddings
+    }
+
+    fn init_kv_cache(&mut self, num_pages: usize, page_size: usize) -> Result<(), BackendError> {
+        let err = |e: anyhow::Error| BackendError(format!("cuda: {e:#}"));
+        self.gpu.bind().map_err(err)?;
+        let kv = KvPool::new(&self.gpu.stream, &self.config, num_pages, page_size).map_err(err)?;
+        tracing::info!(
+            num_pages,
+            page_size,
+            gib = kv.bytes() as f64 / (1u64 << 30) as f64,
+            "CUDA KV pool allocated"
+        );
+        self.kv = Some(kv);
+        // Counts (3 per token, 4 per sequence, the LM-head rows) and the page lists of every
+        // sequence at the longest context.
+        let cap = self.ws.cap;
+        let pages = cap.seqs * (self.config.max_position_embeddings.div_ceil(page_size) + 1);
+        let entries = 3 * cap.tokens + 4 * cap.seqs + cap.tokens.max(cap.logit_rows) + pages;
+        let meta = DeviceBuffer::new(&self.gpu.stream, entries * 4).map_err(err)?;
+        self.meta = Some((meta, entries));
+        if !self.options.enforce_eager {
+            self.capture_graphs().map_err(err)?;
+        }
+        Ok(())
+    }
+
+    fn forward(&mut self, batch: &[SeqBatch<'_>]) -> Result<ForwardOutput, BackendError> {
+        self.run(batch, &[]).map(|out| out.forward)
+    }
+
+    fn can_sample(&self) -> bool {
+        true
+    }
+
+    fn forward_sampled(
+        &mut self,
+        batch: &[SeqBatch<'_>],
+        sampling: &[Option<DeviceSampling>],
+    ) -> Result<SampledOutput, BackendError> {
+        self.run(batch, sampling)
+    }
+}

@@ -1,0 +1,117 @@
+//! Device memory as raw pointers: one owned allocation per buffer, carved into regions by
+//! byte offset. Kernels take plain addresses, so a step needs no per-argument bookkeeping and a
+//! captured graph keeps pointing at the same memory.
+
+use std::sync::Arc;
+
+use cudarc::driver::{result, CudaStream};
+
+/// Alignment of every region handed out (enough for 16-byte vector loads and cuBLAS).
+pub const ALIGN: usize = 256;
+
+pub fn align_up(n: usize) -> usize {
+    n.div_ceil(ALIGN) * ALIGN
+}
+
+/// An owned device allocation. Freed on drop (after the stream is done with it).
+pub struct DeviceBuffer {
+    ptr: u64,
+    bytes: usize,
+    stream: Arc<CudaStream>,
+}
+
+impl DeviceBuffer {
+    pub fn new(stream: &Arc<CudaStream>, bytes: usize) -> anyhow::Result<DeviceBuffer> {
+        stream.context().bind_to_thread()?;
+        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.map_err(|e| {
+            anyhow::anyhow!(
+                "cudaMalloc of {:.2} GiB failed: {e}",
+                bytes as f64 / (1u64 << 30) as f64
+            )
+        })?;
+        Ok(DeviceBuffer {
+            ptr,
+            bytes,
+            stream: stream.clone(),
+        })
+    }
+
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Address `offset` bytes in; panics past the end (a sizing bug, not a data error).
+    pub fn at(&self, offset: usize) -> u64 {
+        assert!(
+            offset <= self.bytes,
+            "offset {offset} past {} bytes",
+            self.bytes
+        );
+        self.ptr + offset as u64
+    }
+
+    /// Fills the whole buffer with one byte value (tests poison outputs with 0xff: NaN in
+    /// f32 and bf16).
+    pub fn fill(&self, byte: u8) -> anyhow::Result<()> {
+        unsafe { result::memset_d8_async(self.ptr, byte, self.bytes, self.stream.cu_stream()) }?;
+        Ok(())
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        let _ = self.stream.synchronize();
+        let _ = unsafe { result::free_sync(self.ptr) };
+    }
+}
+
+/// Copies `data` to device address `dst` on `stream` (pageable memory: the call returns once
+/// the data has been staged, so `data` may be reused right away).
+pub fn upload<T: Copy>(stream: &CudaStream, dst: u64, data: &[T]) -> anyhow::Result<()> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    unsafe { result::memcpy_htod_async(dst, data, stream.cu_stream()) }?;
+    Ok(())
+}
+
+/// Copies device memory at `src` into `out`, waiting for the stream to get there.
+pub fn download<T: Copy>(stream: &CudaStream, src: u64, out: &mut [T]) -> anyhow::Result<()> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    unsafe { result::memcpy_dtoh_async(out, src, stream.cu_stream()) }?;
+    stream.synchronize()?;
+    Ok(())
+}
+
+/// Bump allocator over one buffer: the weight arena and the activation workspace are each one
+/// allocation, laid out once.
+pub struct Layout {
+    bytes: usize,
+}
+
+impl Layout {
+    pub fn new() -> Self {
+        Layout { bytes: 0 }
+    }
+    /// Reserves `bytes` and returns their offset.
+    pub fn take(&mut self, bytes: usize) -> usize {
+        let at = self.bytes;
+        self.bytes += align_up(bytes);
+        at
+    }
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Default for Layout {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,116 @@
+//! Linear layers, y = x W^T with bf16 operands and f32 accumulation and output: cuBLAS for
+//! real batches, the GEMV kernels for 1..=8 tokens (decode), where a GEMM library leaves memory
+//! bandwidth unused. The threshold is `FERRITE_GEMV_MAX_TOKENS` (0..=8, default 8).
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::cublas::{result as cublas, sys};
+use cudarc::driver::CudaStream;
+
+use crate::buffer::DeviceBuffer;
+use crate::kernels::{Kernels, GEMV_MAX_TOKENS};
+
+/// cuBLAS workspace: set explicitly so that graph capture never makes it allocate.
+const WORKSPACE_BYTES: usize = 64 << 20;
+
+pub struct Gemm {
+    handle: sys::cublasHandle_t,
+    _workspace: DeviceBuffer,
+    gemv_max_tokens: usize,
+}
+
+// The handle is used only from the thread that owns the backend at a time.
+unsafe impl Send for Gemm {}
+
+impl Gemm {
+    pub fn new(stream: &Arc<CudaStream>) -> anyhow::Result<Gemm> {
+        stream.context().bind_to_thread()?;
+        let handle = cublas::create_handle().map_err(|e| {
+            anyhow::anyhow!("cannot create a cuBLAS handle (is libcublas.so.13 installed?): {e:?}")
+        })?;
+        let workspace = DeviceBuffer::new(stream, WORKSPACE_BYTES)?;
+        unsafe {
+            cublas::set_stream(handle, stream.cu_stream() as sys::cudaStream_t)
+                .map_err(|e| anyhow::anyhow!("cublasSetStream: {e:?}"))?;
+            sys::cublasSetWorkspace_v2(handle, workspace.ptr() as *mut c_void, WORKSPACE_BYTES)
+                .result()
+                .map_err(|e| anyhow::anyhow!("cublasSetWorkspace: {e:?}"))?;
+        }
+        let gemv_max_tokens = std::env::var("FERRITE_GEMV_MAX_TOKENS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(GEMV_MAX_TOKENS)
+            .min(GEMV_MAX_TOKENS);
+        Ok(Gemm {
+            handle,
+            _workspace: workspace,
+            gemv_max_tokens,
+        })
+    }
+
+    /// y[n, rows] (f32) = x[n, k] (bf16) · w[rows, k]^T (bf16); all row-major, contiguous.
+    #[allow(clippy::too_many_arguments)]
+    pub fn linear(
+        &self,
+        kernels: &Kernels,
+        x: u64,
+        w: u64,
+        y: u64,
+        n: usize,
+        rows: usize,
+        k: usize,
+    ) -> anyhow::Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        if n <= self.gemv_max_tokens {
+            return kernels.gemv(w, x, y, rows, k, n);
+        }
+        self.cublas(x, w, y, n, rows, k)
+    }
+
+    /// The same product through cuBLAS whatever `n` (tests compare it with the GEMV).
+    pub fn cublas(
+        &self,
+        x: u64,
+        w: u64,
+        y: u64,
+        n: usize,
+        rows: usize,
+        k: usize,
+    ) -> anyhow::Result<()> {
+        // Column-major view: Y^T[rows, n] = W[rows, k] (stored as k x rows, transposed) · X^T[k, n].
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        unsafe {
+            cublas::gemm_ex(
+                self.handle,
+                sys::cublasOperation_t::CUBLAS_OP_T,
+                sys::cublasOperation_t::CUBLAS_OP_N,
+                rows as i32,
+                n as i32,
+                k as i32,
+                &alpha as *const f32 as *const c_void,
+                w as *const c_void,
+                sys::cudaDataType::CUDA_R_16BF,
+                k as i32,
+                x as *const c_void,
+                sys::cudaDataType::CUDA_R_16BF,
+                k as i32,
+                &beta as *const f32 as *const c_void,
+                y as *mut c_void,
+                sys::cudaDataType::CUDA_R_32F,
+                rows as i32,
+                sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                sys::cublasGemmAlgo_t::CUBLAS_GEMM_DFALT,
+            )
+        }
+        .map_err(|e| anyhow::anyhow!("cublasGemmEx {n}x{rows}x{k}: {e:?}"))
+    }
+}
+
+impl Drop for Gemm {
+    fn drop(&mut self) {
+        let _ = unsafe { cublas::destroy_handle(self.handle) };
+    }
+}

@@ -1,0 +1,457 @@
+//! Typed launch wrappers for the kernels of kernels/*.cu: one method per kernel, taking device
+//! addresses and sizes, computing the launch shape, enqueuing on the backend's stream.
+//! Arguments are packed into a fixed array (no allocation per launch).
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::driver::{result, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
+
+use crate::kernel_sources::MODULES;
+use crate::module_loader;
+
+/// Up to 16 kernel arguments, each stored in an 8-byte slot (the driver reads each parameter's
+/// own size from the front of its slot: little-endian, so narrower values sit there).
+struct Args {
+    slots: [u64; 16],
+    len: usize,
+}
+
+impl Args {
+    fn new() -> Self {
+        Args {
+            slots: [0; 16],
+            len: 0,
+        }
+    }
+    fn push(mut self, bits: u64) -> Self {
+        self.slots[self.len] = bits;
+        self.len += 1;
+        self
+    }
+    fn ptr(self, p: u64) -> Self {
+        self.push(p)
+    }
+    fn i32(self, v: i32) -> Self {
+        self.push(v as u32 as u64)
+    }
+    fn usize(self, v: usize) -> Self {
+        self.i32(v as i32)
+    }
+    fn f32(self, v: f32) -> Self {
+        self.push(v.to_bits() as u64)
+    }
+    fn u64(self, v: u64) -> Self {
+        self.push(v)
+    }
+}
+
+/// Launch shape of one kernel.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    grid: (u32, u32, u32),
+    block: u32,
+}
+
+fn grid1(x: usize, block: u32) -> Shape {
+    Shape {
+        grid: (x as u32, 1, 1),
+        block,
+    }
+}
+
+pub struct Kernels {
+    stream: Arc<CudaStream>,
+    functions: HashMap<&'static str, CudaFunction>,
+    _modules: Vec<Arc<CudaModule>>,
+}
+
+/// Kernel names the backend needs; checked at load so a missing one fails at start-up.
+const NAMES: &[&str] = &[
+    "embedding_gather",
+    "add_rmsnorm",
+    "rope_kv_write",
+    "silu_mul",
+    "gemv_bf16_1",
+    "gemv_bf16_2",
+    "gemv_bf16_3",
+    "gemv_bf16_4",
+    "gemv_bf16_5",
+    "gemv_bf16_6",
+    "gemv_bf16_7",
+    "gemv_bf16_8",
+    "attention_decode_hd64",
+    "attention_decode_hd128",
+    "attention_decode_reduce",
+    "attention_prefill_hd64",
+    "attention_prefill_hd128",
+    "sample_tokens",
+    "dummy_fill_bf16",
+    "dummy_fill_f32",
+];
+
+/// Largest token count the GEMV kernels take.
+pub const GEMV_MAX_TOKENS: usize = 8;
+/// Head sizes the attention kernels are instantiated for.
+pub const HEAD_DIMS: [usize; 2] = [64, 128];
+/// Largest query group (query heads per KV head) of the decode kernel.
+pub const MAX_GROUP: usize = 8;
+/// Threads of the sampling kernel (its radix select needs exactly 2 bins per thread).
+const SAMPLE_THREADS: u32 = 1024;
+
+impl Kernels {
+    pub fn load(stream: &Arc<CudaStream>) -> anyhow::Result<Kernels> {
+        let ctx = stream.context();
+        let mut modules = Vec::new();
+        let mut functions = HashMap::new();
+        for source in MODULES {
+            let module = module_loader::load(ctx, source)?;
+            for &name in NAMES {
+                if let Ok(f) = module.load_function(name) {
+                    functions.insert(name, f);
+                }
+            }
+            modules.push(module);
+        }
+        if let Some(missing) = NAMES.iter().find(|n| !functions.contains_key(*n)) {
+            anyhow::bail!("kernel `{missing}` is in no loaded module");
+        }
+        Ok(Kernels {
+            stream: stream.clone(),
+            functions,
+            _modules: modules,
+        })
+    }
+
+    fn function(&self, name: &str) -> CUfunction {
+        // Every name was checked at load.
+        self.functions[name].cu_function()
+    }
+
+    fn launch(&self, name: &str, shape: Shape, args: Args) -> anyhow::Result<()> {
+        let mut params = [std::ptr::null_mut::<c_void>(); 16];
+        let mut slots = args.slots;
+        for (p, slot) in params.iter_mut().zip(slots.iter_mut()).take(args.len) {
+            *p = slot as *mut u64 as *mut c_void;
+        }
+        unsafe {
+            result::launch_kernel(
+                self.function(name),
+                shape.grid,
+                (shape.block, 1, 1),
+                0,
+                self.stream.cu_stream(),
+                &mut params[..args.len],
+            )
+        }
+        .map_err(|e| anyhow::anyhow!("launching {name}: {e}"))
+    }
+
+    /// Registers, local (spill) bytes and static shared memory of a kernel, for the logs.
+    pub fn resources(&self, name: &str) -> anyhow::Result<(i32, i32, i32)> {
+        let f = &self.functions[name];
+        Ok((f.num_regs()?, f.local_size_bytes()?, f.shared_size_bytes()?))
+    }
+
+    pub fn names() -> &'static [&'static str] {
+        NAMES
+    }
+
+    /// x[t] = table[tokens[t]] (bf16 -> f32) for `n` tokens.
+    pub fn embedding(
+        &self,
+        table: u64,
+        tokens: u64,
+        x: u64,
+        hidden: usize,
+        n: usize,
+    ) -> anyhow::Result<()> {
+        let args = Args::new().ptr(table).ptr(tokens).ptr(x).usize(hidden);
+        self.launch("embedding_gather", grid1(n, 128), args)
+    }
+
+    /// For `n` output rows: x[r] += delta[r] (delta != 0), out[i] = rmsnorm(x[r]) * weight,
+    /// r = rows[i] (rows != 0) or i.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_rmsnorm(
+        &self,
+        x: u64,
+        delta: u64,
+        weight: u64,
+        rows: u64,
+        out: u64,
+        hidden: usize,
+        eps: f32,
+        n: usize,
+    ) -> anyhow::Result<()> {
+        let args = Args::new()
+            .ptr(x)
+            .ptr(delta)
+            .ptr(weight)
+            .ptr(rows)
+            .ptr(out)
+            .usize(hidden)
+            .f32(eps);
+        self.launch("add_rmsnorm", grid1(n, 256), args)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn rope_kv_write(
+        &self,
+        qkv: u64,
+        bias: u64,
+        positions: u64,
+        slots: u64,
+        inv_freq: u64,
+        q_out: u64,
+        k_cache: u64,
+        v_cache: u64,
+        dims: AttentionDims,
+        page_size: usize,
+        interleaved: bool,
+        n: usize,
+    ) -> anyhow::Result<()> {
+        let args = Args::new()
+            .ptr(qkv)
+            .ptr(bias)
+            .ptr(positions)
+            .ptr(slots)
+            .ptr(inv_freq)
+            .ptr(q_out)
+            .ptr(k_cache)
+            .ptr(v_cache)
+            .usize(dims.num_heads)
+            .usize(dims.num_kv_heads)
+            .usize(dims.head_dim)
+            .usize(page_size)
+            .i32(interleaved as i32);
+        self.launch("rope_kv_write", grid1(n, 128), args)
+    }
+
+    pub fn silu_mul(&self, gate_up: u64, out: u64, inter: usize, n: usize) -> anyhow::Result<()> {
+        let threads = 256usize;
+        let shape = Shape {
+            grid: ((inter / 4).div_ceil(threads) as u32, n as u32, 1),
+            block: threads as u32,
+        };
+        self.launch(
+            "silu_mul",
+            shape,
+            Args::new().ptr(gate_up).ptr(out).usize(inter),
+        )
+    }
+
+    /// y[t, r] = sum_k w[r, k] x[t, k] for `n` <= 8 tokens.
+    pub fn gemv(
+        &self,
+        w: u64,
+        x: u64,
+        y: u64,
+        rows: usize,
+        k: usize,
+        n: usize,
+    ) -> anyhow::Result<()> {
+        const NAMES: [&str; GEMV_MAX_TOKENS] = [
+            "gemv_bf16_1",
+            "gemv_bf16_2",
+            "gemv_bf16_3",
+            "gemv_bf16_4",
+            "gemv_bf16_5",
+            "gemv_bf16_6",
+            "gemv_bf16_7",
+            "gemv_bf16_8",
+        ];
+        anyhow::ensure!(
+            (1..=GEMV_MAX_TOKENS).contains(&n),
+            "gemv takes 1..=8 tokens, not {n}"
+        );
+        let warps_per_block = 8;
+        let args = Args::new().ptr(w).ptr(x).ptr(y).usize(rows).usize(k);
+        self.launch(
+            NAMES[n - 1],
+            grid1(rows.div_ceil(warps_per_block), 32 * warps_per_block as u32),
+            args,
+        )
+    }
+
+    /// Decode attention over `num_seqs` sequences in `num_splits` context splits (then the
+    /// reduce when there is more than one split).
+    pub fn attention_decode(&self, a: &DecodeArgs) -> anyhow::Result<()> {
+        let d = a.dims;
+        let name = match d.head_dim {
+            64 => "attention_decode_hd64",
+            128 => "attention_decode_hd128",
+            other => anyhow::bail!("no decode attention kernel for head_dim {other}"),
+        };
+        let args = Args::new()
+            .ptr(a.q)
+            .ptr(a.k_cache)
+            .ptr(a.v_cache)
+            .ptr(a.pages)
+            .ptr(a.page_offsets)
+            .ptr(a.ctx_lens)
+            .ptr(a.q_rows)
+            .ptr(a.out)
+            .ptr(a.part_acc)
+            .ptr(a.part_ml)
+            .usize(d.num_kv_heads)
+            .usize(d.group())
+            .usize(a.page_size)
+            .f32(d.scale_log2());
+        let shape = Shape {
+            grid: (
+                d.num_kv_heads as u32,
+                a.num_seqs as u32,
+                a.num_splits as u32,
+            ),
+            block: 128,
+        };
+        self.launch(name, shape, args)?;
+        if a.num_splits > 1 {
+            let args = Args::new()
+                .ptr(a.part_acc)
+                .ptr(a.part_ml)
+                .ptr(a.q_rows)
+                .ptr(a.out)
+                .usize(a.num_splits)
+                .usize(d.head_dim);
+            let shape = Shape {
+                grid: (d.num_heads as u32, a.num_seqs as u32, 1),
+                block: d.head_dim as u32,
+            };
+            self.launch("attention_decode_reduce", shape, args)?;
+        }
+        Ok(())
+    }
+
+    /// Prefill attention of `num_seqs` chunks; `max_q_len` bounds the row tiles.
+    pub fn attention_prefill(&self, a: &PrefillArgs) -> anyhow::Result<()> {
+        let d = a.dims;
+        let name = match d.head_dim {
+            64 => "attention_prefill_hd64",
+            128 => "attention_prefill_hd128",
+            other => anyhow::bail!("no prefill attention kernel for head_dim {other}"),
+        };
+        let args = Args::new()
+            .ptr(a.q)
+            .ptr(a.k_cache)
+            .ptr(a.v_cache)
+            .ptr(a.pages)
+            .ptr(a.page_offsets)
+            .ptr(a.q_starts)
+            .ptr(a.q_lens)
+            .ptr(a.pos0s)
+            .ptr(a.out)
+            .usize(d.num_kv_heads)
+            .usize(d.group())
+            .usize(a.page_size)
+            .f32(d.scale_log2());
+        let tiles = (a.max_q_len * d.group()).div_ceil(64);
+        let shape = Shape {
+            grid: (tiles as u32, d.num_kv_heads as u32, a.num_seqs as u32),
+            block: 128,
+        };
+        self.launch(name, shape, args)
+    }
+
+    /// tokens[i] = the token sampled from logits row rows[i] with params[i], for `n` rows.
+    pub fn sample(
+        &self,
+        logits: u64,
+        rows: u64,
+        params: u64,
+        tokens: u64,
+        vocab: usize,
+        n: usize,
+    ) -> anyhow::Result<()> {
+        let args = Args::new()
+            .ptr(logits)
+            .ptr(rows)
+            .ptr(params)
+            .ptr(tokens)
+            .usize(vocab);
+        self.launch("sample_tokens", grid1(n, SAMPLE_THREADS), args)
+    }
+
+    /// Fills `n` elements at `out` with the dummy-weight formula (bf16, or f32 when `f32`).
+    pub fn dummy_fill(
+        &self,
+        out: u64,
+        n: usize,
+        key: u64,
+        scale: f32,
+        offset: f32,
+        f32_out: bool,
+    ) -> anyhow::Result<()> {
+        let name = if f32_out {
+            "dummy_fill_f32"
+        } else {
+            "dummy_fill_bf16"
+        };
+        let groups = n.div_ceil(4);
+        let blocks = groups.div_ceil(256).clamp(1, 65_535);
+        let args = Args::new()
+            .ptr(out)
+            .u64(n as u64)
+            .u64(key)
+            .f32(scale)
+            .f32(offset);
+        self.launch(name, grid1(blocks, 256), args)
+    }
+}
+
+/// Head geometry of the attention kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttentionDims {
+    pub num_heads: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+}
+
+impl AttentionDims {
+    pub fn group(&self) -> usize {
+        self.num_heads / self.num_kv_heads
+    }
+    /// Softmax scale 1/sqrt(head_dim), in log2 units (the kernels use exp2).
+    pub fn scale_log2(&self) -> f32 {
+        std::f32::consts::LOG2_E / (self.head_dim as f32).sqrt()
+    }
+}
+
+/// Arguments of [`Kernels::attention_decode`] (device addresses unless noted).
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeArgs {
+    pub dims: AttentionDims,
+    pub q: u64,
+    pub k_cache: u64,
+    pub v_cache: u64,
+    pub pages: u64,
+    pub page_offsets: u64,
+    pub ctx_lens: u64,
+    pub q_rows: u64,
+    pub out: u64,
+    pub part_acc: u64,
+    pub part_ml: u64,
+    pub page_size: usize,
+    pub num_seqs: usize,
+    pub num_splits: usize,
+}
+
+/// Arguments of [`Kernels::attention_prefill`].
+#[derive(Debug, Clone, Copy)]
+pub struct PrefillArgs {
+    pub dims: AttentionDims,
+    pub q: u64,
+    pub k_cache: u64,
+    pub v_cache: u64,
+    pub pages: u64,
+    pub page_offsets: u64,
+    pub q_starts: u64,
+    pub q_lens: u64,
+    pub pos0s: u64,
+    pub out: u64,
+    pub page_size: usize,
+    pub num_seqs: usize,
+    pub max_q_len: usize,
+}

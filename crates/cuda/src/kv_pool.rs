@@ -1,0 +1,54 @@
+//! The paged KV cache on the device: for each layer a K and a V region of
+//! [num_pages][num_kv_heads][page_size][head_dim] bf16, all in one allocation made once.
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
+use ferrite_model::config::ModelConfig;
+
+use crate::buffer::{align_up, DeviceBuffer};
+
+pub struct KvPool {
+    buf: DeviceBuffer,
+    layer_bytes: usize,
+    pub num_pages: usize,
+    pub page_size: usize,
+}
+
+/// Bytes one token's K and V take across all layers, in bf16.
+pub fn bytes_per_token(c: &ModelConfig) -> usize {
+    c.num_layers * 2 * c.num_kv_heads * c.head_dim * 2
+}
+
+impl KvPool {
+    pub fn new(
+        stream: &Arc<CudaStream>,
+        c: &ModelConfig,
+        num_pages: usize,
+        page_size: usize,
+    ) -> anyhow::Result<KvPool> {
+        anyhow::ensure!(page_size > 0 && num_pages > 0, "empty KV pool");
+        let layer_bytes = align_up(num_pages * page_size * c.num_kv_heads * c.head_dim * 2);
+        // Slots are addressed with i32 in the kernels.
+        anyhow::ensure!(
+            num_pages * page_size < i32::MAX as usize,
+            "KV pool of {num_pages} pages x {page_size} exceeds 2^31 slots"
+        );
+        let buf = DeviceBuffer::new(stream, layer_bytes * 2 * c.num_layers)?;
+        Ok(KvPool {
+            buf,
+            layer_bytes,
+            num_pages,
+            page_size,
+        })
+    }
+    pub fn k(&self, layer: usize) -> u64 {
+        self.buf.at(2 * layer * self.layer_bytes)
+    }
+    pub fn v(&self, layer: usize) -> u64 {
+        self.buf.at((2 * layer + 1) * self.layer_bytes)
+    }
+    pub fn bytes(&self) -> usize {
+        self.buf.bytes()
+    }
+}

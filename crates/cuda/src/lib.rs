@@ -1,0 +1,24 @@
+//! ferrite's CUDA backend: bf16 weights in one device arena, a preallocated paged KV pool,
+//! CUDA C++ kernels (kernels/*.cu: paged flash-decoding and prefill attention, fused norms,
+//! RoPE + KV write, SwiGLU, GEMV, sampling) with cuBLAS GEMMs, decode steps replayed as CUDA
+//! graphs, and next-token sampling on the device.
+//!
+//! Built into every ferrite binary: cudarc loads the CUDA libraries at run time, so a machine
+//! without CUDA builds and runs ferrite on the CPU backend; `--device cuda` opens a GPU.
+
+pub mod backend;
+pub mod buffer;
+pub mod device;
+pub mod forward;
+pub mod gemm;
+pub mod graphs;
+pub mod kernel_sources;
+pub mod kernels;
+pub mod kv_pool;
+pub mod module_loader;
+pub mod sampling;
+pub mod step_inputs;
+pub mod weights;
+
+pub use backend::{CudaBackend, CudaOptions};
+pub use weights::WeightSource;

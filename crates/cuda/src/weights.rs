@@ -1,0 +1,276 @@
+//! The model's weights on the device, in one allocation: matrices in bf16 (GGUF quantized
+//! types dequantized at load, BF16 stored as is), norm weights and biases in f32. Q/K/V are
+//! concatenated into one matrix and gate/up into another, so each becomes one GEMM.
+//! `--load-format dummy` draws the weights directly on the device with the same formula as the
+//! host generator (ferrite_model::dummy), without materialising them on the host.
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
+use ferrite_model::config::ModelConfig;
+use ferrite_model::dequant::dequantize_row;
+use ferrite_model::dummy::tensor_inits;
+use ferrite_model::weights::{DType, ModelWeights, WeightTensor};
+use half::bf16;
+
+use crate::buffer::{upload, DeviceBuffer, Layout};
+use crate::kernels::Kernels;
+
+/// Where a backend's weights come from.
+pub enum WeightSource {
+    /// Loaded on the host (GGUF or safetensors), any dtype the dequantizer knows.
+    Host(ModelWeights),
+    /// `--load-format dummy` with this seed, drawn on the device.
+    Dummy { seed: u64 },
+}
+
+/// Device addresses of one layer's tensors.
+#[derive(Debug, Clone, Copy)]
+pub struct LayerWeights {
+    pub attn_norm: u64,
+    /// [q_dim + 2 kv_dim, hidden]: Q rows, then K, then V.
+    pub wqkv: u64,
+    /// [q_dim + 2 kv_dim] f32, or 0 without QKV bias.
+    pub bqkv: u64,
+    pub wo: u64,
+    pub ffn_norm: u64,
+    /// [2 inter, hidden]: gate rows, then up rows.
+    pub w_gate_up: u64,
+    pub w_down: u64,
+}
+
+pub struct DeviceWeights {
+    arena: DeviceBuffer,
+    pub embed: u64,
+    pub layers: Vec<LayerWeights>,
+    pub output_norm: u64,
+    /// The embedding when tied.
+    pub lm_head: u64,
+    /// RoPE inverse frequencies, f32 [head_dim / 2], computed as the CPU backend does.
+    pub inv_freq: u64,
+}
+
+/// Where each canonical tensor goes: offset in the arena, and whether it is stored as f32.
+struct Placement {
+    offset: usize,
+    f32: bool,
+}
+
+fn placements(c: &ModelConfig) -> (Layout, Vec<(String, Placement)>) {
+    let (hidden, inter, hd) = (c.hidden_size, c.intermediate_size, c.head_dim);
+    let (q_dim, kv_dim) = (c.num_heads * hd, c.num_kv_heads * hd);
+    let mut layout = Layout::new();
+    let mut out = Vec::new();
+    let mut put = |layout: &mut Layout, name: String, elems: usize, f32: bool| {
+        let offset = layout.take(elems * if f32 { 4 } else { 2 });
+        out.push((name, Placement { offset, f32 }));
+    };
+    put(
+        &mut layout,
+        "token_embd.weight".into(),
+        c.vocab_size * hidden,
+        false,
+    );
+    for l in 0..c.num_layers {
+        let n = |p: &str| format!("blk.{l}.{p}");
+        put(&mut layout, n("attn_norm.weight"), hidden, true);
+        // One region for Q, K, V (and one for their biases), filled part by part below.
+        put(
+            &mut layout,
+            n("attn_qkv"),
+            (q_dim + 2 * kv_dim) * hidden,
+            false,
+        );
+        if c.qkv_bias {
+            put(&mut layout, n("attn_qkv_bias"), q_dim + 2 * kv_dim, true);
+        }
+        put(&mut layout, n("attn_output.weight"), hidden * q_dim, false);
+        put(&mut layout, n("ffn_norm.weight"), hidden, true);
+        put(&mut layout, n("ffn_gate_up"), 2 * inter * hidden, false);
+        put(&mut layout, n("ffn_down.weight"), hidden * inter, false);
+    }
+    put(&mut layout, "output_norm.weight".into(), hidden, true);
+    if !c.tie_word_embeddings {
+        put(
+            &mut layout,
+            "output.weight".into(),
+            c.vocab_size * hidden,
+            false,
+        );
+    }
+    put(&mut layout, "rope_inv_freq".into(), hd / 2, true);
+    (layout, out)
+}
+
+/// (region, byte offset inside it) of a canonical tensor name: Q/K/V and gate/up land inside
+/// their fused regions.
+fn region_of(c: &ModelConfig, name: &str) -> (String, usize, bool) {
+    let hd = c.head_dim;
+    let (q_dim, kv_dim) = (c.num_heads * hd, c.num_kv_heads * hd);
+    let (hidden, inter) = (c.hidden_size, c.intermediate_size);
+    if let Some(rest) = name.strip_prefix("blk.") {
+        let (layer, part) = rest.split_once('.').unwrap_or((rest, ""));
+        let fused =
+            |region: &str, offset: usize, f32| (format!("blk.{layer}.{region}"), offset, f32);
+        match part {
+            "attn_q.weight" => return fused("attn_qkv", 0, false),
+            "attn_k.weight" => return fused("attn_qkv", q_dim * hidden * 2, false),
+            "attn_v.weight" => return fused("attn_qkv", (q_dim + kv_dim) * hidden * 2, false),
+            "attn_q.bias" => return fused("attn_qkv_bias", 0, true),
+            "attn_k.bias" => return fused("attn_qkv_bias", q_dim * 4, true),
+            "attn_v.bias" => return fused("attn_qkv_bias", (q_dim + kv_dim) * 4, true),
+            "ffn_gate.weight" => return fused("ffn_gate_up", 0, false),
+            "ffn_up.weight" => return fused("ffn_gate_up", inter * hidden * 2, false),
+            _ => {}
+        }
+    }
+    (name.to_string(), 0, false)
+}
+
+/// RoPE inverse frequencies exactly as `ferrite_cpu`'s Rope computes them (f32 powf).
+pub fn inv_freq(c: &ModelConfig) -> Vec<f32> {
+    (0..c.head_dim / 2)
+        .map(|i| 1.0 / c.rope_theta.powf((2 * i) as f32 / c.head_dim as f32))
+        .collect()
+}
+
+impl DeviceWeights {
+    pub fn load(
+        stream: &Arc<CudaStream>,
+        kernels: &Kernels,
+        config: &ModelConfig,
+        source: &WeightSource,
+    ) -> anyhow::Result<DeviceWeights> {
+        let (layout, places) = placements(config);
+        let arena = DeviceBuffer::new(stream, layout.bytes())?;
+        let offset_of = |region: &str| -> anyhow::Result<&Placement> {
+            places
+                .iter()
+                .find(|(n, _)| n == region)
+                .map(|(_, p)| p)
+                .ok_or_else(|| anyhow::anyhow!("no place for `{region}`"))
+        };
+        let seed = match source {
+            WeightSource::Dummy { seed } => *seed,
+            WeightSource::Host(_) => 0, // only the names and shapes are used
+        };
+        for init in tensor_inits(config, seed) {
+            let (region, inner, as_f32) = region_of(config, &init.name);
+            let place = offset_of(&region)?;
+            let as_f32 = as_f32 || place.f32;
+            let dst = arena.at(place.offset + inner);
+            match source {
+                WeightSource::Dummy { .. } => {
+                    kernels.dummy_fill(
+                        dst,
+                        init.len(),
+                        init.key,
+                        init.scale,
+                        init.offset,
+                        as_f32,
+                    )?;
+                }
+                WeightSource::Host(weights) => {
+                    let tensor = weights.get(&init.name)?;
+                    check_shape(&init.name, tensor, &init.shape)?;
+                    upload_tensor(stream, dst, tensor, as_f32)?;
+                }
+            }
+        }
+        upload(
+            stream,
+            arena.at(offset_of("rope_inv_freq")?.offset),
+            &inv_freq(config),
+        )?;
+        stream.synchronize()?;
+
+        let at = |region: &str| -> anyhow::Result<u64> { Ok(arena.at(offset_of(region)?.offset)) };
+        let mut layers = Vec::with_capacity(config.num_layers);
+        for l in 0..config.num_layers {
+            let n = |p: &str| format!("blk.{l}.{p}");
+            layers.push(LayerWeights {
+                attn_norm: at(&n("attn_norm.weight"))?,
+                wqkv: at(&n("attn_qkv"))?,
+                bqkv: if config.qkv_bias {
+                    at(&n("attn_qkv_bias"))?
+                } else {
+                    0
+                },
+                wo: at(&n("attn_output.weight"))?,
+                ffn_norm: at(&n("ffn_norm.weight"))?,
+                w_gate_up: at(&n("ffn_gate_up"))?,
+                w_down: at(&n("ffn_down.weight"))?,
+            });
+        }
+        let embed = at("token_embd.weight")?;
+        Ok(DeviceWeights {
+            embed,
+            layers,
+            output_norm: at("output_norm.weight")?,
+            lm_head: if config.tie_word_embeddings {
+                embed
+            } else {
+                at("output.weight")?
+            },
+            inv_freq: at("rope_inv_freq")?,
+            arena,
+        })
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.arena.bytes()
+    }
+}
+
+fn check_shape(name: &str, tensor: &WeightTensor, shape: &[usize]) -> anyhow::Result<()> {
+    let numel: usize = tensor.shape.iter().product();
+    let want: usize = shape.iter().product();
+    let rows_ok = shape.len() == 1 || tensor.rows() == shape[0];
+    if numel != want || !rows_ok {
+        anyhow::bail!(
+            "`{name}` has shape {:?}, the config says {shape:?}",
+            tensor.shape
+        );
+    }
+    Ok(())
+}
+
+/// Converts `tensor` to bf16 (or f32) on the host, a slab of rows at a time, and uploads it.
+fn upload_tensor(
+    stream: &CudaStream,
+    dst: u64,
+    tensor: &WeightTensor,
+    as_f32: bool,
+) -> anyhow::Result<()> {
+    if tensor.dtype == DType::BF16 && !as_f32 {
+        return upload(stream, dst, tensor.storage.bytes());
+    }
+    let (rows, cols) = (tensor.rows(), tensor.cols());
+    let row_bytes = tensor.dtype.row_bytes(cols);
+    let slab_rows = ((16 << 20) / cols.max(1)).max(1);
+    let mut f = vec![0.0f32; slab_rows.min(rows) * cols];
+    let mut b = Vec::with_capacity(if as_f32 { 0 } else { f.len() });
+    let bytes = tensor.storage.bytes();
+    let mut row = 0;
+    while row < rows {
+        let n = slab_rows.min(rows - row);
+        let out = &mut f[..n * cols];
+        dequantize_row(
+            tensor.dtype,
+            &bytes[row * row_bytes..(row + n) * row_bytes],
+            out,
+        );
+        let dst_row = dst + (row * cols * if as_f32 { 4 } else { 2 }) as u64;
+        if as_f32 {
+            upload(stream, dst_row, out)?;
+        } else {
+            b.clear();
+            b.extend(out.iter().map(|&v| bf16::from_f32(v)));
+            upload(stream, dst_row, &b)?;
+        }
+        // Pageable copies are staged before returning, but keep the slab alive until done.
+        stream.synchronize()?;
+        row += n;
+    }
+    Ok(())
+}

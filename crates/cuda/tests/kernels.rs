@@ -1,0 +1,294 @@
+//! The element-wise and matrix kernels against CPU references in f64, on random inputs with
+//! sizes that are not multiples of the tiles, into poisoned output buffers. On a machine
+//! without a GPU each test prints SKIPPED.
+
+mod common;
+
+use common::*;
+use ferrite_cuda::gemm::Gemm;
+use ferrite_cuda::kernels::AttentionDims;
+use ferrite_model::dummy::{preset, tensor_inits};
+
+#[test]
+fn add_rmsnorm_matches_reference_with_and_without_rows() {
+    let Some(ctx) = gpu("add_rmsnorm") else {
+        return;
+    };
+    let mut r = rng(1);
+    let (n, hidden, eps) = (13usize, 1004usize, 1e-6f32);
+    let x = random(&mut r, n * hidden, 2.0);
+    let delta = random(&mut r, n * hidden, 1.0);
+    let w = random(&mut r, hidden, 1.5);
+    let (xd, dd, wd) = (dev(&ctx, &x), dev(&ctx, &delta), dev(&ctx, &w));
+    let rows: Vec<i32> = vec![12, 3, 7];
+    let rd = dev(&ctx, &rows);
+    for with_rows in [false, true] {
+        upload_again(&ctx, &xd, &x);
+        let out_rows = if with_rows { rows.len() } else { n };
+        let out = poisoned::<u16>(&ctx, out_rows * hidden);
+        let rows_ptr = if with_rows { rd.ptr() } else { 0 };
+        ctx.kernels
+            .add_rmsnorm(
+                xd.ptr(),
+                dd.ptr(),
+                wd.ptr(),
+                rows_ptr,
+                out.ptr(),
+                hidden,
+                eps,
+                out_rows,
+            )
+            .unwrap();
+        let got = read_bf16(&ctx, &out, out_rows * hidden);
+        let mut want = Vec::new();
+        for i in 0..out_rows {
+            let row = if with_rows { rows[i] as usize } else { i };
+            let v: Vec<f64> = (0..hidden)
+                .map(|j| x[row * hidden + j] as f64 + delta[row * hidden + j] as f64)
+                .collect();
+            let inv =
+                1.0 / (v.iter().map(|a| a * a).sum::<f64>() / hidden as f64 + eps as f64).sqrt();
+            want.extend(v.iter().zip(&w).map(|(a, &g)| a * inv * g as f64));
+        }
+        check(&format!("add_rmsnorm rows={with_rows}"), &got, &want, 8e-3);
+        // The residual was updated in place.
+        let x_after = read_f32(&ctx, &xd, n * hidden);
+        let row = if with_rows { rows[0] as usize } else { 0 };
+        let want_x: Vec<f64> = (0..hidden)
+            .map(|j| x[row * hidden + j] as f64 + delta[row * hidden + j] as f64)
+            .collect();
+        check(
+            "residual",
+            &x_after[row * hidden..(row + 1) * hidden],
+            &want_x,
+            1e-6,
+        );
+    }
+}
+
+fn upload_again(ctx: &Ctx, buf: &ferrite_cuda::buffer::DeviceBuffer, data: &[f32]) {
+    ferrite_cuda::buffer::upload(stream(ctx), buf.ptr(), data).unwrap();
+}
+
+#[test]
+fn embedding_and_silu_mul_match_reference() {
+    let Some(ctx) = gpu("embedding/silu_mul") else {
+        return;
+    };
+    let mut r = rng(2);
+    let (vocab, hidden) = (301usize, 264usize);
+    let table = bf16_round(&random(&mut r, vocab * hidden, 1.0));
+    let tokens: Vec<i32> = vec![300, 0, 17, 17, 151];
+    let (td, tokd) = (dev(&ctx, &to_bf16(&table)), dev(&ctx, &tokens));
+    let x = poisoned::<f32>(&ctx, tokens.len() * hidden);
+    ctx.kernels
+        .embedding(td.ptr(), tokd.ptr(), x.ptr(), hidden, tokens.len())
+        .unwrap();
+    let got = read_f32(&ctx, &x, tokens.len() * hidden);
+    let want: Vec<f64> = tokens
+        .iter()
+        .flat_map(|&t| {
+            table[t as usize * hidden..(t as usize + 1) * hidden]
+                .iter()
+                .map(|&v| v as f64)
+        })
+        .collect();
+    check("embedding", &got, &want, 0.0);
+
+    let (n, inter) = (7usize, 1004usize);
+    let gu = random(&mut r, n * 2 * inter, 4.0);
+    let gud = dev(&ctx, &gu);
+    let out = poisoned::<u16>(&ctx, n * inter);
+    ctx.kernels
+        .silu_mul(gud.ptr(), out.ptr(), inter, n)
+        .unwrap();
+    let got = read_bf16(&ctx, &out, n * inter);
+    let want: Vec<f64> = (0..n * inter)
+        .map(|i| {
+            let (t, j) = (i / inter, i % inter);
+            let g = gu[t * 2 * inter + j] as f64;
+            g / (1.0 + (-g).exp()) * gu[t * 2 * inter + inter + j] as f64
+        })
+        .collect();
+    check("silu_mul", &got, &want, 8e-3);
+}
+
+#[test]
+fn rope_bias_and_kv_write_match_reference() {
+    let Some(ctx) = gpu("rope_kv_write") else {
+        return;
+    };
+    let mut r = rng(3);
+    for (interleaved, head_dim, page_size) in [
+        (false, 128, 16),
+        (true, 64, 1),
+        (true, 128, 16),
+        (false, 64, 1),
+    ] {
+        let dims = AttentionDims {
+            num_heads: 6,
+            num_kv_heads: 2,
+            head_dim,
+        };
+        let (q_dim, kv_dim) = (6 * head_dim, 2 * head_dim);
+        let n = 9usize;
+        let num_pages = 40usize;
+        let qkv = random(&mut r, n * (q_dim + 2 * kv_dim), 2.0);
+        let bias = random(&mut r, q_dim + 2 * kv_dim, 0.5);
+        let positions: Vec<i32> = (0..n as i32).map(|i| i * 97 + 3).collect();
+        // Distinct slots, one padding token (-1) that must write nothing.
+        let mut slots: Vec<i32> = (0..n as i32)
+            .map(|i| (i * 3 + 1) * (page_size as i32) + (i % page_size as i32))
+            .collect();
+        slots[4] = -1;
+        let theta = 10_000.0f32;
+        let inv: Vec<f32> = (0..head_dim / 2)
+            .map(|i| 1.0 / theta.powf((2 * i) as f32 / head_dim as f32))
+            .collect();
+        let (qd, bd, pd, sd, id) = (
+            dev(&ctx, &qkv),
+            dev(&ctx, &bias),
+            dev(&ctx, &positions),
+            dev(&ctx, &slots),
+            dev(&ctx, &inv),
+        );
+        let q_out = poisoned::<u16>(&ctx, n * q_dim);
+        let cache_len = num_pages * page_size * kv_dim;
+        let (kc, vc) = (
+            poisoned::<u16>(&ctx, cache_len),
+            poisoned::<u16>(&ctx, cache_len),
+        );
+        ctx.kernels
+            .rope_kv_write(
+                qd.ptr(),
+                bd.ptr(),
+                pd.ptr(),
+                sd.ptr(),
+                id.ptr(),
+                q_out.ptr(),
+                kc.ptr(),
+                vc.ptr(),
+                dims,
+                page_size,
+                interleaved,
+                n,
+            )
+            .unwrap();
+        let q_got = read_bf16(&ctx, &q_out, n * q_dim);
+        let k_got = read_bf16(&ctx, &kc, cache_len);
+        let v_got = read_bf16(&ctx, &vc, cache_len);
+        let rotate = |v: &mut [f64], pos: f64| {
+            let half = head_dim / 2;
+            for head in v.chunks_mut(head_dim) {
+                for i in 0..half {
+                    let (a, b) = if interleaved {
+                        (2 * i, 2 * i + 1)
+                    } else {
+                        (i, i + half)
+                    };
+                    let angle = pos * inv[i] as f64;
+                    let (xa, xb) = (head[a], head[b]);
+                    head[a] = xa * angle.cos() - xb * angle.sin();
+                    head[b] = xb * angle.cos() + xa * angle.sin();
+                }
+            }
+        };
+        let (mut q_want, mut k_want_all, mut k_got_all, mut v_want_all, mut v_got_all) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for t in 0..n {
+            let row = &qkv[t * (q_dim + 2 * kv_dim)..(t + 1) * (q_dim + 2 * kv_dim)];
+            let with_bias: Vec<f64> = row
+                .iter()
+                .zip(&bias)
+                .map(|(&a, &b)| a as f64 + b as f64)
+                .collect();
+            let mut q = with_bias[..q_dim].to_vec();
+            let mut k = with_bias[q_dim..q_dim + kv_dim].to_vec();
+            rotate(&mut q, positions[t] as f64);
+            rotate(&mut k, positions[t] as f64);
+            q_want.extend(q);
+            if slots[t] < 0 {
+                continue;
+            }
+            let (page, off) = (slots[t] as usize / page_size, slots[t] as usize % page_size);
+            for h in 0..2 {
+                let at = ((page * 2 + h) * page_size + off) * head_dim;
+                k_got_all.extend_from_slice(&k_got[at..at + head_dim]);
+                v_got_all.extend_from_slice(&v_got[at..at + head_dim]);
+                k_want_all.extend_from_slice(&k[h * head_dim..(h + 1) * head_dim]);
+                v_want_all.extend_from_slice(
+                    &with_bias[q_dim + kv_dim + h * head_dim..q_dim + kv_dim + (h + 1) * head_dim],
+                );
+            }
+        }
+        let tag = format!("interleaved={interleaved} hd={head_dim} page={page_size}");
+        check(&format!("rope q {tag}"), &q_got, &q_want, 8e-3);
+        check(&format!("rope k {tag}"), &k_got_all, &k_want_all, 8e-3);
+        check(&format!("v {tag}"), &v_got_all, &v_want_all, 8e-3);
+        // Slots nobody wrote stay poisoned: the padding token wrote nothing.
+        let written = k_got.iter().filter(|v| !v.is_nan()).count();
+        assert_eq!(written, (n - 1) * kv_dim, "{tag}: K elements written");
+    }
+}
+
+#[test]
+fn gemv_and_cublas_match_reference() {
+    let Some(ctx) = gpu("gemv/cublas") else {
+        return;
+    };
+    let gemm = Gemm::new(stream(&ctx)).unwrap();
+    let mut r = rng(4);
+    let (rows, k) = (1003usize, 1048usize);
+    let w = bf16_round(&random(&mut r, rows * k, 0.05));
+    let wd = dev(&ctx, &to_bf16(&w));
+    for n in [1usize, 2, 3, 5, 8, 9, 37] {
+        let x = bf16_round(&random(&mut r, n * k, 1.0));
+        let xd = dev(&ctx, &to_bf16(&x));
+        let want: Vec<f64> = (0..n * rows)
+            .map(|i| {
+                let (t, row) = (i / rows, i % rows);
+                (0..k)
+                    .map(|j| x[t * k + j] as f64 * w[row * k + j] as f64)
+                    .sum()
+            })
+            .collect();
+        let y = poisoned::<f32>(&ctx, n * rows);
+        gemm.linear(&ctx.kernels, xd.ptr(), wd.ptr(), y.ptr(), n, rows, k)
+            .unwrap();
+        check(
+            &format!("linear n={n}"),
+            &read_f32(&ctx, &y, n * rows),
+            &want,
+            1e-5,
+        );
+        let y2 = poisoned::<f32>(&ctx, n * rows);
+        gemm.cublas(xd.ptr(), wd.ptr(), y2.ptr(), n, rows, k)
+            .unwrap();
+        check(
+            &format!("cublas n={n}"),
+            &read_f32(&ctx, &y2, n * rows),
+            &want,
+            1e-5,
+        );
+    }
+}
+
+#[test]
+fn device_dummy_weights_equal_the_host_generator() {
+    let Some(ctx) = gpu("dummy_fill") else { return };
+    let config = preset("tiny").unwrap();
+    for init in tensor_inits(&config, 11).into_iter().take(6) {
+        let n = init.len();
+        let mut host = vec![0u16; n];
+        init.fill(&mut host);
+        let out = poisoned::<u16>(&ctx, n);
+        ctx.kernels
+            .dummy_fill(out.ptr(), n, init.key, init.scale, init.offset, false)
+            .unwrap();
+        let mut got = vec![0u16; n];
+        ferrite_cuda::buffer::download(stream(&ctx), out.ptr(), &mut got).unwrap();
+        let same = got.iter().zip(&host).filter(|(a, b)| a == b).count();
+        println!("dummy {}: {same}/{n} bitwise equal", init.name);
+        assert_eq!(same, n, "{}", init.name);
+    }
+}

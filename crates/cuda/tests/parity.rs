@@ -1,0 +1,184 @@
+//! CPU and CUDA backends on the same dummy weights: logits agree to bf16 tolerance and greedy
+//! tokens match (except near-ties) over batches that mix prefill chunks and decodes, for page
+//! sizes 1 and 16, with CUDA graphs on and off.
+
+mod common;
+
+use ferrite_cpu::CpuBackend;
+use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
+use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
+use ferrite_model::config::{Arch, ModelConfig, RopeStyle};
+use ferrite_model::dummy::{generate, preset};
+
+fn llama_small() -> ModelConfig {
+    ModelConfig {
+        arch: Arch::Llama,
+        vocab_size: 2048,
+        hidden_size: 512,
+        intermediate_size: 1408,
+        num_layers: 3,
+        num_heads: 8,
+        num_kv_heads: 2,
+        head_dim: 128,
+        rope_theta: 500_000.0,
+        rope_style: RopeStyle::Interleaved,
+        rms_norm_eps: 1e-5,
+        max_position_embeddings: 4096,
+        tie_word_embeddings: false,
+        qkv_bias: false,
+    }
+}
+
+struct Seq {
+    tokens: Vec<u32>,
+    prompt_len: usize,
+    computed: usize,
+    table: Vec<u32>,
+}
+
+/// Decode steps after each prompt.
+const DECODES: usize = 16;
+
+impl Seq {
+    fn done(&self) -> bool {
+        self.tokens.len() >= self.prompt_len + DECODES && self.computed == self.tokens.len()
+    }
+}
+
+fn run_pair(config: &ModelConfig, page_size: usize, eager: bool) {
+    let Some(_) = common::gpu("parity") else {
+        return;
+    };
+    let seed = 5;
+    let mut cpu = CpuBackend::new(config.clone(), generate(config, seed), 2).unwrap();
+    let options = CudaOptions {
+        device: 0,
+        max_num_seqs: 8,
+        max_num_batched_tokens: 512,
+        enforce_eager: eager,
+        cuda_graph_max_bs: 8,
+        gpu_memory_utilization: 0.9,
+    };
+    let mut gpu = CudaBackend::new(config.clone(), WeightSource::Dummy { seed }, options).unwrap();
+    let num_pages = 4096 / page_size;
+    cpu.init_kv_cache(num_pages, page_size).unwrap();
+    gpu.init_kv_cache(num_pages, page_size).unwrap();
+
+    let prompt = |len: usize, salt: u32| {
+        (0..len as u32)
+            .map(|i| (i * 31 + salt * 7) % config.vocab_size as u32)
+            .collect::<Vec<_>>()
+    };
+    let lens = [70usize, 33, 5, 150];
+    let mut next_page = 0u32;
+    let mut seqs: Vec<Seq> = lens
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| {
+            let pages = (len + 40).div_ceil(page_size);
+            let table = (next_page..next_page + pages as u32).rev().collect();
+            next_page += pages as u32;
+            Seq {
+                tokens: prompt(len, i as u32),
+                prompt_len: len,
+                computed: 0,
+                table,
+            }
+        })
+        .collect();
+    let (mut worst, mut mismatches, mut steps) = (0.0f64, 0, 0);
+    // Prompts in chunks of at most 48 tokens, decodes sharing the steps, 16 decode steps each.
+    while !seqs.iter().all(Seq::done) {
+        let mut batch = Vec::new();
+        let mut who = Vec::new();
+        for (i, s) in seqs.iter().enumerate() {
+            if s.done() {
+                continue;
+            }
+            let len = (s.tokens.len() - s.computed).min(48);
+            let end = s.computed + len;
+            batch.push(SeqBatch {
+                tokens: &s.tokens[s.computed..end],
+                start_pos: s.computed,
+                block_table: &s.table,
+                logits: if end == s.tokens.len() {
+                    LogitsRequest::Last
+                } else {
+                    LogitsRequest::None
+                },
+            });
+            who.push((i, end));
+        }
+        if batch.is_empty() {
+            break;
+        }
+        let a = cpu.forward(&batch).unwrap();
+        let b = gpu.forward(&batch).unwrap();
+        let lasts: Vec<bool> = batch
+            .iter()
+            .map(|s| s.logits == LogitsRequest::Last)
+            .collect();
+        drop(batch);
+        assert_eq!(a.logits.len(), b.logits.len());
+        let mut row = 0;
+        let mut appended = Vec::new();
+        for (k, &(i, end)) in who.iter().enumerate() {
+            if !lasts[k] {
+                seqs[i].computed = end;
+                continue;
+            }
+            let (ra, rb) = (a.row(row), b.row(row));
+            row += 1;
+            let want: Vec<f64> = ra.iter().map(|&v| v as f64).collect();
+            let e = common::rel_err(rb, &want);
+            worst = worst.max(e);
+            assert!(
+                e <= 2e-2,
+                "step {steps} seq {i}: logits relative error {e:.3e}"
+            );
+            let ta = ferrite_engine::sampler::argmax(ra);
+            let tb = ferrite_engine::sampler::argmax(rb);
+            if ta != tb {
+                // Allowed only when the CPU's top two are within the tolerance of each other.
+                let gap = (ra[ta as usize] - ra[tb as usize]).abs();
+                assert!(
+                    gap < 0.05,
+                    "step {steps} seq {i}: greedy {ta} vs {tb}, gap {gap}"
+                );
+                mismatches += 1;
+            }
+            seqs[i].computed = end;
+            appended.push((i, ta));
+        }
+        for (i, t) in appended {
+            if seqs[i].tokens.len() < seqs[i].prompt_len + DECODES {
+                seqs[i].tokens.push(t);
+            }
+        }
+        steps += 1;
+    }
+    println!(
+        "parity {:?} hd={} page={page_size} eager={eager} graphs={:?}: {steps} steps, worst logits rel err {worst:.2e}, {mismatches} near-tie greedy mismatches",
+        config.arch, config.head_dim, gpu.graph_sizes()
+    );
+}
+
+#[test]
+fn qwen_tiny_page16_graphs() {
+    run_pair(&preset("tiny").unwrap(), 16, false);
+}
+
+#[test]
+fn qwen_tiny_page1_eager() {
+    run_pair(&preset("tiny").unwrap(), 1, true);
+}
+
+#[test]
+fn llama_small_page16_eager() {
+    run_pair(&llama_small(), 16, true);
+}
+
+#[test]
+fn llama_small_page1_graphs() {
+    run_pair(&llama_small(), 1, false);
+}

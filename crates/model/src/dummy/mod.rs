@@ -1,0 +1,187 @@
+//! `--load-format dummy`: random weights of a model's real shapes, for measuring performance
+//! where real weights are not at hand (vLLM's option of the same name).
+//!
+//! A model's shape comes from a built-in preset or a Hugging Face `config.json`. Every tensor
+//! is a pure function of (seed, tensor name, element index): element i is
+//! `bf16(offset + scale * (2u - 1))` with `u` the Philox uniform at counter i / 4, word i % 4,
+//! keyed by a hash of the seed and the name. The CUDA backend draws the same formula on the
+//! device (crates/cuda/kernels/dummy_init.cu), so both backends run bit-identical weights and
+//! their logits can be compared.
+
+pub mod philox;
+mod presets;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use half::bf16;
+use rayon::prelude::*;
+
+pub use self::presets::{preset, PRESET_NAMES};
+use crate::config::ModelConfig;
+use crate::weights::{DType, ModelWeights, Storage, WeightTensor};
+
+/// Half-width of the uniform draw of matrices: a standard deviation of 0.02 (the usual init),
+/// which keeps activations finite through every layer.
+pub const MATRIX_SCALE: f32 = 0.02 * 1.732_050_8;
+/// Norm weights are 1 ± 0.1.
+pub const NORM_SCALE: f32 = 0.1;
+
+/// How one tensor is drawn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorInit {
+    /// Canonical (GGUF) name.
+    pub name: String,
+    pub shape: Vec<usize>,
+    /// Philox key of this tensor.
+    pub key: u64,
+    pub scale: f32,
+    pub offset: f32,
+}
+
+impl TensorInit {
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Element `i`, widened to f32 (exact: it is a bf16 value).
+    pub fn value(&self, i: usize) -> f32 {
+        let words = philox::philox4x32_10(
+            [(i / 4) as u32, ((i / 4) >> 32) as u32, 0, 0],
+            [self.key as u32, (self.key >> 32) as u32],
+        );
+        self.value_of_word(words[i % 4])
+    }
+    fn value_of_word(&self, word: u32) -> f32 {
+        let centred = 2.0 * philox::uniform(word) - 1.0;
+        bf16::from_f32(self.offset + self.scale * centred).to_f32()
+    }
+    /// Every element as bf16 bits, in order.
+    pub fn fill(&self, out: &mut [u16]) {
+        let key = [self.key as u32, (self.key >> 32) as u32];
+        for (group, chunk) in out.chunks_mut(4).enumerate() {
+            let words = philox::philox4x32_10([group as u32, (group >> 32) as u32, 0, 0], key);
+            for (slot, word) in chunk.iter_mut().zip(words) {
+                *slot = bf16::from_f32(self.value_of_word(word)).to_bits();
+            }
+        }
+    }
+}
+
+/// The shape a `--model` names under `--load-format dummy`: a preset, or a `config.json` (or a
+/// directory holding one).
+pub fn config_for(spec: &str) -> anyhow::Result<ModelConfig> {
+    if let Some(config) = preset(spec) {
+        return Ok(config);
+    }
+    let path = Path::new(spec);
+    let file = if path.is_dir() {
+        path.join("config.json")
+    } else {
+        path.to_path_buf()
+    };
+    if !file.is_file() {
+        anyhow::bail!(
+            "`{spec}` is neither a dummy preset ({}) nor a config.json",
+            PRESET_NAMES.join(", ")
+        );
+    }
+    let text = std::fs::read_to_string(&file)?;
+    Ok(crate::hf::config_from_json(&text)?)
+}
+
+fn splitmix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// FNV-1a of the name, mixed with the seed: one independent stream per tensor.
+fn tensor_key(seed: u64, name: &str) -> u64 {
+    let fnv = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    splitmix64(seed ^ fnv)
+}
+
+/// Every tensor the llama/qwen2 forward pass reads, with how it is drawn.
+pub fn tensor_inits(config: &ModelConfig, seed: u64) -> Vec<TensorInit> {
+    let (hidden, inter, hd) = (
+        config.hidden_size,
+        config.intermediate_size,
+        config.head_dim,
+    );
+    let (q_dim, kv_dim) = (config.num_heads * hd, config.num_kv_heads * hd);
+    let init = |name: String, shape: Vec<usize>, scale: f32, offset: f32| TensorInit {
+        key: tensor_key(seed, &name),
+        name,
+        shape,
+        scale,
+        offset,
+    };
+    let matrix = |name: String, rows, cols| init(name, vec![rows, cols], MATRIX_SCALE, 0.0);
+    let norm = |name: String| init(name, vec![hidden], NORM_SCALE, 1.0);
+    let mut out = vec![matrix(
+        "token_embd.weight".into(),
+        config.vocab_size,
+        hidden,
+    )];
+    for l in 0..config.num_layers {
+        let n = |part: &str| format!("blk.{l}.{part}");
+        out.push(norm(n("attn_norm.weight")));
+        out.push(matrix(n("attn_q.weight"), q_dim, hidden));
+        out.push(matrix(n("attn_k.weight"), kv_dim, hidden));
+        out.push(matrix(n("attn_v.weight"), kv_dim, hidden));
+        if config.qkv_bias {
+            for (part, len) in [
+                ("attn_q.bias", q_dim),
+                ("attn_k.bias", kv_dim),
+                ("attn_v.bias", kv_dim),
+            ] {
+                out.push(init(n(part), vec![len], MATRIX_SCALE, 0.0));
+            }
+        }
+        out.push(matrix(n("attn_output.weight"), hidden, q_dim));
+        out.push(norm(n("ffn_norm.weight")));
+        out.push(matrix(n("ffn_gate.weight"), inter, hidden));
+        out.push(matrix(n("ffn_up.weight"), inter, hidden));
+        out.push(matrix(n("ffn_down.weight"), hidden, inter));
+    }
+    out.push(norm("output_norm.weight".into()));
+    if !config.tie_word_embeddings {
+        out.push(matrix("output.weight".into(), config.vocab_size, hidden));
+    }
+    out
+}
+
+/// The dummy weights on the host, as BF16 tensors (for the CPU backend and for tests).
+pub fn generate(config: &ModelConfig, seed: u64) -> ModelWeights {
+    let tensors = tensor_inits(config, seed)
+        .into_par_iter()
+        .map(|init| {
+            let mut bits = vec![0u16; init.len()];
+            // Chunks of whole Philox groups, so parallel fills equal the serial formula.
+            const CHUNK: usize = 1 << 16;
+            bits.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| {
+                let first = c * CHUNK;
+                for (j, slot) in out.iter_mut().enumerate() {
+                    *slot = bf16::from_f32(init.value(first + j)).to_bits();
+                }
+            });
+            let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
+            let tensor = WeightTensor {
+                dtype: DType::BF16,
+                shape: init.shape.clone(),
+                storage: Storage::Owned(Arc::new(bytes)),
+            };
+            (init.name, tensor)
+        })
+        .collect();
+    ModelWeights { tensors }
+}
+
+#[cfg(test)]
+mod tests;

@@ -22,10 +22,13 @@ run_tests() {  # name, limit
   grep -E "relative error|parity|bitwise|SKIPPED|panicked|test result|FAILED|^test " "$OUT/test-$name.log" | tail -60
   row "test $name | rc=$rc | $(grep -E '^test result' "$OUT/test-$name.log" | tail -1)"
 }
+PHASE=${1:-all}   # tests | bench | all
+if [ "$PHASE" != bench ]; then
 run_tests ferrite_cuda 30
-run_tests kernels 120
-run_tests attention 120
-run_tests parity 180
+run_tests kernels 90
+run_tests attention 90
+run_tests parity 150
+fi
 
 bench() {  # label, limit, args...
   local label=$1 limit=$2; shift 2
@@ -37,6 +40,7 @@ bench() {  # label, limit, args...
   echo "$line"
   row "$label | rc=$rc | ${line#RESULT }"
 }
+if [ "$PHASE" != tests ]; then
 bench "1.5B batch-1 decode (graphs)" 90 qwen2.5-1.5b 1 128 512
 bench "8B batch-1 decode (graphs)" 120 llama-3.1-8b 1 128 256
 bench "1.5B prefill 4096" 60 qwen2.5-1.5b 1 4096 1
@@ -61,6 +65,7 @@ curl -s -m 5 localhost:8011/metrics | grep -E "^ferrite:(generation_tokens_total
 kill $pid 2>/dev/null; wait $pid 2>/dev/null
 grep -E "captured|loaded|KV pool|serving" "$OUT/serve.log" | tail -5
 row "8B start->serving | ready_s=${ready:-never} | chat=$(echo "$chat" | grep -c choices)"
+fi
 
 echo; echo "================ SUMMARY $(date -u +%F) ================"
 printf '%s\n' "${ROWS[@]}"

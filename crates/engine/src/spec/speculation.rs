@@ -115,7 +115,9 @@ impl Speculation {
             .enumerate()
             .filter(|(_, c)| {
                 let s = &scheduler.running()[c.index];
-                is_decode(c, s) && s.params.allow_speculation
+                // A prompt's last token is not drafted after: its first output carries the
+                // prompt's facts, which only plain sampling sends.
+                is_decode(c, s) && s.params.allow_speculation && s.prompt_info_sent
             })
             .map(|(position, _)| position)
             .collect();

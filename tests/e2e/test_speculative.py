@@ -1,0 +1,78 @@
+"""Speculative decoding through the server: greedy answers are the same text as without it
+(n-gram and draft-model proposers), a request can opt out, and /metrics carries vLLM's
+spec_decode_* counters."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import openai
+import pytest
+
+from conftest import MODEL_FILE, MODEL_NAME, Server, models_dir
+
+PROMPTS = [
+    "Write a Python function that returns the n-th Fibonacci number.",
+    "List the planets of the solar system in order.",
+    "Repeat after me: the quick brown fox jumps over the lazy dog. The quick brown fox",
+    "What is the capital of France?",
+]
+
+
+def answers(server: Server, extra=None):
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="none", max_retries=0, timeout=120)
+
+    def ask(prompt):
+        r = client.chat.completions.create(
+            model=MODEL_NAME, messages=[{"role": "user", "content": prompt}],
+            temperature=0, max_tokens=48, extra_body=extra or {},
+        )
+        return r.choices[0].message.content
+
+    with ThreadPoolExecutor(len(PROMPTS)) as pool:
+        return list(pool.map(ask, PROMPTS))
+
+
+def counter(server: Server, name: str) -> float:
+    total = 0.0
+    for line in httpx.get(server.url + "/metrics").text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    s = Server([], tmp_path_factory.mktemp("plain"), "spec-plain")
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module", params=["ngram", "draft"])
+def speculative(request, tmp_path_factory):
+    args = ["--speculative", request.param, "--speculative-fixed-k", "--num-speculative-tokens", "3"]
+    if request.param == "draft":
+        # The model as its own draft: every draft is accepted, which exercises long runs.
+        args += ["--draft-model", str(models_dir() / MODEL_FILE)]
+    s = Server(args, tmp_path_factory.mktemp(request.param), f"spec-{request.param}")
+    yield s
+    s.stop()
+
+
+def test_greedy_answers_are_the_same_text(plain, speculative):
+    assert answers(speculative) == answers(plain)
+    drafted = counter(speculative, "ferrite:spec_decode_num_draft_tokens_total")
+    accepted = counter(speculative, "ferrite:spec_decode_num_accepted_tokens_total")
+    per_position = counter(speculative, "ferrite:spec_decode_num_accepted_tokens_per_pos_total")
+    assert drafted > 0 and 0 <= accepted <= drafted
+    assert per_position == accepted
+    assert counter(speculative, "ferrite:spec_decode_num_drafts_total") > 0
+
+
+def test_a_request_can_opt_out(plain, speculative):
+    before = counter(speculative, "ferrite:spec_decode_num_drafts_total")
+    assert answers(speculative, {"speculative_decoding": False}) == answers(plain)
+    assert counter(speculative, "ferrite:spec_decode_num_drafts_total") == before
+
+
+def test_plain_servers_export_no_spec_counters(plain):
+    assert "spec_decode" not in httpx.get(plain.url + "/metrics").text

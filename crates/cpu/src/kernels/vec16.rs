@@ -17,6 +17,9 @@ pub trait Vec16 {
     type V: Copy;
     /// Weight rows a fused (dequantize-and-multiply) kernel works on at once.
     const FUSED_COLS: usize;
+    /// Whether [`Vec16::lut16`] and [`Vec16::lut32`] are single instructions (table lookups
+    /// then replace the convert-multiply-add of 4- and 5-bit weights).
+    const HAS_LUT: bool;
 
     unsafe fn zero() -> Self::V;
     unsafe fn splat(x: f32) -> Self::V;
@@ -35,6 +38,10 @@ pub trait Vec16 {
     unsafe fn from_f16(p: *const u8) -> Self::V;
     /// 16 bfloat16 values at `p`.
     unsafe fn from_bf16(p: *const u8) -> Self::V;
+    /// Lane `j` = `table[idx[j] & 15]` (only with `HAS_LUT`).
+    unsafe fn lut16(table: Self::V, idx: __m128i) -> Self::V;
+    /// Lane `j` = `(lo ++ hi)[idx[j] & 31]` (only with `HAS_LUT`).
+    unsafe fn lut32(lo: Self::V, hi: Self::V, idx: __m128i) -> Self::V;
     /// The sum of the lanes in the canonical order:
     /// `s8[j] = l[j] + l[j+8]`, `s4[j] = s8[j] + s8[j+4]`, `s2[j] = s4[j] + s4[j+2]`,
     /// result `s2[0] + s2[1]`.
@@ -56,6 +63,7 @@ pub struct Avx512;
 impl Vec16 for Avx512 {
     type V = __m512;
     const FUSED_COLS: usize = 4;
+    const HAS_LUT: bool = true;
 
     #[inline(always)]
     unsafe fn zero() -> __m512 {
@@ -107,6 +115,14 @@ impl Vec16 for Avx512 {
         _mm512_castsi512_ps(_mm512_slli_epi32::<16>(wide))
     }
     #[inline(always)]
+    unsafe fn lut16(table: __m512, idx: __m128i) -> __m512 {
+        _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(idx), table)
+    }
+    #[inline(always)]
+    unsafe fn lut32(lo: __m512, hi: __m512, idx: __m128i) -> __m512 {
+        _mm512_permutex2var_ps(lo, _mm512_cvtepu8_epi32(idx), hi)
+    }
+    #[inline(always)]
     unsafe fn reduce(v: __m512) -> f32 {
         let lo = _mm512_castps512_ps256(v);
         let hi = _mm512_extractf32x8_ps::<1>(v);
@@ -127,6 +143,7 @@ pub struct Avx2;
 impl Vec16 for Avx2 {
     type V = (__m256, __m256);
     const FUSED_COLS: usize = 2;
+    const HAS_LUT: bool = false;
 
     #[inline(always)]
     unsafe fn zero() -> Self::V {
@@ -188,6 +205,12 @@ impl Vec16 for Avx2 {
     #[inline(always)]
     unsafe fn from_bf16(p: *const u8) -> Self::V {
         (bf16x8(p), bf16x8(p.add(16)))
+    }
+    unsafe fn lut16(_table: Self::V, _idx: __m128i) -> Self::V {
+        unreachable!("AVX2 has no 16-entry table lookup (HAS_LUT is false)")
+    }
+    unsafe fn lut32(_lo: Self::V, _hi: Self::V, _idx: __m128i) -> Self::V {
+        unreachable!("AVX2 has no 32-entry table lookup (HAS_LUT is false)")
     }
     #[inline(always)]
     unsafe fn reduce(v: Self::V) -> f32 {

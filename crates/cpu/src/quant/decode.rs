@@ -45,6 +45,18 @@ unsafe fn high_nibbles(v: __m128i) -> __m128i {
     _mm_and_si128(_mm_srli_epi16::<4>(v), _mm_set1_epi8(0x0F))
 }
 
+/// 0..16 as floats: the values of a 4-bit field, the base of lookup tables.
+static IOTA: [f32; 32] = [
+    0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0,
+    17.0, 18.0, 19.0, 20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0, 30.0, 31.0,
+];
+/// -16..16 as floats: 5-bit fields with Q5_0's offset of 16 (and -8..8 for Q4_0's).
+static CENTRED: [f32; 32] = [
+    -16.0, -15.0, -14.0, -13.0, -12.0, -11.0, -10.0, -9.0, -8.0, -7.0, -6.0, -5.0, -4.0, -3.0,
+    -2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0,
+    15.0,
+];
+
 /// Byte `j` = `value` where bit `j` of `bits` is set, else 0.
 #[inline(always)]
 unsafe fn bits_to_bytes(bits: u16, value: i8) -> __m128i {
@@ -65,6 +77,14 @@ impl BlockFormat for Q4_0 {
     unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
         let d = S::splat(f16_at_ptr(p));
         let qs = load16(p.add(2));
+        if S::HAS_LUT {
+            // Entry i = (i - 8) * d, exactly the arithmetic below; the lookup ignores the
+            // bits above the nibble, so neither nibble needs masking.
+            let table = S::mul(S::load(CENTRED.as_ptr().add(8)), d);
+            sink(0, S::lut16(table, qs));
+            sink(1, S::lut16(table, _mm_srli_epi16::<4>(qs)));
+            return;
+        }
         let eight = _mm_set1_epi8(8);
         let lo = _mm_sub_epi8(low_nibbles(qs), eight);
         let hi = _mm_sub_epi8(high_nibbles(qs), eight);
@@ -82,6 +102,12 @@ impl BlockFormat for Q4_1 {
         let d = S::splat(f16_at_ptr(p));
         let m = S::splat(f16_at_ptr(p.add(2)));
         let qs = load16(p.add(4));
+        if S::HAS_LUT {
+            let table = S::add(S::mul(S::load(IOTA.as_ptr()), d), m);
+            sink(0, S::lut16(table, qs));
+            sink(1, S::lut16(table, _mm_srli_epi16::<4>(qs)));
+            return;
+        }
         sink(0, S::add(S::mul(S::from_u8(low_nibbles(qs)), d), m));
         sink(1, S::add(S::mul(S::from_u8(high_nibbles(qs)), d), m));
     }
@@ -108,6 +134,13 @@ impl BlockFormat for Q5_0 {
     unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
         let d = S::splat(f16_at_ptr(p));
         let (lo, hi) = five_bit(u32_at(p.add(2)), load16(p.add(6)));
+        if S::HAS_LUT {
+            let low = S::mul(S::load(CENTRED.as_ptr()), d);
+            let high = S::mul(S::load(CENTRED.as_ptr().add(16)), d);
+            sink(0, S::lut32(low, high, lo));
+            sink(1, S::lut32(low, high, hi));
+            return;
+        }
         let sixteen = _mm_set1_epi8(16);
         sink(0, S::mul(S::from_i8(_mm_sub_epi8(lo, sixteen)), d));
         sink(1, S::mul(S::from_i8(_mm_sub_epi8(hi, sixteen)), d));
@@ -123,6 +156,13 @@ impl BlockFormat for Q5_1 {
         let d = S::splat(f16_at_ptr(p));
         let m = S::splat(f16_at_ptr(p.add(2)));
         let (lo, hi) = five_bit(u32_at(p.add(4)), load16(p.add(8)));
+        if S::HAS_LUT {
+            let low = S::add(S::mul(S::load(IOTA.as_ptr()), d), m);
+            let high = S::add(S::mul(S::load(IOTA.as_ptr().add(16)), d), m);
+            sink(0, S::lut32(low, high, lo));
+            sink(1, S::lut32(low, high, hi));
+            return;
+        }
         sink(0, S::add(S::mul(S::from_u8(lo), d), m));
         sink(1, S::add(S::mul(S::from_u8(hi), d), m));
     }
@@ -166,6 +206,23 @@ impl BlockFormat for Q4K {
             let qs = p.add(16 + 32 * pair);
             let (q0, q1) = (load16(qs), load16(qs.add(16)));
             // Sub-block 2·pair takes the low nibbles of these 32 bytes, 2·pair + 1 the high ones.
+            if S::HAS_LUT {
+                for sub in 0..2 {
+                    let (sc, m) = scale_min_k4(2 * pair + sub, scales);
+                    let (d1, m1) = (S::splat(d * sc), S::splat(dmin * m));
+                    // Entry q = d1 * q - m1, the same two roundings as per element.
+                    let table = S::sub(S::mul(S::load(IOTA.as_ptr()), d1), m1);
+                    let (i0, i1) = if sub == 0 {
+                        (q0, q1)
+                    } else {
+                        (_mm_srli_epi16::<4>(q0), _mm_srli_epi16::<4>(q1))
+                    };
+                    let chunk = 4 * pair + 2 * sub;
+                    sink(chunk, S::lut16(table, i0));
+                    sink(chunk + 1, S::lut16(table, i1));
+                }
+                continue;
+            }
             for sub in 0..2 {
                 let (v0, v1) = if sub == 0 {
                     (low_nibbles(q0), low_nibbles(q1))

@@ -6,13 +6,25 @@
 #   bench/llama_cpp/build.sh            # build (or reuse) and print the bin directory
 #   LLAMA_CPP_PYTHON_VERSION=0.3.36 bench/llama_cpp/build.sh
 #   JOBS=1 bench/llama_cpp/build.sh     # fewer compile jobs on a busy machine
+#   LLAMA_CPP_AMX=1 bench/llama_cpp/build.sh   # keep ggml's AMX kernels (see below)
+#
+# On CPUs with AMX (Sapphire Rapids and later), -march=native compiles ggml's AMX matmul, which
+# crashes (SIGSEGV in ggml_backend_amx_mul_mat) in our sandboxed build machines: the AMX tile
+# state is not usable there. So AMX is compiled out unless LLAMA_CPP_AMX=1; everything else
+# native (AVX-512, VNNI, ...) stays on.
 set -euo pipefail
 
 VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 WORK="$ROOT/bench/.llama.cpp"
 SRC="$WORK/llama_cpp_python-$VERSION/vendor/llama.cpp"
-BUILD="$WORK/build-$VERSION"
+CPU_FLAGS=""
+VARIANT="native"
+if [[ "${LLAMA_CPP_AMX:-0}" != 1 ]] && grep -qw amx_tile /proc/cpuinfo 2>/dev/null; then
+    CPU_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+    VARIANT="native-noamx"
+fi
+BUILD="$WORK/build-$VERSION-$VARIANT"
 BIN="$BUILD/bin"
 JOBS="${JOBS:-$(nproc)}"
 
@@ -56,6 +68,7 @@ log "configuring with $("$CMAKE" --version | head -1)"
     -DCMAKE_BUILD_TYPE=Release \
     -DBUILD_SHARED_LIBS=OFF \
     -DGGML_NATIVE=ON \
+    -DCMAKE_C_FLAGS="$CPU_FLAGS" -DCMAKE_CXX_FLAGS="$CPU_FLAGS" \
     -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_BLAS=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
     -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \

@@ -45,17 +45,17 @@ pub fn render(r: &BenchReport) -> String {
     }
     row("Duration (s)", format!("{:.2}", r.duration_s));
     let source = if r.token_counts_from_usage {
-        "(from usage)"
+        "usage"
     } else {
-        "(estimated)"
+        "estimated"
     };
     row(
-        "Total input tokens",
-        format!("{} {source}", r.total_input_tokens),
+        &format!("Total input tokens ({source})"),
+        r.total_input_tokens.to_string(),
     );
     row(
-        "Total output tokens",
-        format!("{} {source}", r.total_output_tokens),
+        &format!("Total output tokens ({source})"),
+        r.total_output_tokens.to_string(),
     );
     row(
         "Request throughput (req/s)",
@@ -75,9 +75,10 @@ pub fn render(r: &BenchReport) -> String {
     );
     if let (Some(slo), Some(goodput), Some(met)) = (&r.slo, r.goodput, r.slo_met) {
         row(
-            &format!("Goodput (req/s) [{}]", describe_slo(slo)),
-            format!("{goodput:.2} ({met}/{} met)", r.completed),
+            &format!("Requests meeting [{}]", describe_slo(slo)),
+            format!("{met}/{}", r.completed),
         );
+        row("Goodput (req/s)", format!("{goodput:.2}"));
     }
     let pct = |x: f64| format!("{:.1}%", 100.0 * x);
     row(

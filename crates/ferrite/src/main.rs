@@ -1,5 +1,7 @@
 //! The `ferrite` binary: glues the model loader, the CPU backend, the engine and the server.
 
+mod bench;
+mod bench_model;
 mod byte_size;
 mod cli;
 mod default_model;
@@ -21,5 +23,7 @@ fn main() -> anyhow::Result<()> {
     match cli::Cli::parse().command {
         cli::Command::Serve(args) => serve::run(args),
         cli::Command::Generate(args) => generate::run(args),
+        cli::Command::Bench(args) => bench::run(args),
+        cli::Command::BenchModel(args) => bench_model::run(args),
     }
 }

@@ -31,7 +31,7 @@ impl TokenCounter for WordCounter {
 /// Short, frequent English words: each is a single token (with its leading space) in the
 /// vocabularies of the models ferrite runs, and none is special.
 #[rustfmt::skip]
-const WORDS: &[&str] = &[
+pub const WORDS: &[&str] = &[
     "the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at",
     "from", "his", "her", "it", "an", "were", "are", "which", "this", "be", "or", "has", "had",
     "first", "one", "their", "its", "new", "after", "but", "who", "not", "they", "have", "two",

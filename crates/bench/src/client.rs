@@ -48,7 +48,12 @@ impl HttpClient {
         let mut connector = HttpConnector::new();
         // Tokens arrive as small writes: Nagle's algorithm would batch them on our side.
         connector.set_nodelay(true);
-        let inner = Client::builder(TokioExecutor::new()).build(connector);
+        // A connection per request: servers may close a connection after a stream (llama-server
+        // does), and a request sent on such a pooled connection fails. Connecting on loopback
+        // costs well under a millisecond of TTFT, alike for every server.
+        let inner = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(0)
+            .build(connector);
         Ok(Self {
             inner,
             base: format!("http://{authority}{path}"),

@@ -5,21 +5,39 @@ use serde::Serialize;
 
 use crate::client::HttpClient;
 
-/// Counter pairs `(hits, queries)` in the order they are looked for: ferrite's, vLLM's (V1),
-/// and vLLM's older `gpu_` names. SGLang and llama-server expose no such counters.
-const COUNTER_NAMES: &[(&str, &str)] = &[
-    (
-        "ferrite:prefix_cache_hits_total",
-        "ferrite:prefix_cache_queries_total",
-    ),
-    (
-        "vllm:prefix_cache_hits_total",
-        "vllm:prefix_cache_queries_total",
-    ),
-    (
-        "vllm:gpu_prefix_cache_hits_total",
-        "vllm:gpu_prefix_cache_queries_total",
-    ),
+/// How a server counts prefix-cache lookups, in prompt tokens.
+struct CounterNames {
+    /// Tokens found in the cache.
+    hits: &'static str,
+    /// Tokens looked up, or (`counts_misses`) tokens not found and computed.
+    other: &'static str,
+    counts_misses: bool,
+}
+
+/// Looked for in this order: ferrite's, vLLM's (V1), vLLM's older `gpu_` names, and
+/// llama-server's (with `--metrics`), whose `prompt_tokens_total` counts only the prompt tokens
+/// it computed. SGLang exposes no such counters.
+const COUNTER_NAMES: &[CounterNames] = &[
+    CounterNames {
+        hits: "ferrite:prefix_cache_hits_total",
+        other: "ferrite:prefix_cache_queries_total",
+        counts_misses: false,
+    },
+    CounterNames {
+        hits: "vllm:prefix_cache_hits_total",
+        other: "vllm:prefix_cache_queries_total",
+        counts_misses: false,
+    },
+    CounterNames {
+        hits: "vllm:gpu_prefix_cache_hits_total",
+        other: "vllm:gpu_prefix_cache_queries_total",
+        counts_misses: false,
+    },
+    CounterNames {
+        hits: "llamacpp:prompt_tokens_cached_total",
+        other: "llamacpp:prompt_tokens_total",
+        counts_misses: true,
+    },
 ];
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -32,11 +50,17 @@ pub struct CacheCounters {
 
 /// The first known counter pair in a Prometheus text exposition, summed over label sets.
 pub fn parse(text: &str) -> Option<CacheCounters> {
-    COUNTER_NAMES.iter().find_map(|(hits, queries)| {
+    COUNTER_NAMES.iter().find_map(|names| {
+        let hits = sum_of(text, names.hits)?;
+        let other = sum_of(text, names.other)?;
         Some(CacheCounters {
-            metric: hits.to_string(),
-            hits: sum_of(text, hits)?,
-            queries: sum_of(text, queries)?,
+            metric: names.hits.to_string(),
+            hits,
+            queries: if names.counts_misses {
+                hits + other
+            } else {
+                other
+            },
         })
     })
 }
@@ -119,9 +143,16 @@ ferrite:prefix_cache_queries_total 100
         let v = "vllm:prefix_cache_queries_total{engine=\"0\"} 8.0\nvllm:prefix_cache_hits_total{engine=\"0\"} 2.0\n";
         let c = parse(v).unwrap();
         assert_eq!((c.hits, c.queries), (2.0, 8.0));
-        assert_eq!(parse("llamacpp:prompt_tokens_total 5\n"), None);
+        assert_eq!(parse("sglang:cache_hit_rate 0.5\n"), None);
         // Hits without queries is no usable pair.
         assert_eq!(parse("ferrite:prefix_cache_hits_total 5\n"), None);
+    }
+
+    #[test]
+    fn llama_server_counts_computed_and_cached_prompt_tokens_apart() {
+        let text = "llamacpp:prompt_tokens_total 23\nllamacpp:prompt_tokens_cached_total 24\n";
+        let c = parse(text).unwrap();
+        assert_eq!((c.hits, c.queries), (24.0, 47.0));
     }
 
     #[test]

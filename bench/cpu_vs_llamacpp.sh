@@ -239,7 +239,7 @@ cat >"$OUT/meta.json" <<EOF
   "cores": $(nproc),
   "memory": "$(free -g 2>/dev/null | awk '/^Mem:/ {print $2 " GiB"}')",
   "commit": "$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- crates || echo '+dirty')",
-  "llama_cpp": "$("$LLAMA_BIN/llama-server" --version 2>&1 | grep -m1 version || echo unknown)",
+  "llama_cpp": "vendored by llama-cpp-python $(basename "$(dirname "$LLAMA_BIN")" | sed 's/^build-//')",
   "llama_bin": "$LLAMA_BIN",
   "threads": $THREADS,
   "rounds": $ROUNDS,

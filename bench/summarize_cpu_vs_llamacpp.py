@@ -56,7 +56,8 @@ def speed_value(doc, tool, kind):
 
 def speed_section(run_dir, meta):
     files = rounds(run_dir, "speed-*-r*.json")
-    models = sorted({re.match(r"speed-(.+)-(llamacpp|ferrite)-r\d+\.json", os.path.basename(f)).group(1) for f in files})
+    found = {re.match(r"speed-(.+)-(llamacpp|ferrite)-r\d+\.json", os.path.basename(f)).group(1) for f in files}
+    models = [m for m in MODEL_NAMES if m in found] + sorted(found - set(MODEL_NAMES))
     if not models:
         return []
     out = [

@@ -41,17 +41,18 @@ def rounds(run_dir, pattern):
     return sorted(glob.glob(os.path.join(run_dir, pattern)))
 
 
-def speed_value(doc, tool, kind):
-    """tokens/s of the pp (kind='pp') or tg test in one llama-bench or bench-model JSON."""
+def speed_rows(doc, tool):
+    """The test rows of one llama-bench (`-o json`) or `ferrite bench-model --json` output."""
     if doc is None:
-        return None
-    rows = doc if tool == "llamacpp" else doc.get("results", [])
-    for row in rows:
-        is_pp = row.get("n_prompt", 0) > 0 and row.get("n_gen", 0) == 0
-        is_tg = row.get("n_gen", 0) > 0 and row.get("n_prompt", 0) <= 1 and row.get("batch", 1) == 1
-        if (kind == "pp" and is_pp) or (kind == "tg" and is_tg):
-            return row.get("avg_ts")
-    return None
+        return []
+    return doc if tool == "llamacpp" else doc.get("results", [])
+
+
+def is_kind(row, kind):
+    """pp: a prompt and no generation; tg: batch-1 generation after at most one prompt token."""
+    if kind == "pp":
+        return row.get("n_prompt", 0) > 0 and row.get("n_gen", 0) == 0
+    return row.get("n_gen", 0) > 0 and row.get("n_prompt", 0) <= 1 and row.get("batch", 1) == 1
 
 
 def speed_section(run_dir, meta):
@@ -63,29 +64,27 @@ def speed_section(run_dir, meta):
     out = [
         f"## Batch-1 speed: llama-bench vs `ferrite bench-model` ({meta.get('threads')} threads)",
         "",
-        f"Median over {meta.get('rounds')} A/B rounds of each round's mean of {meta.get('reps')} repetitions.",
+        f"Median of every repetition of {meta.get('rounds')} A/B rounds ({meta.get('reps')} per round and tool): "
+        "a repetition that collapsed while something else ran does not drag the result.",
         "",
-        "| model | test | llama.cpp t/s | ferrite t/s | ferrite / llama.cpp | target |",
-        "| --- | --- | ---: | ---: | ---: | --- |",
+        "| model | test | llama.cpp t/s | ferrite t/s | ferrite / llama.cpp | target | samples |",
+        "| --- | --- | ---: | ---: | ---: | --- | ---: |",
     ]
     for m in models:
         for kind, target in (("pp", "≥ 1.0×"), ("tg", "≥ 1.2×")):
-            values = {}
-            test = None
-            for tool in ("llamacpp", "ferrite"):
-                docs = [load(f) for f in rounds(run_dir, f"speed-{m}-{tool}-r*.json")]
-                values[tool] = median([speed_value(d, tool, kind) for d in docs])
-                for d in docs:
-                    rows = (d if tool == "llamacpp" else (d or {}).get("results", [])) or []
-                    for row in rows:
-                        if kind == "pp" and row.get("n_gen") == 0:
-                            test = f"pp{row.get('n_prompt')}"
-                        if kind == "tg" and row.get("n_prompt", 0) <= 1 and row.get("n_gen", 0) > 0:
-                            test = f"tg{row.get('n_gen')}"
-            r = ratio(values["ferrite"], values["llamacpp"])
+            samples = {"llamacpp": [], "ferrite": []}
+            test = kind
+            for tool in samples:
+                for f in rounds(run_dir, f"speed-{m}-{tool}-r*.json"):
+                    for row in speed_rows(load(f), tool):
+                        if is_kind(row, kind):
+                            samples[tool] += row.get("samples_ts") or []
+                            n = row.get("n_prompt") if kind == "pp" else row.get("n_gen")
+                            test = f"{kind}{n}"
+            lm, fm = median(samples["llamacpp"]), median(samples["ferrite"])
             out.append(
-                f"| {MODEL_NAMES.get(m, m)} | {test or kind} | {fmt(values['llamacpp'])} | "
-                f"{fmt(values['ferrite'])} | {fmt(r, 2)}× | {target} |"
+                f"| {MODEL_NAMES.get(m, m)} | {test} | {fmt(lm)} | {fmt(fm)} | {fmt(ratio(fm, lm), 2)}× | "
+                f"{target} | {len(samples['llamacpp'])} / {len(samples['ferrite'])} |"
             )
     return out + [""]
 

@@ -72,8 +72,9 @@ async fn latencies_throughput_and_cache_reuse_match_the_server() {
     assert_eq!(itl.count, 16 * 15);
     within("ITL p50", itl.p50, 18.0, 23.0);
     within("ITL mean", itl.mean, 19.0, 22.0);
-    // (e2e − ttft) / 15 = 16 × 20 / 15.
-    within("TPOT mean", r.tpot_ms.unwrap().mean, 21.3, 23.5);
+    // (e2e − ttft) / 15 = 16 × 20 / 15 = 21.33 (a late first token shortens it a little; the
+    // wrong divisor 16 would give 20).
+    within("TPOT mean", r.tpot_ms.unwrap().mean, 20.7, 23.5);
     within("E2E mean", r.e2e_ms.unwrap().mean, 420.0, 450.0);
 
     let expected_duration = 4.0 * 420.0 * MS;
@@ -173,7 +174,7 @@ async fn poisson_arrivals_follow_the_seeded_schedule() {
     let mut sent: Vec<(usize, f64)> = r.requests.iter().map(|q| (q.session, q.sent_at)).collect();
     sent.sort_by_key(|s| s.0);
     for (i, (_, at)) in sent.into_iter().enumerate() {
-        within(&format!("request {i} sent at"), at, due, due + 0.02);
+        within(&format!("request {i} sent at"), at, due, due + 0.025);
         due += arrivals.next_gap();
     }
 }

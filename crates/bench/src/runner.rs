@@ -120,6 +120,11 @@ async fn dispatch(
     let mut issued = 0usize;
     let mut hit_deadline = false;
     loop {
+        // Checked here too: a long burst of immediately due requests never reaches the select.
+        if Instant::now() >= deadline {
+            hit_deadline = true;
+            break;
+        }
         let next = followups.front().or(fresh.front());
         let done_issuing = issued >= planned || (next.is_none() && tasks.is_empty());
         if done_issuing && tasks.is_empty() {

@@ -186,6 +186,7 @@ impl Driver {
             })?;
         }
         let mut first_token: Vec<Option<Instant>> = vec![None; batch];
+        let mut generated = vec![0usize; batch];
         let mut last_token = submitted;
         while !pending.is_empty() {
             let step = self
@@ -200,10 +201,19 @@ impl Driver {
                 };
                 if !out.tokens.is_empty() {
                     first_token[i].get_or_insert(now);
+                    generated[i] += out.tokens.len();
                     last_token = now;
                 }
-                if out.finish.is_some() {
+                if let Some(why) = out.finish {
                     pending.remove(&out.id);
+                    // Anything short of the asked length would make the rate meaningless.
+                    if generated[i] != max_tokens {
+                        bail!(
+                            "a request stopped ({why:?}) after {} of {max_tokens} tokens: \
+                             do --prompt-len + --gen-len fit --max-model-len and the KV cache?",
+                            generated[i]
+                        );
+                    }
                 }
             }
         }

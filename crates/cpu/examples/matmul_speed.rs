@@ -27,6 +27,9 @@ fn main() {
     let n: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(4864);
     let k: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(896);
     let threads: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(1);
+    // Copies of the matrix cycled through, so that each product reads its weights from as far
+    // away as a model's would (a model touches every matrix once per token).
+    let copies: usize = args.get(5).and_then(|s| s.parse().ok()).unwrap_or(1);
     // Bytes that decode to finite values: small scales everywhere (all-0x11 patterns).
     let mut bytes = vec![0x11u8; dt.row_bytes(k) * n];
     if matches!(dt, DType::BF16 | DType::F32) {
@@ -37,7 +40,9 @@ fn main() {
         shape: vec![n, k],
         storage: Storage::Owned(Arc::new(bytes)),
     };
-    let matrix = QuantMatrix::new(&tensor).expect("matrix");
+    let matrices: Vec<QuantMatrix> = (0..copies)
+        .map(|_| QuantMatrix::new(&tensor).expect("matrix"))
+        .collect();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
@@ -47,10 +52,11 @@ fn main() {
             let x = vec![0.5f32; m * k];
             let mut out = vec![0.0f32; m * n];
             let reps = (2_000_000_000 / (m * n * k)).clamp(3, 2000);
-            pool.install(|| matmul(isa, &x, m, &matrix, &mut out));
+            pool.install(|| matmul(isa, &x, m, &matrices[0], &mut out));
             let t = Instant::now();
-            for _ in 0..reps {
-                pool.install(|| matmul(isa, &x, m, &matrix, &mut out));
+            for rep in 0..reps {
+                let matrix = &matrices[rep % copies];
+                pool.install(|| matmul(isa, &x, m, matrix, &mut out));
             }
             let secs = t.elapsed().as_secs_f64() / reps as f64;
             println!(

@@ -6,24 +6,27 @@
 //! give the same bits for the same row.
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
-use ferrite_model::weights::{DType, WeightTensor};
+use ferrite_model::weights::{DType, Storage, WeightTensor};
 use rayon::prelude::*;
 
 use super::qgemm::{self, OutMatrix, Task, FUSED_MAX_ROWS};
 use super::simd::Isa;
-use crate::quant::RowDequantizer;
-use crate::quant::{check_row, portable_row_dequantizer, row_dequantizer, QuantError};
+use crate::quant::{check_row, kernel_row_dequantizer, portable_kernel_row_dequantizer};
+use crate::quant::{repack, QuantError, RowDequantizer};
 
 /// Bytes of f32 panel a prefill task aims for: comfortably inside L2 next to a few rows of x.
 const PANEL_BYTES: usize = 96 * 1024;
 /// Tasks per thread a decode-sized product is cut into (balance against scheduling cost).
 const FUSED_TASKS_PER_THREAD: usize = 4;
 
-/// A weight matrix as the kernels read it: quantized rows plus their dequantizers.
+/// A weight matrix as the kernels read it: quantized rows (in the kernels' layout: the
+/// 32-element types repacked with f32 scales, see `quant::repack`) plus their dequantizers.
 #[derive(Debug, Clone)]
 pub struct QuantMatrix {
-    tensor: WeightTensor,
+    dtype: DType,
+    storage: Storage,
     dequantize: RowDequantizer,
     dequantize_portable: RowDequantizer,
     rows: usize,
@@ -33,34 +36,35 @@ pub struct QuantMatrix {
 
 impl QuantMatrix {
     pub fn new(tensor: &WeightTensor) -> Result<Self, QuantError> {
-        let (rows, cols) = (tensor.rows(), tensor.cols());
-        let dequantize = row_dequantizer(tensor.dtype)?;
-        let dequantize_portable = portable_row_dequantizer(tensor.dtype)?;
-        let row_bytes = tensor.dtype.row_bytes(cols);
-        check_row(tensor.dtype, cols, row_bytes)?;
+        let (rows, cols, dtype) = (tensor.rows(), tensor.cols(), tensor.dtype);
+        let dequantize = kernel_row_dequantizer(dtype)?;
+        let dequantize_portable = portable_kernel_row_dequantizer(dtype)?;
+        check_row(dtype, cols, dtype.row_bytes(cols))?;
         if cols % 16 != 0 {
             // Float rows are decoded 16 at a time, quantized ones by whole blocks (32 or 256).
-            return Err(QuantError::RaggedRow {
-                dtype: tensor.dtype,
-                cols,
-            });
+            return Err(QuantError::RaggedRow { dtype, cols });
         }
         let total = tensor.storage.bytes().len();
-        if total != rows * row_bytes {
+        if total != rows * dtype.row_bytes(cols) {
             return Err(QuantError::WrongByteCount {
-                dtype: tensor.dtype,
+                dtype,
                 cols: rows * cols,
-                expected: rows * row_bytes,
+                expected: rows * dtype.row_bytes(cols),
                 got: total,
             });
         }
+        let storage = match repack::repack(dtype, tensor.storage.bytes()) {
+            Some(repacked) => Storage::Owned(Arc::new(repacked)),
+            None => tensor.storage.clone(),
+        };
         Ok(QuantMatrix {
-            tensor: tensor.clone(),
+            dtype,
+            storage,
             dequantize,
             dequantize_portable,
             rows,
             cols,
-            row_bytes,
+            row_bytes: repack::row_bytes(dtype, cols),
         })
     }
 
@@ -71,15 +75,15 @@ impl QuantMatrix {
         self.cols
     }
     pub fn dtype(&self) -> DType {
-        self.tensor.dtype
+        self.dtype
     }
-    /// Bytes of one quantized row.
+    /// Bytes of one quantized row, in the kernels' layout.
     pub fn row_bytes(&self) -> usize {
         self.row_bytes
     }
-    /// All rows, quantized, back to back.
+    /// All rows, quantized, back to back, in the kernels' layout.
     pub fn bytes(&self) -> &[u8] {
-        self.tensor.storage.bytes()
+        self.storage.bytes()
     }
 
     /// Dequantizes rows `first..first + count` into `out` (`count * cols` long).

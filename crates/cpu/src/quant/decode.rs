@@ -3,7 +3,9 @@
 //! Each decoder yields exactly the values of the scalar dequantizer of its format (same integer
 //! values, then the same unfused multiplies and adds), so whichever kernel decodes a weight —
 //! the fused small-batch kernel, the panel dequantizer, the embedding lookup — it sees one f32
-//! value. The unit tests check that bit for bit against the scalar code.
+//! value. The unit tests check that bit for bit against the scalar code. The 32-element types
+//! are read in the kernels' repacked layout (f32 scales, see `repack`); K-quants and floats as
+//! GGML stores them.
 
 #![cfg(target_arch = "x86_64")]
 
@@ -21,6 +23,12 @@ pub trait BlockFormat {
     /// (chunk `c` holds elements `16c..16c + 16`). The order matters: fused kernels accumulate
     /// the chunks as they come, and the canonical dot product runs over increasing indices.
     unsafe fn decode<S: Vec16>(p: *const u8, sink: impl FnMut(usize, S::V));
+}
+
+/// The f32 at `p` (unaligned).
+#[inline(always)]
+unsafe fn f32_at_ptr(p: *const u8) -> f32 {
+    (p as *const f32).read_unaligned()
 }
 
 /// The f16 at `p` (unaligned), widened to f32 with F16C (exact, as any conversion).
@@ -72,11 +80,11 @@ unsafe fn bits_to_bytes(bits: u16, value: i8) -> __m128i {
 pub struct Q4_0;
 impl BlockFormat for Q4_0 {
     const ELEMS: usize = 32;
-    const BYTES: usize = 18;
+    const BYTES: usize = 20;
     #[inline(always)]
     unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
-        let d = S::splat(f16_at_ptr(p));
-        let qs = load16(p.add(2));
+        let d = S::splat(f32_at_ptr(p));
+        let qs = load16(p.add(4));
         if S::HAS_LUT {
             // Entry i = (i - 8) * d, exactly the arithmetic below; the lookup ignores the
             // bits above the nibble, so neither nibble needs masking.
@@ -96,12 +104,12 @@ impl BlockFormat for Q4_0 {
 pub struct Q4_1;
 impl BlockFormat for Q4_1 {
     const ELEMS: usize = 32;
-    const BYTES: usize = 20;
+    const BYTES: usize = 24;
     #[inline(always)]
     unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
-        let d = S::splat(f16_at_ptr(p));
-        let m = S::splat(f16_at_ptr(p.add(2)));
-        let qs = load16(p.add(4));
+        let d = S::splat(f32_at_ptr(p));
+        let m = S::splat(f32_at_ptr(p.add(4)));
+        let qs = load16(p.add(8));
         if S::HAS_LUT {
             let table = S::add(S::mul(S::load(IOTA.as_ptr()), d), m);
             sink(0, S::lut16(table, qs));
@@ -129,11 +137,11 @@ unsafe fn u32_at(p: *const u8) -> u32 {
 pub struct Q5_0;
 impl BlockFormat for Q5_0 {
     const ELEMS: usize = 32;
-    const BYTES: usize = 22;
+    const BYTES: usize = 24;
     #[inline(always)]
     unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
-        let d = S::splat(f16_at_ptr(p));
-        let (lo, hi) = five_bit(u32_at(p.add(2)), load16(p.add(6)));
+        let d = S::splat(f32_at_ptr(p));
+        let (lo, hi) = five_bit(u32_at(p.add(4)), load16(p.add(8)));
         if S::HAS_LUT {
             let low = S::mul(S::load(CENTRED.as_ptr()), d);
             let high = S::mul(S::load(CENTRED.as_ptr().add(16)), d);
@@ -150,12 +158,12 @@ impl BlockFormat for Q5_0 {
 pub struct Q5_1;
 impl BlockFormat for Q5_1 {
     const ELEMS: usize = 32;
-    const BYTES: usize = 24;
+    const BYTES: usize = 28;
     #[inline(always)]
     unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
-        let d = S::splat(f16_at_ptr(p));
-        let m = S::splat(f16_at_ptr(p.add(2)));
-        let (lo, hi) = five_bit(u32_at(p.add(4)), load16(p.add(8)));
+        let d = S::splat(f32_at_ptr(p));
+        let m = S::splat(f32_at_ptr(p.add(4)));
+        let (lo, hi) = five_bit(u32_at(p.add(8)), load16(p.add(12)));
         if S::HAS_LUT {
             let low = S::add(S::mul(S::load(IOTA.as_ptr()), d), m);
             let high = S::add(S::mul(S::load(IOTA.as_ptr().add(16)), d), m);
@@ -171,12 +179,12 @@ impl BlockFormat for Q5_1 {
 pub struct Q8_0;
 impl BlockFormat for Q8_0 {
     const ELEMS: usize = 32;
-    const BYTES: usize = 34;
+    const BYTES: usize = 36;
     #[inline(always)]
     unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
-        let d = S::splat(f16_at_ptr(p));
-        sink(0, S::mul(S::from_i8(load16(p.add(2))), d));
-        sink(1, S::mul(S::from_i8(load16(p.add(18))), d));
+        let d = S::splat(f32_at_ptr(p));
+        sink(0, S::mul(S::from_i8(load16(p.add(4))), d));
+        sink(1, S::mul(S::from_i8(load16(p.add(20))), d));
     }
 }
 

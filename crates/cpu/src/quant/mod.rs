@@ -11,6 +11,7 @@ mod kquants;
 mod q4;
 mod q5;
 mod q8;
+pub mod repack;
 #[cfg(target_arch = "x86_64")]
 mod simd_rows;
 
@@ -35,25 +36,49 @@ pub enum QuantError {
 /// Dequantizes whole blocks: `bytes` holds `out.len() / block_len` blocks.
 pub type RowDequantizer = fn(bytes: &[u8], out: &mut [f32]);
 
-/// The dequantizer for rows of `dtype`: the SIMD one for this machine where there is one.
+/// The dequantizer for rows of `dtype` as GGML stores them: the SIMD one for this machine
+/// where there is one (K-quants and floats; the 32-element types are decoded by SIMD only in
+/// the kernels' repacked layout).
 pub fn row_dequantizer(dtype: DType) -> Result<RowDequantizer, QuantError> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use crate::kernels::simd::{detected_isa, Isa};
-        let simd = match detected_isa() {
-            Isa::Avx512 => simd_rows::avx512_rows(dtype),
-            Isa::Avx2Fma => simd_rows::avx2_rows(dtype),
-            Isa::Portable => None,
-        };
-        if let Some(dequantize) = simd {
-            return Ok(dequantize);
+    if !repack::is_repacked(dtype) {
+        if let Some(simd) = detected_simd_rows(dtype) {
+            return Ok(simd);
         }
     }
     portable_row_dequantizer(dtype)
 }
 
-/// The SIMD dequantizer of `dtype` for `isa`, if there is one (tests compare it with the
-/// scalar one). Only call the result when `isa` is available.
+/// The dequantizer for rows of `dtype` in the kernels' layout (`repack` for the 32-element
+/// types, GGML's otherwise): SIMD where this machine has it.
+pub fn kernel_row_dequantizer(dtype: DType) -> Result<RowDequantizer, QuantError> {
+    if let Some(simd) = detected_simd_rows(dtype) {
+        return Ok(simd);
+    }
+    portable_kernel_row_dequantizer(dtype)
+}
+
+/// The scalar dequantizer for rows of `dtype` in the kernels' layout.
+pub fn portable_kernel_row_dequantizer(dtype: DType) -> Result<RowDequantizer, QuantError> {
+    match repack::portable_dequantizer(dtype) {
+        Some(repacked) => Ok(repacked),
+        None => portable_row_dequantizer(dtype),
+    }
+}
+
+fn detected_simd_rows(dtype: DType) -> Option<RowDequantizer> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        simd_row_dequantizer(crate::kernels::simd::detected_isa(), dtype)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = dtype;
+        None
+    }
+}
+
+/// The SIMD dequantizer of `dtype` (kernels' layout) for `isa`, if there is one (tests compare
+/// it with the scalar one). Only call the result when `isa` is available.
 #[cfg(target_arch = "x86_64")]
 pub fn simd_row_dequantizer(
     isa: crate::kernels::simd::Isa,

@@ -1,5 +1,6 @@
-//! Row dequantizers built on the SIMD block decoders, one per (ISA, format). Each gives the
-//! scalar dequantizer's values bit for bit (tested in `quant::tests`).
+//! Row dequantizers built on the SIMD block decoders, one per (ISA, format), over rows in the
+//! kernels' layout (`repack` for the 32-element types). Each gives the scalar dequantizer's
+//! values bit for bit (tested in `quant::tests`).
 
 #![cfg(target_arch = "x86_64")]
 
@@ -25,7 +26,8 @@ unsafe fn rows<S: Vec16, F: BlockFormat>(bytes: &[u8], out: &mut [f32]) -> usize
     blocks * F::ELEMS
 }
 
-/// Finishes a row the SIMD loop left short (float rows of a length not a multiple of 16).
+/// Finishes a row the SIMD loop left short (float rows of a length not a multiple of 16;
+/// floats are not repacked, so the GGML scalar code reads them).
 fn finish_row(dtype: DType, bytes: &[u8], out: &mut [f32], done: usize) {
     if done < out.len() {
         let byte_offset = dtype.row_bytes(done);

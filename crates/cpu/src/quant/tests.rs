@@ -128,9 +128,21 @@ fn simd_dequantizers_equal_the_scalar_ones_bitwise() {
             };
             let n = 256 * 8;
             let tensor = crate::test_util::random_tensor(&mut rng, dtype, 1, n, 1.0);
+            let ggml = tensor.storage.bytes();
+            // The kernels read the 32-element types repacked; the oracle is GGML's layout.
+            let kernel_bytes = repack::repack(dtype, ggml).unwrap_or_else(|| ggml.to_vec());
             let (mut fast, mut scalar) = (vec![f32::NAN; n], vec![0.0f32; n]);
-            fast_fn(tensor.storage.bytes(), &mut fast);
-            portable_row_dequantizer(dtype).unwrap()(tensor.storage.bytes(), &mut scalar);
+            fast_fn(&kernel_bytes, &mut fast);
+            portable_row_dequantizer(dtype).unwrap()(ggml, &mut scalar);
+            let mut repacked_scalar = vec![f32::NAN; n];
+            portable_kernel_row_dequantizer(dtype).unwrap()(&kernel_bytes, &mut repacked_scalar);
+            assert!(
+                repacked_scalar
+                    .iter()
+                    .zip(&scalar)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{dtype:?}: the repacked layout's scalar dequantizer differs from GGML's"
+            );
             let first_difference = fast
                 .iter()
                 .zip(&scalar)

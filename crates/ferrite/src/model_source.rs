@@ -49,15 +49,29 @@ pub fn load_dummy(spec: &str, seed: u64, tokenizer: Option<&str>) -> anyhow::Res
         );
     }
     Ok(LoadedModel {
-        name: Path::new(spec)
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| spec.to_string()),
+        name: dummy_model_name(spec),
         config,
         weights: ModelWeights::default(),
         dummy_seed: Some(seed),
         tokenizer,
     })
+}
+
+/// The served name of a dummy model: the preset's name as given (`llama-3.1-8b`, dots and
+/// all), or for a config.json the name of its directory.
+fn dummy_model_name(spec: &str) -> String {
+    let path = Path::new(spec);
+    let is_config_file = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    let named = if is_config_file {
+        path.parent().and_then(|p| p.file_name())
+    } else if path.is_dir() {
+        path.file_name()
+    } else {
+        None
+    };
+    named
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| spec.to_string())
 }
 
 /// `$FERRITE_MODELS`, else `~/.cache/ferrite/models`.

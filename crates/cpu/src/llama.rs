@@ -9,7 +9,7 @@ use ferrite_model::config::ModelConfig;
 use rayon::prelude::*;
 
 use crate::kernels::activation::silu_mul;
-use crate::kernels::attention::attend;
+use crate::kernels::attention::attend_group;
 use crate::kernels::matmul::{matmul, matmul_group, MatmulJob};
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::Rope;
@@ -244,7 +244,8 @@ impl Llama {
         })
     }
 
-    /// Causal GQA attention for every (token, head) of the step, from the pages just written.
+    /// Causal GQA attention for every (token, KV head) of the step, from the pages just
+    /// written: the query heads sharing a KV head run together, reading its keys and values once.
     #[allow(clippy::too_many_arguments)]
     fn attention(
         &self,
@@ -260,20 +261,22 @@ impl Llama {
         let hd = c.head_dim;
         let group = c.num_heads / c.num_kv_heads;
         let scale = 1.0 / (hd as f32).sqrt();
-        out.par_chunks_mut(hd)
+        let width = group * hd;
+        out.par_chunks_mut(width)
             .enumerate()
-            .for_each_init(Vec::new, |scores, (i, head_out)| {
-                let (t, head) = (i / c.num_heads, i % c.num_heads);
+            .for_each_init(Vec::new, |scores, (i, group_out)| {
+                let (t, kv_head) = (i / c.num_kv_heads, i % c.num_kv_heads);
                 let (b, pos) = tokens[t];
-                let view = kv.head_view(layer, batch[b].block_table, head / group);
-                attend(
+                let view = kv.head_view(layer, batch[b].block_table, kv_head);
+                attend_group(
                     isa,
-                    &q[i * hd..(i + 1) * hd],
+                    &q[i * width..(i + 1) * width],
+                    group,
                     &view,
                     pos,
                     scale,
                     scores,
-                    head_out,
+                    group_out,
                 );
             });
     }

@@ -61,7 +61,9 @@ pub fn load_dummy(spec: &str, seed: u64, tokenizer: Option<&str>) -> anyhow::Res
 /// all), or for a config.json the name of its directory.
 fn dummy_model_name(spec: &str) -> String {
     let path = Path::new(spec);
-    let is_config_file = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    let is_config_file = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
     let named = if is_config_file {
         path.parent().and_then(|p| p.file_name())
     } else if path.is_dir() {

@@ -358,3 +358,35 @@ fn attention_matches_f64_softmax() {
         }
     }
 }
+
+/// A group of heads sharing keys and values gives, head by head, the bits of the portable
+/// single-head computation, on every ISA (the AVX-512 path has its own dot for 64 and 128).
+#[test]
+fn grouped_attention_equals_single_heads_on_every_isa() {
+    use super::attention::attend_group;
+    let mut r = rng(21);
+    for (d, group, positions) in [(64, 7, 37), (128, 2, 16), (48, 3, 9)] {
+        let k = random_vec(&mut r, positions * d, 1.0);
+        let v = random_vec(&mut r, positions * d, 1.0);
+        let rows = Rows { k: &k, v: &v, d };
+        let q = random_vec(&mut r, group * d, 1.0);
+        let scale = 1.0 / (d as f32).sqrt();
+        let last = positions - 1;
+        let mut expected = vec![f32::NAN; group * d];
+        let mut scores = Vec::new();
+        for g in 0..group {
+            let head = &q[g * d..(g + 1) * d];
+            let out = &mut expected[g * d..(g + 1) * d];
+            attend(Isa::Portable, head, &rows, last, scale, &mut scores, out);
+        }
+        for isa in available_isas() {
+            let mut got = vec![f32::NAN; group * d];
+            attend_group(isa, &q, group, &rows, last, scale, &mut scores, &mut got);
+            let diff = got
+                .iter()
+                .zip(&expected)
+                .position(|(a, b)| a.to_bits() != b.to_bits());
+            assert_eq!(diff, None, "d={d} group={group} {isa:?}");
+        }
+    }
+}

@@ -48,7 +48,7 @@ fn main() {
         .build()
         .unwrap();
     for isa in available_isas() {
-        for m in [1, 2, 4, 8, 64] {
+        for m in [1, 2, 4, 8, 64, 512] {
             let x = vec![0.5f32; m * k];
             let mut out = vec![0.0f32; m * n];
             let reps = (2_000_000_000 / (m * n * k)).clamp(3, 2000);

@@ -16,8 +16,9 @@ use super::simd::Isa;
 use crate::quant::{check_row, kernel_row_dequantizer, portable_kernel_row_dequantizer};
 use crate::quant::{repack, QuantError, RowDequantizer};
 
-/// Bytes of f32 panel a prefill task aims for: comfortably inside L2 next to a few rows of x.
-const PANEL_BYTES: usize = 96 * 1024;
+/// Bytes of f32 panel a prefill task aims for: inside L2 next to a block of x rows, and large,
+/// because every task reads all of x once.
+const PANEL_BYTES: usize = 768 * 1024;
 /// Tasks per thread a decode-sized product is cut into (balance against scheduling cost).
 const FUSED_TASKS_PER_THREAD: usize = 4;
 
@@ -116,7 +117,12 @@ fn rows_per_task(m: usize, k: usize, n: usize) -> usize {
         let tasks = rayon::current_num_threads() * FUSED_TASKS_PER_THREAD;
         n.div_ceil(tasks).next_multiple_of(4).max(16)
     } else {
-        (PANEL_BYTES / 4 / k.max(1)).clamp(4, 64) / 4 * 4
+        // As many rows as the panel holds, but a whole number of tasks per thread, so that
+        // no thread idles at the end of the product.
+        let most = (PANEL_BYTES / 4 / k.max(1)).clamp(4, 256);
+        let threads = rayon::current_num_threads().max(1);
+        let tasks = n.div_ceil(most).div_ceil(threads) * threads;
+        n.div_ceil(tasks).next_multiple_of(4).max(4)
     }
 }
 

@@ -15,6 +15,9 @@ use ferrite_model::weights::DType;
 use super::matmul::QuantMatrix;
 use super::simd::{Isa, Tile, MAX_TILE_COLS, MAX_TILE_ROWS};
 
+/// Bytes of x rows a prefill task keeps hot while the panel's column tiles pass over them.
+const X_BLOCK_BYTES: usize = 256 * 1024;
+
 /// At most this many rows of x take the fused path.
 pub const FUSED_MAX_ROWS: usize = 4;
 
@@ -92,23 +95,29 @@ fn with_scalar_panel(task: &Task<'_>, panel: &mut Vec<f32>, tiles: impl Fn(&[f32
 unsafe fn panel_tiles(isa: Isa, task: &Task<'_>, panel: &[f32], c0: usize, c1: usize) {
     let k = task.matrix.cols();
     let (tile_rows, tile_cols) = tile_shape(isa);
-    for r0 in (0..task.m).step_by(tile_rows) {
-        let rows = tile_rows.min(task.m - r0);
+    // Blocks of x rows small enough to stay in L2 beside the panel while every column tile of
+    // the panel passes over them: x is then read from memory once per panel.
+    let block_rows = (X_BLOCK_BYTES / 4 / k.max(1)).max(tile_rows) / tile_rows * tile_rows;
+    for b0 in (0..task.m).step_by(block_rows) {
+        let b1 = (b0 + block_rows).min(task.m);
         for c in (c0..c1).step_by(tile_cols) {
             let cols = tile_cols.min(c1 - c);
-            let tile = Tile {
-                x: &task.x[r0 * k..(r0 + rows) * k],
-                x_stride: k,
-                rows,
-                w: &panel[(c - c0) * k..(c - c0 + cols) * k],
-                w_stride: k,
-                cols,
-                k,
-            };
-            let sums = tile.compute(isa);
-            for (r, row) in sums.iter().enumerate().take(rows) {
-                for (cc, &v) in row.iter().enumerate().take(cols) {
-                    task.out.write(r0 + r, c + cc, v);
+            for r0 in (b0..b1).step_by(tile_rows) {
+                let rows = tile_rows.min(b1 - r0);
+                let tile = Tile {
+                    x: &task.x[r0 * k..(r0 + rows) * k],
+                    x_stride: k,
+                    rows,
+                    w: &panel[(c - c0) * k..(c - c0 + cols) * k],
+                    w_stride: k,
+                    cols,
+                    k,
+                };
+                let sums = tile.compute(isa);
+                for (r, row) in sums.iter().enumerate().take(rows) {
+                    for (cc, &v) in row.iter().enumerate().take(cols) {
+                        task.out.write(r0 + r, c + cc, v);
+                    }
                 }
             }
         }
@@ -117,6 +126,7 @@ unsafe fn panel_tiles(isa: Isa, task: &Task<'_>, panel: &[f32], c0: usize, c1: u
 
 fn tile_shape(isa: Isa) -> (usize, usize) {
     match isa {
+        // 24 accumulators, 4 weight vectors and an x vector: 29 of the 32 registers.
         Isa::Avx512 => (MAX_TILE_ROWS, MAX_TILE_COLS),
         Isa::Avx2Fma => (2, 2),
         Isa::Portable => (1, 1),

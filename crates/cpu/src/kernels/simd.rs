@@ -10,7 +10,7 @@
 
 pub const LANES: usize = 16;
 /// Largest tile [`Tile::compute`] accepts.
-pub const MAX_TILE_ROWS: usize = 4;
+pub const MAX_TILE_ROWS: usize = 6;
 pub const MAX_TILE_COLS: usize = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,7 +211,7 @@ pub(crate) mod x86 {
             ($(($r:literal, $c:literal)),*) => {
                 match (t.rows, t.cols) {
                     $(($r, $c) => tile_kernel::<S, $r, $c>(t, sums),)*
-                    _ => {}
+                    _ => unreachable!("tile shape out of bounds (checked by Tile::compute)"),
                 }
             };
         }
@@ -231,7 +231,15 @@ pub(crate) mod x86 {
             (4, 1),
             (4, 2),
             (4, 3),
-            (4, 4)
+            (4, 4),
+            (5, 1),
+            (5, 2),
+            (5, 3),
+            (5, 4),
+            (6, 1),
+            (6, 2),
+            (6, 3),
+            (6, 4)
         );
     }
 

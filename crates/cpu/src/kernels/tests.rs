@@ -45,11 +45,11 @@ fn dot_matches_f64_and_simd_matches_portable_bitwise() {
 fn tile_shapes_agree_with_single_dots_bitwise() {
     let mut r = rng(2);
     let k = 45;
-    let x = random_vec(&mut r, 4 * k, 1.0);
+    let x = random_vec(&mut r, 6 * k, 1.0);
     let w = random_vec(&mut r, 4 * k, 1.0);
     for (isa, rows, cols) in available_isas()
         .into_iter()
-        .flat_map(|isa| (1..=4).flat_map(move |rows| (1..=4).map(move |cols| (isa, rows, cols))))
+        .flat_map(|isa| (1..=6).flat_map(move |rows| (1..=4).map(move |cols| (isa, rows, cols))))
     {
         {
             let sums = Tile {

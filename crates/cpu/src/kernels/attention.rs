@@ -60,6 +60,17 @@ pub fn attend_group(
             *s /= sum;
         }
     }
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 && matches!(hd, 64 | 128) {
+        // SAFETY: AVX-512 was detected (the ISA is only chosen then); shapes as documented.
+        unsafe {
+            match hd {
+                64 => x86::weighted_values::<4, 4>(scores, group, kv, n, out),
+                _ => x86::weighted_values::<8, 2>(scores, group, kv, n, out),
+            }
+        }
+        return;
+    }
     out.fill(0.0);
     for p in 0..n {
         let v = kv.value(p);
@@ -83,13 +94,11 @@ fn group_scores(
 ) {
     #[cfg(target_arch = "x86_64")]
     if isa == Isa::Avx512 && matches!(hd, 64 | 128) {
-        for p in 0..n {
-            let key = kv.key(p);
-            for g in 0..group {
-                // SAFETY: AVX-512 was detected (the ISA is only chosen then); both rows hold
-                // `hd` floats.
-                let s = unsafe { x86::dot_avx512(&q[g * hd..(g + 1) * hd], key) };
-                scores[g * n + p] = s * scale;
+        // SAFETY: AVX-512 was detected (the ISA is only chosen then); shapes as documented.
+        unsafe {
+            match hd {
+                64 => x86::scores::<4, 4>(q, group, kv, n, scale, scores),
+                _ => x86::scores::<8, 2>(q, group, kv, n, scale, scores),
             }
         }
         return;
@@ -104,20 +113,83 @@ fn group_scores(
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use super::KvSource;
     use crate::kernels::vec16::{Avx512, Vec16};
 
-    /// The canonical dot product of two rows whose length is a multiple of 16 (checked).
+    /// `scores[g * n + p] = dot(q_g, key_p) * scale` for head size `16 * CH`, `QG` heads at a
+    /// time held in registers; each key row is loaded once per `QG` heads.
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")]
-    pub unsafe fn dot_avx512(a: &[f32], b: &[f32]) -> f32 {
-        let k = a.len().min(b.len());
-        assert!(k % 16 == 0, "dot_avx512 needs whole 16-lane chunks");
-        let (pa, pb) = (a.as_ptr(), b.as_ptr());
-        let mut acc = Avx512::zero();
-        let mut i = 0;
-        while i < k {
-            acc = Avx512::fma(Avx512::load(pa.add(i)), Avx512::load(pb.add(i)), acc);
-            i += 16;
+    pub unsafe fn scores<const CH: usize, const QG: usize>(
+        q: &[f32],
+        group: usize,
+        kv: &impl KvSource,
+        n: usize,
+        scale: f32,
+        scores: &mut [f32],
+    ) {
+        let hd = 16 * CH;
+        assert!(q.len() >= group * hd && scores.len() >= group * n);
+        for g0 in (0..group).step_by(QG) {
+            let heads = QG.min(group - g0);
+            let mut qv = [[Avx512::zero(); CH]; QG];
+            for (g, row) in qv.iter_mut().enumerate().take(heads) {
+                for (c, v) in row.iter_mut().enumerate() {
+                    *v = Avx512::load(q.as_ptr().add((g0 + g) * hd + 16 * c));
+                }
+            }
+            for p in 0..n {
+                let key = kv.key(p);
+                assert!(key.len() >= hd);
+                let mut kr = [Avx512::zero(); CH];
+                for (c, k) in kr.iter_mut().enumerate() {
+                    *k = Avx512::load(key.as_ptr().add(16 * c));
+                }
+                for (g, qg) in qv.iter().enumerate().take(heads) {
+                    let mut acc = Avx512::zero();
+                    for c in 0..CH {
+                        acc = Avx512::fma(qg[c], kr[c], acc);
+                    }
+                    scores[(g0 + g) * n + p] = Avx512::reduce(acc) * scale;
+                }
+            }
         }
-        Avx512::reduce(acc)
+    }
+
+    /// `out_g = sum_p weights[g * n + p] * value_p`, accumulated in position order with one
+    /// fused multiply-add per element and step (what `axpy` does from a zeroed row), for
+    /// head size `16 * CH`, `QG` heads' rows held in registers.
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")]
+    pub unsafe fn weighted_values<const CH: usize, const QG: usize>(
+        weights: &[f32],
+        group: usize,
+        kv: &impl KvSource,
+        n: usize,
+        out: &mut [f32],
+    ) {
+        let hd = 16 * CH;
+        assert!(out.len() >= group * hd && weights.len() >= group * n);
+        for g0 in (0..group).step_by(QG) {
+            let heads = QG.min(group - g0);
+            let mut acc = [[Avx512::zero(); CH]; QG];
+            for p in 0..n {
+                let value = kv.value(p);
+                assert!(value.len() >= hd);
+                let mut vr = [Avx512::zero(); CH];
+                for (c, v) in vr.iter_mut().enumerate() {
+                    *v = Avx512::load(value.as_ptr().add(16 * c));
+                }
+                for (g, row) in acc.iter_mut().enumerate().take(heads) {
+                    let w = Avx512::splat(weights[(g0 + g) * n + p]);
+                    for c in 0..CH {
+                        row[c] = Avx512::fma(w, vr[c], row[c]);
+                    }
+                }
+            }
+            for (g, row) in acc.iter().enumerate().take(heads) {
+                for (c, &v) in row.iter().enumerate() {
+                    Avx512::store(out.as_mut_ptr().add((g0 + g) * hd + 16 * c), v);
+                }
+            }
+        }
     }
 }

@@ -67,5 +67,24 @@ grep -E "captured|loaded|KV pool|serving" "$OUT/serve.log" | tail -5
 row "8B start->serving | ready_s=${ready:-never} | chat=$(echo "$chat" | grep -c choices)"
 fi
 
+if [ "$PHASE" != tests ]; then
+echo "== speculative decoding on the GPU: greedy text with and without it (dummy 1.5B, draft dummy 0.5B)"
+spec_run() {  # label, flags...
+  local label=$1; shift
+  timeout 90 $G/ferrite generate qwen2.5-1.5b --device cuda --load-format dummy --max-tokens 64 \
+    --prompt "def add(a, b): return a + b. def add(a, b): return a + b. def add(a, b):" "$@" \
+    >"/tmp/spec-$label.txt" 2>>"$OUT/spec.log"
+  echo "rc=$? $label: $(grep -E 'tok/s' "$OUT/spec.log" | tail -1)"
+}
+spec_run plain
+spec_run ngram --speculative ngram --speculative-fixed-k --num-speculative-tokens 4
+spec_run draft --speculative draft --draft-model qwen2.5-0.5b --speculative-fixed-k --num-speculative-tokens 4
+for label in ngram draft; do
+  same=$(python3 -c "import sys; a=open('/tmp/spec-plain.txt').read(); b=open('/tmp/spec-$label.txt').read(); n=next((i for i,(x,y) in enumerate(zip(a,b)) if x!=y), min(len(a),len(b))); print(f'{n} of {len(a)} chars equal')")
+  echo "spec $label vs plain: $same"
+  row "spec $label greedy text vs plain | $same"
+done
+fi
+
 echo; echo "================ SUMMARY $(date -u +%F) ================"
 printf '%s\n' "${ROWS[@]}"

@@ -6,7 +6,10 @@
 // page * page_size + offset; slot < 0 marks a padding token whose K/V are not stored.
 #include "common.cuh"
 
-// grid = tokens, block = 128. qkv rows are [q (num_heads*hd) | k (kv_heads*hd) | v (kv_heads*hd)].
+// grid = (tokens, ceil((rotated pairs + kv_dim) / 128)), block = 128: one thread per rotated
+// pair of a Q or K head, or per V element, so that even one token's work spreads over several
+// multiprocessors (a decode step of batch 1 is one token).
+// qkv rows are [q (num_heads*hd) | k (kv_heads*hd) | v (kv_heads*hd)].
 // interleaved != 0 rotates pairs (2i, 2i+1), else (i, i + hd/2); inv_freq has hd/2 entries.
 extern "C" __global__ void rope_kv_write(const float* __restrict__ qkv,
                                          const float* __restrict__ bias,
@@ -26,9 +29,11 @@ extern "C" __global__ void rope_kv_write(const float* __restrict__ qkv,
     const i64 page = slot >= 0 ? slot / page_size : 0;
     const int offset = slot >= 0 ? slot % page_size : 0;
 
-    // Rotated pairs of Q heads, then of K heads.
+    // Rotated pairs of Q heads, then of K heads, then the V elements.
     const int pairs = (num_heads + num_kv_heads) * half;
-    for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
+    const int first = blockIdx.y * blockDim.x + threadIdx.x;
+    const int stride = gridDim.y * blockDim.x;
+    for (int p = first; p < pairs; p += stride) {
         const int head = p / half, i = p % half;
         const int a = interleaved ? 2 * i : i;
         const int b = interleaved ? 2 * i + 1 : i + half;
@@ -54,7 +59,8 @@ extern "C" __global__ void rope_kv_write(const float* __restrict__ qkv,
         }
     }
     if (slot < 0) return;
-    for (int e = threadIdx.x; e < kv_dim; e += blockDim.x) {
+    for (int e = first - pairs; e < kv_dim; e += stride) {
+        if (e < 0) continue;
         const int kvh = e / head_dim, d = e % head_dim;
         float v = row[q_dim + kv_dim + e];
         if (bias) v += bias[q_dim + kv_dim + e];

@@ -259,9 +259,15 @@ mod x86 {
         for b in 0..k / F::ELEMS {
             for j in 0..NC {
                 let block = bytes.add((c + j) * row_bytes + b * F::BYTES);
-                // The same block two groups of rows ahead: that is where the stream goes next
-                // (weights are read once per step, from memory rather than cache).
-                _mm_prefetch::<_MM_HINT_T0>(block.add(2 * NC * row_bytes) as *const i8);
+                // The same block two groups of rows ahead, every cache line of it: that is
+                // where the stream goes next (weights are read once per step, from memory
+                // rather than cache).
+                let ahead = block.add(2 * NC * row_bytes);
+                let mut line = 0;
+                while line < F::BYTES {
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.add(line) as *const i8);
+                    line += 64;
+                }
                 let base = b * F::ELEMS;
                 F::decode::<S>(
                     block,

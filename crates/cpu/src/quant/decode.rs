@@ -188,18 +188,27 @@ impl BlockFormat for Q8_0 {
     }
 }
 
-/// The 6-bit scale and min of sub-block `j` packed in Q4_K/Q5_K's 12 scale bytes.
+/// Q4_K/Q5_K: the eight sub-block scales `d·sc` and mins `dmin·m` of a super-block, unpacked
+/// from their 12 bytes all at once (GGML's 6-bit packing, word by word) and multiplied in one
+/// go; each is the same f32 product `scale_min_k4` and a scalar multiply give.
 #[inline(always)]
-unsafe fn scale_min_k4(j: usize, q: *const u8) -> (f32, f32) {
-    let (sc, m) = if j < 4 {
-        (*q.add(j) & 63, *q.add(j + 4) & 63)
-    } else {
-        (
-            (*q.add(j + 4) & 0x0F) | ((*q.add(j - 4) >> 6) << 4),
-            (*q.add(j + 4) >> 4) | ((*q.add(j) >> 6) << 4),
-        )
-    };
-    (sc as f32, m as f32)
+unsafe fn k4_scales(scales: *const u8, d: f32, dmin: f32) -> ([f32; 8], [f32; 8]) {
+    const LOW6: u32 = 0x3f3f_3f3f;
+    const LOW4: u32 = 0x0f0f_0f0f;
+    const LOW2: u32 = 0x0303_0303;
+    let (u0, u1, u2) = (u32_at(scales), u32_at(scales.add(4)), u32_at(scales.add(8)));
+    let sc = (u0 & LOW6) as u64 | ((((u2 & LOW4) | (((u0 >> 6) & LOW2) << 4)) as u64) << 32);
+    let m = (u1 & LOW6) as u64 | (((((u2 >> 4) & LOW4) | (((u1 >> 6) & LOW2) << 4)) as u64) << 32);
+    (widen8(sc, d), widen8(m, dmin))
+}
+
+/// The 8 bytes of `bytes` as floats, each multiplied by `by`.
+#[inline(always)]
+unsafe fn widen8(bytes: u64, by: f32) -> [f32; 8] {
+    let v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes as i64)));
+    let mut out = [0.0f32; 8];
+    _mm256_storeu_ps(out.as_mut_ptr(), _mm256_mul_ps(v, _mm256_set1_ps(by)));
+    out
 }
 
 pub struct Q4K;
@@ -210,14 +219,15 @@ impl BlockFormat for Q4K {
     unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
         let (d, dmin) = (f16_at_ptr(p), f16_at_ptr(p.add(2)));
         let scales = p.add(4);
+        let sub_scales = k4_scales(scales, d, dmin);
         for pair in 0..4 {
             let qs = p.add(16 + 32 * pair);
             let (q0, q1) = (load16(qs), load16(qs.add(16)));
             // Sub-block 2·pair takes the low nibbles of these 32 bytes, 2·pair + 1 the high ones.
             if S::HAS_LUT {
                 for sub in 0..2 {
-                    let (sc, m) = scale_min_k4(2 * pair + sub, scales);
-                    let (d1, m1) = (S::splat(d * sc), S::splat(dmin * m));
+                    let s = 2 * pair + sub;
+                    let (d1, m1) = (S::splat(sub_scales.0[s]), S::splat(sub_scales.1[s]));
                     // Entry q = d1 * q - m1, the same two roundings as per element.
                     let table = S::sub(S::mul(S::load(IOTA.as_ptr()), d1), m1);
                     let (i0, i1) = if sub == 0 {
@@ -237,8 +247,8 @@ impl BlockFormat for Q4K {
                 } else {
                     (high_nibbles(q0), high_nibbles(q1))
                 };
-                let (sc, m) = scale_min_k4(2 * pair + sub, scales);
-                let (d1, m1) = (S::splat(d * sc), S::splat(dmin * m));
+                let s = 2 * pair + sub;
+                let (d1, m1) = (S::splat(sub_scales.0[s]), S::splat(sub_scales.1[s]));
                 let chunk = 4 * pair + 2 * sub;
                 sink(chunk, S::sub(S::mul(S::from_u8(v0), d1), m1));
                 sink(chunk + 1, S::sub(S::mul(S::from_u8(v1), d1), m1));
@@ -263,6 +273,7 @@ impl BlockFormat for Q5K {
         let (d, dmin) = (f16_at_ptr(p), f16_at_ptr(p.add(2)));
         let scales = p.add(4);
         let (qh0, qh1) = (load16(p.add(16)), load16(p.add(32)));
+        let sub_scales = k4_scales(scales, d, dmin);
         for pair in 0..4 {
             let ql = p.add(48 + 32 * pair);
             let (q0, q1) = (load16(ql), load16(ql.add(16)));
@@ -276,8 +287,7 @@ impl BlockFormat for Q5K {
                 let bit = _mm_set1_epi8((1u8 << s) as i8);
                 let v0 = _mm_or_si128(n0, fifth_bit(qh0, bit));
                 let v1 = _mm_or_si128(n1, fifth_bit(qh1, bit));
-                let (sc, m) = scale_min_k4(s, scales);
-                let (d1, m1) = (S::splat(d * sc), S::splat(dmin * m));
+                let (d1, m1) = (S::splat(sub_scales.0[s]), S::splat(sub_scales.1[s]));
                 let chunk = 4 * pair + 2 * sub;
                 sink(chunk, S::sub(S::mul(S::from_u8(v0), d1), m1));
                 sink(chunk + 1, S::sub(S::mul(S::from_u8(v1), d1), m1));

@@ -155,8 +155,10 @@ impl EngineCore {
         self.count(&plan);
         let mut stats = None;
         if !plan.chunks.is_empty() {
+            let speculating = self.speculation.is_some();
             let draft_started = Instant::now();
             self.draft(&mut plan);
+            let draft_done = Instant::now();
             // After drafting: chunks that score drafts need their logits on the host.
             let sampling = self.device_sampling(&plan);
             let (result, forward_started) = {
@@ -183,8 +185,13 @@ impl EngineCore {
             }
             self.stats.steps_total.fetch_add(1, Ordering::Relaxed);
             stats = Some(StepStats {
-                schedule: draft_started - started,
-                draft: forward_started - draft_started,
+                // Building the batch and the device-sampling list count as scheduling.
+                schedule: (draft_started - started) + (forward_started - draft_done),
+                draft: if speculating {
+                    draft_done - draft_started
+                } else {
+                    std::time::Duration::ZERO
+                },
                 forward: forward_done - forward_started,
                 sample: forward_done.elapsed(),
                 num_tokens: plan.num_tokens(),

@@ -18,7 +18,7 @@ const CPU_KV_CACHE_BYTES: usize = 1 << 30;
 /// `--prefill-per-decode` when not given: on a CPU a step's time grows with its tokens, so
 /// prompts are fed in small chunks beside decodes; a GPU runs a few hundred tokens in the
 /// time of one, so it takes whole chunks.
-const CPU_PREFILL_PER_DECODE: usize = 2;
+const CPU_PREFILL_PER_DECODE: usize = 4;
 
 pub struct RunningEngine {
     pub handle: EngineHandle,

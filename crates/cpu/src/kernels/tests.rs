@@ -365,7 +365,13 @@ fn attention_matches_f64_softmax() {
 fn grouped_attention_equals_single_heads_on_every_isa() {
     use super::attention::attend_group;
     let mut r = rng(21);
-    for (d, group, positions) in [(64, 7, 37), (128, 2, 16), (48, 3, 9)] {
+    for (d, group, positions) in [
+        (64, 7, 37),
+        (128, 2, 16),
+        (48, 3, 9),
+        (64, 3, 80),
+        (128, 6, 33),
+    ] {
         let k = random_vec(&mut r, positions * d, 1.0);
         let v = random_vec(&mut r, positions * d, 1.0);
         let rows = Rows { k: &k, v: &v, d };

@@ -121,7 +121,7 @@ impl CudaBackend {
         for name in [
             "attention_decode_hd128",
             "attention_prefill_hd128",
-            "gemv_bf16_1",
+            "gemv_bf16_1_s1",
         ] {
             if let Ok((regs, local, shared)) = kernels.resources(name) {
                 tracing::debug!(name, regs, local, shared, "kernel resources");

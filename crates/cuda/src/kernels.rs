@@ -170,7 +170,10 @@ impl Kernels {
 
     /// Registers, local (spill) bytes and static shared memory of a kernel, for the logs.
     pub fn resources(&self, name: &str) -> anyhow::Result<(i32, i32, i32)> {
-        let f = &self.functions[name];
+        let f = self
+            .functions
+            .get(name)
+            .ok_or_else(|| anyhow::anyhow!("no kernel named {name}"))?;
         Ok((f.num_regs()?, f.local_size_bytes()?, f.shared_size_bytes()?))
     }
 

@@ -28,6 +28,7 @@ K=""
 PORT=18441
 RUN_TIMEOUT=900
 BUILD=1
+OUT_DIR=""
 
 usage() {
     echo "usage: $0 [options]"
@@ -37,6 +38,7 @@ usage() {
     echo "  --threads N         (default: $THREADS)"
     echo "  --k N               ferrite's --num-speculative-tokens [default: 4 draft, 8 ngram]"
     echo "  --no-build          use target/release/ferrite as it is"
+    echo "  --out DIR           write into DIR (e.g. an earlier run's, to add servers to it)"
 }
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -46,6 +48,7 @@ while [[ $# -gt 0 ]]; do
         --threads) THREADS="$2"; shift 2 ;;
         --k) K="$2"; shift 2 ;;
         --no-build) BUILD=0; shift ;;
+        --out) OUT_DIR="$2"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "unknown option $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -60,7 +63,8 @@ LLAMA_BIN=""
 if [[ ",$SERVERS," == *",llama-"* ]]; then LLAMA_BIN="$("$ROOT/bench/llama_cpp/build.sh")"; fi
 
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
-OUT="$ROOT/bench/results/spec-$STAMP"
+OUT="${OUT_DIR:-$ROOT/bench/results/spec-$STAMP}"
+OUT="${OUT%/}"
 mkdir -p "$OUT"
 PID=""
 stop_server() {

@@ -26,6 +26,7 @@ PHASE=${1:-all}   # tests | bench | all
 if [ "$PHASE" != bench ]; then
 run_tests ferrite_cuda 30
 run_tests kernels 90
+run_tests sampling 90
 run_tests attention 90
 run_tests parity 150
 fi
@@ -33,7 +34,7 @@ fi
 bench() {  # label, limit, args...
   local label=$1 limit=$2; shift 2
   echo "== bench $label: offline_bench $*"
-  timeout "$limit" $G/offline_bench "$@" >>"$OUT/bench.log" 2>&1
+  timeout "$limit" env ${BENCH_ENV:-} $G/offline_bench "$@" >>"$OUT/bench.log" 2>&1
   local rc=$?
   local line; line=$(grep RESULT "$OUT/bench.log" | tail -1)
   grep -E "captured|loaded|KV pool|ERROR|Error|panicked" "$OUT/bench.log" | tail -4
@@ -42,6 +43,7 @@ bench() {  # label, limit, args...
 }
 if [ "$PHASE" != tests ]; then
 bench "1.5B batch-1 decode (graphs)" 90 qwen2.5-1.5b 1 128 512
+BENCH_ENV=FERRITE_PDL=0 bench "1.5B batch-1 decode (graphs, no PDL)" 90 qwen2.5-1.5b 1 128 512
 bench "8B batch-1 decode (graphs)" 120 llama-3.1-8b 1 128 256
 bench "1.5B prefill 4096" 60 qwen2.5-1.5b 1 4096 1
 bench "8B prefill 4096" 90 llama-3.1-8b 1 4096 1
@@ -68,21 +70,23 @@ row "8B start->serving | ready_s=${ready:-never} | chat=$(echo "$chat" | grep -c
 fi
 
 if [ "$PHASE" != tests ]; then
-echo "== speculative decoding on the GPU: greedy text with and without it (dummy 1.5B, draft dummy 0.5B)"
+echo "== speculative decoding on the GPU: greedy token ids with and without it (dummy 1.5B, draft dummy 0.5B)"
 spec_run() {  # label, flags...
   local label=$1; shift
-  timeout 90 $G/ferrite generate qwen2.5-1.5b --device cuda --load-format dummy --max-tokens 64 \
+  timeout 90 $G/ferrite generate qwen2.5-1.5b --device cuda --load-format dummy --max-tokens 64 --token-ids \
     --prompt "def add(a, b): return a + b. def add(a, b): return a + b. def add(a, b):" "$@" \
     >"/tmp/spec-$label.txt" 2>>"$OUT/spec.log"
-  echo "rc=$? $label: $(grep -E 'tok/s' "$OUT/spec.log" | tail -1)"
+  local rc=$?
+  echo $rc >"/tmp/spec-$label.rc"
+  echo "rc=$rc $label: $(grep -E 'tok/s' "$OUT/spec.log" | tail -1)"
 }
 spec_run plain
 spec_run ngram --speculative ngram --speculative-fixed-k --num-speculative-tokens 4
 spec_run draft --speculative draft --draft-model qwen2.5-0.5b --speculative-fixed-k --num-speculative-tokens 4
 for label in ngram draft; do
-  same=$(python3 -c "import sys; a=open('/tmp/spec-plain.txt').read(); b=open('/tmp/spec-$label.txt').read(); n=next((i for i,(x,y) in enumerate(zip(a,b)) if x!=y), min(len(a),len(b))); print(f'{n} of {len(a)} chars equal')")
+  same=$(python3 -c "a=open('/tmp/spec-plain.txt').read().split(); b=open('/tmp/spec-$label.txt').read().split(); n=next((i for i,(x,y) in enumerate(zip(a,b)) if x!=y), min(len(a),len(b))); print(f'{n} of {len(a)} token ids equal, {len(b)} generated')")
   echo "spec $label vs plain: $same"
-  row "spec $label greedy text vs plain | $same"
+  row "spec $label greedy tokens vs plain | rc=$(cat /tmp/spec-$label.rc) | $same"
 done
 fi
 

@@ -1,5 +1,6 @@
 //! Times `matmul` on one random matrix of a real model's shape, for each ISA and a few batch
-//! sizes: `cargo run --release -p ferrite-cpu --example matmul_speed -- [DTYPE] [N] [K]`.
+//! sizes: `cargo run --release -p ferrite-cpu --example matmul_speed -- [DTYPE] [N] [K]
+//! [THREADS] [COPIES] [BATCH SIZES, comma-separated]`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -30,6 +31,10 @@ fn main() {
     // Copies of the matrix cycled through, so that each product reads its weights from as far
     // away as a model's would (a model touches every matrix once per token).
     let copies: usize = args.get(5).and_then(|s| s.parse().ok()).unwrap_or(1);
+    let batch_sizes: Vec<usize> = args
+        .get(6)
+        .map(|s| s.split(',').filter_map(|m| m.parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 2, 4, 8, 64, 512]);
     // Bytes that decode to finite values: small scales everywhere (all-0x11 patterns).
     let mut bytes = vec![0x11u8; dt.row_bytes(k) * n];
     if matches!(dt, DType::BF16 | DType::F32) {
@@ -48,7 +53,7 @@ fn main() {
         .build()
         .unwrap();
     for isa in available_isas() {
-        for m in [1, 2, 4, 8, 64, 512] {
+        for &m in &batch_sizes {
             let x = vec![0.5f32; m * k];
             let mut out = vec![0.0f32; m * n];
             let reps = (2_000_000_000 / (m * n * k)).clamp(3, 2000);

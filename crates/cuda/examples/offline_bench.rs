@@ -84,8 +84,17 @@ fn main() -> anyhow::Result<()> {
         });
     }
     let (mut generated, mut first_token_at, mut steps) = (0usize, None, 0usize);
+    // Host time per step (scheduling + sampling bookkeeping: the GPU idles through it, as
+    // there is no overlap yet) against the backend's forward call, over decode-only steps.
+    let (mut host, mut forward, mut decode_steps) = (0.0f64, 0.0f64, 0usize);
     while core.has_work() {
-        for out in core.step() {
+        let step = core.step_with_stats();
+        if let Some(s) = step.stats.filter(|s| s.num_tokens == s.num_seqs) {
+            host += (s.schedule + s.sample).as_secs_f64();
+            forward += s.forward.as_secs_f64();
+            decode_steps += 1;
+        }
+        for out in step.outputs {
             generated += out.tokens.len();
             if !out.tokens.is_empty() && first_token_at.is_none() {
                 first_token_at = Some(t0.elapsed().as_secs_f64());
@@ -102,9 +111,12 @@ fn main() -> anyhow::Result<()> {
     };
     println!(
         "RESULT preset={preset} requests={n} in={input_len} out={output_len} eager={eager} load_s={ready:.2} \
-         total_s={total:.3} first_token_s={ttft:.4} steps={steps} generated={generated} output_tok_s={:.1} decode_tok_s={decode_rate:.1} prefill_tok_s={:.1}",
+         total_s={total:.3} first_token_s={ttft:.4} steps={steps} generated={generated} output_tok_s={:.1} decode_tok_s={decode_rate:.1} prefill_tok_s={:.1} \
+         decode_step_host_us={:.1} decode_step_forward_us={:.1}",
         generated as f64 / total,
         (n * input_len) as f64 / ttft.max(1e-9),
+        1e6 * host / decode_steps.max(1) as f64,
+        1e6 * forward / decode_steps.max(1) as f64,
     );
     Ok(())
 }

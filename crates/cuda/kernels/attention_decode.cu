@@ -43,6 +43,7 @@ __device__ __forceinline__ void decode_attention(
     const i32* __restrict__ ctx_lens, const i32* __restrict__ q_rows, bf16* __restrict__ out,
     float* __restrict__ part_acc, float* __restrict__ part_ml, int num_kv_heads, int group,
     int page_size, float scale_log2) {
+    pdl_enter();
     typedef DecodeShape<HD> S;
     __shared__ float s_scores[DEC_MAX_GROUP][S::TILE];
     __shared__ float s_m[DEC_MAX_GROUP], s_l[DEC_MAX_GROUP], s_corr[DEC_MAX_GROUP];
@@ -218,6 +219,7 @@ extern "C" __global__ void attention_decode_reduce(const float* __restrict__ par
                                                    const i32* __restrict__ q_rows,
                                                    bf16* __restrict__ out, int num_splits,
                                                    int head_dim) {
+    pdl_enter();
     const int head = blockIdx.x, seq = blockIdx.y, d = threadIdx.x;
     const int num_heads = gridDim.x;
     const i64 first = ((i64)seq * num_heads + head) * num_splits;

@@ -33,6 +33,14 @@ __device__ __forceinline__ void ldmatrix_x4_trans(u32& d0, u32& d1, u32& d2, u32
                  : "r"(addr));
 }
 
+__device__ __forceinline__ void ldmatrix_x4(u32& d0, u32& d1, u32& d2, u32& d3,
+                                            const void* smem) {
+    const u32 addr = (u32)__cvta_generic_to_shared(smem);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)
+                 : "r"(addr));
+}
+
 __device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<u32*>(&v);
@@ -45,6 +53,7 @@ __device__ __forceinline__ void prefill_attention(
     const i32* __restrict__ q_starts, const i32* __restrict__ q_lens,
     const i32* __restrict__ pos0s, bf16* __restrict__ out, int num_kv_heads, int group,
     int page_size, float scale_log2) {
+    pdl_enter();
     constexpr int STRIDE = HD + 8;  // padded row: conflict-free fragment loads and ldmatrix
     constexpr int KSTEPS = HD / 16;
     constexpr int NT_O = HD / 8;
@@ -111,16 +120,19 @@ __device__ __forceinline__ void prefill_attention(
         }
         __syncthreads();
 
-        // S = Q K^T for 16 rows x 64 keys.
+        // S = Q K^T for 16 rows x 64 keys. The B fragments (8 keys x 16 dims, key-major as
+        // ks stores them) come four 8x8 matrices at a time from ldmatrix: the 8 keys at dims
+        // kk*16, +8, +16, +24, i.e. b0, b1 of step kk and of step kk + 1.
         float s[PRE_KEYS / 8][4];
 #pragma unroll
         for (int j = 0; j < PRE_KEYS / 8; ++j) {
             s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
 #pragma unroll
-            for (int kk = 0; kk < KSTEPS; ++kk) {
-                const u32 b0 = *reinterpret_cast<const u32*>(&ks[j * 8 + g][kk * 16 + 2 * t]);
-                const u32 b1 = *reinterpret_cast<const u32*>(&ks[j * 8 + g][kk * 16 + 2 * t + 8]);
+            for (int kk = 0; kk < KSTEPS; kk += 2) {
+                u32 b0, b1, b2, b3;
+                ldmatrix_x4(b0, b1, b2, b3, &ks[j * 8 + (lane & 7)][kk * 16 + (lane >> 3) * 8]);
                 mma_16816(s[j], qa[kk], b0, b1);
+                mma_16816(s[j], qa[kk + 1], b2, b3);
             }
         }
 

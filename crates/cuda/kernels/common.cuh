@@ -65,3 +65,26 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 
 // -inf without <math.h> (NVRTC has none).
 #define NEG_INF __int_as_float(0xff800000)
+
+// Programmatic dependent launch (sm_90). The host launches every kernel with programmatic
+// stream serialization, so a kernel's blocks may be scheduled while its predecessor is still
+// draining, hiding the launch gap between the ~300 small kernels of a decode step. The rule
+// each kernel keeps: pdl_wait() before it reads anything an earlier kernel wrote and before it
+// writes anything (it returns once the predecessor grid has completed and its writes are
+// visible; the predecessor itself waited for its own, so every earlier kernel is done), then
+// pdl_launch_dependents() to let the next kernel be scheduled. Only reads of data no kernel
+// writes (weights) may come before the wait. Both are no-ops without the launch attribute.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_enter() {
+    pdl_wait();
+    pdl_launch_dependents();
+}

@@ -7,6 +7,7 @@
 // grid-stride over elements; n may be any length.
 extern "C" __global__ void dummy_fill_bf16(bf16* __restrict__ out, u64 n, u64 seed, float scale,
                                            float offset) {
+    pdl_enter();
     const u32 k0 = (u32)seed, k1 = (u32)(seed >> 32);
     const u64 groups = (n + 3) / 4;
     for (u64 grp = blockIdx.x * (u64)blockDim.x + threadIdx.x; grp < groups;
@@ -26,6 +27,7 @@ extern "C" __global__ void dummy_fill_bf16(bf16* __restrict__ out, u64 n, u64 se
 // Same values widened to f32 (norm weights and biases live in f32 on the device).
 extern "C" __global__ void dummy_fill_f32(float* __restrict__ out, u64 n, u64 seed, float scale,
                                           float offset) {
+    pdl_enter();
     const u32 k0 = (u32)seed, k1 = (u32)(seed >> 32);
     const u64 groups = (n + 3) / 4;
     for (u64 grp = blockIdx.x * (u64)blockDim.x + threadIdx.x; grp < groups;

@@ -5,6 +5,7 @@
 extern "C" __global__ void embedding_gather(const bf16* __restrict__ table,
                                             const i32* __restrict__ tokens,
                                             float* __restrict__ x, int hidden) {
+    pdl_enter();
     const int t = blockIdx.x;
     const uint4* row = reinterpret_cast<const uint4*>(table + (i64)tokens[t] * hidden);
     float4* out = reinterpret_cast<float4*>(x + (i64)t * hidden);

@@ -28,30 +28,37 @@ __device__ __forceinline__ void gemv_rows(const bf16* __restrict__ w, const bf16
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
 
-    if (row < rows) {
-        const uint4* wr = reinterpret_cast<const uint4*>(w + (i64)row * k);
-        for (int base = c_begin; base < c_end; base += 32 * GEMV_UNROLL) {
-            uint4 wv[GEMV_UNROLL];
+    const bool live = row < rows;
+    const uint4* wr = reinterpret_cast<const uint4*>(w + (i64)(live ? row : 0) * k);
+    uint4 wv[GEMV_UNROLL];
+    auto load = [&](int base) {
 #pragma unroll
-            for (int u = 0; u < GEMV_UNROLL; ++u) {
-                const int c = base + u * 32 + lane;
-                wv[u] = c < c_end ? __ldcs(wr + c) : make_uint4(0, 0, 0, 0);
-            }
+        for (int u = 0; u < GEMV_UNROLL; ++u) {
+            const int c = base + u * 32 + lane;
+            wv[u] = live && c < c_end ? __ldcs(wr + c) : make_uint4(0, 0, 0, 0);
+        }
+    };
+    // No kernel writes the weights, so their first loads go out before the wait for the
+    // previous kernel (common.cuh): the weight stream starts while that kernel drains.
+    load(c_begin);
+    pdl_enter();
+    for (int base = c_begin; base < c_end; base += 32 * GEMV_UNROLL) {
+        if (base != c_begin) load(base);
+        if (!live) continue;
 #pragma unroll
-            for (int u = 0; u < GEMV_UNROLL; ++u) {
-                const int c = base + u * 32 + lane;
-                if (c < c_end) {
-                    float wf[8];
-                    unpack8(wv[u], wf);
+        for (int u = 0; u < GEMV_UNROLL; ++u) {
+            const int c = base + u * 32 + lane;
+            if (c < c_end) {
+                float wf[8];
+                unpack8(wv[u], wf);
 #pragma unroll
-                    for (int t = 0; t < NT; ++t) {
-                        float xf[8];
-                        unpack8(__ldg(reinterpret_cast<const uint4*>(x + (i64)t * k) + c), xf);
-                        float s = 0.0f;
+                for (int t = 0; t < NT; ++t) {
+                    float xf[8];
+                    unpack8(__ldg(reinterpret_cast<const uint4*>(x + (i64)t * k) + c), xf);
+                    float s = 0.0f;
 #pragma unroll
-                        for (int j = 0; j < 8; ++j) s += wf[j] * xf[j];
-                        acc[t] += s;
-                    }
+                    for (int j = 0; j < 8; ++j) s += wf[j] * xf[j];
+                    acc[t] += s;
                 }
             }
         }
@@ -88,7 +95,7 @@ __device__ __forceinline__ void gemv_rows(const bf16* __restrict__ w, const bf16
                                                          int k) {                           \
         gemv_rows<NT, SPLIT>(w, x, y, rows, k);                                            \
     }
-#define GEMV_KERNELS(NT) GEMV_KERNEL(NT, 1) GEMV_KERNEL(NT, 4)
+#define GEMV_KERNELS(NT) GEMV_KERNEL(NT, 1) GEMV_KERNEL(NT, 4) GEMV_KERNEL(NT, 8)
 GEMV_KERNELS(1)
 GEMV_KERNELS(2)
 GEMV_KERNELS(3)

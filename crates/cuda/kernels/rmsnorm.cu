@@ -10,6 +10,7 @@ extern "C" __global__ void add_rmsnorm(float* __restrict__ x, const float* __res
                                        const float* __restrict__ weight,
                                        const i32* __restrict__ rows, bf16* __restrict__ out,
                                        int hidden, float eps) {
+    pdl_enter();
     __shared__ float scratch[32];
     const int r = rows ? rows[blockIdx.x] : blockIdx.x;
     float4* xr = reinterpret_cast<float4*>(x + (i64)r * hidden);

@@ -20,6 +20,7 @@ extern "C" __global__ void rope_kv_write(const float* __restrict__ qkv,
                                          bf16* __restrict__ v_cache, int num_heads,
                                          int num_kv_heads, int head_dim, int page_size,
                                          int interleaved) {
+    pdl_enter();
     const int t = blockIdx.x;
     const int half = head_dim / 2;
     const int q_dim = num_heads * head_dim, kv_dim = num_kv_heads * head_dim;

@@ -8,11 +8,19 @@
 // then draw by Gumbel-max: argmax over kept tokens of l / T + G_i, with G_i = -ln(-ln u_i) and
 // u_i from Philox keyed by the request's seed and counted by (token index, step counter).
 // That is an exact draw from softmax(l / T) restricted to the kept set.
+//
+// One block per row reads a 150k-entry row at the speed of one multiprocessor, so the two
+// common cases, greedy and plain temperature sampling (no top-k, top-p or min-p), whose
+// draws are both an argmax, first run `sample_partial` over vocabulary chunks on many
+// blocks; `sample_tokens` then only combines the chunk winners. Argmax with ties to the
+// lowest id is associative, so the token is the same as the one-block scan's.
 #include "philox.cuh"
 
 #define SAMPLE_THREADS 1024
 #define RADIX_BINS 2048
 #define GREEDY_TEMPERATURE 1e-5f
+#define PARTIAL_CHUNK 4096  // a multiple of 4: Philox draws four tokens' numbers at a time
+#define PARTIAL_THREADS 256
 
 struct SampleParams {
     float temperature;
@@ -36,8 +44,9 @@ __device__ __forceinline__ void argmax_pair(float& v, int& i, float ov, int oi) 
     }
 }
 
-// Block-wide argmax; every thread gets the winner. `sv`/`si` hold 32 entries.
-__device__ int block_argmax(float v, int i, float* sv, int* si) {
+// Block-wide argmax; every thread gets the winner (and its value in `win_v` if given).
+// `sv`/`si` hold 32 entries.
+__device__ int block_argmax(float v, int i, float* sv, int* si, float* win_v = nullptr) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
@@ -58,6 +67,7 @@ __device__ int block_argmax(float v, int i, float* sv, int* si) {
         const int oi = __shfl_xor_sync(FULL_MASK, i, o);
         argmax_pair(v, i, ov, oi);
     }
+    if (win_v) *win_v = v;
     __syncthreads();
     return i;
 }
@@ -142,11 +152,70 @@ __device__ u32 radix_select(const float* row, int vocab, u32 lo, int by_mass, fl
     return prefix;
 }
 
+// Temperature sampling from the whole vocabulary: a Gumbel-max argmax over every token.
+__device__ __forceinline__ bool unfiltered(const SampleParams& p, int vocab) {
+    return p.temperature >= GREEDY_TEMPERATURE && p.min_p <= 0.0f &&
+           (p.top_k <= 0 || p.top_k >= vocab) && p.top_p >= 1.0f;
+}
+
+// The Gumbel perturbation of token i: -ln(-ln u_i), u_i = Philox(seed; i / 4, counter)[i % 4].
+__device__ __forceinline__ float gumbel_of(const Philox4& rnd, int j) {
+    return -logf(-logf(philox_uniform(rnd.v[j])));
+}
+
+// grid = (chunks of PARTIAL_CHUNK tokens, rows), block = PARTIAL_THREADS. For chunk c of row
+// r, entry (r * chunks + c) of part_v/part_i gets the chunk's greedy winner at index 2e and,
+// for unfiltered rows, its Gumbel-max winner at 2e + 1.
+extern "C" __global__ void __launch_bounds__(PARTIAL_THREADS)
+    sample_partial(const float* __restrict__ logits, const i32* __restrict__ rows,
+                   const SampleParams* __restrict__ params, float* __restrict__ part_v,
+                   i32* __restrict__ part_i, int vocab) {
+    pdl_enter();
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    const int chunk = blockIdx.x, r = blockIdx.y;
+    const float* row = logits + (i64)rows[r] * vocab;
+    const SampleParams p = params[r];
+    const bool draw = unfiltered(p, vocab);
+    const float inv_t = draw ? 1.0f / p.temperature : 0.0f;
+    const u32 k0 = (u32)p.seed, k1 = (u32)(p.seed >> 32);
+    const u32 c1 = (u32)p.counter, c2 = (u32)(p.counter >> 32);
+    const int end = min(vocab, (chunk + 1) * PARTIAL_CHUNK);
+    float best = NEG_INF, drawn = NEG_INF;
+    int best_i = 0x7fffffff, drawn_i = 0x7fffffff;
+    for (int base = chunk * PARTIAL_CHUNK + threadIdx.x * 4; base < end;
+         base += PARTIAL_THREADS * 4) {
+        Philox4 rnd;
+        if (draw) rnd = philox4x32_10((u32)(base >> 2), c1, c2, 0x53414d50u, k0, k1);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int i = base + j;
+            if (i < end) {
+                const float l = row[i];
+                argmax_pair(best, best_i, l, i);
+                if (draw) argmax_pair(drawn, drawn_i, l * inv_t + gumbel_of(rnd, j), i);
+            }
+        }
+    }
+    float greedy_v, drawn_v;
+    const int greedy_winner = block_argmax(best, best_i, sv, si, &greedy_v);
+    const int drawn_winner = block_argmax(drawn, drawn_i, sv, si, &drawn_v);
+    if (threadIdx.x == 0) {
+        const i64 e = ((i64)r * gridDim.x + chunk) * 2;
+        part_v[e] = greedy_v;
+        part_i[e] = greedy_winner;
+        part_v[e + 1] = drawn_v;
+        part_i[e + 1] = drawn_winner;
+    }
+}
+
 // grid = rows to sample, block = SAMPLE_THREADS (radix_select needs exactly 2 bins per
 // thread). Block b samples logits row rows[b] with params[b] into tokens[b].
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     sample_tokens(const float* __restrict__ logits, const i32* __restrict__ rows,
-                  const SampleParams* __restrict__ params, i32* __restrict__ tokens, int vocab) {
+                  const SampleParams* __restrict__ params, i32* __restrict__ tokens, int vocab,
+                  const float* __restrict__ part_v, const i32* __restrict__ part_i, int chunks) {
+    pdl_enter();
     __shared__ SelectShared sh;
     __shared__ float sv[32];
     __shared__ int si[32];
@@ -155,11 +224,26 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     const float* row = logits + (i64)rows[r] * vocab;
     const SampleParams p = params[r];
 
+    const bool greedy = p.temperature < GREEDY_TEMPERATURE;
+    if (chunks > 0 && (greedy || unfiltered(p, vocab))) {
+        // Combine the chunk winners of sample_partial.
+        const i64 first = (i64)r * chunks * 2;
+        float v = NEG_INF, dv = NEG_INF;
+        int i = 0x7fffffff, di = 0x7fffffff;
+        for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
+            argmax_pair(v, i, part_v[first + 2 * c], part_i[first + 2 * c]);
+            argmax_pair(dv, di, part_v[first + 2 * c + 1], part_i[first + 2 * c + 1]);
+        }
+        const int arg = block_argmax(v, i, sv, si);
+        const int chosen = block_argmax(dv, di, sv, si);
+        if (threadIdx.x == 0) tokens[r] = greedy || chosen >= vocab ? arg : chosen;
+        return;
+    }
     float best = NEG_INF;
     int best_i = 0x7fffffff;
     for (int i = threadIdx.x; i < vocab; i += blockDim.x) argmax_pair(best, best_i, row[i], i);
     const int arg = block_argmax(best, best_i, sv, si);
-    if (p.temperature < GREEDY_TEMPERATURE) {
+    if (greedy) {
         if (threadIdx.x == 0) tokens[r] = arg;
         return;
     }
@@ -203,8 +287,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
             if (i < vocab) {
                 const float l = row[i];
                 if (order_key(l) >= lo) {
-                    const float gumbel = -logf(-logf(philox_uniform(rnd.v[j])));
-                    argmax_pair(best, best_i, l * inv_t + gumbel, i);
+                    argmax_pair(best, best_i, l * inv_t + gumbel_of(rnd, j), i);
                 }
             }
         }

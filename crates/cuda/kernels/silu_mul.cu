@@ -5,6 +5,7 @@
 // grid = (ceil(inter / 4 / blockDim), tokens); inter % 4 == 0.
 extern "C" __global__ void silu_mul(const float* __restrict__ gate_up, bf16* __restrict__ out,
                                     int inter) {
+    pdl_enter();
     const int t = blockIdx.y;
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= inter / 4) return;

@@ -306,6 +306,7 @@ impl CudaBackend {
                 self.ws.sample_rows,
                 self.ws.sample_params,
                 self.ws.sampled,
+                self.ws.sample_partials,
                 vocab,
                 n,
             )?;

@@ -68,6 +68,7 @@ pub struct Workspace {
     pub sample_rows: u64,
     pub sample_params: u64,
     pub sampled: u64,
+    pub sample_partials: u64,
 }
 
 impl Workspace {
@@ -98,6 +99,7 @@ impl Workspace {
         let sample_rows = l.take(cap.logit_rows * 4);
         let sample_params = l.take(cap.logit_rows * std::mem::size_of::<SampleParams>());
         let sampled = l.take(cap.logit_rows * 4);
+        let sample_partials = l.take(Kernels::sample_partials_len(cap.logit_rows, c.vocab_size));
         let buf = DeviceBuffer::new(stream, l.bytes())?;
         Ok(Workspace {
             x: buf.at(x),
@@ -114,6 +116,7 @@ impl Workspace {
             sample_rows: buf.at(sample_rows),
             sample_params: buf.at(sample_params),
             sampled: buf.at(sampled),
+            sample_partials: buf.at(sample_partials),
             cap,
             buf,
         })

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use cudarc::driver::{result, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
+use cudarc::driver::{result, sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
 
 use crate::kernel_sources::MODULES;
 use crate::module_loader;
@@ -63,6 +63,9 @@ fn grid1(x: usize, block: u32) -> Shape {
 
 pub struct Kernels {
     stream: Arc<CudaStream>,
+    /// Launch with programmatic stream serialization (sm_90 and later; `FERRITE_PDL=0` turns
+    /// it off, for A/B timing).
+    programmatic: bool,
     functions: HashMap<&'static str, CudaFunction>,
     _modules: Vec<Arc<CudaModule>>,
 }
@@ -89,25 +92,34 @@ const NAMES: &[&str] = &[
     "gemv_bf16_6_s4",
     "gemv_bf16_7_s4",
     "gemv_bf16_8_s4",
+    "gemv_bf16_1_s8",
+    "gemv_bf16_2_s8",
+    "gemv_bf16_3_s8",
+    "gemv_bf16_4_s8",
+    "gemv_bf16_5_s8",
+    "gemv_bf16_6_s8",
+    "gemv_bf16_7_s8",
+    "gemv_bf16_8_s8",
     "attention_decode_hd64",
     "attention_decode_hd128",
     "attention_decode_reduce",
     "attention_prefill_hd64",
     "attention_prefill_hd128",
+    "sample_partial",
     "sample_tokens",
     "dummy_fill_bf16",
     "dummy_fill_f32",
 ];
 
-/// Warps per row of the GEMV: 4 where rows are long and few (the down projection of a small
-/// model: 1,536 rows of 8,960), so that enough loads are in flight to stream the weights at
-/// full bandwidth; else 1. The result is the same function either way (each row's sum is
-/// computed in a fixed order for a given shape).
+/// Warps per row of the GEMV: 8 or 4 where rows are long and few (the down projection: 1,536
+/// rows of 8,960 in a 1.5B model, 4,096 of 14,336 in an 8B one), so that enough loads are in
+/// flight to stream the weights at full bandwidth; else 1. Each row's sum is computed in a
+/// fixed order for a given shape, so the result depends on the shape alone.
 pub fn gemv_split(rows: usize, k: usize) -> usize {
-    if k >= 4096 && rows <= 8192 {
-        4
-    } else {
-        1
+    match (rows <= 8192, k) {
+        (true, k) if k >= 8192 => 8,
+        (true, k) if k >= 4096 => 4,
+        _ => 1,
     }
 }
 
@@ -119,6 +131,9 @@ pub const HEAD_DIMS: [usize; 2] = [64, 128];
 pub const MAX_GROUP: usize = 8;
 /// Threads of the sampling kernel (its radix select needs exactly 2 bins per thread).
 const SAMPLE_THREADS: u32 = 1024;
+/// Vocabulary chunk and threads of `sample_partial` (PARTIAL_CHUNK / PARTIAL_THREADS there).
+const SAMPLE_CHUNK: usize = 4096;
+const SAMPLE_PARTIAL_THREADS: u32 = 256;
 
 impl Kernels {
     pub fn load(stream: &Arc<CudaStream>) -> anyhow::Result<Kernels> {
@@ -137,8 +152,13 @@ impl Kernels {
         if let Some(missing) = NAMES.iter().find(|n| !functions.contains_key(*n)) {
             anyhow::bail!("kernel `{missing}` is in no loaded module");
         }
+        let major = ctx.attribute(
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+        )?;
+        let programmatic = major >= 9 && std::env::var("FERRITE_PDL").map_or(true, |v| v != "0");
         Ok(Kernels {
             stream: stream.clone(),
+            programmatic,
             functions,
             _modules: modules,
         })
@@ -155,16 +175,48 @@ impl Kernels {
         for (p, slot) in params.iter_mut().zip(slots.iter_mut()).take(args.len) {
             *p = slot as *mut u64 as *mut c_void;
         }
+        if !self.programmatic {
+            return unsafe {
+                result::launch_kernel(
+                    self.function(name),
+                    shape.grid,
+                    (shape.block, 1, 1),
+                    0,
+                    self.stream.cu_stream(),
+                    &mut params[..args.len],
+                )
+            }
+            .map_err(|e| anyhow::anyhow!("launching {name}: {e}"));
+        }
+        // Programmatic dependent launch: this kernel may be scheduled while the previous one
+        // drains; it waits for it inside (pdl_wait in kernels/common.cuh).
+        let mut attr = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value: unsafe { std::mem::zeroed() },
+        };
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let config = sys::CUlaunchConfig {
+            gridDimX: shape.grid.0,
+            gridDimY: shape.grid.1,
+            gridDimZ: shape.grid.2,
+            blockDimX: shape.block,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: 0,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
         unsafe {
-            result::launch_kernel(
+            sys::cuLaunchKernelEx(
+                &config,
                 self.function(name),
-                shape.grid,
-                (shape.block, 1, 1),
-                0,
-                self.stream.cu_stream(),
-                &mut params[..args.len],
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
             )
         }
+        .result()
         .map_err(|e| anyhow::anyhow!("launching {name}: {e}"))
     }
 
@@ -281,7 +333,7 @@ impl Kernels {
         k: usize,
         n: usize,
     ) -> anyhow::Result<()> {
-        const NAMES: [[&str; GEMV_MAX_TOKENS]; 2] = [
+        const NAMES: [[&str; GEMV_MAX_TOKENS]; 3] = [
             [
                 "gemv_bf16_1_s1",
                 "gemv_bf16_2_s1",
@@ -302,6 +354,16 @@ impl Kernels {
                 "gemv_bf16_7_s4",
                 "gemv_bf16_8_s4",
             ],
+            [
+                "gemv_bf16_1_s8",
+                "gemv_bf16_2_s8",
+                "gemv_bf16_3_s8",
+                "gemv_bf16_4_s8",
+                "gemv_bf16_5_s8",
+                "gemv_bf16_6_s8",
+                "gemv_bf16_7_s8",
+                "gemv_bf16_8_s8",
+            ],
         ];
         anyhow::ensure!(
             (1..=GEMV_MAX_TOKENS).contains(&n),
@@ -310,7 +372,12 @@ impl Kernels {
         let split = gemv_split(rows, k);
         let rows_per_block = 8 / split;
         let args = Args::new().ptr(w).ptr(x).ptr(y).usize(rows).usize(k);
-        let name = NAMES[usize::from(split == 4)][n - 1];
+        let variant = match split {
+            1 => 0,
+            4 => 1,
+            _ => 2,
+        };
+        let name = NAMES[variant][n - 1];
         self.launch(name, grid1(rows.div_ceil(rows_per_block), 256), args)
     }
 
@@ -393,22 +460,48 @@ impl Kernels {
     }
 
     /// tokens[i] = the token sampled from logits row rows[i] with params[i], for `n` rows.
+    /// Samples logits rows `rows[0..n]` with `params[0..n]` into `tokens[0..n]`; `partials`
+    /// holds `sample_partials_len(n, vocab)` bytes of chunk winners.
+    #[allow(clippy::too_many_arguments)]
     pub fn sample(
         &self,
         logits: u64,
         rows: u64,
         params: u64,
         tokens: u64,
+        partials: u64,
         vocab: usize,
         n: usize,
     ) -> anyhow::Result<()> {
+        let chunks = vocab.div_ceil(SAMPLE_CHUNK);
+        let (part_v, part_i) = (partials, partials + (n * chunks * 2 * 4) as u64);
+        let args = Args::new()
+            .ptr(logits)
+            .ptr(rows)
+            .ptr(params)
+            .ptr(part_v)
+            .ptr(part_i)
+            .usize(vocab);
+        let shape = Shape {
+            grid: (chunks as u32, n as u32, 1),
+            block: SAMPLE_PARTIAL_THREADS,
+        };
+        self.launch("sample_partial", shape, args)?;
         let args = Args::new()
             .ptr(logits)
             .ptr(rows)
             .ptr(params)
             .ptr(tokens)
-            .usize(vocab);
+            .usize(vocab)
+            .ptr(part_v)
+            .ptr(part_i)
+            .usize(chunks);
         self.launch("sample_tokens", grid1(n, SAMPLE_THREADS), args)
+    }
+
+    /// Bytes of chunk winners `sample` needs for `n` rows.
+    pub fn sample_partials_len(n: usize, vocab: usize) -> usize {
+        n * vocab.div_ceil(SAMPLE_CHUNK) * 2 * 8
     }
 
     /// Fills `n` elements at `out` with the dummy-weight formula (bf16, or f32 when `f32`).

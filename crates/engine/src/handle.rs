@@ -4,7 +4,8 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 use thiserror::Error;
 
@@ -115,6 +116,8 @@ impl EngineStats {
 #[derive(Clone)]
 pub struct EngineHandle {
     commands: Sender<EngineCommand>,
+    /// The scheduler thread, joined by the last handle's `shutdown`.
+    thread: Arc<Mutex<Option<JoinHandle<()>>>>,
     stats: Arc<EngineStats>,
     max_model_len: usize,
     page_size: usize,
@@ -154,6 +157,19 @@ impl EngineHandle {
     }
     pub fn enable_prefix_caching(&self) -> bool {
         self.enable_prefix_caching
+    }
+    /// Stops the engine and waits for its thread to finish, so that the backend (a GPU
+    /// context with it) is torn down before the process exits rather than during its exit.
+    /// Only the last handle waits: while clones are alive the engine keeps running for them.
+    pub fn shutdown(self) {
+        let thread = Arc::clone(&self.thread);
+        drop(self);
+        if Arc::strong_count(&thread) == 1 {
+            let joinable = thread.lock().ok().and_then(|mut t| t.take());
+            if let Some(joinable) = joinable {
+                let _ = joinable.join();
+            }
+        }
     }
 }
 
@@ -213,7 +229,7 @@ pub fn spawn_engine(
     let core = build_engine_core(&config, backend, proposer, Arc::clone(&stats))?;
     let (max_model_len, num_pages) = (core.max_model_len(), core.scheduler().kv().num_pages());
     let (commands, receiver) = mpsc::channel();
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name("ferrite-scheduler".into())
         .spawn(move || engine_loop::run(core, receiver, outputs))
         .map_err(|e| EngineError::Config(format!("cannot start the scheduler thread: {e}")))?;
@@ -225,6 +241,7 @@ pub fn spawn_engine(
     );
     Ok(EngineHandle {
         commands,
+        thread: Arc::new(Mutex::new(Some(thread))),
         stats,
         max_model_len,
         page_size: config.page_size,

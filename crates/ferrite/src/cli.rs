@@ -222,6 +222,10 @@ pub struct GenerateArgs {
     /// Seed for sampling.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Print the generated token ids (one line, space-separated) instead of the text: for
+    /// comparing runs exactly, e.g. with and without speculative decoding.
+    #[arg(long)]
+    pub token_ids: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

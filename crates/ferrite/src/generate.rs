@@ -61,17 +61,24 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
             for &t in &out.tokens {
                 first_token_at.get_or_insert_with(Instant::now);
                 generated += 1;
-                write!(stdout, "{}", decoder.push(&tok.tokenizer, t))?;
+                if args.token_ids {
+                    write!(stdout, "{}{t}", if generated > 1 { " " } else { "" })?;
+                } else {
+                    write!(stdout, "{}", decoder.push(&tok.tokenizer, t))?;
+                }
             }
             stdout.flush()?;
             if out.finish.is_some() {
-                write!(stdout, "{}", decoder.flush(&tok.tokenizer))?;
+                if !args.token_ids {
+                    write!(stdout, "{}", decoder.flush(&tok.tokenizer))?;
+                }
                 break 'steps;
             }
         }
     }
     writeln!(stdout)?;
     let end = Instant::now();
+    engine.handle.shutdown();
     let ttft = first_token_at.unwrap_or(end) - start;
     let decode_time = end - first_token_at.unwrap_or(end);
     eprintln!(

@@ -12,6 +12,8 @@ use crate::sampler::Sampler;
 pub struct DraftModel {
     backend: Box<dyn Backend>,
     sampler: Sampler,
+    /// Mean seconds of the last `propose`'s steady steps (see `Proposer::steady_step_seconds`).
+    steady_step: Option<f64>,
 }
 
 impl DraftModel {
@@ -19,6 +21,7 @@ impl DraftModel {
         Self {
             backend,
             sampler: Sampler::default(),
+            steady_step: None,
         }
     }
 
@@ -63,7 +66,9 @@ impl Proposer for DraftModel {
             })
             .collect();
         let steps = requests.iter().map(|r| r.k).max().unwrap_or(0);
+        let (mut steady_seconds, mut steady_steps) = (0.0, 0usize);
         for step in 0..steps {
+            let started = std::time::Instant::now();
             // Step 0 feeds what the draft has not seen (at least the sequence's last token);
             // later steps feed the previous draft.
             let active: Vec<usize> = (0..requests.len())
@@ -87,6 +92,7 @@ impl Proposer for DraftModel {
                     }
                 })
                 .collect();
+            let widest = batch.iter().map(|s| s.tokens.len()).max().unwrap_or(0);
             let out = self.backend.forward(&batch)?;
             drop(batch);
             for (row, &i) in active.iter().enumerate() {
@@ -103,7 +109,60 @@ impl Proposer for DraftModel {
                 d.q.push(q);
                 d.draft_computed = r.tokens.len() + step;
             }
+            if widest <= 2 {
+                steady_seconds += started.elapsed().as_secs_f64();
+                steady_steps += 1;
+            }
         }
+        self.steady_step = (steady_steps > 0).then(|| steady_seconds / steady_steps as f64);
         Ok(drafts)
+    }
+
+    fn steady_step_seconds(&self) -> Option<f64> {
+        self.steady_step
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+    use crate::backend::Backend;
+    use crate::fake_backend::FakeBackend;
+    use crate::request::SamplingParams;
+
+    fn propose(draft: &mut DraftModel, tokens: &[u32], draft_computed: usize, k: usize) {
+        let params = SamplingParams::default();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let block_table: Vec<u32> = (0..8).collect();
+        let mut requests = [DraftRequest {
+            tokens,
+            num_prompt_tokens: tokens.len(),
+            draft_computed,
+            block_table: &block_table,
+            params: &params,
+            k,
+            rng: &mut rng,
+        }];
+        let drafts = draft.propose(&mut requests).unwrap();
+        assert_eq!(drafts[0].tokens.len(), k);
+    }
+
+    #[test]
+    fn the_step_cost_comes_from_steady_steps_only() {
+        let mut backend = FakeBackend::new(4096);
+        backend.init_kv_cache(8, 16).unwrap();
+        let mut draft = DraftModel::new(Box::new(backend));
+        let tokens: Vec<u32> = (0..40).map(|i| i % 7).collect();
+        // One draft whose only step catches up on 40 unseen tokens: nothing steady to learn.
+        propose(&mut draft, &tokens, 0, 1);
+        assert_eq!(draft.steady_step_seconds(), None);
+        // Caught up to the last token: every step feeds one token.
+        propose(&mut draft, &tokens, 39, 3);
+        assert!(draft.steady_step_seconds().is_some());
+        // Catch-up first, then two steady steps: only those count (still Some).
+        propose(&mut draft, &tokens, 10, 3);
+        assert!(draft.steady_step_seconds().is_some());
     }
 }

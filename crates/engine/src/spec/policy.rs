@@ -11,7 +11,7 @@
 //! Costs not yet measured are guessed optimistically (extra rows nearly free), so that every
 //! k gets tried; a wrong guess costs one step and is then replaced by the measurement. Every
 //! `EXPLORE_EVERY` steps the largest k is tried again, so the policy notices when a workload
-//! changes.
+//! changes. Steps that carry prompt chunks do not speculate at all (`Speculation::prepare`).
 
 /// Prior acceptance for a sequence that has not speculated yet.
 const PRIOR_ACCEPTANCE: f64 = 0.6;

@@ -48,6 +48,14 @@ pub trait Proposer: Send {
     fn observe(&mut self, batch: &[SeqBatch<'_>]) -> Result<(), BackendError>;
     /// Drafts for each request, in order.
     fn propose(&mut self, requests: &mut [DraftRequest<'_>]) -> Result<Vec<Drafts>, BackendError>;
+    /// What one draft step cost in the last `propose`, for the policy: the mean of its steps
+    /// that fed at most two tokens per sequence. A first step that catches up on many tokens
+    /// the proposer had not seen (after rounds without speculation) is a one-off, and counting
+    /// it as the price of every step would switch speculation off for good. `None` for
+    /// proposers without a model, whose whole `propose` time is their cost.
+    fn steady_step_seconds(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// Prompt lookup: no model, no cache; proposals are certain (point masses).

@@ -109,6 +109,13 @@ impl Speculation {
             }
         }
 
+        let running = scheduler.running();
+        if !self.policy.fixed && plan.chunks.iter().any(|c| !is_decode(c, &running[c.index])) {
+            // Prompt chunks share this step: verification rows would take token budget from
+            // them and delay the new requests' first tokens, and a batch still filling up
+            // finishes no sooner for its early members' speculation.
+            return Ok(());
+        }
         let candidates: Vec<usize> = plan
             .chunks
             .iter()
@@ -197,8 +204,16 @@ impl Speculation {
                 .zip(drafts)
                 .collect::<Vec<_>>()
         };
-        self.policy
-            .record_draft_step(drafts.len(), started.elapsed().as_secs_f64() / k as f64);
+        let per_step = match self.proposer.steady_step_seconds() {
+            Some(seconds) => Some(seconds),
+            None if self.proposer.kv_bytes_per_token() == 0 => {
+                Some(started.elapsed().as_secs_f64() / k as f64)
+            }
+            None => None, // only catch-up steps ran: nothing steady to learn from
+        };
+        if let Some(seconds) = per_step {
+            self.policy.record_draft_step(drafts.len(), seconds);
+        }
 
         for (index, d) in drafts {
             let Some(position) = plan.chunks.iter().position(|c| c.index == index) else {

@@ -152,9 +152,8 @@ impl Kernels {
         if let Some(missing) = NAMES.iter().find(|n| !functions.contains_key(*n)) {
             anyhow::bail!("kernel `{missing}` is in no loaded module");
         }
-        let major = ctx.attribute(
-            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-        )?;
+        let major =
+            ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
         let programmatic = major >= 9 && std::env::var("FERRITE_PDL").map_or(true, |v| v != "0");
         Ok(Kernels {
             stream: stream.clone(),

@@ -12,13 +12,27 @@ use ferrite_cuda::kernels::Kernels;
 use ferrite_cuda::sampling::SampleParams;
 
 /// Samples logits rows `rows` (indices into `logits`, `vocab` wide) with `params`.
-fn sample(ctx: &Ctx, logits: &[f32], vocab: usize, rows: &[i32], params: &[SampleParams]) -> Vec<i32> {
+fn sample(
+    ctx: &Ctx,
+    logits: &[f32],
+    vocab: usize,
+    rows: &[i32],
+    params: &[SampleParams],
+) -> Vec<i32> {
     let n = rows.len();
     let (ld, rd, pd) = (dev(ctx, logits), dev(ctx, rows), dev(ctx, params));
     let tokens = poisoned::<i32>(ctx, n);
     let partials = poisoned::<u8>(ctx, Kernels::sample_partials_len(n, vocab));
     ctx.kernels
-        .sample(ld.ptr(), rd.ptr(), pd.ptr(), tokens.ptr(), partials.ptr(), vocab, n)
+        .sample(
+            ld.ptr(),
+            rd.ptr(),
+            pd.ptr(),
+            tokens.ptr(),
+            partials.ptr(),
+            vocab,
+            n,
+        )
         .unwrap();
     read_i32(ctx, &tokens, n)
 }
@@ -33,7 +47,11 @@ fn greedy_rows_take_the_first_maximum() {
     let mut logits = random(&mut r, num_rows * vocab, 8.0);
     // Row 1: the maximum twice, in different chunks; row 2: twice in one chunk; row 4: in the
     // ragged last chunk.
-    for (row, ids) in [(1usize, [140_000usize, 9_000]), (2, [70_001, 70_000]), (4, [150_000, 150_000])] {
+    for (row, ids) in [
+        (1usize, [140_000usize, 9_000]),
+        (2, [70_001, 70_000]),
+        (4, [150_000, 150_000]),
+    ] {
         for id in ids {
             logits[row * vocab + id] = 9.0;
         }
@@ -64,7 +82,14 @@ fn greedy_rows_take_the_first_maximum() {
 
 /// Likely tokens (id, logit) of the distribution tests; every other token sits at -40, so
 /// together they weigh less than 1e-12.
-const LIKELY: [(usize, f32); 6] = [(5, 2.0), (4_100, 1.5), (4_101, 1.0), (8_191, 0.5), (8_192, 0.0), (8_999, -0.5)];
+const LIKELY: [(usize, f32); 6] = [
+    (5, 2.0),
+    (4_100, 1.5),
+    (4_101, 1.0),
+    (8_191, 0.5),
+    (8_192, 0.0),
+    (8_999, -0.5),
+];
 const VOCAB: usize = 9_001;
 
 /// Draws `draws` tokens with `params` (counter varied per draw) and returns the chi-square
@@ -92,7 +117,10 @@ fn chi_square(ctx: &Ctx, params: SampleParams, expected: &[f64], draws: usize) -
         for t in got {
             let slot = LIKELY.iter().position(|&(id, _)| id as i32 == t);
             let slot = slot.unwrap_or_else(|| panic!("drew token {t}, which has no weight"));
-            assert!(expected[slot] > 0.0, "drew token {t}, which the filter removes");
+            assert!(
+                expected[slot] > 0.0,
+                "drew token {t}, which the filter removes"
+            );
             counts[slot] += 1;
         }
     }
@@ -105,7 +133,13 @@ fn chi_square(ctx: &Ctx, params: SampleParams, expected: &[f64], draws: usize) -
             (c as f64 - e).powi(2) / e
         })
         .sum();
-    println!("counts {counts:?} expected {:?}: chi-square {stat:.2}", expected.iter().map(|p| (p * draws as f64).round()).collect::<Vec<_>>());
+    println!(
+        "counts {counts:?} expected {:?}: chi-square {stat:.2}",
+        expected
+            .iter()
+            .map(|p| (p * draws as f64).round())
+            .collect::<Vec<_>>()
+    );
     stat
 }
 
@@ -141,10 +175,16 @@ fn temperature_draws_follow_the_softmax() {
         counter: 0,
     };
     let stat = chi_square(&ctx, params, &softmax_top(0.7, LIKELY.len()), DRAWS);
-    assert!(stat < 20.5, "chi-square {stat:.1} >= 20.5 (5 dof, p = 0.001)");
+    assert!(
+        stat < 20.5,
+        "chi-square {stat:.1} >= 20.5 (5 dof, p = 0.001)"
+    );
     // The oracle has the power to see a wrong temperature.
     let wrong = chi_square(&ctx, params, &softmax_top(1.0, LIKELY.len()), DRAWS);
-    assert!(wrong > 20.5, "the test cannot tell T = 0.7 from T = 1 ({wrong:.1})");
+    assert!(
+        wrong > 20.5,
+        "the test cannot tell T = 0.7 from T = 1 ({wrong:.1})"
+    );
 }
 
 #[test]
@@ -174,5 +214,8 @@ fn top_k_and_top_p_draws_follow_the_renormalised_softmax() {
     }
     let top_p = SampleParams { top_p: 0.8, ..base };
     let stat = chi_square(&ctx, top_p, &softmax_top(1.0, keep), DRAWS);
-    assert!(stat < 16.3, "top-p 0.8 (keeps {keep}): chi-square {stat:.1} >= 16.3 (<= 3 dof)");
+    assert!(
+        stat < 16.3,
+        "top-p 0.8 (keeps {keep}): chi-square {stat:.1} >= 16.3 (<= 3 dof)"
+    );
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Speculative decoding on the CPU, side by side in one run: ferrite plain / n-gram / draft model
+# (whole vocabulary, and scoring the first --draft-vocab ids)
 # against llama-server plain / with its draft model, same GGUF files, same threads.
 #
 #   target  Qwen2.5-Coder-1.5B-Instruct Q4_K_M      draft  Qwen2.5-Coder-0.5B-Instruct Q4_K_M
@@ -12,7 +13,7 @@
 # acceptance length read from /metrics. Servers run one at a time (2 cores: anything running
 # beside a measurement disturbs it).
 #
-#   bench/spec_cpu.sh                              # everything (about 40 minutes)
+#   bench/spec_cpu.sh                              # everything (about 50 minutes)
 #   bench/spec_cpu.sh --concurrency 1 --workloads code --servers ferrite-plain,ferrite-draft
 set -euo pipefail
 
@@ -23,7 +24,8 @@ DRAFT="$MODELS_DIR/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 THREADS=2
 CONCURRENCY="1,4,16"
 WORKLOADS="code,edit"
-SERVERS="ferrite-plain,ferrite-ngram,ferrite-draft,llama-plain,llama-draft"
+SERVERS="ferrite-plain,ferrite-ngram,ferrite-draft,ferrite-draftvocab,llama-plain,llama-draft"
+DRAFT_VOCAB=32768
 K=""
 PORT=18441
 RUN_TIMEOUT=900
@@ -32,7 +34,9 @@ OUT_DIR=""
 
 usage() {
     echo "usage: $0 [options]"
-    echo "  --servers LIST      of ferrite-plain,ferrite-ngram,ferrite-draft,llama-plain,llama-draft"
+    echo "  --servers LIST      of ferrite-plain,ferrite-ngram,ferrite-draft,ferrite-draftvocab,"
+    echo "                      llama-plain,llama-draft (draftvocab: --draft-vocab, below)"
+    echo "  --draft-vocab N     ferrite-draftvocab's --draft-vocab (default: $DRAFT_VOCAB)"
     echo "  --workloads LIST    of code,edit (default: $WORKLOADS)"
     echo "  --concurrency LIST  (default: $CONCURRENCY)"
     echo "  --threads N         (default: $THREADS)"
@@ -47,6 +51,7 @@ while [[ $# -gt 0 ]]; do
         --concurrency) CONCURRENCY="$2"; shift 2 ;;
         --threads) THREADS="$2"; shift 2 ;;
         --k) K="$2"; shift 2 ;;
+        --draft-vocab) DRAFT_VOCAB="$2"; shift 2 ;;
         --no-build) BUILD=0; shift ;;
         --out) OUT_DIR="$2"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
@@ -86,6 +91,9 @@ start_server() {
         ferrite-ngram) "${ferrite[@]}" --speculative ngram \
                            --num-speculative-tokens "${K:-8}" >"$log" 2>&1 & ;;
         ferrite-draft) "${ferrite[@]}" --speculative draft --draft-model "$DRAFT" \
+                           --num-speculative-tokens "${K:-4}" >"$log" 2>&1 & ;;
+        ferrite-draftvocab) "${ferrite[@]}" --speculative draft --draft-model "$DRAFT" \
+                           --draft-vocab "$DRAFT_VOCAB" \
                            --num-speculative-tokens "${K:-4}" >"$log" 2>&1 & ;;
         llama-plain) "${llama[@]}" >"$log" 2>&1 & ;;
         llama-draft) "${llama[@]}" --model-draft "$DRAFT" --spec-type draft-simple \

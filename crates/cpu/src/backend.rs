@@ -78,6 +78,12 @@ impl CpuBackend {
         })
     }
 
+    /// Logits for token ids `0..n` only (see `Llama::limit_logits`); the vocabulary the
+    /// backend accepts as input stays whole.
+    pub fn limit_logits(&mut self, n: usize) {
+        self.model.limit_logits(n);
+    }
+
     /// The instruction set the kernels run with.
     pub fn isa(&self) -> Isa {
         self.isa

@@ -24,6 +24,8 @@ pub struct Llama {
     config: ModelConfig,
     weights: LlamaWeights,
     rope: Rope,
+    /// Token ids the LM head scores: the vocabulary, or its first ids (`limit_logits`).
+    logits_vocab: usize,
 }
 
 /// Activation buffers reused from step to step (they only ever grow).
@@ -55,6 +57,7 @@ impl Llama {
     pub fn new(config: ModelConfig, weights: LlamaWeights) -> Self {
         let rope = Rope::new(config.head_dim, config.rope_theta, config.rope_style);
         Llama {
+            logits_vocab: config.vocab_size,
             config,
             weights,
             rope,
@@ -104,6 +107,13 @@ impl Llama {
         Ok(())
     }
 
+    /// Scores only token ids `0..n` from now on (logits rows `n` wide): the LM head of a draft
+    /// model is a large part of its step, and most proposals come from the common ids.
+    pub fn limit_logits(&mut self, n: usize) {
+        self.logits_vocab = n.clamp(1, self.config.vocab_size);
+        self.weights.lm_head = self.weights.lm_head.first_rows(self.logits_vocab);
+    }
+
     pub fn forward(
         &self,
         isa: Isa,
@@ -113,7 +123,7 @@ impl Llama {
     ) -> Result<ForwardOutput, BackendError> {
         self.validate(kv, batch)?;
         let c = &self.config;
-        let vocab = c.vocab_size;
+        let vocab = self.logits_vocab;
         let (hidden, hd) = (c.hidden_size, c.head_dim);
         let (q_dim, kv_dim) = (c.num_heads * hd, c.num_kv_heads * hd);
 

@@ -76,30 +76,6 @@ const NAMES: &[&str] = &[
     "add_rmsnorm",
     "rope_kv_write",
     "silu_mul",
-    "gemv_bf16_1_s1",
-    "gemv_bf16_2_s1",
-    "gemv_bf16_3_s1",
-    "gemv_bf16_4_s1",
-    "gemv_bf16_5_s1",
-    "gemv_bf16_6_s1",
-    "gemv_bf16_7_s1",
-    "gemv_bf16_8_s1",
-    "gemv_bf16_1_s4",
-    "gemv_bf16_2_s4",
-    "gemv_bf16_3_s4",
-    "gemv_bf16_4_s4",
-    "gemv_bf16_5_s4",
-    "gemv_bf16_6_s4",
-    "gemv_bf16_7_s4",
-    "gemv_bf16_8_s4",
-    "gemv_bf16_1_s8",
-    "gemv_bf16_2_s8",
-    "gemv_bf16_3_s8",
-    "gemv_bf16_4_s8",
-    "gemv_bf16_5_s8",
-    "gemv_bf16_6_s8",
-    "gemv_bf16_7_s8",
-    "gemv_bf16_8_s8",
     "attention_decode_hd64",
     "attention_decode_hd128",
     "attention_decode_reduce",
@@ -109,6 +85,40 @@ const NAMES: &[&str] = &[
     "sample_tokens",
     "dummy_fill_bf16",
     "dummy_fill_f32",
+];
+
+/// The GEMV kernels by split (1, 4, 8 warps per row) and token count.
+const GEMV_NAMES: [[&str; GEMV_MAX_TOKENS]; 3] = [
+    [
+        "gemv_bf16_1_s1",
+        "gemv_bf16_2_s1",
+        "gemv_bf16_3_s1",
+        "gemv_bf16_4_s1",
+        "gemv_bf16_5_s1",
+        "gemv_bf16_6_s1",
+        "gemv_bf16_7_s1",
+        "gemv_bf16_8_s1",
+    ],
+    [
+        "gemv_bf16_1_s4",
+        "gemv_bf16_2_s4",
+        "gemv_bf16_3_s4",
+        "gemv_bf16_4_s4",
+        "gemv_bf16_5_s4",
+        "gemv_bf16_6_s4",
+        "gemv_bf16_7_s4",
+        "gemv_bf16_8_s4",
+    ],
+    [
+        "gemv_bf16_1_s8",
+        "gemv_bf16_2_s8",
+        "gemv_bf16_3_s8",
+        "gemv_bf16_4_s8",
+        "gemv_bf16_5_s8",
+        "gemv_bf16_6_s8",
+        "gemv_bf16_7_s8",
+        "gemv_bf16_8_s8",
+    ],
 ];
 
 /// Warps per row of the GEMV: 8 or 4 where rows are long and few (the down projection: 1,536
@@ -142,14 +152,15 @@ impl Kernels {
         let mut functions = HashMap::new();
         for source in MODULES {
             let module = module_loader::load(ctx, source)?;
-            for &name in NAMES {
+            for &name in NAMES.iter().chain(GEMV_NAMES.iter().flatten()) {
                 if let Ok(f) = module.load_function(name) {
                     functions.insert(name, f);
                 }
             }
             modules.push(module);
         }
-        if let Some(missing) = NAMES.iter().find(|n| !functions.contains_key(*n)) {
+        let mut needed = NAMES.iter().chain(GEMV_NAMES.iter().flatten());
+        if let Some(missing) = needed.find(|n| !functions.contains_key(*n)) {
             anyhow::bail!("kernel `{missing}` is in no loaded module");
         }
         let major =
@@ -332,38 +343,6 @@ impl Kernels {
         k: usize,
         n: usize,
     ) -> anyhow::Result<()> {
-        const NAMES: [[&str; GEMV_MAX_TOKENS]; 3] = [
-            [
-                "gemv_bf16_1_s1",
-                "gemv_bf16_2_s1",
-                "gemv_bf16_3_s1",
-                "gemv_bf16_4_s1",
-                "gemv_bf16_5_s1",
-                "gemv_bf16_6_s1",
-                "gemv_bf16_7_s1",
-                "gemv_bf16_8_s1",
-            ],
-            [
-                "gemv_bf16_1_s4",
-                "gemv_bf16_2_s4",
-                "gemv_bf16_3_s4",
-                "gemv_bf16_4_s4",
-                "gemv_bf16_5_s4",
-                "gemv_bf16_6_s4",
-                "gemv_bf16_7_s4",
-                "gemv_bf16_8_s4",
-            ],
-            [
-                "gemv_bf16_1_s8",
-                "gemv_bf16_2_s8",
-                "gemv_bf16_3_s8",
-                "gemv_bf16_4_s8",
-                "gemv_bf16_5_s8",
-                "gemv_bf16_6_s8",
-                "gemv_bf16_7_s8",
-                "gemv_bf16_8_s8",
-            ],
-        ];
         anyhow::ensure!(
             (1..=GEMV_MAX_TOKENS).contains(&n),
             "gemv takes 1..=8 tokens, not {n}"
@@ -376,7 +355,7 @@ impl Kernels {
             4 => 1,
             _ => 2,
         };
-        let name = NAMES[variant][n - 1];
+        let name = GEMV_NAMES[variant][n - 1];
         self.launch(name, grid1(rows.div_ceil(rows_per_block), 256), args)
     }
 

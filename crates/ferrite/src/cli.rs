@@ -138,6 +138,12 @@ pub struct SpecArgs {
     /// The draft model for `--speculative draft` (a GGUF file sharing the model's vocabulary).
     #[arg(long)]
     pub draft_model: Option<String>,
+    /// `--speculative draft`: the draft model scores only the first N token ids (BPE ids run
+    /// roughly from common to rare), so its LM head, a large part of a small model's step,
+    /// costs N/vocabulary as much. Exactness is unaffected: the target verifies every draft
+    /// against the draft's actual (restricted) distribution. [default: the whole vocabulary]
+    #[arg(long, value_name = "N")]
+    pub draft_vocab: Option<usize>,
     /// `--speculative ngram`: shortest run of latest tokens to look up.
     #[arg(long, default_value_t = 2)]
     pub prompt_lookup_min: usize,

@@ -136,8 +136,8 @@ pub fn build_proposer(
 ) -> anyhow::Result<Option<Box<dyn Proposer>>> {
     let spec: &SpecArgs = &args.speculation;
     let Some(method) = spec.speculative else {
-        if spec.draft_model.is_some() {
-            bail!("--draft-model needs --speculative draft");
+        if spec.draft_model.is_some() || spec.draft_vocab.is_some() {
+            bail!("--draft-model and --draft-vocab need --speculative draft");
         }
         return Ok(None);
     };
@@ -146,6 +146,9 @@ pub fn build_proposer(
     }
     Ok(Some(match method {
         SpecMethod::Ngram => {
+            if spec.draft_model.is_some() || spec.draft_vocab.is_some() {
+                bail!("--draft-model and --draft-vocab are for --speculative draft");
+            }
             let (min_n, max_n) = (spec.prompt_lookup_min, spec.prompt_lookup_max);
             if min_n == 0 || min_n > max_n {
                 bail!("need 1 <= --prompt-lookup-min <= --prompt-lookup-max");
@@ -166,7 +169,7 @@ pub fn build_proposer(
                 LoadFormat::Auto => model_source::load(Some(path))
                     .with_context(|| format!("loading the draft model {path}"))?,
             };
-            let backend = Built::new(&mut draft, args)?;
+            let mut backend = Built::new(&mut draft, args)?;
             // Draft and model must number tokens alike: token ids cross between them.
             if backend.vocab_size() != vocab_size {
                 bail!(
@@ -175,7 +178,20 @@ pub fn build_proposer(
                     backend.vocab_size()
                 );
             }
-            tracing::info!(draft = path, "speculative decoding with a draft model");
+            if let Some(n) = spec.draft_vocab {
+                if n == 0 || n > vocab_size {
+                    bail!("--draft-vocab must be in 1..={vocab_size}");
+                }
+                match &mut backend {
+                    Built::Cpu(cpu) => cpu.limit_logits(n),
+                    Built::Cuda(_) => bail!("--draft-vocab is not implemented on CUDA yet"),
+                }
+            }
+            tracing::info!(
+                draft = path,
+                draft_vocab = spec.draft_vocab.unwrap_or(vocab_size),
+                "speculative decoding with a draft model"
+            );
             Box::new(DraftModel::new(backend.into_backend()))
         }
     }))

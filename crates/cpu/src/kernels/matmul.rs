@@ -72,6 +72,14 @@ impl QuantMatrix {
     pub fn rows(&self) -> usize {
         self.rows
     }
+    /// The first `n` rows as a matrix of their own, sharing the storage (rows are stored back
+    /// to back, so a prefix of rows is a prefix of the bytes).
+    pub fn first_rows(&self, n: usize) -> QuantMatrix {
+        QuantMatrix {
+            rows: n.min(self.rows),
+            ..self.clone()
+        }
+    }
     pub fn cols(&self) -> usize {
         self.cols
     }

@@ -30,6 +30,10 @@ pub struct Speculation {
     sampler: Sampler,
     /// Draft distributions of this step's chunks, by request, until verification.
     pending: Vec<(RequestId, Vec<Distribution>, usize)>,
+    /// This step's decoding sequences when it has nothing else (for the policy's guard), and
+    /// whether any of them got drafts.
+    decode_only_step: Option<usize>,
+    drafted: bool,
     pub counters: SpecCounters,
 }
 
@@ -43,6 +47,8 @@ impl Speculation {
             policy,
             sampler: Sampler::default(),
             pending: Vec::new(),
+            decode_only_step: None,
+            drafted: false,
             counters: SpecCounters {
                 num_accepted_tokens_per_pos: vec![0; max_k],
                 ..SpecCounters::default()
@@ -75,6 +81,13 @@ impl Speculation {
         self.policy.record_target(rows, seconds);
     }
 
+    /// The whole step (drafting to verification) delivered `tokens` in `seconds`.
+    pub fn record_step(&mut self, tokens: usize, seconds: f64) {
+        if let Some(seqs) = self.decode_only_step.take() {
+            self.policy.record_step(seqs, tokens, seconds, self.drafted);
+        }
+    }
+
     /// Before the target pass: the proposer computes the step's prefill chunks, then the
     /// policy picks k and the decoding sequences that allow it get their drafts attached.
     pub fn prepare(
@@ -84,6 +97,8 @@ impl Speculation {
         max_model_len: usize,
     ) -> Result<(), BackendError> {
         self.pending.clear();
+        self.decode_only_step = None;
+        self.drafted = false;
         let is_decode =
             |c: &ScheduledChunk, s: &Sequence| c.len == 1 && c.start + 1 == s.tokens.len();
         if self.proposer.kv_bytes_per_token() > 0 {
@@ -110,7 +125,9 @@ impl Speculation {
         }
 
         let running = scheduler.running();
-        if !self.policy.fixed && plan.chunks.iter().any(|c| !is_decode(c, &running[c.index])) {
+        if plan.chunks.iter().all(|c| is_decode(c, &running[c.index])) {
+            self.decode_only_step = Some(plan.chunks.len());
+        } else if !self.policy.fixed {
             // Prompt chunks share this step: verification rows would take token budget from
             // them and delay the new requests' first tokens, and a batch still filling up
             // finishes no sooner for its early members' speculation.
@@ -228,6 +245,7 @@ impl Speculation {
             scheduler.attach_drafts(&mut chunk, &d.tokens);
             plan.chunks[position] = chunk;
             self.pending.push((id, d.q, d.tokens.len()));
+            self.drafted = true;
         }
         Ok(())
     }

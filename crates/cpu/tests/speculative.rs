@@ -63,6 +63,7 @@ fn generate(
         speculation: SpecOptions {
             num_tokens: 4,
             adaptive: false,
+            disable_by_batch_size: None,
         },
     };
     let stats = Arc::new(EngineStats::default());

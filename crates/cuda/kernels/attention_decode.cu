@@ -43,7 +43,6 @@ __device__ __forceinline__ void decode_attention(
     const i32* __restrict__ ctx_lens, const i32* __restrict__ q_rows, bf16* __restrict__ out,
     float* __restrict__ part_acc, float* __restrict__ part_ml, int num_kv_heads, int group,
     int page_size, float scale_log2) {
-    pdl_enter();
     typedef DecodeShape<HD> S;
     __shared__ float s_scores[DEC_MAX_GROUP][S::TILE];
     __shared__ float s_m[DEC_MAX_GROUP], s_l[DEC_MAX_GROUP], s_corr[DEC_MAX_GROUP];
@@ -57,6 +56,8 @@ __device__ __forceinline__ void decode_attention(
     const int sub = lane / S::LPK;  // which key of a warp step (QK phase)
     const int kg = tid / S::LPK;    // key group (PV phase)
 
+    // The step's metadata is written by the host before the step, not by a kernel: read it
+    // before waiting for the previous kernel (common.cuh); q and the K/V pages after.
     const int ctx = ctx_lens[seq];
     const int per_split = (ctx + num_splits - 1) / num_splits;
     const int chunk = (per_split + S::TILE - 1) / S::TILE * S::TILE;
@@ -64,6 +65,7 @@ __device__ __forceinline__ void decode_attention(
     const int end = min(ctx, start + chunk);
     const i32* table = pages + page_offsets[seq];
     const int q_row = q_rows[seq];
+    pdl_enter();
 
     float qf[DEC_MAX_GROUP][8];
 #pragma unroll

@@ -73,7 +73,9 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 // writes anything (it returns once the predecessor grid has completed and its writes are
 // visible; the predecessor itself waited for its own, so every earlier kernel is done), then
 // pdl_launch_dependents() to let the next kernel be scheduled. Only reads of data no kernel
-// writes (weights) may come before the wait. Both are no-ops without the launch attribute.
+// writes may come before the wait: weights, and the step's metadata (token ids, positions,
+// page lists), which the host uploads before the step's first kernel. Both are no-ops
+// without the launch attribute.
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");

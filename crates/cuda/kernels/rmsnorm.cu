@@ -5,35 +5,77 @@
 // final norm runs only on the rows whose logits are wanted.
 #include "common.cuh"
 
+// Values per thread kept in registers between the two passes: hidden <= 4 * 8 * blockDim.
+#define NORM_MAX_PER_THREAD 8
+
 // grid = output rows, block = 256 (any multiple of 32 works); hidden % 4 == 0.
+// Only x and delta come from earlier kernels: the row index (host-written step metadata) and
+// the norm weights are read before waiting for the previous kernel (common.cuh), and the row
+// stays in registers between the sum of squares and the scaling.
 extern "C" __global__ void add_rmsnorm(float* __restrict__ x, const float* __restrict__ delta,
                                        const float* __restrict__ weight,
                                        const i32* __restrict__ rows, bf16* __restrict__ out,
                                        int hidden, float eps) {
-    pdl_enter();
     __shared__ float scratch[32];
     const int r = rows ? rows[blockIdx.x] : blockIdx.x;
+    const int n4 = hidden / 4;
+    const float4* w4 = reinterpret_cast<const float4*>(weight);
+    const bool in_registers = n4 <= NORM_MAX_PER_THREAD * (int)blockDim.x;
+    float4 wv[NORM_MAX_PER_THREAD], v[NORM_MAX_PER_THREAD];
+    if (in_registers) {
+#pragma unroll
+        for (int i = 0; i < NORM_MAX_PER_THREAD; ++i) {
+            const int c = threadIdx.x + i * blockDim.x;
+            if (c < n4) wv[i] = w4[c];
+        }
+    }
+    pdl_enter();
     float4* xr = reinterpret_cast<float4*>(x + (i64)r * hidden);
     const float4* dr = delta ? reinterpret_cast<const float4*>(delta + (i64)r * hidden) : nullptr;
-    const int n4 = hidden / 4;
+    __nv_bfloat162* o2 = reinterpret_cast<__nv_bfloat162*>(out + (i64)blockIdx.x * hidden);
     float sum_sq = 0.0f;
-    for (int c = threadIdx.x; c < n4; c += blockDim.x) {
-        float4 v = xr[c];
-        if (dr) {
-            const float4 d = dr[c];
-            v.x += d.x; v.y += d.y; v.z += d.z; v.w += d.w;
-            xr[c] = v;
+    if (in_registers) {
+#pragma unroll
+        for (int i = 0; i < NORM_MAX_PER_THREAD; ++i) {
+            const int c = threadIdx.x + i * blockDim.x;
+            if (c < n4) {
+                v[i] = xr[c];
+                if (dr) {
+                    const float4 d = dr[c];
+                    v[i].x += d.x; v[i].y += d.y; v[i].z += d.z; v[i].w += d.w;
+                    xr[c] = v[i];
+                }
+                sum_sq += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
+            }
         }
-        sum_sq += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    } else {
+        for (int c = threadIdx.x; c < n4; c += blockDim.x) {
+            float4 u = xr[c];
+            if (dr) {
+                const float4 d = dr[c];
+                u.x += d.x; u.y += d.y; u.z += d.z; u.w += d.w;
+                xr[c] = u;
+            }
+            sum_sq += u.x * u.x + u.y * u.y + u.z * u.z + u.w * u.w;
+        }
     }
     sum_sq = block_sum(sum_sq, scratch);
     const float inv_rms = rsqrtf(sum_sq / (float)hidden + eps);
-    const float4* w4 = reinterpret_cast<const float4*>(weight);
-    __nv_bfloat162* o2 = reinterpret_cast<__nv_bfloat162*>(out + (i64)blockIdx.x * hidden);
+    if (in_registers) {
+#pragma unroll
+        for (int i = 0; i < NORM_MAX_PER_THREAD; ++i) {
+            const int c = threadIdx.x + i * blockDim.x;
+            if (c < n4) {
+                o2[2 * c] = __floats2bfloat162_rn(v[i].x * inv_rms * wv[i].x, v[i].y * inv_rms * wv[i].y);
+                o2[2 * c + 1] = __floats2bfloat162_rn(v[i].z * inv_rms * wv[i].z, v[i].w * inv_rms * wv[i].w);
+            }
+        }
+        return;
+    }
     for (int c = threadIdx.x; c < n4; c += blockDim.x) {
-        const float4 v = xr[c];
+        const float4 u = xr[c];
         const float4 w = w4[c];
-        o2[2 * c] = __floats2bfloat162_rn(v.x * inv_rms * w.x, v.y * inv_rms * w.y);
-        o2[2 * c + 1] = __floats2bfloat162_rn(v.z * inv_rms * w.z, v.w * inv_rms * w.w);
+        o2[2 * c] = __floats2bfloat162_rn(u.x * inv_rms * w.x, u.y * inv_rms * w.y);
+        o2[2 * c + 1] = __floats2bfloat162_rn(u.z * inv_rms * w.z, u.w * inv_rms * w.w);
     }
 }

@@ -20,7 +20,6 @@ extern "C" __global__ void rope_kv_write(const float* __restrict__ qkv,
                                          bf16* __restrict__ v_cache, int num_heads,
                                          int num_kv_heads, int head_dim, int page_size,
                                          int interleaved) {
-    pdl_enter();
     const int t = blockIdx.x;
     const int half = head_dim / 2;
     const int q_dim = num_heads * head_dim, kv_dim = num_kv_heads * head_dim;
@@ -29,6 +28,8 @@ extern "C" __global__ void rope_kv_write(const float* __restrict__ qkv,
     const int slot = slots[t];
     const i64 page = slot >= 0 ? slot / page_size : 0;
     const int offset = slot >= 0 ? slot % page_size : 0;
+    // Positions and slots are host-written step metadata: read before the wait (common.cuh).
+    pdl_enter();
 
     // Rotated pairs of Q heads, then of K heads, then the V elements.
     const int pairs = (num_heads + num_kv_heads) * half;

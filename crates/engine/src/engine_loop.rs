@@ -172,7 +172,6 @@ impl EngineCore {
                 let seconds = (forward_done - forward_started).as_secs_f64();
                 speculation.record_target(plan.num_tokens(), seconds);
             }
-            let delivered_from = outputs.len();
             match result.and_then(|step| check_shape(&plan, step, self.backend.vocab_size())) {
                 Ok(step) => self.finish_step(&plan, &step, &mut outputs),
                 Err(error) => {
@@ -183,13 +182,6 @@ impl EngineCore {
                         }
                     }
                 }
-            }
-            if let Some(speculation) = &mut self.speculation {
-                let tokens = outputs[delivered_from..]
-                    .iter()
-                    .map(|o| o.tokens.len())
-                    .sum();
-                speculation.record_step(tokens, draft_started.elapsed().as_secs_f64());
             }
             self.stats.steps_total.fetch_add(1, Ordering::Relaxed);
             stats = Some(StepStats {

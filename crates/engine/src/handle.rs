@@ -45,6 +45,9 @@ pub struct SpecOptions {
     pub num_tokens: usize,
     /// Choose k each step by measured cost (0 = plain decoding); else always `num_tokens`.
     pub adaptive: bool,
+    /// Decode plainly in steps where more than this many sequences are decoding (vLLM's
+    /// `speculative_disable_by_batch_size`); `None`: no limit.
+    pub disable_by_batch_size: Option<usize>,
 }
 
 impl Default for SpecOptions {
@@ -52,6 +55,7 @@ impl Default for SpecOptions {
         Self {
             num_tokens: 4,
             adaptive: true,
+            disable_by_batch_size: None,
         }
     }
 }
@@ -271,7 +275,9 @@ pub fn build_engine_core(
     let speculation = match proposer {
         Some(mut proposer) => {
             proposer.init_kv_cache(num_pages, config.page_size)?;
-            Some(Speculation::new(proposer, spec.num_tokens, spec.adaptive))
+            let mut speculation = Speculation::new(proposer, spec.num_tokens, spec.adaptive);
+            speculation.disable_by_batch_size = spec.disable_by_batch_size;
+            Some(speculation)
         }
         None => None,
     };

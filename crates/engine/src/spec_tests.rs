@@ -202,3 +202,39 @@ fn requests_that_opt_out_are_never_drafted_for() {
     assert_eq!(h.received[&1].tokens, expected_greedy(&prompt, 20, &[]));
     assert_eq!(h.core.speculation().unwrap().counters.num_drafts, 0);
 }
+
+#[test]
+fn no_drafts_while_more_sequences_decode_than_the_batch_limit() {
+    let run = |limit: Option<usize>| {
+        let setup = Setup::default();
+        let mut h = Harness::new(setup, vec![]);
+        let mut speculation = Speculation::new(proposer(Method::PerfectDraft), 4, false);
+        speculation.disable_by_batch_size = limit;
+        speculation
+            .init_kv_cache(setup.num_pages, setup.page_size)
+            .unwrap();
+        h.core.set_speculation(speculation);
+        let prompts = prompts(3, 9);
+        // Different lengths, so that the batch shrinks from three to one.
+        for (i, prompt) in prompts.iter().enumerate() {
+            h.add(request(i as u64, prompt.clone(), greedy(8 + 12 * i)));
+        }
+        h.run_to_completion();
+        for (i, prompt) in prompts.iter().enumerate() {
+            assert_eq!(
+                h.received[&(i as u64)].tokens,
+                expected_greedy(prompt, 8 + 12 * i, &[])
+            );
+        }
+        h.core.speculation().unwrap().counters.num_drafts
+    };
+    let unlimited = run(None);
+    let limited = run(Some(1));
+    // With the limit only the last sequence, alone, speculates.
+    assert!(limited > 0, "the lone last sequence should speculate");
+    assert!(
+        limited < unlimited,
+        "limited {limited} vs unlimited {unlimited}"
+    );
+    assert_eq!(run(Some(0)), 0);
+}

@@ -144,6 +144,12 @@ pub struct SpecArgs {
     /// against the draft's actual (restricted) distribution. [default: the whole vocabulary]
     #[arg(long, value_name = "N")]
     pub draft_vocab: Option<usize>,
+    /// Decode without speculation in steps where more than N sequences are decoding (vLLM's
+    /// option of the same name); 0: no limit. [default: 2 on the CPU, where verification rows
+    /// cost nearly full price in larger batches (measured, docs/performance.md); no limit on
+    /// CUDA]
+    #[arg(long, value_name = "N")]
+    pub speculative_disable_by_batch_size: Option<usize>,
     /// `--speculative ngram`: shortest run of latest tokens to look up.
     #[arg(long, default_value_t = 2)]
     pub prompt_lookup_min: usize,

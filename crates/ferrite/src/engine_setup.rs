@@ -20,6 +20,10 @@ const CPU_KV_CACHE_BYTES: usize = 1 << 30;
 /// time of one, so it takes whole chunks.
 const CPU_PREFILL_PER_DECODE: usize = 4;
 
+/// On the CPU, speculation lost throughput at 4 and 16 concurrent requests in every
+/// measured configuration (bench/spec_cpu.sh, docs/performance.md) and won at 1.
+const CPU_SPEC_DISABLE_BY_BATCH_SIZE: usize = 2;
+
 pub struct RunningEngine {
     pub handle: EngineHandle,
     pub outputs: Receiver<EngineStep>,
@@ -124,6 +128,14 @@ pub fn engine_config(
         speculation: SpecOptions {
             num_tokens: args.speculation.num_speculative_tokens,
             adaptive: !args.speculation.speculative_fixed_k,
+            disable_by_batch_size: match args.speculation.speculative_disable_by_batch_size {
+                Some(0) => None,
+                Some(n) => Some(n),
+                None => match args.device {
+                    Device::Cpu => Some(CPU_SPEC_DISABLE_BY_BATCH_SIZE),
+                    Device::Cuda => None,
+                },
+            },
         },
     }
 }

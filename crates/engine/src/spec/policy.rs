@@ -9,30 +9,17 @@
 //! batch large enough that extra verification rows cost as much as they save.
 //!
 //! Costs not yet measured are guessed optimistically (extra rows nearly free), so that every
-//! k gets tried; a wrong guess costs one step and is then replaced by the measurement.
-//!
-//! A cost model misses costs: a draft model catching up after a pause, verification rows
-//! crowding a step, a batch whose slowest member sets its length. So a guard watches what
-//! whole decode steps actually delivered (tokens per second, per batch-size class, with and
-//! without drafts) and keeps speculation off where it delivered less than plain decoding.
-//! Every `EXPLORE_EVERY` steps a window of `EXPLORE_WINDOW` steps speculates regardless, so
-//! the guard's measurement stays current when the workload changes. Steps that carry prompt
-//! chunks do not speculate at all (`Speculation::prepare`).
-
-/// Steps of realized throughput a batch size needs in a mode before the guard compares it.
-const MIN_REALIZED_STEPS: u32 = 4;
-/// Consecutive steps of each exploration (a draft model's first step after a pause catches up
-/// on what it missed; a window spreads that over several steps, as steady speculation would).
-const EXPLORE_WINDOW: u64 = 6;
-/// Weight of a new step in the realized-throughput averages.
-const REALIZED_WEIGHT: f64 = 0.25;
+//! k gets tried; a wrong guess costs one step and is then replaced by the measurement. Every
+//! `EXPLORE_EVERY` steps the largest k is tried again, so the policy notices when a workload
+//! changes. Steps that carry prompt chunks, or more decoding sequences than
+//! `--speculative-disable-by-batch-size`, do not speculate at all (`Speculation::prepare`).
 
 /// Prior acceptance for a sequence that has not speculated yet.
 const PRIOR_ACCEPTANCE: f64 = 0.6;
 /// Weight of a new observation in the running averages.
 const EMA_WEIGHT: f64 = 0.2;
 /// Steps between forced explorations of the largest k.
-const EXPLORE_EVERY: u64 = 128;
+const EXPLORE_EVERY: u64 = 64;
 
 /// A sequence's acceptance history: accepted drafts and rejection events, decayed.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -123,33 +110,6 @@ impl CostTable {
     }
 }
 
-/// Decode tokens per second actually delivered by whole steps (drafting, verification,
-/// bookkeeping and a draft model's catching up included), for one mode at one batch size.
-#[derive(Debug, Clone, Copy, Default)]
-struct Realized {
-    rate: f64,
-    steps: u32,
-}
-
-impl Realized {
-    fn record(&mut self, rate: f64) {
-        self.rate = if self.steps == 0 {
-            rate
-        } else {
-            self.rate + REALIZED_WEIGHT * (rate - self.rate)
-        };
-        self.steps = self.steps.saturating_add(1);
-    }
-    fn known(&self) -> Option<f64> {
-        (self.steps >= MIN_REALIZED_STEPS).then_some(self.rate)
-    }
-}
-
-/// Batch sizes that share realized-throughput averages: 1, 2-3, 4-7, 8-15, ...
-fn size_class(seqs: usize) -> usize {
-    (usize::BITS - seqs.max(1).leading_zeros()) as usize
-}
-
 /// The per-step choice of k.
 #[derive(Debug, Clone)]
 pub struct SpecPolicy {
@@ -159,10 +119,6 @@ pub struct SpecPolicy {
     target: CostTable,
     /// One draft step over n sequences (nothing recorded for model-free proposers).
     draft: CostTable,
-    /// Realized throughput by size class: (plain, speculative).
-    realized: Vec<(Realized, Realized)>,
-    /// Whether the last recorded step speculated.
-    speculated_last: bool,
     steps: u64,
 }
 
@@ -173,8 +129,6 @@ impl SpecPolicy {
             fixed: false,
             target: CostTable::default(),
             draft: CostTable::default(),
-            realized: Vec::new(),
-            speculated_last: false,
             steps: 0,
         }
     }
@@ -185,29 +139,6 @@ impl SpecPolicy {
 
     pub fn record_draft_step(&mut self, seqs: usize, seconds: f64) {
         self.draft.record(seqs, seconds);
-    }
-
-    /// A decode-only step over `seqs` sequences delivered `tokens` tokens in `seconds`, with
-    /// drafts (`speculated`) or without.
-    pub fn record_step(&mut self, seqs: usize, tokens: usize, seconds: f64, speculated: bool) {
-        // The first speculative step after plain ones carries a draft model's catching up on
-        // what it missed: a cost of switching, not of speculating.
-        let switching = speculated && !self.speculated_last;
-        self.speculated_last = speculated;
-        if seqs == 0 || seconds <= 0.0 || switching {
-            return;
-        }
-        let class = size_class(seqs);
-        if self.realized.len() <= class {
-            self.realized.resize(class + 1, Default::default());
-        }
-        let (plain, spec) = &mut self.realized[class];
-        let rate = tokens as f64 / seconds;
-        if speculated {
-            spec.record(rate);
-        } else {
-            plain.record(rate);
-        }
     }
 
     /// Drafts per sequence this step, for sequences with acceptance rates `alphas`, sharing
@@ -221,13 +152,15 @@ impl SpecPolicy {
         if self.fixed {
             return self.max_k;
         }
+        if self.steps % EXPLORE_EVERY == 0 {
+            return self.max_k;
+        }
         let Some(plain) = self.target.estimate(other_rows + seqs) else {
             // Nothing measured yet: measure plain decoding first.
             return 0;
         };
         let draft_step = self.draft.estimate(seqs).unwrap_or(0.0);
         let mut best = (0, seqs as f64 / plain.max(1e-9));
-        let mut best_speculative = (1, 0.0);
         for k in 1..=self.max_k {
             let Some(verify) = self.target.estimate(other_rows + seqs * (k + 1)) else {
                 break;
@@ -237,25 +170,6 @@ impl SpecPolicy {
             if rate > best.1 {
                 best = (k, rate);
             }
-            if rate > best_speculative.1 {
-                best_speculative = (k, rate);
-            }
-        }
-        // The guard: what whole steps really delivered at this batch size. Plain decoding is
-        // measured first; speculation stays off where it delivered less, except in the
-        // periodic exploration windows that keep its measurement current.
-        let (realized_plain, realized_spec) = self
-            .realized
-            .get(size_class(seqs))
-            .map_or((None, None), |(p, s)| (p.known(), s.known()));
-        let Some(realized_plain) = realized_plain else {
-            return 0;
-        };
-        if self.steps % EXPLORE_EVERY >= EXPLORE_EVERY - EXPLORE_WINDOW {
-            return best_speculative.0;
-        }
-        if realized_spec.is_some_and(|spec| spec < realized_plain) {
-            return 0;
         }
         best.0
     }
@@ -289,22 +203,13 @@ mod tests {
         assert!((expected_tokens(1.0, 4) - 5.0).abs() < 1e-12);
     }
 
-    /// Plain decoding measured at batch sizes 1 and 16 (what the guard needs first).
-    fn with_plain_steps(mut p: SpecPolicy) -> SpecPolicy {
-        for _ in 0..MIN_REALIZED_STEPS {
-            p.record_step(1, 1, 0.040, false);
-            p.record_step(16, 16, 0.16, false);
-        }
-        p
-    }
-
     fn policy_with(costs: &[(usize, f64)], draft: f64) -> SpecPolicy {
         let mut p = SpecPolicy::new(4);
         for &(rows, secs) in costs {
             p.record_target(rows, secs);
         }
         p.record_draft_step(1, draft);
-        with_plain_steps(p)
+        p
     }
 
     #[test]
@@ -332,38 +237,13 @@ mod tests {
         // Nothing measured: plain decoding first.
         assert_eq!(p.choose_k(&[0.9], 0), 0);
         p.record_target(1, 0.040);
-        // Still no realized plain throughput at this batch size: plain.
-        assert_eq!(p.choose_k(&[0.9], 0), 0);
-        let mut p = with_plain_steps(p);
         // Larger passes unmeasured: assumed cheap, so speculation is tried.
         assert!(p.choose_k(&[0.9], 0) > 0);
-        // Measured as expensive: off, except for the periodic exploration window.
+        // Measured as expensive: off, except for the periodic exploration.
         p.record_target(4, 0.160);
         p.record_target(2, 0.080);
         p.record_target(3, 0.120);
         let choices: Vec<usize> = (0..EXPLORE_EVERY).map(|_| p.choose_k(&[0.9], 0)).collect();
-        let explored = choices.iter().filter(|&&k| k > 0).count() as u64;
-        assert_eq!(explored, EXPLORE_WINDOW, "{choices:?}");
-    }
-
-    #[test]
-    fn the_guard_turns_speculation_off_where_whole_steps_delivered_less() {
-        // The cost model expects a win (cheap rows, free drafts, high acceptance) ...
-        let mut p = policy_with(&[(1, 0.040), (2, 0.044), (4, 0.050), (5, 0.052)], 0.001);
-        assert_eq!(p.choose_k(&[0.9], 0), 4);
-        // ... but speculative steps delivered 20 tok/s against plain's 25. The first of
-        // them (the switch, with the draft catching up) is not counted: after it, four more
-        // are needed before the guard acts.
-        for _ in 0..=MIN_REALIZED_STEPS {
-            assert_eq!(p.choose_k(&[0.9], 0), 4);
-            p.record_step(1, 2, 0.100, true);
-        }
-        assert_eq!(p.choose_k(&[0.9], 0), 0);
-        // Speculation that delivers more stays on.
-        let mut p = policy_with(&[(1, 0.040), (2, 0.044), (4, 0.050), (5, 0.052)], 0.001);
-        for _ in 0..=MIN_REALIZED_STEPS {
-            p.record_step(1, 3, 0.060, true);
-        }
-        assert_eq!(p.choose_k(&[0.9], 0), 4);
+        assert_eq!(choices.iter().filter(|&&k| k > 0).count(), 1, "{choices:?}");
     }
 }

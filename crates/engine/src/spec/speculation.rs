@@ -30,10 +30,8 @@ pub struct Speculation {
     sampler: Sampler,
     /// Draft distributions of this step's chunks, by request, until verification.
     pending: Vec<(RequestId, Vec<Distribution>, usize)>,
-    /// This step's decoding sequences when it has nothing else (for the policy's guard), and
-    /// whether any of them got drafts.
-    decode_only_step: Option<usize>,
-    drafted: bool,
+    /// No drafts in steps with more decoding sequences than this.
+    pub disable_by_batch_size: Option<usize>,
     pub counters: SpecCounters,
 }
 
@@ -47,8 +45,7 @@ impl Speculation {
             policy,
             sampler: Sampler::default(),
             pending: Vec::new(),
-            decode_only_step: None,
-            drafted: false,
+            disable_by_batch_size: None,
             counters: SpecCounters {
                 num_accepted_tokens_per_pos: vec![0; max_k],
                 ..SpecCounters::default()
@@ -81,13 +78,6 @@ impl Speculation {
         self.policy.record_target(rows, seconds);
     }
 
-    /// The whole step (drafting to verification) delivered `tokens` in `seconds`.
-    pub fn record_step(&mut self, tokens: usize, seconds: f64) {
-        if let Some(seqs) = self.decode_only_step.take() {
-            self.policy.record_step(seqs, tokens, seconds, self.drafted);
-        }
-    }
-
     /// Before the target pass: the proposer computes the step's prefill chunks, then the
     /// policy picks k and the decoding sequences that allow it get their drafts attached.
     pub fn prepare(
@@ -97,8 +87,6 @@ impl Speculation {
         max_model_len: usize,
     ) -> Result<(), BackendError> {
         self.pending.clear();
-        self.decode_only_step = None;
-        self.drafted = false;
         let is_decode =
             |c: &ScheduledChunk, s: &Sequence| c.len == 1 && c.start + 1 == s.tokens.len();
         if self.proposer.kv_bytes_per_token() > 0 {
@@ -125,12 +113,16 @@ impl Speculation {
         }
 
         let running = scheduler.running();
-        if plan.chunks.iter().all(|c| is_decode(c, &running[c.index])) {
-            self.decode_only_step = Some(plan.chunks.len());
-        } else if !self.policy.fixed {
+        if !self.policy.fixed && plan.chunks.iter().any(|c| !is_decode(c, &running[c.index])) {
             // Prompt chunks share this step: verification rows would take token budget from
             // them and delay the new requests' first tokens, and a batch still filling up
             // finishes no sooner for its early members' speculation.
+            return Ok(());
+        }
+        let over_limit = self
+            .disable_by_batch_size
+            .is_some_and(|limit| plan.chunks.len() > limit);
+        if over_limit {
             return Ok(());
         }
         let candidates: Vec<usize> = plan
@@ -245,7 +237,6 @@ impl Speculation {
             scheduler.attach_drafts(&mut chunk, &d.tokens);
             plan.chunks[position] = chunk;
             self.pending.push((id, d.q, d.tokens.len()));
-            self.drafted = true;
         }
         Ok(())
     }

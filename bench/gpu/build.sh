@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds everything bench/gpu/run.sh needs on the H200 into .gpu/ (git-ignored): the release
 # `ferrite` binary, the ferrite-cuda test executables and the offline_bench example, compiled
-# with the pip nvcc 13.0 so the sm_90 cubins are embedded, stripped. Prints the total size.
+# with the pip nvcc 13.0 so the sm_90 cubins are embedded, stripped; then packs .gpu/ into
+# .gpu-pack/gpu.tar.xz (each executable embeds the same cubins, so .gpu/ itself is larger than
+# what a device command may carry). On the device:
+#   tar -xJf .gpu-pack/gpu.tar.xz && bash bench/gpu/run.sh all      (carry: .gpu-pack)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ ! -x .cuda-venv/bin/nvcc ] && ! ls .cuda-venv/lib/python3*/site-packages/nvidia/cu13/bin/nvcc >/dev/null 2>&1; then
@@ -27,3 +30,6 @@ strip .gpu/ferrite .gpu/offline_bench .gpu/tests/*
 cp "$(ls -t target/release/build/ferrite-cuda-*/out/ptxas.txt | head -1)" .gpu/ptxas.txt
 ls -la .gpu .gpu/tests
 du -sh .gpu
+mkdir -p .gpu-pack
+tar -cJf .gpu-pack/gpu.tar.xz .gpu
+ls -la .gpu-pack/gpu.tar.xz

@@ -49,7 +49,9 @@ def plain(tmp_path_factory):
 
 @pytest.fixture(scope="module", params=["ngram", "draft"])
 def speculative(request, tmp_path_factory):
-    args = ["--speculative", request.param, "--speculative-fixed-k", "--num-speculative-tokens", "3"]
+    # No batch-size limit: the point is speculation inside a batch of concurrent requests.
+    args = ["--speculative", request.param, "--speculative-fixed-k", "--num-speculative-tokens", "3",
+            "--speculative-disable-by-batch-size", "0"]
     if request.param == "draft":
         # The model as its own draft: every draft is accepted, which exercises long runs.
         args += ["--draft-model", str(models_dir() / MODEL_FILE)]

@@ -277,6 +277,81 @@ fn gemv_and_cublas_match_reference() {
 }
 
 #[test]
+fn the_swiglu_gemv_equals_silu_mul_then_gemv_bit_for_bit() {
+    let Some(ctx) = gpu("gemv swiglu") else {
+        return;
+    };
+    let gemm = Gemm::new(stream(&ctx)).unwrap();
+    let mut r = rng(9);
+    // A short row (one warp each) and a long one (split over eight warps).
+    for (rows, k) in [(203usize, 1040usize), (61, 8200)] {
+        let w = bf16_round(&random(&mut r, rows * k, 0.05));
+        let wd = dev(&ctx, &to_bf16(&w));
+        for n in [1usize, 3, 8, 9] {
+            let gate_up = random(&mut r, n * 2 * k, 4.0);
+            let gd = dev(&ctx, &gate_up);
+            let act = poisoned::<u16>(&ctx, n * k);
+            let fused = poisoned::<f32>(&ctx, n * rows);
+            gemm.linear_swiglu(
+                &ctx.kernels,
+                gd.ptr(),
+                act.ptr(),
+                wd.ptr(),
+                fused.ptr(),
+                n,
+                rows,
+                k,
+            )
+            .unwrap();
+            // Oracle: SiLU*up in f64 (rounded to bf16 as the activation is stored), then the
+            // product in f64.
+            let a: Vec<f32> = (0..n * k)
+                .map(|i| {
+                    let (t, j) = (i / k, i % k);
+                    let (g, u) = (
+                        gate_up[t * 2 * k + j] as f64,
+                        gate_up[t * 2 * k + k + j] as f64,
+                    );
+                    (g / (1.0 + (-g).exp()) * u) as f32
+                })
+                .collect();
+            let a = bf16_round(&a);
+            let want: Vec<f64> = (0..n * rows)
+                .map(|i| {
+                    let (t, row) = (i / rows, i % rows);
+                    (0..k)
+                        .map(|j| a[t * k + j] as f64 * w[row * k + j] as f64)
+                        .sum()
+                })
+                .collect();
+            let got = read_f32(&ctx, &fused, n * rows);
+            check(
+                &format!("swiglu linear {rows}x{k} n={n}"),
+                &got,
+                &want,
+                1e-2,
+            );
+            if n <= 8 {
+                // The unfused path: the silu_mul kernel, then the plain GEMV.
+                let act2 = poisoned::<u16>(&ctx, n * k);
+                ctx.kernels.silu_mul(gd.ptr(), act2.ptr(), k, n).unwrap();
+                let plain = poisoned::<f32>(&ctx, n * rows);
+                ctx.kernels
+                    .gemv(wd.ptr(), act2.ptr(), plain.ptr(), rows, k, n)
+                    .unwrap();
+                let plain = read_f32(&ctx, &plain, n * rows);
+                assert!(
+                    got.iter()
+                        .zip(&plain)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "swiglu GEMV {rows}x{k} n={n} differs from silu_mul + GEMV"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn device_dummy_weights_equal_the_host_generator() {
     let Some(ctx) = gpu("dummy_fill") else { return };
     let config = preset("tiny").unwrap();

@@ -63,13 +63,6 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
     return total;
 }
 
-// SwiGLU's activation as the down projection sees it: bf16(silu(g) * u), silu(g) = g / (1 +
-// e^-g). One definition for the silu_mul kernel and the GEMV that folds it in, so that both
-// paths give the same bits.
-__device__ __forceinline__ float swiglu_bf16(float g, float u) {
-    return __bfloat162float(__float2bfloat16_rn(g / (1.0f + __expf(-g)) * u));
-}
-
 // -inf without <math.h> (NVRTC has none).
 #define NEG_INF __int_as_float(0xff800000)
 

@@ -1,8 +1,6 @@
 // Skinny matrix products for small decode batches (1..8 tokens), where a GEMM library tiles for
 // large M and leaves bandwidth unused: y[t, r] = sum_k W[r, k] * x[t, k].
 // W is bf16 [rows, K] (rows contiguous), x bf16 [NT, K], y f32 [NT, rows]; K % 8 == 0.
-// The swiglu variants take the f32 gate/up projection [NT, 2K] instead of x and form
-// x = bf16(silu(gate) * up) as they load it (the SiLU*up kernel folded into the down GEMV).
 //
 // One warp per output row; each lane streams 16-byte words of the row (8 in flight) so the
 // weights are read exactly once and fully coalesced; x is small and shared by every warp, so it
@@ -11,31 +9,8 @@
 
 #define GEMV_UNROLL 8
 
-// Eight consecutive inputs (chunk c) of token t.
-template <bool SWIGLU>
-__device__ __forceinline__ void load_x8(const void* __restrict__ x, int t, int k, int c,
-                                        float xf[8]) {
-    if (SWIGLU) {
-        const float* row = static_cast<const float*>(x) + (i64)t * 2 * k;
-        const float4* g = reinterpret_cast<const float4*>(row) + 2 * c;
-        const float4* u = reinterpret_cast<const float4*>(row + k) + 2 * c;
-        const float4 g0 = __ldg(g), g1 = __ldg(g + 1), u0 = __ldg(u), u1 = __ldg(u + 1);
-        xf[0] = swiglu_bf16(g0.x, u0.x);
-        xf[1] = swiglu_bf16(g0.y, u0.y);
-        xf[2] = swiglu_bf16(g0.z, u0.z);
-        xf[3] = swiglu_bf16(g0.w, u0.w);
-        xf[4] = swiglu_bf16(g1.x, u1.x);
-        xf[5] = swiglu_bf16(g1.y, u1.y);
-        xf[6] = swiglu_bf16(g1.z, u1.z);
-        xf[7] = swiglu_bf16(g1.w, u1.w);
-    } else {
-        const bf16* row = static_cast<const bf16*>(x) + (i64)t * k;
-        unpack8(__ldg(reinterpret_cast<const uint4*>(row) + c), xf);
-    }
-}
-
-template <int NT, int SPLIT, bool SWIGLU>
-__device__ __forceinline__ void gemv_rows(const bf16* __restrict__ w, const void* __restrict__ x,
+template <int NT, int SPLIT>
+__device__ __forceinline__ void gemv_rows(const bf16* __restrict__ w, const bf16* __restrict__ x,
                                           float* __restrict__ y, int rows, int k) {
     // SPLIT warps share a row, each over a contiguous 1/SPLIT of K; their partial sums meet in
     // shared memory. Long rows (the down projection) then keep enough loads in flight.
@@ -79,7 +54,7 @@ __device__ __forceinline__ void gemv_rows(const bf16* __restrict__ w, const void
 #pragma unroll
                 for (int t = 0; t < NT; ++t) {
                     float xf[8];
-                    load_x8<SWIGLU>(x, t, k, c, xf);
+                    unpack8(__ldg(reinterpret_cast<const uint4*>(x + (i64)t * k) + c), xf);
                     float s = 0.0f;
 #pragma unroll
                     for (int j = 0; j < 8; ++j) s += wf[j] * xf[j];
@@ -113,18 +88,12 @@ __device__ __forceinline__ void gemv_rows(const bf16* __restrict__ w, const void
 }
 
 // grid = ceil(rows / (8 / SPLIT)), block = 256 (8 warps).
-#define GEMV_KERNEL(NT, SPLIT)                                                                  \
-    extern "C" __global__ void gemv_bf16_##NT##_s##SPLIT(const bf16* __restrict__ w,             \
-                                                         const bf16* __restrict__ x,             \
-                                                         float* __restrict__ y, int rows,        \
-                                                         int k) {                                \
-        gemv_rows<NT, SPLIT, false>(w, x, y, rows, k);                                          \
-    }                                                                                           \
-    extern "C" __global__ void gemv_swiglu_##NT##_s##SPLIT(const bf16* __restrict__ w,           \
-                                                           const float* __restrict__ gate_up,    \
-                                                           float* __restrict__ y, int rows,      \
-                                                           int k) {                              \
-        gemv_rows<NT, SPLIT, true>(w, gate_up, y, rows, k);                                     \
+#define GEMV_KERNEL(NT, SPLIT)                                                             \
+    extern "C" __global__ void gemv_bf16_##NT##_s##SPLIT(const bf16* __restrict__ w,        \
+                                                         const bf16* __restrict__ x,        \
+                                                         float* __restrict__ y, int rows,   \
+                                                         int k) {                           \
+        gemv_rows<NT, SPLIT>(w, x, y, rows, k);                                            \
     }
 #define GEMV_KERNELS(NT) GEMV_KERNEL(NT, 1) GEMV_KERNEL(NT, 4) GEMV_KERNEL(NT, 8)
 GEMV_KERNELS(1)

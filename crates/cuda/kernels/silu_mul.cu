@@ -13,6 +13,8 @@ extern "C" __global__ void silu_mul(const float* __restrict__ gate_up, bf16* __r
     const float4 g = row[c];
     const float4 u = row[inter / 4 + c];
     __nv_bfloat162* o2 = reinterpret_cast<__nv_bfloat162*>(out + (i64)t * inter);
-    o2[2 * c] = __floats2bfloat162_rn(swiglu_bf16(g.x, u.x), swiglu_bf16(g.y, u.y));
-    o2[2 * c + 1] = __floats2bfloat162_rn(swiglu_bf16(g.z, u.z), swiglu_bf16(g.w, u.w));
+    o2[2 * c] = __floats2bfloat162_rn(g.x / (1.0f + __expf(-g.x)) * u.x,
+                                      g.y / (1.0f + __expf(-g.y)) * u.y);
+    o2[2 * c + 1] = __floats2bfloat162_rn(g.z / (1.0f + __expf(-g.z)) * u.z,
+                                          g.w / (1.0f + __expf(-g.w)) * u.w);
 }

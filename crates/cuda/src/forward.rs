@@ -4,7 +4,7 @@
 //!
 //! Per layer: add+RMSNorm -> QKV GEMM -> bias+RoPE+KV write -> attention (decode: split-K
 //! flash-decoding; prefill chunks: flash attention over the paged prefix) -> O GEMM ->
-//! add+RMSNorm -> gate/up GEMM -> SiLU*up -> down GEMM (decode: SiLU*up inside the down GEMV). The residual stream stays f32; GEMM
+//! add+RMSNorm -> gate/up GEMM -> SiLU*up -> down GEMM. The residual stream stays f32; GEMM
 //! inputs are bf16, outputs f32.
 
 use std::sync::Arc;
@@ -266,8 +266,9 @@ impl Model<'_> {
             )?;
             self.gemm
                 .linear(k, ws.xn, lw.w_gate_up, ws.gate_up, n, 2 * inter, hidden)?;
+            k.silu_mul(ws.gate_up, ws.act, inter, n)?;
             self.gemm
-                .linear_swiglu(k, ws.gate_up, ws.act, lw.w_down, ws.delta, n, hidden, inter)?;
+                .linear(k, ws.act, lw.w_down, ws.delta, n, hidden, inter)?;
         }
         Ok(())
     }

@@ -70,31 +70,6 @@ impl Gemm {
         self.cublas(x, w, y, n, rows, k)
     }
 
-    /// The down projection of a SwiGLU MLP: y[n, rows] = (silu(gate) * up) · w^T, from the f32
-    /// gate/up projection [n, 2k]. Decode-sized batches run one GEMV that forms the
-    /// activation as it loads it; larger ones write it (bf16) to `act` for cuBLAS.
-    #[allow(clippy::too_many_arguments)]
-    pub fn linear_swiglu(
-        &self,
-        kernels: &Kernels,
-        gate_up: u64,
-        act: u64,
-        w: u64,
-        y: u64,
-        n: usize,
-        rows: usize,
-        k: usize,
-    ) -> anyhow::Result<()> {
-        if n == 0 {
-            return Ok(());
-        }
-        if n <= self.gemv_max_tokens {
-            return kernels.gemv_swiglu(w, gate_up, y, rows, k, n);
-        }
-        kernels.silu_mul(gate_up, act, k, n)?;
-        self.cublas(act, w, y, n, rows, k)
-    }
-
     /// The same product through cuBLAS whatever `n` (tests compare it with the GEMV).
     pub fn cublas(
         &self,

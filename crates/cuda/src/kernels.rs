@@ -67,8 +67,6 @@ pub struct Kernels {
     /// it off, for A/B timing).
     programmatic: bool,
     functions: HashMap<&'static str, CudaFunction>,
-    /// GEMV kernels by (swiglu, split index, tokens - 1), with their names.
-    gemv: Vec<(String, CudaFunction)>,
     _modules: Vec<Arc<CudaModule>>,
 }
 
@@ -89,14 +87,39 @@ const NAMES: &[&str] = &[
     "dummy_fill_f32",
 ];
 
-/// Warps per row of the GEMV kernels (gemv_split), in the order of `Kernels::gemv`'s table.
-const GEMV_SPLITS: [usize; 3] = [1, 4, 8];
-
-/// The GEMV kernel for an input kind, a split and a token count (kernels/gemv.cu).
-fn gemv_name(swiglu: bool, split: usize, n: usize) -> String {
-    let kind = if swiglu { "swiglu" } else { "bf16" };
-    format!("gemv_{kind}_{n}_s{split}")
-}
+/// The GEMV kernels by split (1, 4, 8 warps per row) and token count.
+const GEMV_NAMES: [[&str; GEMV_MAX_TOKENS]; 3] = [
+    [
+        "gemv_bf16_1_s1",
+        "gemv_bf16_2_s1",
+        "gemv_bf16_3_s1",
+        "gemv_bf16_4_s1",
+        "gemv_bf16_5_s1",
+        "gemv_bf16_6_s1",
+        "gemv_bf16_7_s1",
+        "gemv_bf16_8_s1",
+    ],
+    [
+        "gemv_bf16_1_s4",
+        "gemv_bf16_2_s4",
+        "gemv_bf16_3_s4",
+        "gemv_bf16_4_s4",
+        "gemv_bf16_5_s4",
+        "gemv_bf16_6_s4",
+        "gemv_bf16_7_s4",
+        "gemv_bf16_8_s4",
+    ],
+    [
+        "gemv_bf16_1_s8",
+        "gemv_bf16_2_s8",
+        "gemv_bf16_3_s8",
+        "gemv_bf16_4_s8",
+        "gemv_bf16_5_s8",
+        "gemv_bf16_6_s8",
+        "gemv_bf16_7_s8",
+        "gemv_bf16_8_s8",
+    ],
+];
 
 /// Warps per row of the GEMV: 8 or 4 where rows are long and few (the down projection: 1,536
 /// rows of 8,960 in a 1.5B model, 4,096 of 14,336 in an 8B one), so that enough loads are in
@@ -127,40 +150,19 @@ impl Kernels {
         let ctx = stream.context();
         let mut modules = Vec::new();
         let mut functions = HashMap::new();
-        let gemv_names: Vec<String> = [false, true]
-            .iter()
-            .flat_map(|&swiglu| {
-                GEMV_SPLITS.iter().flat_map(move |&split| {
-                    (1..=GEMV_MAX_TOKENS).map(move |n| gemv_name(swiglu, split, n))
-                })
-            })
-            .collect();
-        let mut gemv: Vec<Option<CudaFunction>> = vec![None; gemv_names.len()];
         for source in MODULES {
             let module = module_loader::load(ctx, source)?;
-            for &name in NAMES {
+            for &name in NAMES.iter().chain(GEMV_NAMES.iter().flatten()) {
                 if let Ok(f) = module.load_function(name) {
                     functions.insert(name, f);
                 }
             }
-            for (slot, name) in gemv.iter_mut().zip(&gemv_names) {
-                if let Ok(f) = module.load_function(name) {
-                    *slot = Some(f);
-                }
-            }
             modules.push(module);
         }
-        if let Some(missing) = NAMES.iter().find(|n| !functions.contains_key(*n)) {
+        let mut needed = NAMES.iter().chain(GEMV_NAMES.iter().flatten());
+        if let Some(missing) = needed.find(|n| !functions.contains_key(*n)) {
             anyhow::bail!("kernel `{missing}` is in no loaded module");
         }
-        let gemv = gemv_names
-            .into_iter()
-            .zip(gemv)
-            .map(|(name, f)| match f {
-                Some(f) => Ok((name, f)),
-                None => Err(anyhow::anyhow!("kernel `{name}` is in no loaded module")),
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?;
         let major =
             ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
         let programmatic = major >= 9 && std::env::var("FERRITE_PDL").map_or(true, |v| v != "0");
@@ -168,7 +170,6 @@ impl Kernels {
             stream: stream.clone(),
             programmatic,
             functions,
-            gemv,
             _modules: modules,
         })
     }
@@ -179,16 +180,6 @@ impl Kernels {
     }
 
     fn launch(&self, name: &str, shape: Shape, args: Args) -> anyhow::Result<()> {
-        self.launch_function(name, self.function(name), shape, args)
-    }
-
-    fn launch_function(
-        &self,
-        name: &str,
-        function: CUfunction,
-        shape: Shape,
-        args: Args,
-    ) -> anyhow::Result<()> {
         let mut params = [std::ptr::null_mut::<c_void>(); 16];
         let mut slots = args.slots;
         for (p, slot) in params.iter_mut().zip(slots.iter_mut()).take(args.len) {
@@ -197,7 +188,7 @@ impl Kernels {
         if !self.programmatic {
             return unsafe {
                 result::launch_kernel(
-                    function,
+                    self.function(name),
                     shape.grid,
                     (shape.block, 1, 1),
                     0,
@@ -228,7 +219,12 @@ impl Kernels {
             numAttrs: 1,
         };
         unsafe {
-            sys::cuLaunchKernelEx(&config, function, params.as_mut_ptr(), std::ptr::null_mut())
+            sys::cuLaunchKernelEx(
+                &config,
+                self.function(name),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
         }
         .result()
         .map_err(|e| anyhow::anyhow!("launching {name}: {e}"))
@@ -337,38 +333,9 @@ impl Kernels {
         )
     }
 
-    /// y[t, r] = sum_k w[r, k] x[t, k] for `n` <= 8 tokens, x bf16 [n, k].
+    /// y[t, r] = sum_k w[r, k] x[t, k] for `n` <= 8 tokens.
     pub fn gemv(
         &self,
-        w: u64,
-        x: u64,
-        y: u64,
-        rows: usize,
-        k: usize,
-        n: usize,
-    ) -> anyhow::Result<()> {
-        self.gemv_kind(false, w, x, y, rows, k, n)
-    }
-
-    /// The same with x = bf16(silu(gate) * up) computed on the fly from the f32 gate/up
-    /// projection [n, 2k] (gate then up): the SiLU*up kernel folded into the down projection,
-    /// with the same bits as `silu_mul` followed by `gemv`.
-    pub fn gemv_swiglu(
-        &self,
-        w: u64,
-        gate_up: u64,
-        y: u64,
-        rows: usize,
-        k: usize,
-        n: usize,
-    ) -> anyhow::Result<()> {
-        self.gemv_kind(true, w, gate_up, y, rows, k, n)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn gemv_kind(
-        &self,
-        swiglu: bool,
         w: u64,
         x: u64,
         y: u64,
@@ -383,11 +350,13 @@ impl Kernels {
         let split = gemv_split(rows, k);
         let rows_per_block = 8 / split;
         let args = Args::new().ptr(w).ptr(x).ptr(y).usize(rows).usize(k);
-        let variant = GEMV_SPLITS.iter().position(|&s| s == split).unwrap_or(0);
-        let index = (usize::from(swiglu) * GEMV_SPLITS.len() + variant) * GEMV_MAX_TOKENS + n - 1;
-        let (name, function) = &self.gemv[index];
-        let shape = grid1(rows.div_ceil(rows_per_block), 256);
-        self.launch_function(name, function.cu_function(), shape, args)
+        let variant = match split {
+            1 => 0,
+            4 => 1,
+            _ => 2,
+        };
+        let name = GEMV_NAMES[variant][n - 1];
+        self.launch(name, grid1(rows.div_ceil(rows_per_block), 256), args)
     }
 
     pub fn attention_decode(&self, a: &DecodeArgs) -> anyhow::Result<()> {

@@ -185,21 +185,8 @@ impl Kernels {
         for (p, slot) in params.iter_mut().zip(slots.iter_mut()).take(args.len) {
             *p = slot as *mut u64 as *mut c_void;
         }
-        if !self.programmatic {
-            return unsafe {
-                result::launch_kernel(
-                    self.function(name),
-                    shape.grid,
-                    (shape.block, 1, 1),
-                    0,
-                    self.stream.cu_stream(),
-                    &mut params[..args.len],
-                )
-            }
-            .map_err(|e| anyhow::anyhow!("launching {name}: {e}"));
-        }
-        // Programmatic dependent launch: this kernel may be scheduled while the previous one
-        // drains; it waits for it inside (pdl_wait in kernels/common.cuh).
+        // With programmatic dependent launch this kernel may be scheduled while the previous
+        // one drains; it waits for it inside (pdl_wait in kernels/common.cuh).
         let mut attr = sys::CUlaunchAttribute {
             id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
             pad: [0; 4],
@@ -216,7 +203,7 @@ impl Kernels {
             sharedMemBytes: 0,
             hStream: self.stream.cu_stream(),
             attrs: &mut attr,
-            numAttrs: 1,
+            numAttrs: u32::from(self.programmatic),
         };
         unsafe {
             sys::cuLaunchKernelEx(
@@ -437,7 +424,6 @@ impl Kernels {
         self.launch(name, shape, args)
     }
 
-    /// tokens[i] = the token sampled from logits row rows[i] with params[i], for `n` rows.
     /// Samples logits rows `rows[0..n]` with `params[0..n]` into `tokens[0..n]`; `partials`
     /// holds `sample_partials_len(n, vocab)` bytes of chunk winners.
     #[allow(clippy::too_many_arguments)]

@@ -12,7 +12,7 @@ use crate::sampler::Sampler;
 pub struct DraftModel {
     backend: Box<dyn Backend>,
     sampler: Sampler,
-    /// Mean seconds of the last `propose`'s steady steps (see `Proposer::steady_step_seconds`).
+    /// Mean seconds of the last `propose`'s steady steps (see `Proposer::step_seconds`).
     steady_step: Option<f64>,
 }
 
@@ -118,7 +118,7 @@ impl Proposer for DraftModel {
         Ok(drafts)
     }
 
-    fn steady_step_seconds(&self) -> Option<f64> {
+    fn step_seconds(&self, _propose_seconds: f64, _k: usize) -> Option<f64> {
         self.steady_step
     }
 }
@@ -157,12 +157,12 @@ mod tests {
         let tokens: Vec<u32> = (0..40).map(|i| i % 7).collect();
         // One draft whose only step catches up on 40 unseen tokens: nothing steady to learn.
         propose(&mut draft, &tokens, 0, 1);
-        assert_eq!(draft.steady_step_seconds(), None);
+        assert_eq!(draft.step_seconds(1.0, 1), None);
         // Caught up to the last token: every step feeds one token.
         propose(&mut draft, &tokens, 39, 3);
-        assert!(draft.steady_step_seconds().is_some());
+        assert!(draft.step_seconds(1.0, 1).is_some());
         // Catch-up first, then two steady steps: only those count (still Some).
         propose(&mut draft, &tokens, 10, 3);
-        assert!(draft.steady_step_seconds().is_some());
+        assert!(draft.step_seconds(1.0, 1).is_some());
     }
 }

@@ -48,13 +48,14 @@ pub trait Proposer: Send {
     fn observe(&mut self, batch: &[SeqBatch<'_>]) -> Result<(), BackendError>;
     /// Drafts for each request, in order.
     fn propose(&mut self, requests: &mut [DraftRequest<'_>]) -> Result<Vec<Drafts>, BackendError>;
-    /// What one draft step cost in the last `propose`, for the policy: the mean of its steps
-    /// that fed at most two tokens per sequence. A first step that catches up on many tokens
-    /// the proposer had not seen (after rounds without speculation) is a one-off, and counting
-    /// it as the price of every step would switch speculation off for good. `None` for
-    /// proposers without a model, whose whole `propose` time is their cost.
-    fn steady_step_seconds(&self) -> Option<f64> {
-        None
+    /// What one draft step cost in the last `propose`, which took `propose_seconds` for `k`
+    /// drafts, for the policy; `None`: nothing to learn from this call. By default the whole
+    /// call's share per draft (a proposer without a model). A draft model counts only its steps
+    /// that fed at most two tokens per sequence: a first step that catches up on many tokens it
+    /// had not seen (after rounds without speculation) is a one-off, and counting it as the
+    /// price of every step would switch speculation off for good.
+    fn step_seconds(&self, propose_seconds: f64, k: usize) -> Option<f64> {
+        Some(propose_seconds / k.max(1) as f64)
     }
 }
 

@@ -213,13 +213,9 @@ impl Speculation {
                 .zip(drafts)
                 .collect::<Vec<_>>()
         };
-        let per_step = match self.proposer.steady_step_seconds() {
-            Some(seconds) => Some(seconds),
-            None if self.proposer.kv_bytes_per_token() == 0 => {
-                Some(started.elapsed().as_secs_f64() / k as f64)
-            }
-            None => None, // only catch-up steps ran: nothing steady to learn from
-        };
+        let per_step = self
+            .proposer
+            .step_seconds(started.elapsed().as_secs_f64(), k);
         if let Some(seconds) = per_step {
             self.policy.record_draft_step(drafts.len(), seconds);
         }

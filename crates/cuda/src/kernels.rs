@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use cudarc::driver::{result, sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
+use cudarc::driver::{sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
 
 use crate::kernel_sources::MODULES;
 use crate::module_loader;

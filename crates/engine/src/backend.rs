@@ -33,6 +33,53 @@ pub struct SeqBatch<'a> {
     pub logits: LogitsRequest,
 }
 
+/// The shape of the KV pool a batch is checked against by [`validate_batch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchLimits {
+    pub vocab_size: usize,
+    pub num_pages: usize,
+    pub page_size: usize,
+}
+
+/// Rejects a batch no backend can run, before anything is written: a token outside the
+/// vocabulary, a sequence with no tokens, a block table that does not cover the sequence's
+/// positions or names a page outside the pool. Every backend calls this first, so they refuse
+/// the same batches with the same messages.
+pub fn validate_batch(batch: &[SeqBatch<'_>], limits: BatchLimits) -> Result<(), BackendError> {
+    let BatchLimits {
+        vocab_size,
+        num_pages,
+        page_size,
+    } = limits;
+    for (i, seq) in batch.iter().enumerate() {
+        if let Some(&bad) = seq.tokens.iter().find(|&&t| t as usize >= vocab_size) {
+            return Err(BackendError(format!(
+                "sequence {i}: token id {bad} is outside the vocabulary ({vocab_size})"
+            )));
+        }
+        if seq.tokens.is_empty() {
+            return Err(BackendError(format!("sequence {i} has no tokens")));
+        }
+        let end = seq.start_pos + seq.tokens.len();
+        let needed = end.div_ceil(page_size);
+        if seq.block_table.len() < needed {
+            return Err(BackendError(format!(
+                "sequence {i}: block table has {} pages, positions 0..{end} need {needed}",
+                seq.block_table.len()
+            )));
+        }
+        if let Some(&bad) = seq.block_table[..needed]
+            .iter()
+            .find(|&&p| p as usize >= num_pages)
+        {
+            return Err(BackendError(format!(
+                "sequence {i}: page {bad} is outside the KV pool ({num_pages} pages)"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Logits of one step: rows in batch order (a `Last` sequence contributes one row, an `All`
 /// sequence `tokens.len()` rows, a `None` sequence none), each `vocab_size` long.
 #[derive(Debug, Default, Clone)]

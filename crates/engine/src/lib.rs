@@ -29,7 +29,8 @@ mod step_stats_tests;
 mod test_harness;
 
 pub use backend::{
-    Backend, BackendError, DeviceSampling, ForwardOutput, LogitsRequest, SampledOutput, SeqBatch,
+    validate_batch, Backend, BackendError, BatchLimits, DeviceSampling, ForwardOutput,
+    LogitsRequest, SampledOutput, SeqBatch,
 };
 pub use engine_loop::EngineCore;
 pub use handle::{

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use common::{model_path, repo_root};
 use ferrite_cpu::CpuBackend;
-use ferrite_engine::spec::{DraftModel, NgramProposer, Proposer};
+use ferrite_engine::{DraftModel, NgramProposer, Proposer};
 use ferrite_engine::{
     build_engine_core, EngineConfig, EngineStats, GenerationRequest, SamplingParams, SpecOptions,
 };

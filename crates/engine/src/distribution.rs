@@ -4,7 +4,13 @@
 use rand::rngs::StdRng;
 use rand::Rng;
 
-use crate::sampler::Candidate;
+/// A token still in the running, with its weight `exp((logit - max) / temperature)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Candidate {
+    pub token: u32,
+    pub logit: f32,
+    pub weight: f64,
+}
 
 /// A distribution over token ids: candidates with unnormalised weights (the support a
 /// sampler draws from).

@@ -1,43 +1,44 @@
 //! ferrite's engine: request state, the scheduler thread, the paged KV cache with its radix
-//! prefix cache, and sampling. It knows token ids and page ids, never tensors: the forward pass
-//! sits behind [`backend::Backend`].
+//! prefix cache, sampling and speculative decoding. It knows token ids and page ids, never
+//! tensors: the forward pass sits behind [`backend::Backend`].
+//!
+//! One step, in order: [`scheduler`] plans it, [`speculative`] attaches drafts (when on),
+//! [`forward`] runs it on the backend, [`commit`] turns the result into tokens and outputs,
+//! [`engine_loop`] is the thread around the step, [`handle`] what the server talks to.
 
+mod admission;
 pub mod backend;
+pub mod commit;
+pub mod config;
 pub mod distribution;
 pub mod engine_loop;
+pub mod error;
+pub mod forward;
 pub mod handle;
 pub mod kv;
 pub mod request;
 pub mod sampler;
 pub mod scheduler;
 pub mod sequence;
-pub mod spec;
+pub mod setup;
+pub mod speculative;
+pub mod stats;
 
 #[cfg(test)]
-mod device_sampling_tests;
-#[cfg(test)]
-mod engine_loop_tests;
-#[cfg(test)]
-mod engine_proptests;
-#[cfg(test)]
-mod fake_backend;
-#[cfg(test)]
-mod spec_tests;
-#[cfg(test)]
-mod step_stats_tests;
-#[cfg(test)]
-mod test_harness;
+mod testing;
 
 pub use backend::{
     validate_batch, Backend, BackendError, BatchLimits, DeviceSampling, ForwardOutput,
     LogitsRequest, SampledOutput, SeqBatch,
 };
+pub use config::{EngineConfig, SpecOptions, MAX_SPEC_TOKENS};
 pub use engine_loop::EngineCore;
-pub use handle::{
-    build_engine_core, spawn_engine, EngineConfig, EngineError, EngineHandle, EngineStats,
-    SpecOptions, SpecStats, MAX_SPEC_TOKENS,
-};
+pub use error::EngineError;
+pub use handle::{spawn_engine, EngineHandle};
 pub use request::{
     EngineOutput, EngineStep, FinishReason, GenerationRequest, PromptInfo, RequestId,
-    SamplingParams, SpecSummary, StepStats, TokenLogprob,
+    SamplingParams, TokenLogprob,
 };
+pub use setup::{build_engine_core, size_kv_pool};
+pub use speculative::{DraftModel, NgramConfig, NgramProposer, Proposer};
+pub use stats::{EngineStats, SpecCounters, SpecStats, SpecSummary, StepCounters, StepStats};

@@ -1,6 +1,8 @@
 //! What a client asks the engine for, and what the engine hands back, in token ids.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+use crate::stats::{SpecSummary, StepStats};
 
 pub type RequestId = u64;
 
@@ -116,22 +118,6 @@ pub struct EngineOutput {
     pub speculation: Option<SpecSummary>,
 }
 
-/// One request's speculative decoding, for its log line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SpecSummary {
-    /// Steps in which the request's drafts were verified.
-    pub rounds: usize,
-    pub drafted: usize,
-    pub accepted: usize,
-}
-
-impl SpecSummary {
-    /// Tokens per verification step (vLLM's "mean acceptance length"): 1 + accepted / rounds.
-    pub fn mean_acceptance_length(&self) -> f64 {
-        1.0 + self.accepted as f64 / self.rounds.max(1) as f64
-    }
-}
-
 /// What one scheduler step hands the server: its outputs, and facts about the step for metrics.
 #[derive(Debug, Clone)]
 pub struct EngineStep {
@@ -140,21 +126,4 @@ pub struct EngineStep {
     pub stats: Option<StepStats>,
     /// When the outputs were ready: the time of every token of this step.
     pub at: Instant,
-}
-
-/// Where the time of one step went, and how much work it did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct StepStats {
-    /// Planning the step and building the batch (the scheduler's own cost).
-    pub schedule: Duration,
-    /// Speculative drafting before the forward pass (zero without speculation).
-    pub draft: Duration,
-    /// The backend's forward pass.
-    pub forward: Duration,
-    /// Sampling, finish checks and cache bookkeeping after the forward pass.
-    pub sample: Duration,
-    /// Tokens the forward pass computed (prefill chunks plus decodes).
-    pub num_tokens: usize,
-    /// Sequences in the batch.
-    pub num_seqs: usize,
 }

@@ -10,7 +10,7 @@ use std::cmp::Ordering;
 use rand::rngs::StdRng;
 use rand::Rng;
 
-use crate::distribution::Distribution;
+use crate::distribution::{Candidate, Distribution};
 use crate::request::{SamplingParams, TokenLogprob};
 
 /// Temperatures below this are greedy (as in vLLM): dividing by them would overflow.
@@ -27,14 +27,6 @@ pub struct Sampler {
     marks: Vec<u32>,
     candidates: Vec<Candidate>,
     bucket_mass: Vec<f64>,
-}
-
-/// A token still in the running, with its weight `exp((logit - max) / temperature)`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Candidate {
-    pub token: u32,
-    pub logit: f32,
-    pub weight: f64,
 }
 
 /// Higher logit first; equal logits: lower id first (deterministic).
@@ -337,5 +329,4 @@ fn top_n_indices(values: &[f32], n: usize) -> Vec<u32> {
 }
 
 #[cfg(test)]
-#[path = "sampler_tests.rs"]
 mod tests;

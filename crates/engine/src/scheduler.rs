@@ -6,6 +6,8 @@
 //! needs a page when none can be had preempts the newest running sequence by recompute.
 //! Pure: no threads, no tensors; the engine loop drives it.
 
+mod drafts;
+
 use std::collections::VecDeque;
 use std::time::Instant;
 
@@ -13,6 +15,7 @@ use crate::backend::{LogitsRequest, SeqBatch};
 use crate::kv::KvManager;
 use crate::request::RequestId;
 use crate::sequence::Sequence;
+use crate::stats::StepCounters;
 
 #[derive(Debug, Clone, Copy)]
 pub struct SchedulerConfig {
@@ -40,12 +43,16 @@ pub struct ScheduledChunk {
     pub drafts: usize,
 }
 
-/// What admission learned about the prefix cache, for the engine's counters.
+/// What the step decided for one chunk's sequence, for [`Scheduler::commit`].
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct StepCounters {
-    pub prefix_queried_tokens: u64,
-    pub prefix_hit_tokens: u64,
-    pub preemptions: u64,
+pub struct ChunkOutcome {
+    /// Drafts the target kept (chunks that scored drafts).
+    pub accepted_drafts: usize,
+    /// The token sampled after the chunk (none for a chunk in the middle of a prompt, or
+    /// when the request finished among its accepted drafts).
+    pub next_token: Option<u32>,
+    /// The request ends with this step.
+    pub finished: bool,
 }
 
 #[derive(Debug, Default)]
@@ -90,7 +97,7 @@ impl Scheduler {
     /// How many leading tokens of `sequence` may be published to the prefix cache.
     fn publishable(&self, sequence: &Sequence) -> usize {
         if self.draft_cache {
-            sequence.num_computed.min(sequence.draft_computed)
+            sequence.num_computed.min(sequence.spec.draft_computed)
         } else {
             sequence.num_computed
         }
@@ -251,9 +258,9 @@ impl Scheduler {
                 Vec::new()
             } else {
                 self.kv
-                    .acquire_prefix(&head.tokens[..head.tokens.len().saturating_sub(1)])
+                    .acquire_prefix(&head.tokens()[..head.tokens().len().saturating_sub(1)])
             };
-            let needed = self.kv.pages_for(head.tokens.len()) - shared.len();
+            let needed = self.kv.pages_for(head.tokens().len()) - shared.len();
             let Some(fresh) = self.kv.allocate(needed) else {
                 self.kv.release(&shared);
                 return;
@@ -263,11 +270,11 @@ impl Scheduler {
             };
             sequence.num_computed = shared.len() * page_size;
             // Cached pages hold the draft model's K/V too, when there is one (see `spec`).
-            sequence.draft_computed = sequence.num_computed;
+            sequence.spec.draft_computed = sequence.num_computed;
             sequence.num_published_pages = shared.len();
             sequence.block_table = shared;
             sequence.block_table.extend(fresh);
-            if !sequence.prompt_info_sent {
+            if !sequence.prompt_info_sent() {
                 sequence.num_cached_tokens = sequence.num_computed;
                 sequence.scheduled_at.get_or_insert_with(Instant::now);
                 plan.counters.prefix_queried_tokens += sequence.num_prompt_tokens as u64;
@@ -286,7 +293,7 @@ impl Scheduler {
         let start = sequence.num_computed;
         let logits = if sequence.needs_prompt_logprobs() {
             LogitsRequest::All
-        } else if start + len == sequence.tokens.len() {
+        } else if start + len == sequence.tokens().len() {
             LogitsRequest::Last
         } else {
             LogitsRequest::None
@@ -316,7 +323,7 @@ impl Scheduler {
                 let sequence = &self.running[chunk.index];
                 let end = chunk.start + chunk.len;
                 SeqBatch {
-                    tokens: &sequence.tokens[chunk.start..end],
+                    tokens: &sequence.tokens()[chunk.start..end],
                     start_pos: chunk.start,
                     block_table: &sequence.block_table[..self.kv.pages_for(end)],
                     logits: chunk.logits,
@@ -325,87 +332,45 @@ impl Scheduler {
             .collect()
     }
 
-    /// Every running sequence, for the speculative-decoding step (which reads and updates
-    /// several at once).
+    /// Every running sequence, in admission order (a plan's `index` points into it).
     pub fn running_all_mut(&mut self) -> &mut [Sequence] {
         &mut self.running
     }
 
-    /// Room for up to `k` drafts after the decode chunk of running sequence `index`: pages
-    /// from the free list only (speculation never preempts nor evicts cached prefixes), and
-    /// tokens from what the step's budget has left. Returns how many drafts fit.
-    pub fn reserve_drafts(&mut self, plan: &StepPlan, index: usize, k: usize) -> usize {
-        let k = k.min(
-            self.config
-                .max_num_batched_tokens
-                .saturating_sub(plan.num_tokens()),
-        );
-        let sequence = &self.running[index];
-        let (len, held) = (sequence.tokens.len(), sequence.block_table.len());
-        let wanted = self.kv.pages_for(len + k).saturating_sub(held);
-        let pages = wanted.min(self.kv.num_free());
-        if pages > 0 {
-            if let Some(fresh) = self.kv.allocate(pages) {
-                self.running[index].block_table.extend(fresh);
-            }
-        }
-        let room = self.running[index].block_table.len() * self.kv.page_size();
-        room.saturating_sub(len).min(k)
-    }
-
-    /// Appends verified-to-be drafts to the sequence of decode chunk `chunk` and makes the
-    /// chunk score them all (room must have been reserved).
-    pub fn attach_drafts(&mut self, chunk: &mut ScheduledChunk, drafts: &[u32]) {
-        let sequence = &mut self.running[chunk.index];
-        sequence.tokens.extend_from_slice(drafts);
-        sequence.num_drafts = drafts.len();
-        chunk.len += drafts.len();
-        chunk.drafts = drafts.len();
-        chunk.logits = LogitsRequest::All;
-    }
-
-    /// After verification of the drafts of running sequence `index`: the first `accepted`
-    /// stay (their K/V, and the scored token's before them, are now computed), the rest are
-    /// dropped, full pages are published, and pages past the next token are released.
-    pub fn settle_drafts(&mut self, index: usize, accepted: usize) {
-        let page_size = self.kv.page_size();
-        let sequence = &mut self.running[index];
-        let len = sequence.tokens.len() - sequence.num_drafts;
-        let accepted = accepted.min(sequence.num_drafts);
-        sequence.tokens.truncate(len + accepted);
-        sequence.num_drafts = 0;
-        sequence.num_computed = len + accepted;
-        sequence.draft_computed = sequence.draft_computed.min(sequence.num_computed);
-        // Keep pages for every computed token and the one sampled next.
-        let keep = (sequence.num_computed + 1).div_ceil(page_size);
-        let surplus = sequence
-            .block_table
-            .split_off(keep.min(sequence.block_table.len()));
-        self.kv.release(&surplus);
-        let upto = self.publishable(&self.running[index]);
-        let sequence = &mut self.running[index];
-        sequence.num_published_pages = self.kv.publish_full_pages(
-            &sequence.tokens,
-            &mut sequence.block_table,
-            upto,
-            sequence.num_published_pages,
-        );
-    }
-
-    /// The plan ran: its tokens' K/V are in the cache. Publish newly full pages. Chunks with
-    /// drafts are settled by [`Self::settle_drafts`] instead.
-    pub fn complete(&mut self, plan: &StepPlan) {
+    /// The step ran and its outcomes are decided: record what was computed, settle drafts,
+    /// publish newly full pages to the prefix cache, append each sequence's new token, and
+    /// take out the sequences that finished (their pages released). `outcomes` has one entry
+    /// per chunk of `plan`.
+    pub fn commit(&mut self, plan: &StepPlan, outcomes: &[ChunkOutcome]) {
         for chunk in plan.chunks.iter().filter(|c| c.drafts == 0) {
             self.running[chunk.index].num_computed = chunk.start + chunk.len;
-            let upto = self.publishable(&self.running[chunk.index]);
-            let sequence = &mut self.running[chunk.index];
-            sequence.num_published_pages = self.kv.publish_full_pages(
-                &sequence.tokens,
-                &mut sequence.block_table,
-                upto,
-                sequence.num_published_pages,
-            );
+            self.publish(chunk.index);
         }
+        for (chunk, outcome) in plan.chunks.iter().zip(outcomes) {
+            if chunk.drafts > 0 {
+                self.settle_drafts(chunk.index, outcome.accepted_drafts);
+            }
+            if let Some(token) = outcome.next_token {
+                self.running[chunk.index].push_token(token);
+            }
+        }
+        let finished = plan.chunks.iter().zip(outcomes).filter(|(_, o)| o.finished);
+        let ids: Vec<RequestId> = finished.map(|(chunk, _)| chunk.id).collect();
+        for id in ids {
+            self.remove(id);
+        }
+    }
+
+    /// Hands running sequence `index`'s full, computed pages to the prefix cache.
+    fn publish(&mut self, index: usize) {
+        let upto = self.publishable(&self.running[index]);
+        let sequence = &mut self.running[index];
+        let already = sequence.num_published_pages;
+        let (tokens, block_table) = sequence.tokens_and_pages_mut();
+        let published = self
+            .kv
+            .publish_full_pages(tokens, block_table, upto, already);
+        self.running[index].num_published_pages = published;
     }
 
     /// Exact page accounting against every live block table (property tests).
@@ -419,5 +384,4 @@ impl Scheduler {
 }
 
 #[cfg(test)]
-#[path = "scheduler_tests.rs"]
 mod tests;

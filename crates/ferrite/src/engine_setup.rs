@@ -5,7 +5,7 @@ use std::sync::mpsc::{channel, Receiver};
 use anyhow::{bail, Context};
 use ferrite_cpu::CpuBackend;
 use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
-use ferrite_engine::spec::{ngram::NgramConfig, DraftModel, NgramProposer, Proposer};
+use ferrite_engine::{DraftModel, NgramConfig, NgramProposer, Proposer};
 use ferrite_engine::{
     spawn_engine, Backend, EngineConfig, EngineHandle, EngineStep, SpecOptions, MAX_SPEC_TOKENS,
 };

@@ -2,9 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::fake_backend::FakeBackend;
 use crate::request::{FinishReason, GenerationRequest};
-use crate::test_harness::{greedy, Harness, Setup};
+use crate::testing::fake_backend::FakeBackend;
+use crate::testing::harness::{greedy, Harness, Setup};
 
 fn request_at(id: u64, len: u32, max_tokens: usize, arrival: Instant) -> GenerationRequest {
     GenerationRequest {

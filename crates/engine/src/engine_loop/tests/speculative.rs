@@ -7,10 +7,10 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::fake_backend::{expected_greedy, FakeBackend, VOCAB};
 use crate::request::SamplingParams;
-use crate::spec::{DraftModel, NgramProposer, Proposer, Speculation};
-use crate::test_harness::{greedy, request, Harness, Setup};
+use crate::speculative::{DraftModel, NgramProposer, Proposer, Speculation};
+use crate::testing::fake_backend::{expected_greedy, FakeBackend, VOCAB};
+use crate::testing::harness::{greedy, request, Harness, Setup};
 
 fn draft_model(salt: u64) -> Box<dyn Proposer> {
     let mut backend = FakeBackend::new(4096);

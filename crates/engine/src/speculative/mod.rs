@@ -1,6 +1,7 @@
 //! Speculative decoding: cheap proposals of several tokens that the target model checks in
 //! one forward pass, keeping its output distribution exactly.
 
+pub mod acceptance;
 pub mod draft_model;
 pub mod ngram;
 pub mod policy;
@@ -9,7 +10,9 @@ pub mod speculation;
 pub mod verify;
 
 pub use crate::distribution::Distribution;
+pub use acceptance::accept_drafts;
 pub use draft_model::DraftModel;
+pub use ngram::NgramConfig;
 pub use proposer::{DraftRequest, Drafts, NgramProposer, Proposer};
-pub use speculation::{SpecCounters, Speculation};
+pub use speculation::Speculation;
 pub use verify::{verify_greedy, verify_sampled, Verdict};

@@ -1,9 +1,9 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
-use crate::fake_backend::{expected_greedy, logits_for_history, FakeBackend};
 use crate::request::{FinishReason, RequestId, SamplingParams};
-use crate::test_harness::{greedy, request, Harness, Received, Setup};
+use crate::testing::fake_backend::{expected_greedy, logits_for_history, FakeBackend};
+use crate::testing::harness::{greedy, request, Harness, Received, Setup};
 
 /// A prompt of `len` tokens: `shared` tokens of a common prefix, then ones unique to `salt`.
 fn prompt(len: usize, shared: usize, salt: u32) -> Vec<u32> {
@@ -379,3 +379,8 @@ fn admission_is_first_come_first_served() {
     harness.run_to_completion();
     assert_eq!(harness.first_output_order, (0..8).collect::<Vec<_>>());
 }
+
+mod device_sampling;
+mod proptests;
+mod speculative;
+mod step_stats;

@@ -8,14 +8,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::engine_loop::EngineCore;
-use crate::fake_backend::{BatchLog, FakeBackend};
-use crate::handle::EngineStats;
 use crate::kv::KvManager;
 use crate::request::{
     EngineOutput, FinishReason, GenerationRequest, PromptInfo, RequestId, SamplingParams,
     TokenLogprob,
 };
 use crate::scheduler::{Scheduler, SchedulerConfig};
+use crate::stats::EngineStats;
+use crate::testing::fake_backend::{BatchLog, FakeBackend};
 use crate::Backend;
 
 #[derive(Debug, Clone, Copy)]

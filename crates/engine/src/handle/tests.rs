@@ -3,9 +3,11 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use super::*;
-use crate::fake_backend::{expected_greedy, FakeBackend};
 use crate::request::{FinishReason, SamplingParams};
-use crate::test_harness::{greedy, request};
+use crate::setup::{build_engine_core, size_kv_pool};
+use crate::testing::fake_backend::{expected_greedy, FakeBackend};
+use crate::testing::harness::{greedy, request};
+use std::sync::atomic::Ordering;
 
 fn config(kv_bytes: usize) -> EngineConfig {
     EngineConfig {
@@ -28,7 +30,7 @@ fn a_draft_models_cache_shares_the_memory() {
     let (alone, _) = size_kv_pool(&config(1 << 20), &backend, 0).unwrap();
     let (shared, _) = size_kv_pool(&config(1 << 20), &backend, 64).unwrap();
     assert_eq!((alone, shared), (1024, 512));
-    let draft = crate::spec::DraftModel::new(Box::new(FakeBackend::new(4096)));
+    let draft = crate::speculative::DraftModel::new(Box::new(FakeBackend::new(4096)));
     let stats = Arc::new(EngineStats::default());
     let backend = Box::new(FakeBackend::new(4096));
     let core = build_engine_core(&config(1 << 20), backend, Some(Box::new(draft)), stats).unwrap();

@@ -2,9 +2,9 @@
 //! its device, and that device-sampled tokens flow through finish logic like host ones.
 
 use crate::backend::DeviceSampling;
-use crate::fake_backend::{device_pick, expected_greedy, FakeBackend};
 use crate::request::{FinishReason, SamplingParams};
-use crate::test_harness::{greedy, request, Harness, Setup};
+use crate::testing::fake_backend::{device_pick, expected_greedy, FakeBackend};
+use crate::testing::harness::{greedy, request, Harness, Setup};
 
 fn device_harness() -> Harness {
     let setup = Setup::default();
@@ -41,7 +41,7 @@ fn expected_seeded(params: &SamplingParams) -> Vec<u32> {
                 seed: params.seed.unwrap(),
                 counter,
             };
-            device_pick(&[0.0; crate::fake_backend::VOCAB], &p)
+            device_pick(&[0.0; crate::testing::fake_backend::VOCAB], &p)
         })
         .collect()
 }

@@ -5,9 +5,9 @@
 
 use proptest::prelude::*;
 
-use crate::fake_backend::expected_greedy;
 use crate::request::{FinishReason, RequestId, SamplingParams};
-use crate::test_harness::{greedy, request, Harness, Setup};
+use crate::testing::fake_backend::expected_greedy;
+use crate::testing::harness::{greedy, request, Harness, Setup};
 
 #[derive(Debug, Clone)]
 enum Op {

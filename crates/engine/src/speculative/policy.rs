@@ -14,47 +14,10 @@
 //! changes. Steps that carry prompt chunks, or more decoding sequences than
 //! `--speculative-disable-by-batch-size`, do not speculate at all (`Speculation::prepare`).
 
-/// Prior acceptance for a sequence that has not speculated yet.
-const PRIOR_ACCEPTANCE: f64 = 0.6;
 /// Weight of a new observation in the running averages.
 const EMA_WEIGHT: f64 = 0.2;
 /// Steps between forced explorations of the largest k.
 const EXPLORE_EVERY: u64 = 64;
-
-/// A sequence's acceptance history: accepted drafts and rejection events, decayed.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Acceptance {
-    accepted: f64,
-    trials: f64,
-}
-
-impl Default for Acceptance {
-    fn default() -> Self {
-        // One pseudo-round at the prior.
-        Self {
-            accepted: PRIOR_ACCEPTANCE,
-            trials: 1.0,
-        }
-    }
-}
-
-impl Acceptance {
-    /// Per-token acceptance probability, by maximum likelihood under a geometric model.
-    pub fn rate(&self) -> f64 {
-        (self.accepted / self.trials).clamp(0.0, 0.999)
-    }
-
-    /// `accepted` of `drafted` drafts were kept (a rejection ends the round early).
-    pub fn record(&mut self, drafted: usize, accepted: usize) {
-        if drafted == 0 {
-            return;
-        }
-        let rejected = if accepted < drafted { 1.0 } else { 0.0 };
-        let decay = 1.0 - EMA_WEIGHT;
-        self.accepted = self.accepted * decay + accepted as f64;
-        self.trials = self.trials * decay + accepted as f64 + rejected;
-    }
-}
 
 /// Expected tokens per step with `k` drafts at acceptance `alpha`: 1 + α + … + α^k.
 pub fn expected_tokens(alpha: f64, k: usize) -> f64 {
@@ -178,23 +141,6 @@ impl SpecPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn acceptance_estimate_converges_to_the_geometric_rate() {
-        // Rounds of 4 drafts with a per-token acceptance of 0.75: accepted counts 0..=4
-        // with P(n) = 0.75^n * 0.25 (n < 4), P(4) = 0.75^4, fed in proportion.
-        let mut a = Acceptance::default();
-        let pattern = [0, 1, 1, 2, 2, 3, 4, 4, 4, 4, 3, 2, 4, 1, 4, 3];
-        for _ in 0..50 {
-            for &n in &pattern {
-                a.record(4, n);
-            }
-        }
-        let accepted: usize = pattern.iter().sum();
-        let rejections = pattern.iter().filter(|&&n| n < 4).count();
-        let mle = accepted as f64 / (accepted + rejections) as f64;
-        assert!((a.rate() - mle).abs() < 0.05, "{} vs {mle}", a.rate());
-    }
 
     #[test]
     fn expected_tokens_is_the_geometric_sum() {

@@ -129,8 +129,8 @@ mod tests {
 
     use super::*;
     use crate::backend::Backend;
-    use crate::fake_backend::FakeBackend;
     use crate::request::SamplingParams;
+    use crate::testing::fake_backend::FakeBackend;
 
     fn propose(draft: &mut DraftModel, tokens: &[u32], draft_computed: usize, k: usize) {
         let params = SamplingParams::default();

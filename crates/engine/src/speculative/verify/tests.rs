@@ -6,8 +6,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::*;
+use crate::distribution::Candidate;
 use crate::distribution::Distribution;
-use crate::sampler::Candidate;
 
 #[test]
 fn greedy_keeps_the_matching_prefix_then_corrects() {

@@ -111,5 +111,4 @@ fn dense_probabilities(q: &Distribution) -> Vec<f64> {
 }
 
 #[cfg(test)]
-#[path = "verify_tests.rs"]
 mod tests;

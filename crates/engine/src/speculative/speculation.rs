@@ -13,16 +13,7 @@ use crate::request::RequestId;
 use crate::sampler::{is_greedy, Sampler};
 use crate::scheduler::{ScheduledChunk, Scheduler, StepPlan};
 use crate::sequence::Sequence;
-
-/// Totals since start, in vLLM's terms: a "draft" is one sequence's speculative round.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SpecCounters {
-    pub num_drafts: u64,
-    pub num_draft_tokens: u64,
-    pub num_accepted_tokens: u64,
-    /// Entry `i`: rounds whose draft at position `i` was accepted.
-    pub num_accepted_tokens_per_pos: Vec<u64>,
-}
+use crate::stats::SpecCounters;
 
 pub struct Speculation {
     proposer: Box<dyn Proposer>,
@@ -88,7 +79,7 @@ impl Speculation {
     ) -> Result<(), BackendError> {
         self.pending.clear();
         let is_decode =
-            |c: &ScheduledChunk, s: &Sequence| c.len == 1 && c.start + 1 == s.tokens.len();
+            |c: &ScheduledChunk, s: &Sequence| c.len == 1 && c.start + 1 == s.tokens().len();
         if self.proposer.kv_bytes_per_token() > 0 {
             let running = scheduler.running();
             let prefill: Vec<&ScheduledChunk> = plan
@@ -106,8 +97,8 @@ impl Speculation {
             for (index, start, end) in advanced {
                 // Only a contiguous run of computed tokens counts.
                 let sequence = &mut scheduler.running_all_mut()[index];
-                if sequence.draft_computed >= start {
-                    sequence.draft_computed = sequence.draft_computed.max(end);
+                if sequence.spec.draft_computed >= start {
+                    sequence.spec.draft_computed = sequence.spec.draft_computed.max(end);
                 }
             }
         }
@@ -133,13 +124,18 @@ impl Speculation {
                 let s = &scheduler.running()[c.index];
                 // A prompt's last token is not drafted after: its first output carries the
                 // prompt's facts, which only plain sampling sends.
-                is_decode(c, s) && s.params.allow_speculation && s.prompt_info_sent
+                is_decode(c, s) && s.params.allow_speculation && s.prompt_info_sent()
             })
             .map(|(position, _)| position)
             .collect();
         let alphas: Vec<f64> = candidates
             .iter()
-            .map(|&p| scheduler.running()[plan.chunks[p].index].acceptance.rate())
+            .map(|&p| {
+                scheduler.running()[plan.chunks[p].index]
+                    .spec
+                    .acceptance
+                    .rate()
+            })
             .collect();
         let other_rows = plan.num_tokens() - candidates.len();
         let k = self.policy.choose_k(&alphas, other_rows);
@@ -153,7 +149,7 @@ impl Speculation {
                 let s = &scheduler.running()[index];
                 // Drafts past the request's last token would be wasted work.
                 let left = (s.params.max_tokens.saturating_sub(s.output().len()))
-                    .min(max_model_len.saturating_sub(s.tokens.len()));
+                    .min(max_model_len.saturating_sub(s.tokens().len()));
                 let k = k.min(left.saturating_sub(1));
                 (
                     p,
@@ -187,23 +183,16 @@ impl Speculation {
                     continue;
                 }
                 want.next();
-                let Sequence {
-                    tokens,
-                    num_prompt_tokens,
-                    draft_computed,
-                    block_table,
-                    params,
-                    rng,
-                    ..
-                } = sequence;
+                let draft_computed = sequence.spec.draft_computed;
+                let parts = sequence.sampling_parts();
                 requests.push(DraftRequest {
-                    tokens,
-                    num_prompt_tokens: *num_prompt_tokens,
-                    draft_computed: *draft_computed,
-                    block_table,
-                    params,
+                    tokens: parts.tokens,
+                    num_prompt_tokens: parts.num_prompt_tokens,
+                    draft_computed,
+                    block_table: parts.block_table,
+                    params: parts.params,
                     k: g,
-                    rng,
+                    rng: parts.rng,
                 });
             }
             let drafts = self.proposer.propose(&mut requests)?;
@@ -226,7 +215,7 @@ impl Speculation {
             };
             let mut chunk = plan.chunks[position];
             let id = chunk.id;
-            scheduler.running_all_mut()[index].draft_computed = d.draft_computed;
+            scheduler.running_all_mut()[index].spec.draft_computed = d.draft_computed;
             if d.tokens.is_empty() {
                 continue;
             }
@@ -251,17 +240,11 @@ impl Speculation {
             .position(|p| p.0 == sequence.id)
             .map(|at| self.pending.swap_remove(at).1)
             .unwrap_or_default();
-        let n = sequence.num_drafts;
-        let len = sequence.tokens.len() - n;
-        let Sequence {
-            tokens,
-            num_prompt_tokens,
-            params,
-            rng,
-            ..
-        } = sequence;
-        let (prompt, rest) = tokens.split_at(*num_prompt_tokens);
-        let output_before = len - *num_prompt_tokens;
+        let n = sequence.spec.num_drafts();
+        let output_before = sequence.num_verified() - sequence.num_prompt_tokens;
+        let parts = sequence.sampling_parts();
+        let (prompt, rest) = parts.prompt_and_rest();
+        let (params, rng) = (parts.params, parts.rng);
         let drafts = &rest[output_before..];
         let sampler = &mut self.sampler;
         let verdict = if is_greedy(params) || q.len() != n {
@@ -285,10 +268,7 @@ impl Speculation {
     }
 
     fn record(&mut self, sequence: &mut Sequence, drafted: usize, accepted: usize) {
-        sequence.acceptance.record(drafted, accepted);
-        sequence.spec_rounds += 1;
-        sequence.drafted_total += drafted;
-        sequence.accepted_total += accepted;
+        sequence.spec.record_round(drafted, accepted);
         let c = &mut self.counters;
         c.num_drafts += 1;
         c.num_draft_tokens += drafted as u64;

@@ -1,6 +1,6 @@
 use super::*;
 use crate::request::SamplingParams;
-use crate::test_harness::{greedy, request};
+use crate::testing::harness::{greedy, request};
 
 fn scheduler(num_pages: usize, page_size: usize, budget: usize, max_seqs: usize) -> Scheduler {
     Scheduler::new(
@@ -24,12 +24,15 @@ fn add(s: &mut Scheduler, id: RequestId, prompt_len: usize, params: SamplingPara
 /// Schedule, pretend the model ran, and append a token to every sequence that sampled.
 fn step(s: &mut Scheduler) -> StepPlan {
     let plan = s.schedule();
-    s.complete(&plan);
-    for chunk in &plan.chunks {
-        if chunk.logits == LogitsRequest::Last {
-            s.running_mut(chunk.index).tokens.push(7);
-        }
-    }
+    let outcomes: Vec<ChunkOutcome> = plan
+        .chunks
+        .iter()
+        .map(|chunk| ChunkOutcome {
+            next_token: (chunk.logits == LogitsRequest::Last).then_some(7),
+            ..ChunkOutcome::default()
+        })
+        .collect();
+    s.commit(&plan, &outcomes);
     s.check_accounting().unwrap();
     plan
 }
@@ -119,7 +122,7 @@ fn a_decode_short_of_pages_preempts_the_newest_request_which_is_requeued_first()
     // B recomputes its prompt and the tokens it had generated.
     let b = s.waiting().next().unwrap();
     assert_eq!(
-        (b.tokens.len(), b.num_computed, b.block_table.len()),
+        (b.tokens().len(), b.num_computed, b.block_table.len()),
         (3, 0, 0)
     );
 }

@@ -1,0 +1,48 @@
+//! How an engine is configured: pool, batch and context limits, EOS ids, speculation.
+
+/// The most drafts per step the engine accepts (and reports per position).
+pub const MAX_SPEC_TOKENS: usize = 16;
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Tokens per KV page.
+    pub page_size: usize,
+    /// Bytes the KV pool may take; the number of pages follows from the backend's bytes per token.
+    pub kv_cache_memory_bytes: usize,
+    /// Per-step token budget shared by prefill chunks and decodes.
+    pub max_num_batched_tokens: usize,
+    /// Running sequences at most.
+    pub max_num_seqs: usize,
+    /// While sequences decode, prompt tokens per step at most this many per decoding sequence
+    /// (at least `MIN_PREFILL_CHUNK`); 0 = only the step budget limits them.
+    pub prefill_per_decode: usize,
+    pub enable_prefix_caching: bool,
+    /// Longest prompt + output; `None`: the model's trained context, capped by what the pool holds.
+    pub max_model_len: Option<usize>,
+    /// Tokens that end a generation unless `ignore_eos`.
+    pub eos_token_ids: Vec<u32>,
+    /// Speculative decoding, when a proposer is given to `spawn_engine`.
+    pub speculation: SpecOptions,
+}
+
+/// How speculative decoding runs (when there is a proposer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpecOptions {
+    /// Drafts per sequence and step, at most (1..=[`MAX_SPEC_TOKENS`]).
+    pub num_tokens: usize,
+    /// Choose k each step by measured cost (0 = plain decoding); else always `num_tokens`.
+    pub adaptive: bool,
+    /// Decode plainly in steps where more than this many sequences are decoding (vLLM's
+    /// `speculative_disable_by_batch_size`); `None`: no limit.
+    pub disable_by_batch_size: Option<usize>,
+}
+
+impl Default for SpecOptions {
+    fn default() -> Self {
+        Self {
+            num_tokens: 4,
+            adaptive: true,
+            disable_by_batch_size: None,
+        }
+    }
+}

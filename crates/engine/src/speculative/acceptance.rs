@@ -1,0 +1,75 @@
+//! The commit of a chunk that scored drafts: verify them against the target's rows, then
+//! emit the accepted drafts and the token after them, up to a finish.
+
+use super::speculation::Speculation;
+use super::verify::Verdict;
+use crate::backend::ForwardOutput;
+use crate::request::EngineOutput;
+use crate::sampler::{token_logprob, Sampler};
+use crate::scheduler::ChunkOutcome;
+use crate::sequence::Sequence;
+
+/// Decides what the target keeps of `sequence`'s drafts (its chunk's rows start at
+/// `first_row`). The sequence itself is left as it is: [`crate::scheduler::Scheduler::commit`]
+/// applies the returned outcome.
+pub fn accept_drafts(
+    speculation: Option<&mut Speculation>,
+    sequence: &mut Sequence,
+    forward: &ForwardOutput,
+    first_row: usize,
+    eos_token_ids: &[u32],
+    max_model_len: usize,
+) -> (ChunkOutcome, EngineOutput) {
+    let verdict = match speculation {
+        Some(speculation) => speculation.verify(sequence, forward, first_row),
+        // Unreachable in practice (drafts only come from a speculation); rejecting them all
+        // and sampling from the first row is still exact.
+        None => {
+            let output_len = sequence.num_verified() - sequence.num_prompt_tokens;
+            let parts = sequence.sampling_parts();
+            let (prompt, rest) = parts.prompt_and_rest();
+            let row = forward.row(first_row);
+            let next = Sampler::default().sample(
+                row,
+                parts.params,
+                prompt,
+                &rest[..output_len],
+                parts.rng,
+            );
+            Verdict { accepted: 0, next }
+        }
+    };
+    let verified = sequence.num_verified();
+    let accepted = &sequence.tokens()[verified..verified + verdict.accepted];
+    let mut emitted: Vec<u32> = accepted.to_vec();
+    emitted.push(verdict.next);
+    let mut output = EngineOutput {
+        id: sequence.id,
+        prompt: None,
+        tokens: Vec::with_capacity(emitted.len()),
+        logprobs: Vec::new(),
+        finish: None,
+        speculation: None,
+    };
+    for (j, &token) in emitted.iter().enumerate() {
+        output.tokens.push(token);
+        if let Some(top_n) = sequence.params.logprobs {
+            output
+                .logprobs
+                .push(token_logprob(forward.row(first_row + j), token, top_n));
+        }
+        output.finish = sequence.finish_reason(token, j + 1, eos_token_ids, max_model_len);
+        if output.finish.is_some() {
+            output.speculation = sequence.spec.summary();
+            break;
+        }
+    }
+    // The token after the drafts is appended unless the request ended among them.
+    let ended_among_drafts = output.finish.is_some() && output.tokens.len() <= verdict.accepted;
+    let outcome = ChunkOutcome {
+        accepted_drafts: verdict.accepted,
+        next_token: (!ended_among_drafts).then_some(verdict.next),
+        finished: output.finish.is_some(),
+    };
+    (outcome, output)
+}

@@ -1,0 +1,166 @@
+//! Every statistic the engine keeps: what the scheduler thread publishes for /metrics and
+//! admission ([`EngineStats`]), what one step cost ([`StepStats`]), what a plan learned about
+//! the prefix cache ([`StepCounters`]), speculative-decoding totals ([`SpecCounters`],
+//! published as [`SpecStats`]) and one request's speculation ([`SpecSummary`]).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use crate::config::MAX_SPEC_TOKENS;
+
+/// Live numbers the scheduler publishes after every step (read by /metrics and admission).
+#[derive(Debug, Default)]
+pub struct EngineStats {
+    pub num_running: AtomicUsize,
+    pub num_waiting: AtomicUsize,
+    pub kv_pages_total: AtomicUsize,
+    /// Pages referenced by at least one live sequence (cached-but-unreferenced pages are free).
+    pub kv_pages_used: AtomicUsize,
+    pub prompt_tokens_total: AtomicU64,
+    pub generation_tokens_total: AtomicU64,
+    /// Prompt tokens looked up in the prefix cache, and those found there.
+    pub prefix_cache_queries_total: AtomicU64,
+    pub prefix_cache_hits_total: AtomicU64,
+    pub num_preemptions_total: AtomicU64,
+    pub steps_total: AtomicU64,
+    pub speculation: SpecStats,
+}
+
+/// How full the scheduler is, as [`EngineStats::publish`] stores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Occupancy {
+    pub num_running: usize,
+    pub num_waiting: usize,
+    pub kv_pages_total: usize,
+    pub kv_pages_used: usize,
+}
+
+impl EngineStats {
+    /// Fraction of KV pages in use, 0..=1.
+    pub fn kv_cache_usage(&self) -> f64 {
+        let total = self.kv_pages_total.load(Ordering::Relaxed);
+        if total == 0 {
+            0.0
+        } else {
+            self.kv_pages_used.load(Ordering::Relaxed) as f64 / total as f64
+        }
+    }
+
+    /// Adds what admission learned while planning a step.
+    pub(crate) fn count_plan(&self, counters: &StepCounters) {
+        let add = |total: &AtomicU64, n: u64| total.fetch_add(n, Ordering::Relaxed);
+        add(
+            &self.prefix_cache_queries_total,
+            counters.prefix_queried_tokens,
+        );
+        add(&self.prefix_cache_hits_total, counters.prefix_hit_tokens);
+        add(&self.num_preemptions_total, counters.preemptions);
+    }
+
+    /// Adds the tokens a step's commit produced.
+    pub(crate) fn count_tokens(&self, prompt: u64, generated: u64) {
+        self.prompt_tokens_total
+            .fetch_add(prompt, Ordering::Relaxed);
+        self.generation_tokens_total
+            .fetch_add(generated, Ordering::Relaxed);
+    }
+
+    /// Stores the scheduler's occupancy and, when speculating, the speculation totals.
+    pub(crate) fn publish(&self, occupancy: Occupancy, speculation: Option<&SpecCounters>) {
+        if let Some(counters) = speculation {
+            self.speculation.publish(counters);
+        }
+        let store = |slot: &AtomicUsize, v: usize| slot.store(v, Ordering::Relaxed);
+        store(&self.num_running, occupancy.num_running);
+        store(&self.num_waiting, occupancy.num_waiting);
+        store(&self.kv_pages_total, occupancy.kv_pages_total);
+        store(&self.kv_pages_used, occupancy.kv_pages_used);
+    }
+}
+
+/// Speculative-decoding totals, as the scheduler thread last published them.
+#[derive(Debug, Default)]
+pub struct SpecStats {
+    pub enabled: AtomicBool,
+    pub num_drafts: AtomicU64,
+    pub num_draft_tokens: AtomicU64,
+    pub num_accepted_tokens: AtomicU64,
+    /// Entry `i`: rounds whose draft at position `i` was accepted.
+    pub num_accepted_tokens_per_pos: [AtomicU64; MAX_SPEC_TOKENS],
+    /// Drafts per step at most (positions past it are always 0).
+    pub num_tokens: AtomicUsize,
+}
+
+impl SpecStats {
+    pub(crate) fn enable(&self, max_drafts: usize) {
+        self.enabled.store(true, Ordering::Relaxed);
+        self.num_tokens.store(max_drafts, Ordering::Relaxed);
+    }
+
+    fn publish(&self, c: &SpecCounters) {
+        self.num_drafts.store(c.num_drafts, Ordering::Relaxed);
+        self.num_draft_tokens
+            .store(c.num_draft_tokens, Ordering::Relaxed);
+        self.num_accepted_tokens
+            .store(c.num_accepted_tokens, Ordering::Relaxed);
+        for (slot, &v) in self
+            .num_accepted_tokens_per_pos
+            .iter()
+            .zip(&c.num_accepted_tokens_per_pos)
+        {
+            slot.store(v, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Speculation totals since start, in vLLM's terms: a "draft" is one sequence's speculative
+/// round. Kept by the scheduler thread, published as [`SpecStats`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SpecCounters {
+    pub num_drafts: u64,
+    pub num_draft_tokens: u64,
+    pub num_accepted_tokens: u64,
+    /// Entry `i`: rounds whose draft at position `i` was accepted.
+    pub num_accepted_tokens_per_pos: Vec<u64>,
+}
+
+/// What admission learned about the prefix cache while planning a step.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct StepCounters {
+    pub prefix_queried_tokens: u64,
+    pub prefix_hit_tokens: u64,
+    pub preemptions: u64,
+}
+
+/// Where the time of one step went, and how much work it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StepStats {
+    /// Planning the step and building the batch (the scheduler's own cost).
+    pub schedule: Duration,
+    /// Speculative drafting before the forward pass (zero without speculation).
+    pub draft: Duration,
+    /// The backend's forward pass.
+    pub forward: Duration,
+    /// Sampling, finish checks and cache bookkeeping after the forward pass.
+    pub sample: Duration,
+    /// Tokens the forward pass computed (prefill chunks plus decodes).
+    pub num_tokens: usize,
+    /// Sequences in the batch.
+    pub num_seqs: usize,
+}
+
+/// One request's speculative decoding, for its log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpecSummary {
+    /// Steps in which the request's drafts were verified.
+    pub rounds: usize,
+    pub drafted: usize,
+    pub accepted: usize,
+}
+
+impl SpecSummary {
+    /// Tokens per verification step (vLLM's "mean acceptance length"): 1 + accepted / rounds.
+    pub fn mean_acceptance_length(&self) -> f64 {
+        1.0 + self.accepted as f64 / self.rounds.max(1) as f64
+    }
+}

@@ -1,0 +1,5 @@
+//! Test support for the engine's unit tests: a deterministic fake model and a harness that
+//! drives an engine core step by step.
+
+pub mod fake_backend;
+pub mod harness;

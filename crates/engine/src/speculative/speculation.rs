@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use super::policy::SpecPolicy;
-use super::proposer::{DraftRequest, Proposer};
+use super::proposer::{DraftRequest, Drafts, Proposer};
 use super::verify::{verify_greedy, verify_sampled, Verdict};
 use crate::backend::{BackendError, ForwardOutput};
 use crate::distribution::Distribution;
@@ -78,152 +78,153 @@ impl Speculation {
         max_model_len: usize,
     ) -> Result<(), BackendError> {
         self.pending.clear();
-        let is_decode =
-            |c: &ScheduledChunk, s: &Sequence| c.len == 1 && c.start + 1 == s.tokens().len();
         if self.proposer.kv_bytes_per_token() > 0 {
-            let running = scheduler.running();
-            let prefill: Vec<&ScheduledChunk> = plan
-                .chunks
-                .iter()
-                .filter(|c| !is_decode(c, &running[c.index]))
-                .collect();
-            let batch = scheduler.batch_of(prefill.iter().copied());
-            self.proposer.observe(&batch)?;
-            let advanced: Vec<(usize, usize, usize)> = prefill
-                .iter()
-                .map(|c| (c.index, c.start, c.start + c.len))
-                .collect();
-            drop(batch);
-            for (index, start, end) in advanced {
-                // Only a contiguous run of computed tokens counts.
-                let sequence = &mut scheduler.running_all_mut()[index];
-                if sequence.spec.draft_computed >= start {
-                    sequence.spec.draft_computed = sequence.spec.draft_computed.max(end);
-                }
-            }
+            self.observe_prefills(scheduler, plan)?;
         }
-
-        let running = scheduler.running();
-        if !self.policy.fixed && plan.chunks.iter().any(|c| !is_decode(c, &running[c.index])) {
-            // Prompt chunks share this step: verification rows would take token budget from
-            // them and delay the new requests' first tokens, and a batch still filling up
-            // finishes no sooner for its early members' speculation.
+        let Some((k, granted)) = self.grant(scheduler, plan, max_model_len) else {
             return Ok(());
-        }
-        let over_limit = self
-            .disable_by_batch_size
-            .is_some_and(|limit| plan.chunks.len() > limit);
-        if over_limit {
-            return Ok(());
-        }
-        let candidates: Vec<usize> = plan
-            .chunks
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| {
-                let s = &scheduler.running()[c.index];
-                // A prompt's last token is not drafted after: its first output carries the
-                // prompt's facts, which only plain sampling sends.
-                is_decode(c, s) && s.params.allow_speculation && s.prompt_info_sent()
-            })
-            .map(|(position, _)| position)
-            .collect();
-        let alphas: Vec<f64> = candidates
-            .iter()
-            .map(|&p| {
-                scheduler.running()[plan.chunks[p].index]
-                    .spec
-                    .acceptance
-                    .rate()
-            })
-            .collect();
-        let other_rows = plan.num_tokens() - candidates.len();
-        let k = self.policy.choose_k(&alphas, other_rows);
-        if k == 0 {
-            return Ok(());
-        }
-        let granted: Vec<(usize, usize)> = candidates
-            .iter()
-            .map(|&p| {
-                let index = plan.chunks[p].index;
-                let s = &scheduler.running()[index];
-                // Drafts past the request's last token would be wasted work.
-                let left = (s.params.max_tokens.saturating_sub(s.output().len()))
-                    .min(max_model_len.saturating_sub(s.tokens().len()));
-                let k = k.min(left.saturating_sub(1));
-                (
-                    p,
-                    if k > 0 {
-                        scheduler.reserve_drafts(plan, index, k)
-                    } else {
-                        0
-                    },
-                )
-            })
-            .filter(|&(_, g)| g > 0)
-            .collect();
-        if granted.is_empty() {
-            return Ok(());
-        }
-
-        let started = Instant::now();
-        let drafts = {
-            let mut wanted: Vec<(usize, usize)> = granted
-                .iter()
-                .map(|&(p, g)| (plan.chunks[p].index, g))
-                .collect();
-            wanted.sort_unstable();
-            let mut requests: Vec<DraftRequest<'_>> = Vec::with_capacity(wanted.len());
-            let mut want = wanted.iter().peekable();
-            for (index, sequence) in scheduler.running_all_mut().iter_mut().enumerate() {
-                let Some(&&(wanted_index, g)) = want.peek() else {
-                    break;
-                };
-                if wanted_index != index {
-                    continue;
-                }
-                want.next();
-                let draft_computed = sequence.spec.draft_computed;
-                let parts = sequence.sampling_parts();
-                requests.push(DraftRequest {
-                    tokens: parts.tokens,
-                    num_prompt_tokens: parts.num_prompt_tokens,
-                    draft_computed,
-                    block_table: parts.block_table,
-                    params: parts.params,
-                    k: g,
-                    rng: parts.rng,
-                });
-            }
-            let drafts = self.proposer.propose(&mut requests)?;
-            wanted
-                .into_iter()
-                .map(|(index, _)| index)
-                .zip(drafts)
-                .collect::<Vec<_>>()
         };
+        let started = Instant::now();
+        let drafts = self.propose(scheduler, &granted)?;
         let per_step = self
             .proposer
             .step_seconds(started.elapsed().as_secs_f64(), k);
         if let Some(seconds) = per_step {
             self.policy.record_draft_step(drafts.len(), seconds);
         }
-
         for (index, d) in drafts {
             let Some(position) = plan.chunks.iter().position(|c| c.index == index) else {
                 continue;
             };
             let mut chunk = plan.chunks[position];
-            let id = chunk.id;
             scheduler.running_all_mut()[index].spec.draft_computed = d.draft_computed;
             if d.tokens.is_empty() {
                 continue;
             }
             scheduler.attach_drafts(&mut chunk, &d.tokens);
             plan.chunks[position] = chunk;
-            self.pending.push((id, d.q, d.tokens.len()));
+            self.pending.push((chunk.id, d.q, d.tokens.len()));
         }
         Ok(())
+    }
+
+    /// A proposer with a cache computes this step's prefill chunks too, so that it knows the
+    /// prompts when asked for drafts.
+    fn observe_prefills(
+        &mut self,
+        scheduler: &mut Scheduler,
+        plan: &StepPlan,
+    ) -> Result<(), BackendError> {
+        let running = scheduler.running();
+        let prefill: Vec<&ScheduledChunk> = plan
+            .chunks
+            .iter()
+            .filter(|c| !is_decode(c, &running[c.index]))
+            .collect();
+        let batch = scheduler.batch_of(prefill.iter().copied());
+        self.proposer.observe(&batch)?;
+        drop(batch);
+        for chunk in prefill {
+            let (start, end) = (chunk.start, chunk.start + chunk.len);
+            // Only a contiguous run of computed tokens counts.
+            let spec = &mut scheduler.running_all_mut()[chunk.index].spec;
+            if spec.draft_computed >= start {
+                spec.draft_computed = spec.draft_computed.max(end);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether this step speculates, with how many drafts at most (`k`), and the room
+    /// reserved for each decoding sequence that drafts: `(running index, drafts granted)`.
+    fn grant(
+        &mut self,
+        scheduler: &mut Scheduler,
+        plan: &StepPlan,
+        max_model_len: usize,
+    ) -> Option<(usize, Vec<(usize, usize)>)> {
+        let running = scheduler.running();
+        if !self.policy.fixed && plan.chunks.iter().any(|c| !is_decode(c, &running[c.index])) {
+            // Prompt chunks share this step: verification rows would take token budget from
+            // them and delay the new requests' first tokens, and a batch still filling up
+            // finishes no sooner for its early members' speculation.
+            return None;
+        }
+        let over_limit = self
+            .disable_by_batch_size
+            .is_some_and(|limit| plan.chunks.len() > limit);
+        if over_limit {
+            return None;
+        }
+        let candidates: Vec<usize> = plan
+            .chunks
+            .iter()
+            .filter(|c| {
+                let s = &running[c.index];
+                // A prompt's last token is not drafted after: its first output carries the
+                // prompt's facts, which only plain sampling sends.
+                is_decode(c, s) && s.params.allow_speculation && s.prompt_info_sent()
+            })
+            .map(|c| c.index)
+            .collect();
+        let alphas: Vec<f64> = candidates
+            .iter()
+            .map(|&index| running[index].spec.acceptance.rate())
+            .collect();
+        let other_rows = plan.num_tokens() - candidates.len();
+        let k = self.policy.choose_k(&alphas, other_rows);
+        if k == 0 {
+            return None;
+        }
+        let mut granted = Vec::with_capacity(candidates.len());
+        for index in candidates {
+            let s = &scheduler.running()[index];
+            // Drafts past the request's last token would be wasted work.
+            let left = (s.params.max_tokens.saturating_sub(s.output().len()))
+                .min(max_model_len.saturating_sub(s.tokens().len()));
+            let wanted = k.min(left.saturating_sub(1));
+            if wanted > 0 {
+                let room = scheduler.reserve_drafts(plan, index, wanted);
+                if room > 0 {
+                    granted.push((index, room));
+                }
+            }
+        }
+        (!granted.is_empty()).then_some((k, granted))
+    }
+
+    /// Asks the proposer for the granted drafts, in running order.
+    fn propose(
+        &mut self,
+        scheduler: &mut Scheduler,
+        granted: &[(usize, usize)],
+    ) -> Result<Vec<(usize, Drafts)>, BackendError> {
+        let mut wanted = granted.to_vec();
+        wanted.sort_unstable();
+        let mut want = wanted.iter().peekable();
+        let mut requests: Vec<DraftRequest<'_>> = Vec::with_capacity(wanted.len());
+        for (index, sequence) in scheduler.running_all_mut().iter_mut().enumerate() {
+            let Some(&&(wanted_index, k)) = want.peek() else {
+                break;
+            };
+            if wanted_index != index {
+                continue;
+            }
+            want.next();
+            let draft_computed = sequence.spec.draft_computed;
+            let parts = sequence.sampling_parts();
+            requests.push(DraftRequest {
+                tokens: parts.tokens,
+                num_prompt_tokens: parts.num_prompt_tokens,
+                draft_computed,
+                block_table: parts.block_table,
+                params: parts.params,
+                k,
+                rng: parts.rng,
+            });
+        }
+        let drafts = self.proposer.propose(&mut requests)?;
+        Ok(wanted.iter().map(|&(index, _)| index).zip(drafts).collect())
     }
 
     /// After the target pass: which drafts of `sequence` (whose chunk's rows start at
@@ -277,4 +278,9 @@ impl Speculation {
             *slot += 1;
         }
     }
+}
+
+/// A chunk that runs one token, the sequence's last: a decode.
+fn is_decode(chunk: &ScheduledChunk, sequence: &Sequence) -> bool {
+    chunk.len == 1 && chunk.start + 1 == sequence.tokens().len()
 }

@@ -17,7 +17,6 @@ pub mod kernel_sources;
 pub mod kernels;
 pub mod kv_cache;
 pub mod module_loader;
-pub mod sampling;
 pub mod step_inputs;
 pub mod weights;
 pub mod workspace;

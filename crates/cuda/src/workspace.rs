@@ -9,8 +9,7 @@ use ferrite_model::config::ModelConfig;
 
 use crate::buffer::{DeviceBuffer, Layout};
 use crate::device_ptr::DevicePtr;
-use crate::kernels::{decode_splits, Kernels};
-use crate::sampling::SampleParams;
+use crate::kernels::{decode_splits, Kernels, SampleParams};
 
 /// Sizes the workspace is laid out for.
 #[derive(Debug, Clone, Copy)]

@@ -8,8 +8,7 @@
 mod common;
 
 use common::*;
-use ferrite_cuda::kernels::{Kernels, SampleArgs};
-use ferrite_cuda::sampling::SampleParams;
+use ferrite_cuda::kernels::{Kernels, SampleArgs, SampleParams};
 
 /// Samples logits rows `rows` (indices into `logits`, `vocab` wide) with `params`.
 fn sample(

@@ -29,5 +29,5 @@ pub use launch::Kernels;
 pub use names::GEMV_MAX_TOKENS;
 pub use rmsnorm::AddRmsNormArgs;
 pub use rope_kv::RopeKvArgs;
-pub use sampling::SampleArgs;
+pub use sampling::{SampleArgs, SampleParams};
 pub use support::check_supported;

@@ -2,21 +2,22 @@
 //! trait, with sampling on the device and CUDA graphs for decode steps.
 
 use ferrite_engine::{
-    Backend, BackendError, DeviceSampling, ForwardOutput, SampledOutput, SeqBatch,
+    validate_batch, Backend, BackendError, BatchLimits, DeviceSampling, ForwardOutput,
+    SampledOutput, SeqBatch,
 };
 use ferrite_model::config::ModelConfig;
 
 use crate::buffer::{download, upload, DeviceBuffer};
 use crate::device::Gpu;
-use crate::forward::{decode_splits, Capacity, Model, StepShape, Workspace};
+use crate::forward::{Model, StepShape};
 use crate::gemm::Gemm;
 use crate::graphs::{ladder, DecodeGraphs};
 use crate::kernel_sources::has_prebuilt_cubins;
-use crate::kernels::{Kernels, HEAD_DIMS, MAX_GROUP};
-use crate::kv_pool::{bytes_per_token, KvPool};
-use crate::sampling::SampleParams;
-use crate::step_inputs::{validate, StepInputs};
-use crate::weights::{DeviceWeights, WeightSource};
+use crate::kernels::{check_supported, decode_splits, Kernels, SampleArgs, SampleParams};
+use crate::kv_cache::{bytes_per_token, KvCache};
+use crate::step_inputs::StepInputs;
+use crate::weights::{ModelWeights, WeightSource};
+use crate::workspace::{Capacity, Workspace};
 
 /// Device memory kept free for CUDA graphs, cuBLAS and the driver beyond what is measured.
 const RESERVE_BYTES: usize = 512 << 20;
@@ -40,11 +41,11 @@ pub struct CudaBackend {
     options: CudaOptions,
     // Field order is drop order: graphs and buffers before the kernels, the context last.
     graphs: DecodeGraphs,
-    kv: Option<KvPool>,
+    kv: Option<KvCache>,
     /// Packed step metadata; sized with the KV pool, once the page size is known.
     meta: Option<(DeviceBuffer, usize)>,
     ws: Workspace,
-    weights: DeviceWeights,
+    weights: ModelWeights,
     gemm: Gemm,
     kernels: Kernels,
     gpu: Gpu,
@@ -58,44 +59,18 @@ pub struct CudaBackend {
 // makes it current at the top of every call, and the engine calls it from one thread at a time.
 unsafe impl Send for CudaBackend {}
 
-fn check_config(c: &ModelConfig) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        c.num_kv_heads > 0 && c.num_heads.is_multiple_of(c.num_kv_heads),
-        "{} attention heads cannot share {} KV heads",
-        c.num_heads,
-        c.num_kv_heads
-    );
-    anyhow::ensure!(
-        HEAD_DIMS.contains(&c.head_dim),
-        "the CUDA kernels support head_dim {HEAD_DIMS:?}, not {}",
-        c.head_dim
-    );
-    let group = c.num_heads / c.num_kv_heads;
-    anyhow::ensure!(
-        group <= MAX_GROUP,
-        "query group {group} > {MAX_GROUP} is not supported"
-    );
-    anyhow::ensure!(
-        c.hidden_size.is_multiple_of(8) && c.intermediate_size.is_multiple_of(8),
-        "hidden ({}) and intermediate ({}) sizes must be multiples of 8",
-        c.hidden_size,
-        c.intermediate_size
-    );
-    Ok(())
-}
-
 impl CudaBackend {
     pub fn new(
         config: ModelConfig,
         source: WeightSource,
         options: CudaOptions,
     ) -> anyhow::Result<CudaBackend> {
-        check_config(&config)?;
+        check_supported(&config)?;
         let started = std::time::Instant::now();
         let gpu = Gpu::open(options.device)?;
         let kernels = Kernels::load(&gpu.stream)?;
         let gemm = Gemm::new(&gpu.stream)?;
-        let weights = DeviceWeights::load(&gpu.stream, &kernels, &config, &source)?;
+        let weights = ModelWeights::load(&gpu.stream, &kernels, &config, &source)?;
         drop(source);
         let graph_top = ladder(options.max_num_seqs, options.cuda_graph_max_bs)
             .last()
@@ -221,7 +196,12 @@ impl CudaBackend {
             (Some(kv), Some((meta, cap))) => (kv.num_pages, kv.page_size, meta.ptr(), *cap),
             _ => return Err(BackendError("forward called before init_kv_cache".into())),
         };
-        validate(batch, self.config.vocab_size, num_pages, page_size)?;
+        let limits = BatchLimits {
+            vocab_size: self.config.vocab_size,
+            num_pages,
+            page_size,
+        };
+        validate_batch(batch, limits)?;
         let all_decode = batch.iter().all(|s| s.tokens.len() == 1);
         let graph_bs = if all_decode {
             self.graphs.size_for(batch.len())
@@ -301,15 +281,15 @@ impl CudaBackend {
         if n > 0 {
             upload(stream, self.ws.sample_rows, &self.sample_rows)?;
             upload(stream, self.ws.sample_params, &self.sample_params)?;
-            self.kernels.sample(
-                self.ws.logits,
-                self.ws.sample_rows,
-                self.ws.sample_params,
-                self.ws.sampled,
-                self.ws.sample_partials,
+            self.kernels.sample(&SampleArgs {
+                logits: self.ws.logits,
+                rows: self.ws.sample_rows,
+                params: self.ws.sample_params,
+                tokens: self.ws.sampled,
+                partials: self.ws.sample_partials,
                 vocab,
                 n,
-            )?;
+            })?;
             self.sampled.resize(n, 0);
             download(stream, self.ws.sampled, &mut self.sampled)?;
             let device = self.inputs.device_rows.iter().filter(|d| in_chunk(d.1));
@@ -337,7 +317,7 @@ impl CudaBackend {
             logits.resize(at + (j - i) * vocab, 0.0);
             download(
                 stream,
-                self.ws.logits + (first * vocab * 4) as u64,
+                self.ws.logits.offset(first * vocab * 4),
                 &mut logits[at..],
             )?;
             i = j;
@@ -365,7 +345,7 @@ impl Backend for CudaBackend {
     fn init_kv_cache(&mut self, num_pages: usize, page_size: usize) -> Result<(), BackendError> {
         let err = |e: anyhow::Error| BackendError(format!("cuda: {e:#}"));
         self.gpu.bind().map_err(err)?;
-        let kv = KvPool::new(&self.gpu.stream, &self.config, num_pages, page_size).map_err(err)?;
+        let kv = KvCache::new(&self.gpu.stream, &self.config, num_pages, page_size).map_err(err)?;
         tracing::info!(
             num_pages,
             page_size,

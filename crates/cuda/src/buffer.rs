@@ -1,10 +1,12 @@
-//! Device memory as raw pointers: one owned allocation per buffer, carved into regions by
-//! byte offset. Kernels take plain addresses, so a step needs no per-argument bookkeeping and a
-//! captured graph keeps pointing at the same memory.
+//! Device memory as addresses: one owned allocation per buffer, carved into regions by byte
+//! offset. Kernels take plain addresses ([`DevicePtr`]), so a step needs no per-argument
+//! bookkeeping and a captured graph keeps pointing at the same memory.
 
 use std::sync::Arc;
 
 use cudarc::driver::{result, CudaStream};
+
+use crate::device_ptr::DevicePtr;
 
 /// Alignment of every region handed out (enough for 16-byte vector loads and cuBLAS).
 pub const ALIGN: usize = 256;
@@ -36,8 +38,8 @@ impl DeviceBuffer {
         })
     }
 
-    pub fn ptr(&self) -> u64 {
-        self.ptr
+    pub fn ptr(&self) -> DevicePtr {
+        DevicePtr::from_raw(self.ptr)
     }
 
     pub fn bytes(&self) -> usize {
@@ -45,13 +47,13 @@ impl DeviceBuffer {
     }
 
     /// Address `offset` bytes in; panics past the end (a sizing bug, not a data error).
-    pub fn at(&self, offset: usize) -> u64 {
+    pub fn at(&self, offset: usize) -> DevicePtr {
         assert!(
             offset <= self.bytes,
             "offset {offset} past {} bytes",
             self.bytes
         );
-        self.ptr + offset as u64
+        self.ptr().offset(offset)
     }
 
     /// Fills the whole buffer with one byte value (tests poison outputs with 0xff: NaN in
@@ -71,20 +73,20 @@ impl Drop for DeviceBuffer {
 
 /// Copies `data` to device address `dst` on `stream` (pageable memory: the call returns once
 /// the data has been staged, so `data` may be reused right away).
-pub fn upload<T: Copy>(stream: &CudaStream, dst: u64, data: &[T]) -> anyhow::Result<()> {
+pub fn upload<T: Copy>(stream: &CudaStream, dst: DevicePtr, data: &[T]) -> anyhow::Result<()> {
     if data.is_empty() {
         return Ok(());
     }
-    unsafe { result::memcpy_htod_async(dst, data, stream.cu_stream()) }?;
+    unsafe { result::memcpy_htod_async(dst.raw(), data, stream.cu_stream()) }?;
     Ok(())
 }
 
 /// Copies device memory at `src` into `out`, waiting for the stream to get there.
-pub fn download<T: Copy>(stream: &CudaStream, src: u64, out: &mut [T]) -> anyhow::Result<()> {
+pub fn download<T: Copy>(stream: &CudaStream, src: DevicePtr, out: &mut [T]) -> anyhow::Result<()> {
     if out.is_empty() {
         return Ok(());
     }
-    unsafe { result::memcpy_dtoh_async(out, src, stream.cu_stream()) }?;
+    unsafe { result::memcpy_dtoh_async(out, src.raw(), stream.cu_stream()) }?;
     stream.synchronize()?;
     Ok(())
 }

@@ -9,7 +9,7 @@ use cudarc::cublas::{result as cublas, sys};
 use cudarc::driver::CudaStream;
 
 use crate::buffer::DeviceBuffer;
-use crate::kernels::{Kernels, GEMV_MAX_TOKENS};
+use crate::kernels::{Kernels, LinearArgs, GEMV_MAX_TOKENS};
 
 /// cuBLAS workspace: set explicitly so that graph capture never makes it allocate.
 const WORKSPACE_BYTES: usize = 64 << 20;
@@ -33,9 +33,13 @@ impl Gemm {
         unsafe {
             cublas::set_stream(handle, stream.cu_stream() as sys::cudaStream_t)
                 .map_err(|e| anyhow::anyhow!("cublasSetStream: {e:?}"))?;
-            sys::cublasSetWorkspace_v2(handle, workspace.ptr() as *mut c_void, WORKSPACE_BYTES)
-                .result()
-                .map_err(|e| anyhow::anyhow!("cublasSetWorkspace: {e:?}"))?;
+            sys::cublasSetWorkspace_v2(
+                handle,
+                workspace.ptr().raw() as *mut c_void,
+                WORKSPACE_BYTES,
+            )
+            .result()
+            .map_err(|e| anyhow::anyhow!("cublasSetWorkspace: {e:?}"))?;
         }
         let gemv_max_tokens = std::env::var("FERRITE_GEMV_MAX_TOKENS")
             .ok()
@@ -49,37 +53,28 @@ impl Gemm {
         })
     }
 
-    /// y[n, rows] (f32) = x[n, k] (bf16) · w[rows, k]^T (bf16); all row-major, contiguous.
-    #[allow(clippy::too_many_arguments)]
-    pub fn linear(
-        &self,
-        kernels: &Kernels,
-        x: u64,
-        w: u64,
-        y: u64,
-        n: usize,
-        rows: usize,
-        k: usize,
-    ) -> anyhow::Result<()> {
-        if n == 0 {
+    /// The product of `a` (see [`LinearArgs`]): the GEMV kernels up to
+    /// `FERRITE_GEMV_MAX_TOKENS` tokens, cuBLAS beyond.
+    pub fn linear(&self, kernels: &Kernels, a: &LinearArgs) -> anyhow::Result<()> {
+        if a.n == 0 {
             return Ok(());
         }
-        if n <= self.gemv_max_tokens {
-            return kernels.gemv(w, x, y, rows, k, n);
+        if a.n <= self.gemv_max_tokens {
+            return kernels.gemv(a);
         }
-        self.cublas(x, w, y, n, rows, k)
+        self.cublas(a)
     }
 
     /// The same product through cuBLAS whatever `n` (tests compare it with the GEMV).
-    pub fn cublas(
-        &self,
-        x: u64,
-        w: u64,
-        y: u64,
-        n: usize,
-        rows: usize,
-        k: usize,
-    ) -> anyhow::Result<()> {
+    pub fn cublas(&self, a: &LinearArgs) -> anyhow::Result<()> {
+        let &LinearArgs {
+            x,
+            w,
+            y,
+            n,
+            rows,
+            k,
+        } = a;
         // Column-major view: Y^T[rows, n] = W[rows, k] (stored as k x rows, transposed) · X^T[k, n].
         let (alpha, beta) = (1.0f32, 0.0f32);
         unsafe {
@@ -91,14 +86,14 @@ impl Gemm {
                 n as i32,
                 k as i32,
                 &alpha as *const f32 as *const c_void,
-                w as *const c_void,
+                w.raw() as *const c_void,
                 sys::cudaDataType::CUDA_R_16BF,
                 k as i32,
-                x as *const c_void,
+                x.raw() as *const c_void,
                 sys::cudaDataType::CUDA_R_16BF,
                 k as i32,
                 &beta as *const f32 as *const c_void,
-                y as *mut c_void,
+                y.raw() as *mut c_void,
                 sys::cudaDataType::CUDA_R_32F,
                 rows as i32,
                 sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,

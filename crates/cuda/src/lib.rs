@@ -1,4 +1,4 @@
-//! ferrite's CUDA backend: bf16 weights in one device arena, a preallocated paged KV pool,
+//! ferrite's CUDA backend: bf16 weights in one device arena, a preallocated paged KV cache,
 //! CUDA C++ kernels (kernels/*.cu: paged flash-decoding and prefill attention, fused norms,
 //! RoPE + KV write, SwiGLU, GEMV, sampling) with cuBLAS GEMMs, decode steps replayed as CUDA
 //! graphs, and next-token sampling on the device.
@@ -9,16 +9,18 @@
 pub mod backend;
 pub mod buffer;
 pub mod device;
+pub mod device_ptr;
 pub mod forward;
 pub mod gemm;
 pub mod graphs;
 pub mod kernel_sources;
 pub mod kernels;
-pub mod kv_pool;
+pub mod kv_cache;
 pub mod module_loader;
-pub mod sampling;
 pub mod step_inputs;
 pub mod weights;
+pub mod workspace;
 
 pub use backend::{CudaBackend, CudaOptions};
+pub use device_ptr::DevicePtr;
 pub use weights::WeightSource;

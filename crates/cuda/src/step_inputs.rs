@@ -6,7 +6,7 @@
 //! (tokens, decodes, prefills, logit rows). A decode-only batch padded to a captured size
 //! therefore always has the same layout, which is what a CUDA graph replays against.
 
-use ferrite_engine::{BackendError, DeviceSampling, LogitsRequest, SeqBatch};
+use ferrite_engine::{DeviceSampling, LogitsRequest, SeqBatch};
 
 /// Offsets (in i32 elements) of each array in the packed buffer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -83,44 +83,8 @@ fn rows_of(seq: &SeqBatch<'_>) -> std::ops::Range<usize> {
     }
 }
 
-/// Rejects a batch the kernels cannot run, before anything is written (as the CPU backend).
-pub fn validate(
-    batch: &[SeqBatch<'_>],
-    vocab: usize,
-    num_pages: usize,
-    page_size: usize,
-) -> Result<(), BackendError> {
-    for (i, seq) in batch.iter().enumerate() {
-        if let Some(&bad) = seq.tokens.iter().find(|&&t| t as usize >= vocab) {
-            return Err(BackendError(format!(
-                "sequence {i}: token id {bad} is outside the vocabulary ({vocab})"
-            )));
-        }
-        if seq.tokens.is_empty() {
-            return Err(BackendError(format!("sequence {i} has no tokens")));
-        }
-        let end = seq.start_pos + seq.tokens.len();
-        let needed = end.div_ceil(page_size);
-        if seq.block_table.len() < needed {
-            return Err(BackendError(format!(
-                "sequence {i}: block table has {} pages, positions 0..{end} need {needed}",
-                seq.block_table.len()
-            )));
-        }
-        if let Some(&bad) = seq.block_table[..needed]
-            .iter()
-            .find(|&&p| p as usize >= num_pages)
-        {
-            return Err(BackendError(format!(
-                "sequence {i}: page {bad} is outside the KV pool ({num_pages} pages)"
-            )));
-        }
-    }
-    Ok(())
-}
-
 impl StepInputs {
-    /// Lays out `batch` (already validated). `sampling` is empty or has one entry per
+    /// Lays out `batch` (already checked by `ferrite_engine::validate_batch`). `sampling` is empty or has one entry per
     /// sequence. With `pad_to = Some(bs)` (a decode-only batch replayed by the graph of size
     /// `bs`): padding sequences are added, every token row goes through the LM head in token
     /// order, and the layout depends on `bs` alone.
@@ -260,5 +224,4 @@ impl StepInputs {
 }
 
 #[cfg(test)]
-#[path = "step_inputs_tests.rs"]
 mod tests;

@@ -10,16 +10,17 @@ use cudarc::driver::CudaStream;
 use ferrite_model::config::ModelConfig;
 use ferrite_model::dequant::dequantize_row;
 use ferrite_model::dummy::tensor_inits;
-use ferrite_model::weights::{DType, ModelWeights, WeightTensor};
+use ferrite_model::weights::{self as host, DType, WeightTensor};
 use half::bf16;
 
 use crate::buffer::{upload, DeviceBuffer, Layout};
+use crate::device_ptr::DevicePtr;
 use crate::kernels::Kernels;
 
 /// Where a backend's weights come from.
 pub enum WeightSource {
     /// Loaded on the host (GGUF or safetensors), any dtype the dequantizer knows.
-    Host(ModelWeights),
+    Host(host::ModelWeights),
     /// `--load-format dummy` with this seed, drawn on the device.
     Dummy { seed: u64 },
 }
@@ -27,27 +28,28 @@ pub enum WeightSource {
 /// Device addresses of one layer's tensors.
 #[derive(Debug, Clone, Copy)]
 pub struct LayerWeights {
-    pub attn_norm: u64,
+    pub attn_norm: DevicePtr,
     /// [q_dim + 2 kv_dim, hidden]: Q rows, then K, then V.
-    pub wqkv: u64,
-    /// [q_dim + 2 kv_dim] f32, or 0 without QKV bias.
-    pub bqkv: u64,
-    pub wo: u64,
-    pub ffn_norm: u64,
+    pub wqkv: DevicePtr,
+    /// [q_dim + 2 kv_dim] f32; `None` without QKV bias.
+    pub bqkv: Option<DevicePtr>,
+    pub wo: DevicePtr,
+    pub ffn_norm: DevicePtr,
     /// [2 inter, hidden]: gate rows, then up rows.
-    pub w_gate_up: u64,
-    pub w_down: u64,
+    pub w_gate_up: DevicePtr,
+    pub w_down: DevicePtr,
 }
 
-pub struct DeviceWeights {
+/// The model's weights on the device (the CPU backend's counterpart has the same name).
+pub struct ModelWeights {
     arena: DeviceBuffer,
-    pub embed: u64,
+    pub embed: DevicePtr,
     pub layers: Vec<LayerWeights>,
-    pub output_norm: u64,
+    pub output_norm: DevicePtr,
     /// The embedding when tied.
-    pub lm_head: u64,
+    pub lm_head: DevicePtr,
     /// RoPE inverse frequencies, f32 [head_dim / 2], computed as the CPU backend does.
-    pub inv_freq: u64,
+    pub inv_freq: DevicePtr,
 }
 
 /// Where each canonical tensor goes: offset in the arena, and whether it is stored as f32.
@@ -134,13 +136,13 @@ pub fn inv_freq(c: &ModelConfig) -> Vec<f32> {
         .collect()
 }
 
-impl DeviceWeights {
+impl ModelWeights {
     pub fn load(
         stream: &Arc<CudaStream>,
         kernels: &Kernels,
         config: &ModelConfig,
         source: &WeightSource,
-    ) -> anyhow::Result<DeviceWeights> {
+    ) -> anyhow::Result<ModelWeights> {
         let (layout, places) = placements(config);
         let arena = DeviceBuffer::new(stream, layout.bytes())?;
         let offset_of = |region: &str| -> anyhow::Result<&Placement> {
@@ -184,7 +186,8 @@ impl DeviceWeights {
         )?;
         stream.synchronize()?;
 
-        let at = |region: &str| -> anyhow::Result<u64> { Ok(arena.at(offset_of(region)?.offset)) };
+        let at =
+            |region: &str| -> anyhow::Result<DevicePtr> { Ok(arena.at(offset_of(region)?.offset)) };
         let mut layers = Vec::with_capacity(config.num_layers);
         for l in 0..config.num_layers {
             let n = |p: &str| format!("blk.{l}.{p}");
@@ -192,9 +195,9 @@ impl DeviceWeights {
                 attn_norm: at(&n("attn_norm.weight"))?,
                 wqkv: at(&n("attn_qkv"))?,
                 bqkv: if config.qkv_bias {
-                    at(&n("attn_qkv_bias"))?
+                    Some(at(&n("attn_qkv_bias"))?)
                 } else {
-                    0
+                    None
                 },
                 wo: at(&n("attn_output.weight"))?,
                 ffn_norm: at(&n("ffn_norm.weight"))?,
@@ -203,7 +206,7 @@ impl DeviceWeights {
             });
         }
         let embed = at("token_embd.weight")?;
-        Ok(DeviceWeights {
+        Ok(ModelWeights {
             embed,
             layers,
             output_norm: at("output_norm.weight")?,
@@ -238,7 +241,7 @@ fn check_shape(name: &str, tensor: &WeightTensor, shape: &[usize]) -> anyhow::Re
 /// Converts `tensor` to bf16 (or f32) on the host, a slab of rows at a time, and uploads it.
 fn upload_tensor(
     stream: &CudaStream,
-    dst: u64,
+    dst: DevicePtr,
     tensor: &WeightTensor,
     as_f32: bool,
 ) -> anyhow::Result<()> {
@@ -260,7 +263,7 @@ fn upload_tensor(
             &bytes[row * row_bytes..(row + n) * row_bytes],
             out,
         );
-        let dst_row = dst + (row * cols * if as_f32 { 4 } else { 2 }) as u64;
+        let dst_row = dst.offset(row * cols * if as_f32 { 4 } else { 2 });
         if as_f32 {
             upload(stream, dst_row, out)?;
         } else {

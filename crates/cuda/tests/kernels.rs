@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use ferrite_cuda::gemm::Gemm;
-use ferrite_cuda::kernels::AttentionDims;
+use ferrite_cuda::kernels::{AddRmsNormArgs, AttentionDims, LinearArgs, RopeKvArgs};
 use ferrite_model::dummy::{preset, tensor_inits};
 
 #[test]
@@ -26,18 +26,18 @@ fn add_rmsnorm_matches_reference_with_and_without_rows() {
         upload_again(&ctx, &xd, &x);
         let out_rows = if with_rows { rows.len() } else { n };
         let out = poisoned::<u16>(&ctx, out_rows * hidden);
-        let rows_ptr = if with_rows { rd.ptr() } else { 0 };
+        let rows_ptr = with_rows.then(|| rd.ptr());
         ctx.kernels
-            .add_rmsnorm(
-                xd.ptr(),
-                dd.ptr(),
-                wd.ptr(),
-                rows_ptr,
-                out.ptr(),
+            .add_rmsnorm(&AddRmsNormArgs {
+                x: xd.ptr(),
+                delta: Some(dd.ptr()),
+                weight: wd.ptr(),
+                rows: rows_ptr,
+                out: out.ptr(),
                 hidden,
                 eps,
-                out_rows,
-            )
+                n: out_rows,
+            })
             .unwrap();
         let got = read_bf16(&ctx, &out, out_rows * hidden);
         let mut want = Vec::new();
@@ -159,20 +159,20 @@ fn rope_bias_and_kv_write_match_reference() {
             poisoned::<u16>(&ctx, cache_len),
         );
         ctx.kernels
-            .rope_kv_write(
-                qd.ptr(),
-                bd.ptr(),
-                pd.ptr(),
-                sd.ptr(),
-                id.ptr(),
-                q_out.ptr(),
-                kc.ptr(),
-                vc.ptr(),
+            .rope_kv_write(&RopeKvArgs {
                 dims,
+                qkv: qd.ptr(),
+                bias: Some(bd.ptr()),
+                positions: pd.ptr(),
+                slots: sd.ptr(),
+                inv_freq: id.ptr(),
+                q_out: q_out.ptr(),
+                k_cache: kc.ptr(),
+                v_cache: vc.ptr(),
                 page_size,
                 interleaved,
                 n,
-            )
+            })
             .unwrap();
         let q_got = read_bf16(&ctx, &q_out, n * q_dim);
         let k_got = read_bf16(&ctx, &kc, cache_len);
@@ -255,8 +255,15 @@ fn gemv_and_cublas_match_reference() {
                 })
                 .collect();
             let y = poisoned::<f32>(&ctx, n * rows);
-            gemm.linear(&ctx.kernels, xd.ptr(), wd.ptr(), y.ptr(), n, rows, k)
-                .unwrap();
+            let product = |y: &ferrite_cuda::buffer::DeviceBuffer| LinearArgs {
+                x: xd.ptr(),
+                w: wd.ptr(),
+                y: y.ptr(),
+                n,
+                rows,
+                k,
+            };
+            gemm.linear(&ctx.kernels, &product(&y)).unwrap();
             check(
                 &format!("linear {rows}x{k} n={n}"),
                 &read_f32(&ctx, &y, n * rows),
@@ -264,8 +271,7 @@ fn gemv_and_cublas_match_reference() {
                 1e-5,
             );
             let y2 = poisoned::<f32>(&ctx, n * rows);
-            gemm.cublas(xd.ptr(), wd.ptr(), y2.ptr(), n, rows, k)
-                .unwrap();
+            gemm.cublas(&product(&y2)).unwrap();
             check(
                 &format!("cublas {rows}x{k} n={n}"),
                 &read_f32(&ctx, &y2, n * rows),

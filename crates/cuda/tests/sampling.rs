@@ -8,8 +8,7 @@
 mod common;
 
 use common::*;
-use ferrite_cuda::kernels::Kernels;
-use ferrite_cuda::sampling::SampleParams;
+use ferrite_cuda::kernels::{Kernels, SampleArgs, SampleParams};
 
 /// Samples logits rows `rows` (indices into `logits`, `vocab` wide) with `params`.
 fn sample(
@@ -24,15 +23,15 @@ fn sample(
     let tokens = poisoned::<i32>(ctx, n);
     let partials = poisoned::<u8>(ctx, Kernels::sample_partials_len(n, vocab));
     ctx.kernels
-        .sample(
-            ld.ptr(),
-            rd.ptr(),
-            pd.ptr(),
-            tokens.ptr(),
-            partials.ptr(),
+        .sample(&SampleArgs {
+            logits: ld.ptr(),
+            rows: rd.ptr(),
+            params: pd.ptr(),
+            tokens: tokens.ptr(),
+            partials: partials.ptr(),
             vocab,
             n,
-        )
+        })
         .unwrap();
     read_i32(ctx, &tokens, n)
 }

@@ -7,8 +7,11 @@ use cudarc::driver::CudaStream;
 use ferrite_model::config::ModelConfig;
 
 use crate::buffer::{align_up, DeviceBuffer};
+use crate::device_ptr::DevicePtr;
 
-pub struct KvPool {
+/// The whole KV cache: `num_pages` pages of `page_size` token slots, for every layer (the
+/// engine hands out the page ids; this only turns them into addresses).
+pub struct KvCache {
     buf: DeviceBuffer,
     layer_bytes: usize,
     pub num_pages: usize,
@@ -20,13 +23,13 @@ pub fn bytes_per_token(c: &ModelConfig) -> usize {
     c.num_layers * 2 * c.num_kv_heads * c.head_dim * 2
 }
 
-impl KvPool {
+impl KvCache {
     pub fn new(
         stream: &Arc<CudaStream>,
         c: &ModelConfig,
         num_pages: usize,
         page_size: usize,
-    ) -> anyhow::Result<KvPool> {
+    ) -> anyhow::Result<KvCache> {
         anyhow::ensure!(page_size > 0 && num_pages > 0, "empty KV pool");
         let layer_bytes = align_up(num_pages * page_size * c.num_kv_heads * c.head_dim * 2);
         // Slots are addressed with i32 in the kernels.
@@ -35,17 +38,19 @@ impl KvPool {
             "KV pool of {num_pages} pages x {page_size} exceeds 2^31 slots"
         );
         let buf = DeviceBuffer::new(stream, layer_bytes * 2 * c.num_layers)?;
-        Ok(KvPool {
+        Ok(KvCache {
             buf,
             layer_bytes,
             num_pages,
             page_size,
         })
     }
-    pub fn k(&self, layer: usize) -> u64 {
+    /// Layer `layer`'s K region.
+    pub fn k(&self, layer: usize) -> DevicePtr {
         self.buf.at(2 * layer * self.layer_bytes)
     }
-    pub fn v(&self, layer: usize) -> u64 {
+    /// Layer `layer`'s V region.
+    pub fn v(&self, layer: usize) -> DevicePtr {
         self.buf.at((2 * layer + 1) * self.layer_bytes)
     }
     pub fn bytes(&self) -> usize {

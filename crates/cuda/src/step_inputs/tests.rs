@@ -1,4 +1,5 @@
 use super::*;
+use ferrite_engine::{validate_batch, BatchLimits};
 
 fn sampling(seed: u64) -> Option<DeviceSampling> {
     Some(DeviceSampling {
@@ -123,10 +124,16 @@ fn host_rows_come_first_then_device_rows() {
 
 #[test]
 fn validation_rejects_what_the_kernels_cannot_run() {
+    // The backend checks every batch with the engine's shared validation before laying it out.
+    let limits = BatchLimits {
+        vocab_size: 10,
+        num_pages: 2,
+        page_size: 16,
+    };
     let table = [0u32, 1];
     let ok = [decode(&[5], 20, &table)];
-    assert!(validate(&ok, 10, 2, 16).is_ok());
-    assert!(validate(&[decode(&[10], 20, &table)], 10, 2, 16).is_err());
-    assert!(validate(&[decode(&[5], 40, &table)], 10, 2, 16).is_err());
-    assert!(validate(&[decode(&[5], 20, &[0, 7])], 10, 2, 16).is_err());
+    assert!(validate_batch(&ok, limits).is_ok());
+    assert!(validate_batch(&[decode(&[10], 20, &table)], limits).is_err());
+    assert!(validate_batch(&[decode(&[5], 40, &table)], limits).is_err());
+    assert!(validate_batch(&[decode(&[5], 20, &[0, 7])], limits).is_err());
 }

@@ -1,0 +1,169 @@
+//! Launchers of kernels/attention_decode.cu (split-K flash-decoding, one query row per
+//! sequence, and the reduce of the splits) and kernels/attention_prefill.cu (flash attention
+//! of prefill chunks over their paged prefix).
+
+use super::launch::{Args, Kernels, Shape};
+use crate::device_ptr::DevicePtr;
+
+/// Head sizes the attention kernels are instantiated for.
+pub const HEAD_DIMS: [usize; 2] = [64, 128];
+/// Largest query group (query heads per KV head) of the decode kernel.
+pub const MAX_GROUP: usize = 8;
+/// Largest number of context splits of decode attention.
+pub const MAX_SPLITS: usize = 32;
+
+/// Context splits of decode attention for `num_decodes` sequences: enough blocks to fill the
+/// GPU twice over, never more splits than 64-key pieces of the longest context (when known).
+pub fn decode_splits(
+    num_decodes: usize,
+    kv_heads: usize,
+    sm_count: usize,
+    max_ctx: Option<usize>,
+) -> usize {
+    let blocks = (num_decodes * kv_heads).max(1);
+    let mut splits = (2 * sm_count).div_ceil(blocks).clamp(1, MAX_SPLITS);
+    if let Some(ctx) = max_ctx {
+        splits = splits.min(ctx.div_ceil(64).max(1));
+    }
+    splits
+}
+
+/// Head geometry of the attention kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttentionDims {
+    pub num_heads: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+}
+
+impl AttentionDims {
+    pub fn group(&self) -> usize {
+        self.num_heads / self.num_kv_heads
+    }
+    /// Softmax scale 1/sqrt(head_dim), in log2 units (the kernels use exp2).
+    pub fn scale_log2(&self) -> f32 {
+        std::f32::consts::LOG2_E / (self.head_dim as f32).sqrt()
+    }
+}
+
+/// Arguments of [`Kernels::attention_decode`] (device addresses unless noted).
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeArgs {
+    pub dims: AttentionDims,
+    pub q: DevicePtr,
+    pub k_cache: DevicePtr,
+    pub v_cache: DevicePtr,
+    pub pages: DevicePtr,
+    pub page_offsets: DevicePtr,
+    pub ctx_lens: DevicePtr,
+    pub q_rows: DevicePtr,
+    pub out: DevicePtr,
+    pub part_acc: DevicePtr,
+    pub part_ml: DevicePtr,
+    pub page_size: usize,
+    pub num_seqs: usize,
+    pub num_splits: usize,
+}
+
+/// Arguments of [`Kernels::attention_prefill`].
+#[derive(Debug, Clone, Copy)]
+pub struct PrefillArgs {
+    pub dims: AttentionDims,
+    pub q: DevicePtr,
+    pub k_cache: DevicePtr,
+    pub v_cache: DevicePtr,
+    pub pages: DevicePtr,
+    pub page_offsets: DevicePtr,
+    pub q_starts: DevicePtr,
+    pub q_lens: DevicePtr,
+    pub pos0s: DevicePtr,
+    pub out: DevicePtr,
+    pub page_size: usize,
+    pub num_seqs: usize,
+    pub max_q_len: usize,
+}
+
+impl Kernels {
+    pub fn attention_decode(&self, a: &DecodeArgs) -> anyhow::Result<()> {
+        let d = a.dims;
+        let name = match d.head_dim {
+            64 => "attention_decode_hd64",
+            128 => "attention_decode_hd128",
+            other => anyhow::bail!("no decode attention kernel for head_dim {other}"),
+        };
+        // attention_decode_hd*(q, k_cache, v_cache, pages, page_offsets, ctx_lens, q_rows, out,
+        //                      part_acc, part_ml, num_kv_heads, group, page_size, scale_log2)
+        let args = Args::new()
+            .ptr(a.q)
+            .ptr(a.k_cache)
+            .ptr(a.v_cache)
+            .ptr(a.pages)
+            .ptr(a.page_offsets)
+            .ptr(a.ctx_lens)
+            .ptr(a.q_rows)
+            .ptr(a.out)
+            .ptr(a.part_acc)
+            .ptr(a.part_ml)
+            .usize(d.num_kv_heads)
+            .usize(d.group())
+            .usize(a.page_size)
+            .f32(d.scale_log2());
+        let shape = Shape {
+            grid: (
+                d.num_kv_heads as u32,
+                a.num_seqs as u32,
+                a.num_splits as u32,
+            ),
+            block: 128,
+        };
+        self.launch(name, shape, args)?;
+        if a.num_splits > 1 {
+            // attention_decode_reduce(part_acc, part_ml, q_rows, out, num_splits, head_dim)
+            let args = Args::new()
+                .ptr(a.part_acc)
+                .ptr(a.part_ml)
+                .ptr(a.q_rows)
+                .ptr(a.out)
+                .usize(a.num_splits)
+                .usize(d.head_dim);
+            let shape = Shape {
+                grid: (d.num_heads as u32, a.num_seqs as u32, 1),
+                block: d.head_dim as u32,
+            };
+            self.launch("attention_decode_reduce", shape, args)?;
+        }
+        Ok(())
+    }
+
+    /// Prefill attention of `num_seqs` chunks; `max_q_len` bounds the row tiles.
+    pub fn attention_prefill(&self, a: &PrefillArgs) -> anyhow::Result<()> {
+        let d = a.dims;
+        let name = match d.head_dim {
+            64 => "attention_prefill_hd64",
+            128 => "attention_prefill_hd128",
+            other => anyhow::bail!("no prefill attention kernel for head_dim {other}"),
+        };
+        // attention_prefill_hd*(q, k_cache, v_cache, pages, page_offsets, q_starts, q_lens,
+        //                       pos0s, out, num_kv_heads, group, page_size, scale_log2)
+        let args = Args::new()
+            .ptr(a.q)
+            .ptr(a.k_cache)
+            .ptr(a.v_cache)
+            .ptr(a.pages)
+            .ptr(a.page_offsets)
+            .ptr(a.q_starts)
+            .ptr(a.q_lens)
+            .ptr(a.pos0s)
+            .ptr(a.out)
+            .usize(d.num_kv_heads)
+            .usize(d.group())
+            .usize(a.page_size)
+            .f32(d.scale_log2());
+        let tiles = (a.max_q_len * d.group()).div_ceil(64);
+        let shape = Shape {
+            grid: (tiles as u32, d.num_kv_heads as u32, a.num_seqs as u32),
+            block: 128,
+        };
+        self.launch(name, shape, args)
+    }
+}

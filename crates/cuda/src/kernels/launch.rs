@@ -1,0 +1,164 @@
+//! Loading the kernel modules and launching one kernel: the argument packing and launch shape
+//! every wrapper in this directory uses.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::driver::{sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
+
+use super::names::{GEMV_NAMES, NAMES};
+use crate::device_ptr::DevicePtr;
+use crate::kernel_sources::MODULES;
+use crate::module_loader;
+
+/// Up to 16 kernel arguments, each stored in an 8-byte slot (the driver reads each parameter's
+/// own size from the front of its slot: little-endian, so narrower values sit there). Pushed
+/// in the order of the kernel's parameters.
+pub(super) struct Args {
+    slots: [u64; 16],
+    len: usize,
+}
+
+impl Args {
+    pub(super) fn new() -> Self {
+        Args {
+            slots: [0; 16],
+            len: 0,
+        }
+    }
+    fn push(mut self, bits: u64) -> Self {
+        self.slots[self.len] = bits;
+        self.len += 1;
+        self
+    }
+    pub(super) fn ptr(self, p: DevicePtr) -> Self {
+        self.push(p.raw())
+    }
+    /// A pointer the kernel checks for NULL: `None` is passed as 0.
+    pub(super) fn nullable_ptr(self, p: Option<DevicePtr>) -> Self {
+        self.push(DevicePtr::raw_or_null(p))
+    }
+    pub(super) fn i32(self, v: i32) -> Self {
+        self.push(v as u32 as u64)
+    }
+    pub(super) fn usize(self, v: usize) -> Self {
+        self.i32(v as i32)
+    }
+    pub(super) fn f32(self, v: f32) -> Self {
+        self.push(v.to_bits() as u64)
+    }
+    pub(super) fn u64(self, v: u64) -> Self {
+        self.push(v)
+    }
+}
+
+/// Launch shape of one kernel.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Shape {
+    pub(super) grid: (u32, u32, u32),
+    pub(super) block: u32,
+}
+
+/// A one-dimensional grid of `x` blocks.
+pub(super) fn grid1(x: usize, block: u32) -> Shape {
+    Shape {
+        grid: (x as u32, 1, 1),
+        block,
+    }
+}
+
+pub struct Kernels {
+    stream: Arc<CudaStream>,
+    /// Launch with programmatic stream serialization (sm_90 and later; `FERRITE_PDL=0` turns
+    /// it off, for A/B timing).
+    programmatic: bool,
+    functions: HashMap<&'static str, CudaFunction>,
+    _modules: Vec<Arc<CudaModule>>,
+}
+
+impl Kernels {
+    pub fn load(stream: &Arc<CudaStream>) -> anyhow::Result<Kernels> {
+        let ctx = stream.context();
+        let mut modules = Vec::new();
+        let mut functions = HashMap::new();
+        for source in MODULES {
+            let module = module_loader::load(ctx, source)?;
+            for &name in NAMES.iter().chain(GEMV_NAMES.iter().flatten()) {
+                if let Ok(f) = module.load_function(name) {
+                    functions.insert(name, f);
+                }
+            }
+            modules.push(module);
+        }
+        let mut needed = NAMES.iter().chain(GEMV_NAMES.iter().flatten());
+        if let Some(missing) = needed.find(|n| !functions.contains_key(*n)) {
+            anyhow::bail!("kernel `{missing}` is in no loaded module");
+        }
+        let major =
+            ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+        let programmatic = major >= 9 && std::env::var("FERRITE_PDL").map_or(true, |v| v != "0");
+        Ok(Kernels {
+            stream: stream.clone(),
+            programmatic,
+            functions,
+            _modules: modules,
+        })
+    }
+
+    fn function(&self, name: &str) -> CUfunction {
+        // Every name was checked at load.
+        self.functions[name].cu_function()
+    }
+
+    pub(super) fn launch(&self, name: &str, shape: Shape, args: Args) -> anyhow::Result<()> {
+        let mut params = [std::ptr::null_mut::<c_void>(); 16];
+        let mut slots = args.slots;
+        for (p, slot) in params.iter_mut().zip(slots.iter_mut()).take(args.len) {
+            *p = slot as *mut u64 as *mut c_void;
+        }
+        // With programmatic dependent launch this kernel may be scheduled while the previous
+        // one drains; it waits for it inside (pdl_wait in kernels/common.cuh).
+        let mut attr = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value: unsafe { std::mem::zeroed() },
+        };
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let config = sys::CUlaunchConfig {
+            gridDimX: shape.grid.0,
+            gridDimY: shape.grid.1,
+            gridDimZ: shape.grid.2,
+            blockDimX: shape.block,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: 0,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: u32::from(self.programmatic),
+        };
+        unsafe {
+            sys::cuLaunchKernelEx(
+                &config,
+                self.function(name),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()
+        .map_err(|e| anyhow::anyhow!("launching {name}: {e}"))
+    }
+
+    /// Registers, local (spill) bytes and static shared memory of a kernel, for the logs.
+    pub fn resources(&self, name: &str) -> anyhow::Result<(i32, i32, i32)> {
+        let f = self
+            .functions
+            .get(name)
+            .ok_or_else(|| anyhow::anyhow!("no kernel named {name}"))?;
+        Ok((f.num_regs()?, f.local_size_bytes()?, f.shared_size_bytes()?))
+    }
+
+    pub fn names() -> &'static [&'static str] {
+        NAMES
+    }
+}

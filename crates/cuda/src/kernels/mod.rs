@@ -1,0 +1,33 @@
+//! Typed launch wrappers for the kernels of kernels/*.cu: one method of [`Kernels`] per
+//! kernel, taking device addresses ([`DevicePtr`](crate::device_ptr::DevicePtr)) and sizes,
+//! computing the launch shape, enqueuing on the backend's stream. A launcher with more than a
+//! handful of arguments takes them as a struct with named fields; the fields become the
+//! kernel's positional arguments in one place, the launcher, in the order of its `.cu`
+//! signature.
+//!
+//! One file here per kernels/*.cu file; `launch` holds the loading and launching they share,
+//! `names` the kernel names every module is checked for at start-up, `support` the model
+//! shapes they can run.
+
+mod attention;
+mod dummy_init;
+mod embedding;
+mod gemv;
+mod launch;
+mod names;
+mod rmsnorm;
+mod rope_kv;
+mod sampling;
+mod silu_mul;
+mod support;
+
+pub use attention::{
+    decode_splits, AttentionDims, DecodeArgs, PrefillArgs, HEAD_DIMS, MAX_GROUP, MAX_SPLITS,
+};
+pub use gemv::{gemv_split, LinearArgs};
+pub use launch::Kernels;
+pub use names::GEMV_MAX_TOKENS;
+pub use rmsnorm::AddRmsNormArgs;
+pub use rope_kv::RopeKvArgs;
+pub use sampling::{SampleArgs, SampleParams};
+pub use support::check_supported;

@@ -1,0 +1,34 @@
+//! Which models the kernels can run: checked when the backend is created, so that an
+//! unsupported shape fails there with a message instead of in a kernel.
+
+use ferrite_model::config::ModelConfig;
+
+use super::attention::{HEAD_DIMS, MAX_GROUP};
+
+/// The model's attention geometry has kernels (head size, query group) and its hidden and
+/// intermediate sizes suit the kernels' vector loads (up to 8 bf16 at a time).
+pub fn check_supported(c: &ModelConfig) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        c.num_kv_heads > 0 && c.num_heads.is_multiple_of(c.num_kv_heads),
+        "{} attention heads cannot share {} KV heads",
+        c.num_heads,
+        c.num_kv_heads
+    );
+    anyhow::ensure!(
+        HEAD_DIMS.contains(&c.head_dim),
+        "the CUDA kernels support head_dim {HEAD_DIMS:?}, not {}",
+        c.head_dim
+    );
+    let group = c.num_heads / c.num_kv_heads;
+    anyhow::ensure!(
+        group <= MAX_GROUP,
+        "query group {group} > {MAX_GROUP} is not supported"
+    );
+    anyhow::ensure!(
+        c.hidden_size.is_multiple_of(8) && c.intermediate_size.is_multiple_of(8),
+        "hidden ({}) and intermediate ({}) sizes must be multiples of 8",
+        c.hidden_size,
+        c.intermediate_size
+    );
+    Ok(())
+}

@@ -1,0 +1,105 @@
+//! The activation workspace: every buffer a step writes besides the KV cache, laid out once in
+//! one allocation for the largest step, so that captured graphs keep pointing at the same
+//! memory.
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
+use ferrite_model::config::ModelConfig;
+
+use crate::buffer::{DeviceBuffer, Layout};
+use crate::device_ptr::DevicePtr;
+use crate::kernels::{decode_splits, Kernels, SampleParams};
+
+/// Sizes the workspace is laid out for.
+#[derive(Debug, Clone, Copy)]
+pub struct Capacity {
+    /// Tokens in one step (max_num_batched_tokens, and at least the largest graph).
+    pub tokens: usize,
+    /// Sequences in one step.
+    pub seqs: usize,
+    /// LM-head rows computed at once (more are done in several passes).
+    pub logit_rows: usize,
+}
+
+/// Device addresses of the activation buffers.
+pub struct Workspace {
+    buf: DeviceBuffer,
+    pub cap: Capacity,
+    /// f32 [tokens, hidden]: the residual stream.
+    pub x: DevicePtr,
+    /// f32 [tokens, hidden]: a layer's output before it joins the residual.
+    pub delta: DevicePtr,
+    /// bf16 [tokens (or LM-head rows), hidden]: normalised activations.
+    pub xn: DevicePtr,
+    pub qkv: DevicePtr,
+    pub q: DevicePtr,
+    pub attn: DevicePtr,
+    pub gate_up: DevicePtr,
+    pub act: DevicePtr,
+    /// f32 [logit_rows, vocab].
+    pub logits: DevicePtr,
+    /// Split-K partial results of decode attention.
+    pub part_acc: DevicePtr,
+    pub part_ml: DevicePtr,
+    pub sample_rows: DevicePtr,
+    pub sample_params: DevicePtr,
+    pub sampled: DevicePtr,
+    pub sample_partials: DevicePtr,
+}
+
+impl Workspace {
+    pub fn new(
+        stream: &Arc<CudaStream>,
+        c: &ModelConfig,
+        cap: Capacity,
+        sm_count: usize,
+    ) -> anyhow::Result<Workspace> {
+        let (t, hidden, inter) = (cap.tokens, c.hidden_size, c.intermediate_size);
+        let (q_dim, kv_dim) = (c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim);
+        let most_partials = (1..=cap.seqs)
+            .map(|d| d * decode_splits(d, c.num_kv_heads, sm_count, None))
+            .max()
+            .unwrap_or(1);
+        let mut l = Layout::new();
+        let x = l.take(t * hidden * 4);
+        let delta = l.take(t * hidden * 4);
+        let xn = l.take(t.max(cap.logit_rows) * hidden * 2);
+        let qkv = l.take(t * (q_dim + 2 * kv_dim) * 4);
+        let q = l.take(t * q_dim * 2);
+        let attn = l.take(t * q_dim * 2);
+        let gate_up = l.take(t * 2 * inter * 4);
+        let act = l.take(t * inter * 2);
+        let logits = l.take(cap.logit_rows * c.vocab_size * 4);
+        let part_acc = l.take(most_partials * c.num_heads * c.head_dim * 4);
+        let part_ml = l.take(most_partials * c.num_heads * 2 * 4);
+        let sample_rows = l.take(cap.logit_rows * 4);
+        let sample_params = l.take(cap.logit_rows * std::mem::size_of::<SampleParams>());
+        let sampled = l.take(cap.logit_rows * 4);
+        let sample_partials = l.take(Kernels::sample_partials_len(cap.logit_rows, c.vocab_size));
+        let buf = DeviceBuffer::new(stream, l.bytes())?;
+        Ok(Workspace {
+            x: buf.at(x),
+            delta: buf.at(delta),
+            xn: buf.at(xn),
+            qkv: buf.at(qkv),
+            q: buf.at(q),
+            attn: buf.at(attn),
+            gate_up: buf.at(gate_up),
+            act: buf.at(act),
+            logits: buf.at(logits),
+            part_acc: buf.at(part_acc),
+            part_ml: buf.at(part_ml),
+            sample_rows: buf.at(sample_rows),
+            sample_params: buf.at(sample_params),
+            sampled: buf.at(sampled),
+            sample_partials: buf.at(sample_partials),
+            cap,
+            buf,
+        })
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.buf.bytes()
+    }
+}

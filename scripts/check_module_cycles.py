@@ -27,8 +27,10 @@ def is_test_file(src: Path, file: Path) -> bool:
 
 
 def non_test_text(text: str) -> str:
+    """The code before the file's tests, without comments (doc links are not imports)."""
     cut = text.find("#[cfg(test)]")
-    return text if cut < 0 else text[:cut]
+    code = text if cut < 0 else text[:cut]
+    return "\n".join(line.split("//", 1)[0] for line in code.splitlines())
 
 
 def edges_of(src: Path):

@@ -9,6 +9,7 @@ mod auth;
 pub mod chat_template;
 pub mod detokenizer;
 pub mod error;
+pub mod finished_request;
 mod generation;
 pub mod incremental;
 pub mod metrics;
@@ -16,12 +17,11 @@ pub mod openai;
 pub mod request_log;
 pub mod request_tracker;
 mod routes;
-mod sse;
 pub mod state;
 pub mod stop_strings;
 mod strftime;
 #[cfg(test)]
-mod test_tokenizer;
+mod testing;
 pub mod token_text;
 pub mod tokenizer_pool;
 

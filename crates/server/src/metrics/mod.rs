@@ -24,7 +24,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::request_tracker::FinishedRequest;
+use crate::finished_request::{reason_label, FinishedRequest};
 use engine_collector::EngineCollector;
 
 /// The `Content-Type` of what [`Metrics::render`] returns.
@@ -92,15 +92,6 @@ fn reason_index(reason: FinishReason) -> usize {
         FinishReason::Stop => 0,
         FinishReason::Length => 1,
         FinishReason::Abort => 2,
-    }
-}
-
-/// vLLM's `finished_reason` label values.
-pub fn reason_label(reason: FinishReason) -> &'static str {
-    match reason {
-        FinishReason::Stop => "stop",
-        FinishReason::Length => "length",
-        FinishReason::Abort => "abort",
     }
 }
 
@@ -254,4 +245,4 @@ impl Metrics {
 }
 
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;

@@ -3,6 +3,7 @@
 pub mod chat;
 pub mod completions;
 pub mod info;
+mod stream;
 
 use axum::http::{StatusCode, Uri};
 

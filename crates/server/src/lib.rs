@@ -4,7 +4,6 @@
 //! Threads: tokio runs HTTP; tokenizer workers render and tokenize; the engine's scheduler
 //! thread runs the model; the detokenizer thread turns its outputs into text for the requests.
 
-mod api_json;
 mod auth;
 pub mod chat_template;
 pub mod detokenizer;
@@ -12,6 +11,7 @@ pub mod error;
 pub mod finished_request;
 mod generation;
 pub mod incremental;
+mod json_body;
 pub mod metrics;
 pub mod openai;
 pub mod request_log;

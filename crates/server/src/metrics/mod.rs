@@ -4,7 +4,7 @@
 //!
 //! Gauges and counters the engine keeps as atomics are read at scrape time
 //! ([`engine_collector`]); histograms and the per-reason request counter are fed by the
-//! detokenizer thread ([`crate::request_tracker`]) from the facts the engine reports, so the
+//! detokenizer thread (its request tracker) from the facts the engine reports, so the
 //! scheduler thread never touches a metric.
 //!
 //! Counting unit: one engine request per choice (a request with `n` choices counts `n` times),

@@ -7,10 +7,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::stream::{sse_response, ChunkFormatter, ChunkPart};
-use crate::api_json::ApiJson;
 use crate::detokenizer::{Delta, Finish, LogprobEntry};
 use crate::error::ApiError;
 use crate::generation::{submit, ChoiceResult};
+use crate::json_body::JsonBody;
 use crate::openai::chat::{ChatMessage, ChatRequest};
 use crate::openai::chunk::{ChatChunkChoice, ChatDelta};
 use crate::openai::logprobs::ChatLogprobs;
@@ -21,7 +21,7 @@ use crate::state::AppState;
 
 pub async fn chat_completions(
     State(state): State<Arc<AppState>>,
-    ApiJson(req): ApiJson<ChatRequest>,
+    JsonBody(req): JsonBody<ChatRequest>,
 ) -> Result<Response, ApiError> {
     state.check_model(req.model.as_deref())?;
     let top = req

@@ -7,10 +7,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::stream::{sse_response, ChunkFormatter, ChunkPart};
-use crate::api_json::ApiJson;
 use crate::detokenizer::{Delta, Finish, LogprobEntry, PromptSummary};
 use crate::error::ApiError;
 use crate::generation::{submit, ChoiceResult, Submission};
+use crate::json_body::JsonBody;
 use crate::openai::completions::{CompletionRequest, Prompt};
 use crate::openai::logprobs::LegacyLogprobs;
 use crate::openai::response::{Completion, CompletionChoice, ResponseMeta};
@@ -29,7 +29,7 @@ struct TokenizedPrompt {
 
 pub async fn completions(
     State(state): State<Arc<AppState>>,
-    ApiJson(req): ApiJson<CompletionRequest>,
+    JsonBody(req): JsonBody<CompletionRequest>,
 ) -> Result<Response, ApiError> {
     state.check_model(req.model.as_deref())?;
     let logprobs = req

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use crate::api_json::ApiJson;
 use crate::error::ApiError;
+use crate::json_body::JsonBody;
 use crate::openai::chat::ChatMessage;
 use crate::openai::models::{ModelCard, ModelList};
 use crate::openai::tokenize::{
@@ -37,7 +37,7 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<impl IntoResp
 
 pub async fn tokenize(
     State(state): State<Arc<AppState>>,
-    ApiJson(req): ApiJson<TokenizeRequest>,
+    JsonBody(req): JsonBody<TokenizeRequest>,
 ) -> Result<Json<TokenizeResponse>, ApiError> {
     let tokens = match req {
         TokenizeRequest::Prompt {
@@ -77,7 +77,7 @@ pub async fn tokenize(
 
 pub async fn detokenize(
     State(state): State<Arc<AppState>>,
-    ApiJson(req): ApiJson<DetokenizeRequest>,
+    JsonBody(req): JsonBody<DetokenizeRequest>,
 ) -> Result<Json<DetokenizeResponse>, ApiError> {
     state.check_model(req.model.as_deref())?;
     if let Some(bad) = req.tokens.iter().find(|&&t| t as usize >= state.vocab_size) {

@@ -3,10 +3,9 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::response::Response;
 
-use super::stream::{sse_response, ChunkFormatter, ChunkPart};
+use super::answer::{respond, AnswerShape, ChunkFormatter, ChunkPart};
 use crate::detokenizer::{Delta, Finish, LogprobEntry};
 use crate::error::ApiError;
 use crate::generation::{submit, ChoiceResult};
@@ -56,20 +55,7 @@ pub async fn chat_completions(
             .return_token_ids
             .then(|| submission.prompt_ids.to_vec()),
     };
-    if sampling.stream {
-        let formatter = ChatChunks {
-            started: vec![false; submission.num_choices()],
-            shape,
-        };
-        return Ok(sse_response(
-            submission,
-            meta,
-            sampling.include_usage,
-            formatter,
-        ));
-    }
-    let (results, usage) = submission.collect().await?;
-    Ok(Json(shape.full_response(meta, results, usage)).into_response())
+    respond(submission, meta, &sampling, shape).await
 }
 
 /// What shapes the answer, shared by the streaming and the complete form.
@@ -87,8 +73,13 @@ impl Shape {
     fn logprobs(&self, entries: &[LogprobEntry]) -> Option<ChatLogprobs> {
         self.logprobs.then(|| ChatLogprobs::new(entries))
     }
+}
 
-    fn full_response(
+impl AnswerShape for Shape {
+    type Complete = ChatCompletion;
+    type Chunks = ChatChunks;
+
+    fn complete(
         self,
         meta: ResponseMeta,
         results: Vec<ChoiceResult>,
@@ -106,6 +97,13 @@ impl Shape {
             })
             .collect();
         ChatCompletion::new(meta, choices, usage, self.prompt_ids)
+    }
+
+    fn into_chunks(self, num_choices: usize) -> ChatChunks {
+        ChatChunks {
+            shape: self,
+            started: vec![false; num_choices],
+        }
     }
 }
 

@@ -3,10 +3,9 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::response::Response;
 
-use super::stream::{sse_response, ChunkFormatter, ChunkPart};
+use super::answer::{respond, AnswerShape, ChunkFormatter, ChunkPart};
 use crate::detokenizer::{Delta, Finish, LogprobEntry, PromptSummary};
 use crate::error::ApiError;
 use crate::generation::{submit, ChoiceResult, Submission};
@@ -82,22 +81,7 @@ pub async fn completions(
         return_token_ids: sampling.return_token_ids,
         prompts: tokenized,
     };
-    if sampling.stream {
-        let formatter = CompletionChunks {
-            logprobs: (0..submission.num_choices())
-                .map(|_| LegacyLogprobs::default())
-                .collect(),
-            shape,
-        };
-        return Ok(sse_response(
-            submission,
-            meta,
-            sampling.include_usage,
-            formatter,
-        ));
-    }
-    let (results, usage) = submission.collect().await?;
-    Ok(Json(shape.full_response(meta, &results, usage)).into_response())
+    respond(submission, meta, &sampling, shape).await
 }
 
 /// What shapes the answer, shared by the streaming and the complete form.
@@ -176,23 +160,32 @@ impl Shape {
             token_ids: ids.then_some(token_ids),
         }
     }
+}
 
-    fn full_response(
-        &self,
-        meta: ResponseMeta,
-        results: &[ChoiceResult],
-        usage: Usage,
-    ) -> Completion {
+impl AnswerShape for Shape {
+    type Complete = Completion;
+    type Chunks = CompletionChunks;
+
+    fn complete(self, meta: ResponseMeta, results: Vec<ChoiceResult>, usage: Usage) -> Completion {
         let choices = results
-            .iter()
+            .into_iter()
             .enumerate()
             .map(|(i, r)| {
                 let mut lp = LegacyLogprobs::starting_at(0);
                 let text = self.text(i, true, r.prompt.as_ref(), &r.text, &r.logprobs, &mut lp);
-                self.choice(i, text, &mut lp, r.finish, true, r.token_ids.clone())
+                self.choice(i, text, &mut lp, r.finish, true, r.token_ids)
             })
             .collect();
         Completion::new(meta, choices, usage)
+    }
+
+    fn into_chunks(self, num_choices: usize) -> CompletionChunks {
+        CompletionChunks {
+            logprobs: (0..num_choices)
+                .map(|_| LegacyLogprobs::default())
+                .collect(),
+            shape: self,
+        }
     }
 }
 

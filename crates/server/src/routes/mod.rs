@@ -1,9 +1,9 @@
 //! HTTP handlers, one file per endpoint family.
 
+mod answer;
 pub mod chat;
 pub mod completions;
 pub mod info;
-mod stream;
 
 use axum::http::{StatusCode, Uri};
 

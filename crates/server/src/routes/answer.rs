@@ -1,6 +1,8 @@
-//! The one stream skeleton of the generation endpoints: server-sent events, one `data:` line
-//! per chunk, the usage chunk when asked for, then `data: [DONE]`. An endpoint supplies only a
-//! [`ChunkFormatter`], which turns a choice's delta into that endpoint's chunk choices.
+//! How a generation endpoint answers, the skeleton shared by chat and completions: a complete
+//! JSON answer once every choice finished, or a stream of server-sent events, one `data:` line
+//! per chunk, the usage chunk when asked for, then `data: [DONE]`. An endpoint supplies only an
+//! [`AnswerShape`]: its complete answer, and a [`ChunkFormatter`] that turns a choice's delta
+//! into that endpoint's chunk choices.
 //!
 //! A task forwards the chunks to the response body. When the client disconnects the body is
 //! dropped, the task notices (`closed()`) even while no token is coming, and dropping the
@@ -10,14 +12,51 @@ use std::convert::Infallible;
 
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use axum::Json;
 use futures::stream;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
 use crate::detokenizer::Delta;
-use crate::generation::{RunningChoices, Submission};
+use crate::error::ApiError;
+use crate::generation::{ChoiceResult, RunningChoices, Submission};
 use crate::openai::chunk::{ChunkChoice, StreamChunk};
 use crate::openai::response::ResponseMeta;
+use crate::openai::sampling::ValidatedSampling;
+use crate::openai::usage::Usage;
+
+/// What an endpoint's answer looks like, complete and streamed.
+pub trait AnswerShape {
+    type Complete: Serialize;
+    type Chunks: ChunkFormatter;
+    fn complete(
+        self,
+        meta: ResponseMeta,
+        results: Vec<ChoiceResult>,
+        usage: Usage,
+    ) -> Self::Complete;
+    fn into_chunks(self, num_choices: usize) -> Self::Chunks;
+}
+
+/// Answers `submission` the way the request asked: streamed or complete.
+pub async fn respond(
+    submission: Submission,
+    meta: ResponseMeta,
+    sampling: &ValidatedSampling,
+    shape: impl AnswerShape,
+) -> Result<Response, ApiError> {
+    if sampling.stream {
+        let chunks = shape.into_chunks(submission.num_choices());
+        return Ok(sse_response(
+            submission,
+            meta,
+            sampling.include_usage,
+            chunks,
+        ));
+    }
+    let (results, usage) = submission.collect().await?;
+    Ok(Json(shape.complete(meta, results, usage)).into_response())
+}
 
 /// What differs between the endpoints' streams: the chunks a choice's delta becomes.
 pub trait ChunkFormatter: Send + 'static {
@@ -42,7 +81,7 @@ impl<C> ChunkPart<C> {
 }
 
 /// Streams the answer to `submission`; `include_usage` is `stream_options.include_usage`.
-pub fn sse_response<F: ChunkFormatter>(
+fn sse_response<F: ChunkFormatter>(
     submission: Submission,
     meta: ResponseMeta,
     include_usage: bool,

@@ -238,5 +238,4 @@ fn entry(tokenizer: &Tokenizer, texts: &TokenTexts, lp: &TokenLogprob) -> Logpro
 }
 
 #[cfg(test)]
-#[path = "detokenizer_tests.rs"]
 mod tests;

@@ -1,5 +1,6 @@
 //! Turning a tokenized prompt into engine requests (one per choice) and following them: the
-//! checks every generation endpoint shares, the abort-on-drop guard, and collecting deltas.
+//! checks every generation endpoint shares, the abort-on-drop guard, the usage count, and
+//! collecting deltas.
 
 use std::sync::Arc;
 
@@ -9,7 +10,8 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::detokenizer::{Delta, Finish, LogprobEntry, PromptSummary, Registration};
 use crate::error::ApiError;
-use crate::openai::common::{Usage, ValidatedSampling};
+use crate::openai::sampling::ValidatedSampling;
+use crate::openai::usage::Usage;
 use crate::state::AppState;
 
 /// Running choices of one HTTP request; dropping it aborts those not finished.
@@ -17,16 +19,17 @@ pub struct Submission {
     pub prompt_ids: Arc<Vec<u32>>,
     receivers: Vec<UnboundedReceiver<Delta>>,
     guard: AbortGuard,
+    usage: UsageCounter,
 }
 
-pub struct AbortGuard {
+struct AbortGuard {
     state: Arc<AppState>,
     ids: Vec<RequestId>,
     finished: Vec<bool>,
 }
 
 impl AbortGuard {
-    pub fn mark_finished(&mut self, choice: usize) {
+    fn mark_finished(&mut self, choice: usize) {
         if let Some(f) = self.finished.get_mut(choice) {
             *f = true;
         }
@@ -119,6 +122,7 @@ pub fn submit(
             state.max_waiting
         )));
     }
+    let usage = UsageCounter::new(prompt_ids.len(), sampling.n);
     let prompt_ids = Arc::new(prompt_ids);
     let mut guard = AbortGuard {
         state: Arc::clone(state),
@@ -163,6 +167,7 @@ pub fn submit(
         prompt_ids,
         receivers,
         guard,
+        usage,
     })
 }
 
@@ -175,6 +180,7 @@ impl Submission {
             all.receivers.append(&mut part.receivers);
             all.guard.ids.append(&mut part.guard.ids);
             all.guard.finished.append(&mut part.guard.finished);
+            all.usage.append(part.usage);
         }
         Some(all)
     }
@@ -184,39 +190,92 @@ impl Submission {
     }
 
     /// Waits for every choice to finish (non-streaming answers).
-    pub async fn collect(self) -> Result<Vec<ChoiceResult>, ApiError> {
-        let mut guard = self.guard;
+    pub async fn collect(self) -> Result<(Vec<ChoiceResult>, Usage), ApiError> {
         let mut results: Vec<ChoiceResult> = Vec::new();
         results.resize_with(self.receivers.len(), ChoiceResult::default);
-        let mut merged = merge(self.receivers);
-        while let Some((i, delta)) = merged.next().await {
-            let done = delta.finish.is_some();
+        let mut running = self.run();
+        while let Some((i, delta)) = running.next().await {
             results[i].absorb(delta);
-            if done {
-                guard.mark_finished(i);
-            }
         }
         if results.iter().any(|r| r.finish.is_none()) {
             return Err(ApiError::internal("a generation ended without finishing"));
         }
-        Ok(results)
+        Ok((results, running.usage()))
     }
 
-    /// Deltas of all choices as they come, tagged with the choice index, and the guard.
-    pub fn into_stream(self) -> (BoxStream<'static, (usize, Delta)>, AbortGuard) {
-        (merge(self.receivers), self.guard)
+    /// Follows the choices as they run (streaming answers).
+    pub fn run(self) -> RunningChoices {
+        RunningChoices {
+            deltas: merge(self.receivers),
+            guard: self.guard,
+            usage: self.usage,
+        }
     }
 }
 
-/// `prompt_tokens` once per prompt (the choices share it), completions summed.
-pub fn usage_of(prompt_tokens: usize, results: &[&ChoiceResult]) -> Usage {
-    let completion = results.iter().map(|r| r.token_ids.len()).sum();
-    let cached = results
-        .first()
-        .and_then(|r| r.prompt.as_ref())
-        .map(|p| p.num_cached_tokens)
-        .unwrap_or(0);
-    Usage::new(prompt_tokens, completion, cached)
+/// The deltas of a submission's choices as they come; dropping it aborts the unfinished ones.
+pub struct RunningChoices {
+    deltas: BoxStream<'static, (usize, Delta)>,
+    guard: AbortGuard,
+    usage: UsageCounter,
+}
+
+impl RunningChoices {
+    /// The next delta of any choice, with the choice's index; `None` once all finished.
+    pub async fn next(&mut self) -> Option<(usize, Delta)> {
+        let (i, delta) = self.deltas.next().await?;
+        if delta.finish.is_some() {
+            self.guard.mark_finished(i);
+        }
+        self.usage.observe(i, &delta);
+        Some((i, delta))
+    }
+
+    /// The usage of what came so far (all of it once [`Self::next`] returned `None`).
+    pub fn usage(&self) -> Usage {
+        self.usage.usage()
+    }
+}
+
+/// Counts a request's usage from its choices' deltas: each prompt once (its `n` choices share
+/// it, and the cached tokens are those of its first choice), the completions of every choice.
+struct UsageCounter {
+    prompt_tokens: usize,
+    choices_per_prompt: usize,
+    completion_tokens: usize,
+    /// Per choice, from the delta that carries the prompt.
+    cached_tokens: Vec<usize>,
+}
+
+impl UsageCounter {
+    fn new(prompt_tokens: usize, choices: usize) -> Self {
+        Self {
+            prompt_tokens,
+            choices_per_prompt: choices,
+            completion_tokens: 0,
+            cached_tokens: vec![0; choices],
+        }
+    }
+
+    /// Another prompt's choices (with as many choices per prompt).
+    fn append(&mut self, other: UsageCounter) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.cached_tokens.extend(other.cached_tokens);
+    }
+
+    fn observe(&mut self, choice: usize, delta: &Delta) {
+        self.completion_tokens += delta.token_ids.len();
+        if let (Some(p), Some(cached)) = (&delta.prompt, self.cached_tokens.get_mut(choice)) {
+            *cached = p.num_cached_tokens;
+        }
+    }
+
+    fn usage(&self) -> Usage {
+        let n = self.choices_per_prompt.max(1);
+        let cached = self.cached_tokens.iter().step_by(n).sum();
+        Usage::new(self.prompt_tokens, self.completion_tokens, cached)
+    }
 }
 
 fn merge(receivers: Vec<UnboundedReceiver<Delta>>) -> BoxStream<'static, (usize, Delta)> {

@@ -82,7 +82,7 @@ impl IncrementalDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_tokenizer::byte_level_tokenizer;
+    use crate::testing::byte_level_tokenizer;
 
     fn stream(tok: &Tokenizer, ids: &[u32], skip: bool) -> Vec<String> {
         let mut dec = IncrementalDecoder::new(skip);

@@ -4,24 +4,24 @@
 //! Threads: tokio runs HTTP; tokenizer workers render and tokenize; the engine's scheduler
 //! thread runs the model; the detokenizer thread turns its outputs into text for the requests.
 
-mod api_json;
 mod auth;
 pub mod chat_template;
 pub mod detokenizer;
 pub mod error;
+pub mod finished_request;
 mod generation;
 pub mod incremental;
+mod json_body;
 pub mod metrics;
 pub mod openai;
 pub mod request_log;
 pub mod request_tracker;
 mod routes;
-mod sse;
 pub mod state;
 pub mod stop_strings;
 mod strftime;
 #[cfg(test)]
-mod test_tokenizer;
+mod testing;
 pub mod token_text;
 pub mod tokenizer_pool;
 

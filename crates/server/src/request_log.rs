@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use tokenizers::Tokenizer;
 
-use crate::metrics::reason_label;
-use crate::request_tracker::FinishedRequest;
+use crate::finished_request::{reason_label, FinishedRequest};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RequestLogConfig {

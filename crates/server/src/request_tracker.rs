@@ -11,34 +11,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrite_engine::{EngineOutput, EngineStep, FinishReason, RequestId, SpecSummary};
+use ferrite_engine::{EngineOutput, EngineStep, FinishReason, RequestId};
 use tokenizers::Tokenizer;
 
+use crate::finished_request::FinishedRequest;
 use crate::metrics::Metrics;
 use crate::request_log::{self, RequestLogConfig};
-
-/// Everything known about a request when it finished.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FinishedRequest {
-    pub id: RequestId,
-    /// `Stop` also for a stop string matched here (the engine saw an abort).
-    pub finish: FinishReason,
-    pub num_prompt_tokens: usize,
-    pub num_cached_tokens: usize,
-    pub num_generation_tokens: usize,
-    pub queue: Duration,
-    pub prefill: Duration,
-    pub decode: Duration,
-    /// `None` when no token was produced.
-    pub time_to_first_token: Option<Duration>,
-    pub e2e: Duration,
-    /// Kept only when the request log asks for token ids or prompt text.
-    pub prompt_ids: Option<Arc<Vec<u32>>>,
-    /// Kept only when the request log asks for token ids.
-    pub output_ids: Option<Vec<u32>>,
-    /// How speculative decoding went, for a request that was decoded speculatively.
-    pub speculation: Option<SpecSummary>,
-}
 
 struct Timeline {
     arrival: Instant,
@@ -183,5 +161,4 @@ impl RequestTracker {
 }
 
 #[cfg(test)]
-#[path = "request_tracker_tests.rs"]
 mod tests;

@@ -44,7 +44,7 @@ impl AppState {
             api_key: config.api_key.clone(),
             max_waiting: config.max_waiting,
             vocab_size: config.vocab_size,
-            started: crate::openai::common::unix_now(),
+            started: crate::openai::response::unix_now(),
             next_id: AtomicU64::new(1),
         }
     }

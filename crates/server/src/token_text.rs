@@ -74,7 +74,7 @@ fn gpt2_byte_decoder() -> HashMap<char, u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_tokenizer::byte_level_tokenizer;
+    use crate::testing::byte_level_tokenizer;
 
     #[test]
     fn gpt2_table_is_a_bijection_with_known_anchors() {

@@ -198,7 +198,7 @@ fn encode(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_tokenizer::byte_level_tokenizer;
+    use crate::testing::byte_level_tokenizer;
     use serde_json::json;
 
     fn model() -> TextModel {

@@ -4,7 +4,7 @@
 //!
 //! Gauges and counters the engine keeps as atomics are read at scrape time
 //! ([`engine_collector`]); histograms and the per-reason request counter are fed by the
-//! detokenizer thread ([`crate::request_tracker`]) from the facts the engine reports, so the
+//! detokenizer thread (its request tracker) from the facts the engine reports, so the
 //! scheduler thread never touches a metric.
 //!
 //! Counting unit: one engine request per choice (a request with `n` choices counts `n` times),
@@ -24,7 +24,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::request_tracker::FinishedRequest;
+use crate::finished_request::{reason_label, FinishedRequest};
 use engine_collector::EngineCollector;
 
 /// The `Content-Type` of what [`Metrics::render`] returns.
@@ -92,15 +92,6 @@ fn reason_index(reason: FinishReason) -> usize {
         FinishReason::Stop => 0,
         FinishReason::Length => 1,
         FinishReason::Abort => 2,
-    }
-}
-
-/// vLLM's `finished_reason` label values.
-pub fn reason_label(reason: FinishReason) -> &'static str {
-    match reason {
-        FinishReason::Stop => "stop",
-        FinishReason::Length => "length",
-        FinishReason::Abort => "abort",
     }
 }
 
@@ -254,4 +245,4 @@ impl Metrics {
 }
 
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;

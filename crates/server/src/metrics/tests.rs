@@ -1,4 +1,4 @@
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -6,70 +6,8 @@ use std::time::Duration;
 use ferrite_engine::{EngineStats, FinishReason, StepStats};
 
 use super::*;
-use crate::request_tracker::FinishedRequest;
-
-fn config(names: MetricNames, model_name: &str) -> MetricsConfig {
-    MetricsConfig {
-        names,
-        model_name: model_name.into(),
-        max_model_len: 2048,
-        page_size: 16,
-        num_pages: 1000,
-        enable_prefix_caching: false,
-    }
-}
-
-pub fn test_metrics() -> Arc<Metrics> {
-    Arc::new(Metrics::new(
-        &config(MetricNames::Ferrite, "m"),
-        Arc::new(EngineStats::default()),
-    ))
-}
-
-/// A sample line split into name, labels and value (a small parser of the text format,
-/// written from the format's grammar rather than from the encoder).
-fn parse_line(line: &str) -> Option<(String, HashMap<String, String>, f64)> {
-    if line.starts_with('#') || line.is_empty() {
-        return None;
-    }
-    let (series, value) = line.rsplit_once(' ')?;
-    let value = value.parse().ok()?;
-    let Some((name, rest)) = series.split_once('{') else {
-        return Some((series.to_string(), HashMap::new(), value));
-    };
-    let mut labels = HashMap::new();
-    let mut rest = rest.strip_suffix('}')?;
-    while !rest.is_empty() {
-        let (key, after) = rest.split_once("=\"")?;
-        let mut value = String::new();
-        let mut chars = after.char_indices();
-        let end = loop {
-            match chars.next()? {
-                (_, '\\') => match chars.next()?.1 {
-                    'n' => value.push('\n'),
-                    c => value.push(c),
-                },
-                (i, '"') => break i,
-                (_, c) => value.push(c),
-            }
-        };
-        labels.insert(key.to_string(), value);
-        rest = after[end + 1..].trim_start_matches(',');
-    }
-    Some((name.to_string(), labels, value))
-}
-
-/// The value of the sample `name{k="v",...}` (the given labels a subset of the sample's).
-pub fn sample(text: &str, series: &str) -> Option<f64> {
-    let (want_name, want_labels, _) = parse_line(&format!("{series} 0"))?;
-    text.lines()
-        .filter_map(parse_line)
-        .find_map(|(name, labels, value)| {
-            let matches =
-                name == want_name && want_labels.iter().all(|(k, v)| labels.get(k) == Some(v));
-            matches.then_some(value)
-        })
-}
+use crate::finished_request::FinishedRequest;
+use crate::testing::{metrics_config as config, parse_line, sample, test_metrics};
 
 /// `(name, type)` of every `# TYPE` line.
 fn types(text: &str) -> BTreeSet<(String, String)> {

@@ -1,12 +1,10 @@
-//! `/v1/chat/completions` request, message normalisation, and the chat logprobs shape.
+//! The `/v1/chat/completions` request and the normalisation of its messages for templates.
 
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
-use super::common::SamplingFields;
-use crate::detokenizer::LogprobEntry;
+use super::sampling::SamplingFields;
 use crate::error::ApiError;
-use crate::token_text::TokenText;
 
 #[derive(Debug, Deserialize)]
 pub struct ChatRequest {
@@ -77,25 +75,10 @@ impl ChatMessage {
     }
 }
 
-fn token_json(t: &TokenText, logprob: f32) -> Value {
-    json!({"token": t.text, "logprob": logprob, "bytes": t.bytes})
-}
-
-/// `{"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}`.
-pub fn chat_logprobs(entries: &[LogprobEntry]) -> Value {
-    let content: Vec<Value> = entries
-        .iter()
-        .map(|e| {
-            let mut v = token_json(&e.token, e.logprob);
-            v["top_logprobs"] = e.top.iter().map(|(t, lp)| token_json(t, *lp)).collect();
-            v
-        })
-        .collect();
-    json!({ "content": content })
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -112,21 +95,5 @@ mod tests {
             serde_json::from_str(r#"{"role": "user", "content": [{"type": "image_url"}]}"#)
                 .unwrap();
         assert_eq!(img.into_template_value().unwrap_err().status, 400);
-    }
-
-    #[test]
-    fn chat_logprobs_have_openais_shape() {
-        let t = TokenText {
-            id: 1,
-            text: "é".into(),
-            bytes: vec![0xC3, 0xA9],
-        };
-        let v = chat_logprobs(&[LogprobEntry {
-            token: t.clone(),
-            logprob: -0.1,
-            top: vec![(t, -0.1)],
-        }]);
-        assert_eq!(v["content"][0]["bytes"], json!([195, 169]));
-        assert_eq!(v["content"][0]["top_logprobs"][0]["token"], json!("é"));
     }
 }

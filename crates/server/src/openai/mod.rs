@@ -1,5 +1,12 @@
-//! OpenAI API request types and response shapes.
+//! The OpenAI API's wire format: the requests ferrite reads and the responses it writes, as
+//! types (serde), so that a route builds an answer rather than assembling JSON.
 
 pub mod chat;
-pub mod common;
+pub mod chunk;
 pub mod completions;
+pub mod logprobs;
+pub mod models;
+pub mod response;
+pub mod sampling;
+pub mod tokenize;
+pub mod usage;

@@ -3,17 +3,18 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
-use axum::Json;
-use serde_json::{json, Value};
+use axum::response::Response;
 
-use crate::api_json::ApiJson;
-use crate::detokenizer::{Delta, PromptSummary};
+use super::answer::{respond, AnswerShape, ChunkFormatter, ChunkPart};
+use crate::detokenizer::{Delta, Finish, LogprobEntry, PromptSummary};
 use crate::error::ApiError;
-use crate::generation::{submit, usage_of, ChoiceResult, Submission};
-use crate::openai::common::{check_top_logprobs, unix_now, Usage};
-use crate::openai::completions::{CompletionRequest, LegacyLogprobs, Prompt};
-use crate::sse::{sse_response, ChunkFormatter};
+use crate::generation::{submit, ChoiceResult, Submission};
+use crate::json_body::JsonBody;
+use crate::openai::completions::{CompletionRequest, Prompt};
+use crate::openai::logprobs::LegacyLogprobs;
+use crate::openai::response::{Completion, CompletionChoice, ResponseMeta};
+use crate::openai::sampling::check_top_logprobs;
+use crate::openai::usage::Usage;
 use crate::state::AppState;
 
 /// OpenAI's default for completions.
@@ -27,7 +28,7 @@ struct TokenizedPrompt {
 
 pub async fn completions(
     State(state): State<Arc<AppState>>,
-    ApiJson(req): ApiJson<CompletionRequest>,
+    JsonBody(req): JsonBody<CompletionRequest>,
 ) -> Result<Response, ApiError> {
     state.check_model(req.model.as_deref())?;
     let logprobs = req
@@ -69,29 +70,22 @@ pub async fn completions(
     }
     let submission = Submission::concat(parts)
         .ok_or_else(|| ApiError::invalid_param("prompt", "the prompt is empty"))?;
+    let meta = ResponseMeta::new(
+        format!("cmpl-{}", state.next_request_id()),
+        state.model_name.clone(),
+    );
     let shape = Shape {
-        id: format!("cmpl-{}", state.next_request_id()),
-        created: unix_now(),
-        model: state.model_name.clone(),
         n: sampling.n,
         echo: req.echo,
         logprobs: logprobs.is_some(),
         return_token_ids: sampling.return_token_ids,
         prompts: tokenized,
     };
-    if sampling.stream {
-        let formatter = StreamState::new(shape, sampling.include_usage);
-        return Ok(sse_response(submission, formatter));
-    }
-    let results = submission.collect().await?;
-    Ok(Json(shape.full_response(&results)).into_response())
+    respond(submission, meta, &sampling, shape).await
 }
 
 /// What shapes the answer, shared by the streaming and the complete form.
 struct Shape {
-    id: String,
-    created: u64,
-    model: String,
     n: usize,
     echo: bool,
     logprobs: bool,
@@ -102,6 +96,29 @@ struct Shape {
 impl Shape {
     fn prompt_of(&self, choice: usize) -> &TokenizedPrompt {
         &self.prompts[(choice / self.n.max(1)).min(self.prompts.len() - 1)]
+    }
+
+    /// A choice's text in one answer part: the echoed prompt first in the part that starts
+    /// the choice, then the generated text; their tokens' logprobs go into `lp`.
+    fn text(
+        &self,
+        choice: usize,
+        starts_choice: bool,
+        prompt: Option<&PromptSummary>,
+        generated: &str,
+        logprobs: &[LogprobEntry],
+        lp: &mut LegacyLogprobs,
+    ) -> String {
+        let mut text = String::new();
+        if starts_choice {
+            text = self.echo_part(choice, prompt, lp);
+            lp.next_offset = text.len();
+        }
+        for e in logprobs {
+            lp.push(&e.token, Some(e));
+        }
+        text.push_str(generated);
+        text
     }
 
     /// The echoed prompt: its text, and its tokens' logprobs when asked for.
@@ -122,121 +139,81 @@ impl Shape {
         self.prompt_of(choice).text.clone()
     }
 
-    fn full_response(&self, results: &[ChoiceResult]) -> Value {
-        let choices: Vec<Value> = results
-            .iter()
+    /// One choice, whole or one chunk's part; `with_prompt_ids` puts the prompt's token ids in
+    /// when the client asked for `return_token_ids`.
+    fn choice(
+        &self,
+        index: usize,
+        text: String,
+        lp: &mut LegacyLogprobs,
+        finish: Option<Finish>,
+        with_prompt_ids: bool,
+        token_ids: Vec<u32>,
+    ) -> CompletionChoice {
+        let ids = self.return_token_ids;
+        CompletionChoice {
+            index,
+            text,
+            logprobs: self.logprobs.then(|| lp.take()),
+            finish_reason: finish.map(Finish::as_openai),
+            prompt_token_ids: (ids && with_prompt_ids).then(|| self.prompt_of(index).ids.clone()),
+            token_ids: ids.then_some(token_ids),
+        }
+    }
+}
+
+impl AnswerShape for Shape {
+    type Complete = Completion;
+    type Chunks = CompletionChunks;
+
+    fn complete(self, meta: ResponseMeta, results: Vec<ChoiceResult>, usage: Usage) -> Completion {
+        let choices = results
+            .into_iter()
             .enumerate()
             .map(|(i, r)| {
                 let mut lp = LegacyLogprobs::starting_at(0);
-                let mut text = self.echo_part(i, r.prompt.as_ref(), &mut lp);
-                lp.next_offset = text.len();
-                for e in &r.logprobs {
-                    lp.push(&e.token, Some(e));
-                }
-                text.push_str(&r.text);
-                let mut choice = json!({
-                    "index": i,
-                    "text": text,
-                    "logprobs": if self.logprobs { lp.take() } else { Value::Null },
-                    "finish_reason": r.finish.map(|f| f.as_openai()),
-                });
-                if self.return_token_ids {
-                    choice["prompt_token_ids"] = json!(self.prompt_of(i).ids);
-                    choice["token_ids"] = json!(r.token_ids);
-                }
-                choice
+                let text = self.text(i, true, r.prompt.as_ref(), &r.text, &r.logprobs, &mut lp);
+                self.choice(i, text, &mut lp, r.finish, true, r.token_ids)
             })
             .collect();
-        let mut usage = Usage::new(0, 0, 0);
-        for (p, group) in results.chunks(self.n.max(1)).enumerate() {
-            let refs: Vec<&ChoiceResult> = group.iter().collect();
-            let u = usage_of(self.prompts.get(p).map_or(0, |t| t.ids.len()), &refs);
-            usage = Usage::new(
-                usage.prompt_tokens + u.prompt_tokens,
-                usage.completion_tokens + u.completion_tokens,
-                usage.prompt_tokens_details.cached_tokens + u.prompt_tokens_details.cached_tokens,
-            );
+        Completion::new(meta, choices, usage)
+    }
+
+    fn into_chunks(self, num_choices: usize) -> CompletionChunks {
+        CompletionChunks {
+            logprobs: (0..num_choices)
+                .map(|_| LegacyLogprobs::default())
+                .collect(),
+            shape: self,
         }
-        json!({
-            "id": self.id, "object": "text_completion", "created": self.created,
-            "model": self.model, "choices": choices, "usage": usage,
-        })
     }
 }
 
-struct StreamState {
+struct CompletionChunks {
     shape: Shape,
-    include_usage: bool,
+    /// Per choice: the offsets run on from one chunk to the next.
     logprobs: Vec<LegacyLogprobs>,
-    completion_tokens: usize,
-    cached_tokens: Vec<usize>,
 }
 
-impl StreamState {
-    fn new(shape: Shape, include_usage: bool) -> Self {
-        let choices = shape.prompts.len() * shape.n;
-        Self {
-            shape,
-            include_usage,
-            logprobs: (0..choices).map(|_| LegacyLogprobs::default()).collect(),
-            completion_tokens: 0,
-            cached_tokens: vec![0; choices],
-        }
-    }
+impl ChunkFormatter for CompletionChunks {
+    type Choice = CompletionChoice;
 
-    fn chunk(&self, choices: Vec<Value>) -> Value {
-        crate::sse::chunk_envelope(
-            &self.shape.id,
-            "text_completion",
-            self.shape.created,
-            &self.shape.model,
-            self.include_usage,
-            choices,
-        )
-    }
-}
-
-impl ChunkFormatter for StreamState {
-    fn on_delta(&mut self, i: usize, delta: Delta) -> Vec<Value> {
-        self.completion_tokens += delta.token_ids.len();
-        let Some(mut lp) = self.logprobs.get_mut(i).map(std::mem::take) else {
+    fn on_delta(&mut self, i: usize, delta: Delta) -> Vec<ChunkPart<CompletionChoice>> {
+        let Some(lp) = self.logprobs.get_mut(i) else {
             return Vec::new();
         };
-        let mut text = String::new();
-        if let Some(p) = &delta.prompt {
-            self.cached_tokens[i] = p.num_cached_tokens;
-            text = self.shape.echo_part(i, Some(p), &mut lp);
-            lp.next_offset = text.len();
-        }
-        for e in &delta.logprobs {
-            lp.push(&e.token, Some(e));
-        }
-        text.push_str(&delta.text);
-        let mut choice = json!({
-            "index": i,
-            "text": text,
-            "logprobs": if self.shape.logprobs { lp.take() } else { Value::Null },
-            "finish_reason": delta.finish.map(|f| f.as_openai()),
-        });
-        self.logprobs[i] = lp;
-        if self.shape.return_token_ids {
-            if delta.prompt.is_some() {
-                choice["prompt_token_ids"] = json!(self.shape.prompt_of(i).ids);
-            }
-            choice["token_ids"] = json!(delta.token_ids);
-        }
-        vec![self.chunk(vec![choice])]
-    }
-
-    fn on_end(&mut self) -> Vec<Value> {
-        if !self.include_usage {
-            return Vec::new();
-        }
-        let n = self.shape.n.max(1);
-        let prompt_tokens: usize = self.shape.prompts.iter().map(|p| p.ids.len()).sum();
-        let cached: usize = self.cached_tokens.iter().step_by(n).sum();
-        let mut chunk = self.chunk(Vec::new());
-        chunk["usage"] = json!(Usage::new(prompt_tokens, self.completion_tokens, cached));
-        vec![chunk]
+        let prompt = delta.prompt.as_ref();
+        let text = self.shape.text(
+            i,
+            prompt.is_some(),
+            prompt,
+            &delta.text,
+            &delta.logprobs,
+            lp,
+        );
+        let choice =
+            self.shape
+                .choice(i, text, lp, delta.finish, prompt.is_some(), delta.token_ids);
+        vec![ChunkPart::new(choice)]
     }
 }

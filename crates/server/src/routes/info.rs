@@ -2,33 +2,29 @@
 
 use std::sync::Arc;
 
+use crate::error::ApiError;
+use crate::json_body::JsonBody;
+use crate::openai::chat::ChatMessage;
+use crate::openai::models::{ModelCard, ModelList};
+use crate::openai::tokenize::{
+    DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse,
+};
+use crate::state::AppState;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
-use serde::Deserialize;
-use serde_json::{json, Value};
-
-use crate::api_json::ApiJson;
-use crate::error::ApiError;
-use crate::openai::chat::ChatMessage;
-use crate::state::AppState;
 
 pub async fn health() -> &'static str {
     "ok"
 }
 
-pub async fn models(State(state): State<Arc<AppState>>) -> Json<Value> {
-    Json(json!({
-        "object": "list",
-        "data": [{
-            "id": state.model_name,
-            "object": "model",
-            "created": state.started,
-            "owned_by": "ferrite",
-            "max_model_len": state.engine.max_model_len(),
-        }],
-    }))
+pub async fn models(State(state): State<Arc<AppState>>) -> Json<ModelList> {
+    Json(ModelList::new(vec![ModelCard::new(
+        state.model_name.clone(),
+        state.started,
+        state.engine.max_model_len(),
+    )]))
 }
 
 pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<impl IntoResponse, ApiError> {
@@ -39,26 +35,10 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<impl IntoResp
     Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text))
 }
 
-/// vLLM's two shapes: a completion prompt, or chat messages.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-pub enum TokenizeRequest {
-    Chat {
-        model: Option<String>,
-        messages: Vec<ChatMessage>,
-        add_generation_prompt: Option<bool>,
-    },
-    Prompt {
-        model: Option<String>,
-        prompt: String,
-        add_special_tokens: Option<bool>,
-    },
-}
-
 pub async fn tokenize(
     State(state): State<Arc<AppState>>,
-    ApiJson(req): ApiJson<TokenizeRequest>,
-) -> Result<Json<Value>, ApiError> {
+    JsonBody(req): JsonBody<TokenizeRequest>,
+) -> Result<Json<TokenizeResponse>, ApiError> {
     let tokens = match req {
         TokenizeRequest::Prompt {
             model,
@@ -88,23 +68,17 @@ pub async fn tokenize(
                 .ids
         }
     };
-    Ok(Json(json!({
-        "count": tokens.len(),
-        "max_model_len": state.engine.max_model_len(),
-        "tokens": tokens,
-    })))
-}
-
-#[derive(Debug, Deserialize)]
-pub struct DetokenizeRequest {
-    pub model: Option<String>,
-    pub tokens: Vec<u32>,
+    Ok(Json(TokenizeResponse {
+        count: tokens.len(),
+        max_model_len: state.engine.max_model_len(),
+        tokens,
+    }))
 }
 
 pub async fn detokenize(
     State(state): State<Arc<AppState>>,
-    ApiJson(req): ApiJson<DetokenizeRequest>,
-) -> Result<Json<Value>, ApiError> {
+    JsonBody(req): JsonBody<DetokenizeRequest>,
+) -> Result<Json<DetokenizeResponse>, ApiError> {
     state.check_model(req.model.as_deref())?;
     if let Some(bad) = req.tokens.iter().find(|&&t| t as usize >= state.vocab_size) {
         return Err(ApiError::invalid_param(
@@ -116,5 +90,5 @@ pub async fn detokenize(
         ));
     }
     let prompt = state.tokenizers.decode(req.tokens, false).await?;
-    Ok(Json(json!({ "prompt": prompt })))
+    Ok(Json(DetokenizeResponse { prompt }))
 }

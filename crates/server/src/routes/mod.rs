@@ -1,5 +1,6 @@
 //! HTTP handlers, one file per endpoint family.
 
+mod answer;
 pub mod chat;
 pub mod completions;
 pub mod info;

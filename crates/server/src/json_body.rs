@@ -8,9 +8,9 @@ use serde::de::DeserializeOwned;
 use crate::error::ApiError;
 
 /// Parses the body as JSON whatever the `Content-Type` says (curl users often forget it).
-pub struct ApiJson<T>(pub T);
+pub struct JsonBody<T>(pub T);
 
-impl<S, T> FromRequest<S> for ApiJson<T>
+impl<S, T> FromRequest<S> for JsonBody<T>
 where
     S: Send + Sync,
     T: DeserializeOwned,
@@ -21,7 +21,7 @@ where
         let bytes = Bytes::from_request(req, state)
             .await
             .map_err(|e| ApiError::bad_request(format!("could not read the request body: {e}")))?;
-        parse_json(&bytes).map(ApiJson)
+        parse_json(&bytes).map(JsonBody)
     }
 }
 

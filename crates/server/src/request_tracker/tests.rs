@@ -3,7 +3,7 @@ use std::time::{Duration, Instant};
 use ferrite_engine::{EngineOutput, FinishReason, PromptInfo};
 
 use super::*;
-use crate::metrics::tests::{sample, test_metrics};
+use crate::testing::{sample, test_metrics};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -122,7 +122,7 @@ fn outputs_after_the_finish_are_ignored() {
     assert_eq!(tracker.finished.len(), 1);
     assert_eq!(tracker.finished[0].finish, FinishReason::Stop);
     assert_eq!(tracker.num_live(), 0);
-    tracker.report_finished(&crate::test_tokenizer::byte_level_tokenizer());
+    tracker.report_finished(&crate::testing::byte_level_tokenizer());
     assert!(tracker.finished.is_empty());
     let text = metrics.render().unwrap();
     assert_eq!(

@@ -1,8 +1,8 @@
-//! Request fields and response pieces shared by completions and chat completions, and the
-//! validation that turns the sampling fields into the engine's [`SamplingParams`].
+//! The sampling and stopping fields completions and chat completions share, and the validation
+//! that turns them into the engine's [`SamplingParams`].
 
 use ferrite_engine::SamplingParams;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::error::ApiError;
 
@@ -192,38 +192,6 @@ pub fn check_top_logprobs(param: &str, value: i64) -> Result<usize, ApiError> {
         ));
     }
     Ok(value as usize)
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct PromptTokensDetails {
-    pub cached_tokens: usize,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Usage {
-    pub prompt_tokens: usize,
-    pub completion_tokens: usize,
-    pub total_tokens: usize,
-    pub prompt_tokens_details: PromptTokensDetails,
-}
-
-impl Usage {
-    pub fn new(prompt_tokens: usize, completion_tokens: usize, cached_tokens: usize) -> Self {
-        Self {
-            prompt_tokens,
-            completion_tokens,
-            total_tokens: prompt_tokens + completion_tokens,
-            prompt_tokens_details: PromptTokensDetails { cached_tokens },
-        }
-    }
-}
-
-/// Seconds since the Unix epoch, for the `created` fields.
-pub fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 use super::*;
-use crate::metrics::tests::{sample, test_metrics};
 use crate::metrics::Metrics;
 use crate::request_log::RequestLogConfig;
-use crate::test_tokenizer::byte_level_tokenizer;
+use crate::testing::byte_level_tokenizer;
+use crate::testing::{sample, test_metrics};
 use ferrite_engine::PromptInfo;
 use std::sync::mpsc;
 use std::time::Instant;

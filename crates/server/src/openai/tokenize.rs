@@ -1,0 +1,39 @@
+//! vLLM's `POST /tokenize` and `POST /detokenize`, served beside the OpenAI routes.
+
+use serde::{Deserialize, Serialize};
+
+use super::chat::ChatMessage;
+
+/// vLLM's two shapes: a completion prompt, or chat messages.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum TokenizeRequest {
+    Chat {
+        model: Option<String>,
+        messages: Vec<ChatMessage>,
+        add_generation_prompt: Option<bool>,
+    },
+    Prompt {
+        model: Option<String>,
+        prompt: String,
+        add_special_tokens: Option<bool>,
+    },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TokenizeResponse {
+    pub count: usize,
+    pub max_model_len: usize,
+    pub tokens: Vec<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct DetokenizeRequest {
+    pub model: Option<String>,
+    pub tokens: Vec<u32>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DetokenizeResponse {
+    pub prompt: String,
+}

@@ -6,6 +6,7 @@
 
 mod auth;
 pub mod chat_template;
+pub mod config;
 pub mod detokenizer;
 pub mod error;
 pub mod finished_request;
@@ -35,6 +36,7 @@ use axum::Router;
 use ferrite_engine::{EngineHandle, EngineStep};
 
 pub use chat_template::{ChatTemplate, TemplateError};
+pub use config::ServerConfig;
 pub use detokenizer::{spawn_detokenizer, Registry};
 pub use error::ApiError;
 pub use incremental::IncrementalDecoder;
@@ -44,23 +46,6 @@ use request_tracker::RequestTracker;
 pub use state::AppState;
 pub use stop_strings::{StopCheck, StopMatcher};
 pub use tokenizer_pool::{ChatPrompt, TextModel, TokenizerPool};
-
-#[derive(Debug, Clone)]
-pub struct ServerConfig {
-    pub host: String,
-    pub port: u16,
-    /// The name clients put in `model`; others get 404.
-    pub served_model_name: String,
-    pub api_key: Option<String>,
-    pub max_waiting: usize,
-    pub tokenizer_workers: usize,
-    /// Token ids at or above this are refused (the backend's vocabulary size).
-    pub vocab_size: usize,
-    /// `ferrite:` or vLLM's `vllm:` names on /metrics.
-    pub metrics_names: MetricNames,
-    /// What the per-request log line carries besides counts and times.
-    pub request_log: RequestLogConfig,
-}
 
 /// Starts the tokenizer workers and the detokenizer thread around a running engine, and
 /// returns the shared state; `outputs` is the receiving end given to `spawn_engine`.

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use ferrite_engine::{EngineHandle, RequestId};
 
+use crate::config::ServerConfig;
 use crate::detokenizer::Registry;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::tokenizer_pool::TokenizerPool;
-use crate::ServerConfig;
 
 pub struct AppState {
     pub engine: EngineHandle,

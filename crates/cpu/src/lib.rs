@@ -12,4 +12,4 @@ pub use backend::CpuBackend;
 pub use kernels::simd::Isa;
 
 #[cfg(test)]
-mod test_util;
+mod testing;

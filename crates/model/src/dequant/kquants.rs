@@ -1,0 +1,177 @@
+//! K-quants: 256-element super-blocks with 16 or 8 sub-block scales, as GGML stores them.
+
+use super::f16_at;
+
+/// Applies a one-block decoder to every `bytes_per_block`-byte block of a row.
+#[inline(always)]
+fn rows(bytes: &[u8], out: &mut [f32], bytes_per_block: usize, block: fn(&[u8], &mut [f32])) {
+    for (b, y) in bytes
+        .chunks_exact(bytes_per_block)
+        .zip(out.chunks_exact_mut(256))
+    {
+        block(b, y);
+    }
+}
+
+pub(super) fn q2_k_row(bytes: &[u8], out: &mut [f32]) {
+    rows(bytes, out, 84, q2_k);
+}
+
+pub(super) fn q3_k_row(bytes: &[u8], out: &mut [f32]) {
+    rows(bytes, out, 110, q3_k);
+}
+
+pub(super) fn q4_k_row(bytes: &[u8], out: &mut [f32]) {
+    rows(bytes, out, 144, q4_k);
+}
+
+pub(super) fn q5_k_row(bytes: &[u8], out: &mut [f32]) {
+    rows(bytes, out, 176, q5_k);
+}
+
+pub(super) fn q6_k_row(bytes: &[u8], out: &mut [f32]) {
+    rows(bytes, out, 210, q6_k);
+}
+
+pub(super) fn q8_k_row(bytes: &[u8], out: &mut [f32]) {
+    rows(bytes, out, 292, q8_k);
+}
+
+fn q2_k(b: &[u8], y: &mut [f32]) {
+    let (scales, qs) = (&b[0..16], &b[16..80]);
+    let (d, dmin) = (f16_at(b, 80), f16_at(b, 82));
+    let mut out = 0;
+    let mut is = 0;
+    for half in 0..2 {
+        let q = &qs[half * 32..half * 32 + 32];
+        for shift in [0, 2, 4, 6] {
+            for part in 0..2 {
+                let sc = scales[is];
+                is += 1;
+                let (dl, ml) = (d * (sc & 0x0f) as f32, dmin * (sc >> 4) as f32);
+                for l in 0..16 {
+                    y[out] = dl * ((q[l + 16 * part] >> shift) & 3) as f32 - ml;
+                    out += 1;
+                }
+            }
+        }
+    }
+}
+
+fn q3_k(b: &[u8], y: &mut [f32]) {
+    let (hmask, qs, packed) = (&b[0..32], &b[32..96], &b[96..108]);
+    let d_all = f16_at(b, 108);
+    // 16 six-bit scales: low 4 bits in bytes 0..8, high 2 bits in bytes 8..12.
+    let mut scales = [0i32; 16];
+    for (i, s) in scales.iter_mut().enumerate() {
+        let low = if i < 8 {
+            packed[i] & 0x0f
+        } else {
+            packed[i - 8] >> 4
+        };
+        let high = (packed[8 + i % 4] >> (2 * (i / 4))) & 3;
+        *s = (low | (high << 4)) as i32 - 32;
+    }
+    let mut out = 0;
+    let mut is = 0;
+    let mut m = 1u8;
+    for half in 0..2 {
+        let q = &qs[half * 32..half * 32 + 32];
+        for shift in [0, 2, 4, 6] {
+            for part in 0..2 {
+                let dl = d_all * scales[is] as f32;
+                is += 1;
+                for l in 0..16 {
+                    let i = l + 16 * part;
+                    let low = ((q[i] >> shift) & 3) as i32;
+                    let sub = if hmask[i] & m != 0 { 0 } else { 4 };
+                    y[out] = dl * (low - sub) as f32;
+                    out += 1;
+                }
+            }
+            m <<= 1;
+        }
+    }
+}
+
+/// Scale and min `j` (0..8) of a Q4_K/Q5_K block, six bits each, packed in 12 bytes.
+fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
+    }
+}
+
+fn q4_k(b: &[u8], y: &mut [f32]) {
+    let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
+    let (scales, qs) = (&b[4..16], &b[16..144]);
+    for (chunk, q) in qs.chunks_exact(32).enumerate() {
+        let (sc1, m1) = scale_min_k4(2 * chunk, scales);
+        let (sc2, m2) = scale_min_k4(2 * chunk + 1, scales);
+        let (d1, min1, d2, min2) = (
+            d * sc1 as f32,
+            dmin * m1 as f32,
+            d * sc2 as f32,
+            dmin * m2 as f32,
+        );
+        let y = &mut y[chunk * 64..chunk * 64 + 64];
+        for l in 0..32 {
+            y[l] = d1 * (q[l] & 0x0f) as f32 - min1;
+            y[l + 32] = d2 * (q[l] >> 4) as f32 - min2;
+        }
+    }
+}
+
+fn q5_k(b: &[u8], y: &mut [f32]) {
+    let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
+    let (scales, qh, qs) = (&b[4..16], &b[16..48], &b[48..176]);
+    for (chunk, ql) in qs.chunks_exact(32).enumerate() {
+        let (sc1, m1) = scale_min_k4(2 * chunk, scales);
+        let (sc2, m2) = scale_min_k4(2 * chunk + 1, scales);
+        let (d1, min1, d2, min2) = (
+            d * sc1 as f32,
+            dmin * m1 as f32,
+            d * sc2 as f32,
+            dmin * m2 as f32,
+        );
+        let (u1, u2) = (1u8 << (2 * chunk), 2u8 << (2 * chunk));
+        let y = &mut y[chunk * 64..chunk * 64 + 64];
+        for l in 0..32 {
+            let h1 = if qh[l] & u1 != 0 { 16 } else { 0 };
+            let h2 = if qh[l] & u2 != 0 { 16 } else { 0 };
+            y[l] = d1 * ((ql[l] & 0x0f) + h1) as f32 - min1;
+            y[l + 32] = d2 * ((ql[l] >> 4) + h2) as f32 - min2;
+        }
+    }
+}
+
+fn q6_k(b: &[u8], y: &mut [f32]) {
+    let (ql, qh, sc) = (&b[0..128], &b[128..192], &b[192..208]);
+    let d = f16_at(b, 208);
+    for half in 0..2 {
+        let (ql, qh, sc) = (&ql[half * 64..], &qh[half * 32..], &sc[half * 8..]);
+        let y = &mut y[half * 128..half * 128 + 128];
+        for l in 0..32 {
+            let is = l / 16;
+            let q1 = ((ql[l] & 0x0f) | ((qh[l] & 3) << 4)) as i32 - 32;
+            let q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) as i32 - 32;
+            let q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) as i32 - 32;
+            let q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) as i32 - 32;
+            y[l] = d * (sc[is] as i8) as f32 * q1 as f32;
+            y[l + 32] = d * (sc[is + 2] as i8) as f32 * q2 as f32;
+            y[l + 64] = d * (sc[is + 4] as i8) as f32 * q3 as f32;
+            y[l + 96] = d * (sc[is + 6] as i8) as f32 * q4 as f32;
+        }
+    }
+}
+
+fn q8_k(b: &[u8], y: &mut [f32]) {
+    let d = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    for (yj, &q) in y.iter_mut().zip(&b[4..260]) {
+        *yj = q as i8 as f32 * d;
+    }
+}

@@ -4,7 +4,7 @@
 mod backend;
 pub mod kernels;
 pub mod kv_cache;
-mod llama;
+mod model;
 mod model_weights;
 pub mod quant;
 

@@ -5,8 +5,9 @@ use ferrite_model::weights::DType;
 
 use super::activation::silu_mul;
 use super::attention::{attend, KvSource};
-use super::matmul::{matmul, matmul_group, MatmulJob, QuantMatrix};
+use super::matmul::{matmul, matmul_group, MatmulJob};
 use super::norm::rms_norm;
+use super::quant_matrix::QuantMatrix;
 use super::rope::Rope;
 use super::simd::{available_isas, axpy, detected_isa, dot, Isa, Tile};
 use crate::testing::{random_tensor, random_vec, rng};

@@ -4,7 +4,7 @@ use super::f16_at;
 
 /// Applies a one-block decoder to every `bytes_per_block`-byte block of a row.
 #[inline(always)]
-fn rows(bytes: &[u8], out: &mut [f32], bytes_per_block: usize, block: fn(&[u8], &mut [f32])) {
+fn rows(bytes: &[u8], out: &mut [f32], bytes_per_block: usize, block: impl Fn(&[u8], &mut [f32])) {
     for (b, y) in bytes
         .chunks_exact(bytes_per_block)
         .zip(out.chunks_exact_mut(256))
@@ -37,56 +37,66 @@ pub(super) fn q8_k_row(bytes: &[u8], out: &mut [f32]) {
     rows(bytes, out, 292, q8_k);
 }
 
+// Q2_K and Q3_K walk the output in 16-element parts (chunks, not a running index): the
+// CPU backend decodes these two types with this code on its hot path, where bounds checks
+// per element cost it more than twice the time.
+
 fn q2_k(b: &[u8], y: &mut [f32]) {
     let (scales, qs) = (&b[0..16], &b[16..80]);
     let (d, dmin) = (f16_at(b, 80), f16_at(b, 82));
-    let mut out = 0;
     let mut is = 0;
-    for half in 0..2 {
+    for (half, y) in y.chunks_exact_mut(128).enumerate() {
         let q = &qs[half * 32..half * 32 + 32];
-        for shift in [0, 2, 4, 6] {
-            for part in 0..2 {
+        for (shift, y) in [0, 2, 4, 6].into_iter().zip(y.chunks_exact_mut(32)) {
+            for (part, y) in y.chunks_exact_mut(16).enumerate() {
                 let sc = scales[is];
                 is += 1;
                 let (dl, ml) = (d * (sc & 0x0f) as f32, dmin * (sc >> 4) as f32);
-                for l in 0..16 {
-                    y[out] = dl * ((q[l + 16 * part] >> shift) & 3) as f32 - ml;
-                    out += 1;
+                for (yl, &ql) in y.iter_mut().zip(&q[16 * part..16 * part + 16]) {
+                    *yl = dl * ((ql >> shift) & 3) as f32 - ml;
                 }
             }
         }
     }
 }
 
-fn q3_k(b: &[u8], y: &mut [f32]) {
-    let (hmask, qs, packed) = (&b[0..32], &b[32..96], &b[96..108]);
-    let d_all = f16_at(b, 108);
-    // 16 six-bit scales: low 4 bits in bytes 0..8, high 2 bits in bytes 8..12.
+/// Q3_K's sixteen 6-bit scales (low 4 bits in bytes 0..8, high 2 bits in bytes 8..12),
+/// unpacked four at a time as ggml does, offset by 32.
+fn q3_k_scales(packed: &[u8]) -> [i32; 16] {
+    const KMASK1: u32 = 0x0303_0303;
+    const KMASK2: u32 = 0x0f0f_0f0f;
+    let word =
+        |i: usize| u32::from_le_bytes([packed[i], packed[i + 1], packed[i + 2], packed[i + 3]]);
+    let (a0, a1, tmp) = (word(0), word(4), word(8));
+    let aux = [
+        (a0 & KMASK2) | ((tmp & KMASK1) << 4),
+        (a1 & KMASK2) | (((tmp >> 2) & KMASK1) << 4),
+        ((a0 >> 4) & KMASK2) | (((tmp >> 4) & KMASK1) << 4),
+        ((a1 >> 4) & KMASK2) | (((tmp >> 6) & KMASK1) << 4),
+    ];
     let mut scales = [0i32; 16];
     for (i, s) in scales.iter_mut().enumerate() {
-        let low = if i < 8 {
-            packed[i] & 0x0f
-        } else {
-            packed[i - 8] >> 4
-        };
-        let high = (packed[8 + i % 4] >> (2 * (i / 4))) & 3;
-        *s = (low | (high << 4)) as i32 - 32;
+        *s = aux[i / 4].to_le_bytes()[i % 4] as i32 - 32;
     }
-    let mut out = 0;
+    scales
+}
+
+fn q3_k(b: &[u8], y: &mut [f32]) {
+    let (hmask, qs) = (&b[0..32], &b[32..96]);
+    let scales = q3_k_scales(&b[96..108]);
+    let d_all = f16_at(b, 108);
     let mut is = 0;
     let mut m = 1u8;
-    for half in 0..2 {
+    for (half, y) in y.chunks_exact_mut(128).enumerate() {
         let q = &qs[half * 32..half * 32 + 32];
-        for shift in [0, 2, 4, 6] {
-            for part in 0..2 {
+        for (shift, y) in [0, 2, 4, 6].into_iter().zip(y.chunks_exact_mut(32)) {
+            for (part, y) in y.chunks_exact_mut(16).enumerate() {
                 let dl = d_all * scales[is] as f32;
                 is += 1;
-                for l in 0..16 {
-                    let i = l + 16 * part;
-                    let low = ((q[i] >> shift) & 3) as i32;
+                for (l, yl) in y.iter_mut().enumerate() {
+                    let i = part * 16 + l;
                     let sub = if hmask[i] & m != 0 { 0 } else { 4 };
-                    y[out] = dl * (low - sub) as f32;
-                    out += 1;
+                    *yl = dl * (((q[i] >> shift) & 3) as i32 - sub) as f32;
                 }
             }
             m <<= 1;

@@ -2,39 +2,27 @@
 
 use super::f16_at;
 
-/// Applies a one-block decoder to every `bytes_per_block`-byte block of a row.
-#[inline(always)]
-fn rows(bytes: &[u8], out: &mut [f32], bytes_per_block: usize, block: impl Fn(&[u8], &mut [f32])) {
-    for (b, y) in bytes
-        .chunks_exact(bytes_per_block)
-        .zip(out.chunks_exact_mut(256))
-    {
-        block(b, y);
-    }
+/// `$row`: the row dequantizer applying the block decoder `$block` to every `$bytes`-byte
+/// block of a row (one function per type, so that each is a plain `fn` with its decoder inlined).
+macro_rules! rows {
+    ($($row:ident: $block:ident, $bytes:literal;)*) => {
+        $(
+            pub(super) fn $row(bytes: &[u8], out: &mut [f32]) {
+                for (b, y) in bytes.chunks_exact($bytes).zip(out.chunks_exact_mut(256)) {
+                    $block(b, y);
+                }
+            }
+        )*
+    };
 }
 
-pub(super) fn q2_k_row(bytes: &[u8], out: &mut [f32]) {
-    rows(bytes, out, 84, q2_k);
-}
-
-pub(super) fn q3_k_row(bytes: &[u8], out: &mut [f32]) {
-    rows(bytes, out, 110, q3_k);
-}
-
-pub(super) fn q4_k_row(bytes: &[u8], out: &mut [f32]) {
-    rows(bytes, out, 144, q4_k);
-}
-
-pub(super) fn q5_k_row(bytes: &[u8], out: &mut [f32]) {
-    rows(bytes, out, 176, q5_k);
-}
-
-pub(super) fn q6_k_row(bytes: &[u8], out: &mut [f32]) {
-    rows(bytes, out, 210, q6_k);
-}
-
-pub(super) fn q8_k_row(bytes: &[u8], out: &mut [f32]) {
-    rows(bytes, out, 292, q8_k);
+rows! {
+    q2_k_row: q2_k, 84;
+    q3_k_row: q3_k, 110;
+    q4_k_row: q4_k, 144;
+    q5_k_row: q5_k, 176;
+    q6_k_row: q6_k, 210;
+    q8_k_row: q8_k, 292;
 }
 
 // Q2_K and Q3_K walk the output in 16-element parts (chunks, not a running index): the
@@ -116,18 +104,24 @@ fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
     }
 }
 
+/// Scales and mins `d·sc`, `dmin·m` of the two sub-blocks of 32-byte chunk `chunk` (0..4).
+#[inline(always)]
+fn chunk_scales(chunk: usize, scales: &[u8], d: f32, dmin: f32) -> (f32, f32, f32, f32) {
+    let (sc1, m1) = scale_min_k4(2 * chunk, scales);
+    let (sc2, m2) = scale_min_k4(2 * chunk + 1, scales);
+    (
+        d * sc1 as f32,
+        dmin * m1 as f32,
+        d * sc2 as f32,
+        dmin * m2 as f32,
+    )
+}
+
 fn q4_k(b: &[u8], y: &mut [f32]) {
     let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
     let (scales, qs) = (&b[4..16], &b[16..144]);
     for (chunk, q) in qs.chunks_exact(32).enumerate() {
-        let (sc1, m1) = scale_min_k4(2 * chunk, scales);
-        let (sc2, m2) = scale_min_k4(2 * chunk + 1, scales);
-        let (d1, min1, d2, min2) = (
-            d * sc1 as f32,
-            dmin * m1 as f32,
-            d * sc2 as f32,
-            dmin * m2 as f32,
-        );
+        let (d1, min1, d2, min2) = chunk_scales(chunk, scales, d, dmin);
         let y = &mut y[chunk * 64..chunk * 64 + 64];
         for l in 0..32 {
             y[l] = d1 * (q[l] & 0x0f) as f32 - min1;
@@ -140,14 +134,7 @@ fn q5_k(b: &[u8], y: &mut [f32]) {
     let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
     let (scales, qh, qs) = (&b[4..16], &b[16..48], &b[48..176]);
     for (chunk, ql) in qs.chunks_exact(32).enumerate() {
-        let (sc1, m1) = scale_min_k4(2 * chunk, scales);
-        let (sc2, m2) = scale_min_k4(2 * chunk + 1, scales);
-        let (d1, min1, d2, min2) = (
-            d * sc1 as f32,
-            dmin * m1 as f32,
-            d * sc2 as f32,
-            dmin * m2 as f32,
-        );
+        let (d1, min1, d2, min2) = chunk_scales(chunk, scales, d, dmin);
         let (u1, u2) = (1u8 << (2 * chunk), 2u8 << (2 * chunk));
         let y = &mut y[chunk * 64..chunk * 64 + 64];
         for l in 0..32 {

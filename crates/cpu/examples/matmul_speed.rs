@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use ferrite_cpu::kernels::matmul::{matmul, QuantMatrix};
+use ferrite_cpu::kernels::matmul::matmul;
+use ferrite_cpu::kernels::quant_matrix::QuantMatrix;
 use ferrite_cpu::kernels::simd::available_isas;
 use ferrite_model::weights::{DType, Storage, WeightTensor};
 

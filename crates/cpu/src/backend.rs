@@ -3,19 +3,21 @@
 
 use ferrite_engine::{Backend, BackendError, ForwardOutput, SeqBatch};
 use ferrite_model::config::ModelConfig;
-use ferrite_model::weights::ModelWeights;
+// The model crate's tensors as loaded, named apart from this crate's `ModelWeights` (the same
+// tensors in the form the forward pass reads).
+use ferrite_model::weights::ModelWeights as LoadedWeights;
 
 use crate::kernels::simd::{detected_isa, Isa};
 use crate::kv_cache::KvCache;
-use crate::llama::{Llama, Scratch};
-use crate::model_weights::LlamaWeights;
+use crate::model::{Model, Workspace};
+use crate::model_weights::ModelWeights;
 
 pub struct CpuBackend {
-    model: Llama,
+    model: Model,
     kv: Option<KvCache>,
     pool: rayon::ThreadPool,
     isa: Isa,
-    scratch: Scratch,
+    workspace: Workspace,
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -54,11 +56,11 @@ impl CpuBackend {
     /// (0 = one per core).
     pub fn new(
         config: ModelConfig,
-        weights: ModelWeights,
+        weights: LoadedWeights,
         threads: usize,
     ) -> anyhow::Result<CpuBackend> {
         check_config(&config)?;
-        let llama_weights = LlamaWeights::new(&config, &weights)?;
+        let model_weights = ModelWeights::new(&config, &weights)?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("ferrite-cpu-{i}"))
@@ -70,15 +72,15 @@ impl CpuBackend {
             "CPU backend ready"
         );
         Ok(CpuBackend {
-            model: Llama::new(config, llama_weights),
+            model: Model::new(config, model_weights),
             kv: None,
             pool,
             isa,
-            scratch: Scratch::default(),
+            workspace: Workspace::default(),
         })
     }
 
-    /// Logits for token ids `0..n` only (see `Llama::limit_logits`); the vocabulary the
+    /// Logits for token ids `0..n` only (see `Model::limit_logits`); the vocabulary the
     /// backend accepts as input stays whole.
     pub fn limit_logits(&mut self, n: usize) {
         self.model.limit_logits(n);
@@ -129,7 +131,8 @@ impl Backend for CpuBackend {
             .kv
             .as_mut()
             .ok_or_else(|| BackendError("forward called before init_kv_cache".into()))?;
-        let (model, isa, scratch) = (&self.model, self.isa, &mut self.scratch);
-        self.pool.install(|| model.forward(isa, kv, batch, scratch))
+        let (model, isa, workspace) = (&self.model, self.isa, &mut self.workspace);
+        self.pool
+            .install(|| model.forward(isa, kv, batch, workspace))
     }
 }

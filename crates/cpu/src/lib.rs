@@ -1,10 +1,14 @@
 //! ferrite CPU backend: quantized weights dequantized on the fly, batch-invariant f32 kernels,
 //! and the llama/qwen2 forward pass over a paged KV cache.
+//!
+//! The roles carry the same names as in the CUDA backend: `Model` (the forward pass, model.rs),
+//! `ModelWeights` (the weights as it reads them), `KvCache` (the paged K/V storage) and
+//! `Workspace` (the per-step scratch buffers).
 
 mod backend;
 pub mod kernels;
 pub mod kv_cache;
-mod llama;
+mod model;
 mod model_weights;
 pub mod quant;
 
@@ -12,4 +16,4 @@ pub use backend::CpuBackend;
 pub use kernels::simd::Isa;
 
 #[cfg(test)]
-mod test_util;
+mod testing;

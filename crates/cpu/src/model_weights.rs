@@ -1,10 +1,11 @@
-//! The llama/qwen2 weights in the form the forward pass reads: matrices stay quantized,
-//! vectors (norms, biases) are dequantized to f32 once.
+//! `ModelWeights`: the llama/qwen2 weights in the form the forward pass reads (matrices stay
+//! quantized, vectors such as norms and biases are dequantized to f32 once), built from the
+//! model crate's tensors as loaded (`LoadedWeights` here).
 
 use ferrite_model::config::ModelConfig;
-use ferrite_model::weights::{ModelWeights, WeightTensor};
+use ferrite_model::weights::{ModelWeights as LoadedWeights, WeightTensor};
 
-use crate::kernels::matmul::QuantMatrix;
+use crate::kernels::quant_matrix::QuantMatrix;
 use crate::quant::dequantize_row;
 
 #[derive(Debug)]
@@ -23,7 +24,7 @@ pub struct LayerWeights {
 }
 
 #[derive(Debug)]
-pub struct LlamaWeights {
+pub struct ModelWeights {
     pub embed: QuantMatrix,
     pub layers: Vec<LayerWeights>,
     pub output_norm: Vec<f32>,
@@ -32,7 +33,7 @@ pub struct LlamaWeights {
 }
 
 fn matrix(
-    weights: &ModelWeights,
+    weights: &LoadedWeights,
     name: &str,
     rows: usize,
     cols: usize,
@@ -48,7 +49,7 @@ fn matrix(
     Ok(m)
 }
 
-fn vector(weights: &ModelWeights, name: &str, len: usize) -> anyhow::Result<Vec<f32>> {
+fn vector(weights: &LoadedWeights, name: &str, len: usize) -> anyhow::Result<Vec<f32>> {
     let tensor: &WeightTensor = weights.get(name)?;
     if tensor.shape.iter().product::<usize>() != len {
         anyhow::bail!("{name} has shape {:?}, the config says {len}", tensor.shape);
@@ -59,8 +60,8 @@ fn vector(weights: &ModelWeights, name: &str, len: usize) -> anyhow::Result<Vec<
     Ok(out)
 }
 
-impl LlamaWeights {
-    pub fn new(config: &ModelConfig, weights: &ModelWeights) -> anyhow::Result<Self> {
+impl ModelWeights {
+    pub fn new(config: &ModelConfig, weights: &LoadedWeights) -> anyhow::Result<Self> {
         let (hidden, inter, hd) = (
             config.hidden_size,
             config.intermediate_size,
@@ -100,7 +101,7 @@ impl LlamaWeights {
             });
         }
         let output_norm = vector(weights, "output_norm.weight", hidden)?;
-        Ok(LlamaWeights {
+        Ok(ModelWeights {
             embed,
             layers,
             output_norm,

@@ -1,5 +1,6 @@
-//! ferrite's model side: reading weights (GGUF, safetensors), model configs, tokenizers, and
-//! fetching models.
+//! ferrite's model side: reading weights (GGUF, safetensors), model configs, tokenizers, the
+//! one scalar GGML dequantizer (the reference for every backend's fast paths), and random
+//! dummy weights.
 
 pub mod config;
 pub mod dequant;
@@ -10,4 +11,4 @@ pub mod tokenizer;
 pub mod weights;
 
 #[cfg(test)]
-mod test_models;
+mod testing;

@@ -5,6 +5,7 @@ pub mod attention;
 pub mod matmul;
 pub mod norm;
 pub(crate) mod qgemm;
+pub mod quant_matrix;
 pub mod rope;
 pub mod simd;
 #[cfg(target_arch = "x86_64")]

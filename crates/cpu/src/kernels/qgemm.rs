@@ -12,7 +12,7 @@
 
 use ferrite_model::weights::DType;
 
-use super::matmul::QuantMatrix;
+use super::quant_matrix::QuantMatrix;
 use super::simd::{Isa, Tile, MAX_TILE_COLS, MAX_TILE_ROWS};
 
 /// Bytes of x rows a prefill task keeps hot while the panel's column tiles pass over them.

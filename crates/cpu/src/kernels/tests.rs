@@ -5,11 +5,12 @@ use ferrite_model::weights::DType;
 
 use super::activation::silu_mul;
 use super::attention::{attend, KvSource};
-use super::matmul::{matmul, matmul_group, MatmulJob, QuantMatrix};
+use super::matmul::{matmul, matmul_group, MatmulJob};
 use super::norm::rms_norm;
+use super::quant_matrix::QuantMatrix;
 use super::rope::Rope;
 use super::simd::{available_isas, axpy, detected_isa, dot, Isa, Tile};
-use crate::test_util::{random_tensor, random_vec, rng};
+use crate::testing::{random_tensor, random_vec, rng};
 
 fn dot_f64(a: &[f32], b: &[f32]) -> f64 {
     a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum()

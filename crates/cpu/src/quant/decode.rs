@@ -1,6 +1,6 @@
 //! SIMD decoders of GGML blocks into 16-lane f32 vectors, written once for every [`Vec16`] ISA.
 //!
-//! Each decoder yields exactly the values of the scalar dequantizer of its format (same integer
+//! Each decoder yields exactly the values of `ferrite_model::dequant` for its format (same integer
 //! values, then the same unfused multiplies and adds), so whichever kernel decodes a weight —
 //! the fused small-batch kernel, the panel dequantizer, the embedding lookup — it sees one f32
 //! value. The unit tests check that bit for bit against the scalar code. The 32-element types

@@ -1,22 +1,22 @@
-//! Dequantization of GGML weight blocks to f32.
+//! Dequantization of GGML weight blocks to f32, as the CPU kernels read them.
 //!
 //! Every kernel dequantizes weights through these functions, so a weight element has one
-//! f32 value whichever path (decode, prefill, embedding lookup) reads it. The arithmetic is
-//! written as separate multiply and add (never fused) to match ggml's reference dequantizers.
+//! f32 value whichever path (decode, prefill, embedding lookup) reads it. This crate holds
+//! only the fast paths (SIMD decoders, `decode`) and the kernels' repacked layout (`repack`);
+//! the scalar arithmetic is the model crate's one GGML dequantizer
+//! (`ferrite_model::dequant`), which the SIMD paths equal bit for bit (tested in `tests`).
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod decode;
-mod float;
-mod kquants;
-mod q4;
-mod q5;
-mod q8;
 pub mod repack;
 #[cfg(target_arch = "x86_64")]
 mod simd_rows;
 
+use ferrite_model::dequant;
 use ferrite_model::weights::DType;
 use thiserror::Error;
+
+pub use ferrite_model::dequant::RowDequantizer;
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum QuantError {
@@ -32,9 +32,6 @@ pub enum QuantError {
         got: usize,
     },
 }
-
-/// Dequantizes whole blocks: `bytes` holds `out.len() / block_len` blocks.
-pub type RowDequantizer = fn(bytes: &[u8], out: &mut [f32]);
 
 /// The dequantizer for rows of `dtype` as GGML stores them: the SIMD one for this machine
 /// where there is one (K-quants and floats; the 32-element types are decoded by SIMD only in
@@ -92,24 +89,14 @@ pub fn simd_row_dequantizer(
     }
 }
 
-/// The scalar dequantizer for rows of `dtype` (the reference the SIMD ones must equal).
+/// The scalar dequantizer for rows of `dtype` as GGML stores them: the model crate's, the
+/// reference the SIMD ones must equal. Q8_K is ggml's intermediate format for activations,
+/// not a weight type, so the CPU backend refuses it.
 pub fn portable_row_dequantizer(dtype: DType) -> Result<RowDequantizer, QuantError> {
-    Ok(match dtype {
-        DType::F32 => float::dequantize_f32,
-        DType::F16 => float::dequantize_f16,
-        DType::BF16 => float::dequantize_bf16,
-        DType::Q4_0 => q4::dequantize_q4_0,
-        DType::Q4_1 => q4::dequantize_q4_1,
-        DType::Q5_0 => q5::dequantize_q5_0,
-        DType::Q5_1 => q5::dequantize_q5_1,
-        DType::Q8_0 => q8::dequantize_q8_0,
-        DType::Q2_K => kquants::dequantize_q2_k,
-        DType::Q3_K => kquants::dequantize_q3_k,
-        DType::Q4_K => kquants::dequantize_q4_k,
-        DType::Q5_K => kquants::dequantize_q5_k,
-        DType::Q6_K => kquants::dequantize_q6_k,
-        DType::Q8_K => return Err(QuantError::Unsupported(dtype)),
-    })
+    match dtype {
+        DType::Q8_K => Err(QuantError::Unsupported(dtype)),
+        _ => Ok(dequant::row_dequantizer(dtype)),
+    }
 }
 
 /// Checks that `bytes` is exactly one row of `cols` elements of `dtype`.
@@ -134,11 +121,6 @@ pub fn dequantize_row(dtype: DType, bytes: &[u8], out: &mut [f32]) -> Result<(),
     check_row(dtype, out.len(), bytes.len())?;
     row_dequantizer(dtype)?(bytes, out);
     Ok(())
-}
-
-#[inline(always)]
-pub(crate) fn f16_at(bytes: &[u8], offset: usize) -> f32 {
-    half::f16::from_bits(u16::from_le_bytes([bytes[offset], bytes[offset + 1]])).to_f32()
 }
 
 #[cfg(test)]

@@ -15,9 +15,10 @@
 //! | Q5_1 | d:f16 m:f16 qh:4 qs:16 (24 B) | d:f32 m:f32 qh:4 qs:16 (28 B) |
 //! | Q8_0 | d:f16 qs:32 (34 B) | d:f32 qs:32 (36 B) |
 
+use ferrite_model::dequant::blocks;
 use ferrite_model::weights::DType;
 
-use super::{f16_at, RowDequantizer};
+use super::RowDequantizer;
 
 /// Number of f16 scales at the start of a block of `dtype`, if the kernels repack it.
 fn scales(dtype: DType) -> Option<usize> {
@@ -50,7 +51,8 @@ pub fn repack(dtype: DType, ggml: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(ggml.len() / from * to);
     for block in ggml.chunks_exact(from) {
         for s in 0..n {
-            out.extend_from_slice(&f16_at(block, 2 * s).to_le_bytes());
+            let scale = half::f16::from_le_bytes([block[2 * s], block[2 * s + 1]]);
+            out.extend_from_slice(&scale.to_f32().to_le_bytes());
         }
         out.extend_from_slice(&block[2 * n..]);
     }
@@ -62,63 +64,45 @@ fn f32_at(b: &[u8], at: usize) -> f32 {
     f32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-/// Q5's fifth bits: element `j` of the block takes bit `j` of `qh`.
 #[inline(always)]
-fn fifth(qh: u32, j: usize) -> u8 {
-    (((qh >> j) & 1) << 4) as u8
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
+
+// The scalar decoders of the repacked blocks: the scales read as f32, the rest of each block
+// handed to the model crate's block decoders, so the arithmetic is GGML's reference.
 
 fn q4_0(bytes: &[u8], out: &mut [f32]) {
     for (b, y) in bytes.chunks_exact(20).zip(out.chunks_exact_mut(32)) {
-        let d = f32_at(b, 0);
-        for j in 0..16 {
-            y[j] = ((b[4 + j] & 0x0F) as i32 - 8) as f32 * d;
-            y[j + 16] = ((b[4 + j] >> 4) as i32 - 8) as f32 * d;
-        }
+        blocks::q4_0(f32_at(b, 0), &b[4..], y);
     }
 }
 
 fn q4_1(bytes: &[u8], out: &mut [f32]) {
     for (b, y) in bytes.chunks_exact(24).zip(out.chunks_exact_mut(32)) {
-        let (d, m) = (f32_at(b, 0), f32_at(b, 4));
-        for j in 0..16 {
-            y[j] = (b[8 + j] & 0x0F) as f32 * d + m;
-            y[j + 16] = (b[8 + j] >> 4) as f32 * d + m;
-        }
+        blocks::q4_1(f32_at(b, 0), f32_at(b, 4), &b[8..], y);
     }
 }
 
 fn q5_0(bytes: &[u8], out: &mut [f32]) {
     for (b, y) in bytes.chunks_exact(24).zip(out.chunks_exact_mut(32)) {
-        let (d, qh) = (f32_at(b, 0), u32::from_le_bytes([b[4], b[5], b[6], b[7]]));
-        for j in 0..16 {
-            y[j] = (((b[8 + j] & 0x0F) | fifth(qh, j)) as i32 - 16) as f32 * d;
-            y[j + 16] = (((b[8 + j] >> 4) | fifth(qh, j + 16)) as i32 - 16) as f32 * d;
-        }
+        blocks::q5_0(f32_at(b, 0), u32_at(b, 4), &b[8..], y);
     }
 }
 
 fn q5_1(bytes: &[u8], out: &mut [f32]) {
     for (b, y) in bytes.chunks_exact(28).zip(out.chunks_exact_mut(32)) {
-        let (d, m) = (f32_at(b, 0), f32_at(b, 4));
-        let qh = u32::from_le_bytes([b[8], b[9], b[10], b[11]]);
-        for j in 0..16 {
-            y[j] = ((b[12 + j] & 0x0F) | fifth(qh, j)) as f32 * d + m;
-            y[j + 16] = ((b[12 + j] >> 4) | fifth(qh, j + 16)) as f32 * d + m;
-        }
+        blocks::q5_1(f32_at(b, 0), f32_at(b, 4), u32_at(b, 8), &b[12..], y);
     }
 }
 
 fn q8_0(bytes: &[u8], out: &mut [f32]) {
     for (b, y) in bytes.chunks_exact(36).zip(out.chunks_exact_mut(32)) {
-        let d = f32_at(b, 0);
-        for (o, &q) in y.iter_mut().zip(&b[4..36]) {
-            *o = (q as i8) as f32 * d;
-        }
+        blocks::q8_0(f32_at(b, 0), &b[4..], y);
     }
 }
 
-/// The scalar dequantizer of repacked rows of `dtype` (same arithmetic as GGML's reference).
+/// The scalar dequantizer of repacked rows of `dtype` (GGML's reference arithmetic).
 pub fn portable_dequantizer(dtype: DType) -> Option<RowDequantizer> {
     Some(match dtype {
         DType::Q4_0 => q4_0,

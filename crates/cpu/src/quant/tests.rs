@@ -97,60 +97,161 @@ fn unsupported_and_malformed_rows_are_errors() {
     ));
 }
 
+/// Every type with a SIMD dequantizer (in the kernels' layout).
+#[cfg(target_arch = "x86_64")]
+const SIMD_TYPES: [DType; 11] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+];
+
+/// The SIMD ISAs of this machine (failing the test where there is none: it would test nothing).
+#[cfg(target_arch = "x86_64")]
+fn simd_isas() -> Vec<crate::kernels::simd::Isa> {
+    use crate::kernels::simd::{available_isas, Isa};
+    let isas: Vec<Isa> = available_isas()
+        .into_iter()
+        .filter(|&isa| isa != Isa::Portable)
+        .collect();
+    assert!(
+        !isas.is_empty(),
+        "this machine has no SIMD ISA: the SIMD dequantizers go untested"
+    );
+    isas
+}
+
+/// The SIMD dequantizer of `isa`, the scalar one of the kernels' layout and the model crate's
+/// GGML dequantizer give `ggml` (a row of `dtype`) the same bits (NaN payloads aside).
+#[cfg(target_arch = "x86_64")]
+fn assert_equals_reference(isa: crate::kernels::simd::Isa, dtype: DType, ggml: &[u8], what: &str) {
+    let n = ggml.len() / dtype.block_bytes() * dtype.block_len();
+    let Some(fast_fn) = simd_row_dequantizer(isa, dtype) else {
+        panic!("{isa:?} has no dequantizer for {dtype:?}");
+    };
+    // The kernels read the 32-element types repacked; the reference reads GGML's layout.
+    let kernel_bytes = repack::repack(dtype, ggml).unwrap_or_else(|| ggml.to_vec());
+    let mut reference = vec![0.0f32; n];
+    ferrite_model::dequant::dequantize_row(dtype, ggml, &mut reference);
+    let mut repacked_scalar = vec![f32::NAN; n];
+    portable_kernel_row_dequantizer(dtype).unwrap()(&kernel_bytes, &mut repacked_scalar);
+    // Same bits, or NaN where the reference is NaN: a NaN's payload is not something Rust
+    // (or LLVM, which may commute a multiply) keeps, so no code could promise it.
+    let differs = |got: &[f32]| {
+        got.iter()
+            .zip(&reference)
+            .position(|(a, b)| a.to_bits() != b.to_bits() && !(a.is_nan() && b.is_nan()))
+    };
+    assert_eq!(
+        differs(&repacked_scalar),
+        None,
+        "{dtype:?} ({what}): the repacked layout's scalar dequantizer differs from the model's"
+    );
+    let mut fast = vec![f32::NAN; n];
+    fast_fn(&kernel_bytes, &mut fast);
+    let first_difference = differs(&fast);
+    assert_eq!(
+        first_difference,
+        None,
+        "{isa:?} {dtype:?} ({what}): SIMD and the model's scalar dequantization differ \
+         (SIMD {:?}, scalar {:?})",
+        first_difference.map(|i| fast[i]),
+        first_difference.map(|i| reference[i]),
+    );
+}
+
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn simd_dequantizers_equal_the_scalar_ones_bitwise() {
-    use crate::kernels::simd::available_isas;
-    let mut rng = crate::test_util::rng(11);
-    let dtypes = [
-        DType::Q4_0,
-        DType::Q4_1,
-        DType::Q5_0,
-        DType::Q5_1,
-        DType::Q8_0,
-        DType::Q4_K,
-        DType::Q5_K,
-        DType::Q6_K,
-        DType::F32,
-        DType::F16,
-        DType::BF16,
-    ];
-    let isas = available_isas();
-    assert!(
-        isas.len() > 1,
-        "this machine has no SIMD ISA: the SIMD dequantizers go untested"
-    );
-    for isa in isas {
-        for dtype in dtypes {
-            let Some(fast_fn) = simd_row_dequantizer(isa, dtype) else {
-                assert_eq!(isa, crate::kernels::simd::Isa::Portable, "{dtype:?}");
-                continue;
-            };
+    let mut rng = crate::testing::rng(11);
+    for isa in simd_isas() {
+        for dtype in SIMD_TYPES {
             let n = 256 * 8;
-            let tensor = crate::test_util::random_tensor(&mut rng, dtype, 1, n, 1.0);
-            let ggml = tensor.storage.bytes();
-            // The kernels read the 32-element types repacked; the oracle is GGML's layout.
-            let kernel_bytes = repack::repack(dtype, ggml).unwrap_or_else(|| ggml.to_vec());
-            let (mut fast, mut scalar) = (vec![f32::NAN; n], vec![0.0f32; n]);
-            fast_fn(&kernel_bytes, &mut fast);
-            portable_row_dequantizer(dtype).unwrap()(ggml, &mut scalar);
-            let mut repacked_scalar = vec![f32::NAN; n];
-            portable_kernel_row_dequantizer(dtype).unwrap()(&kernel_bytes, &mut repacked_scalar);
-            assert!(
-                repacked_scalar
-                    .iter()
-                    .zip(&scalar)
-                    .all(|(a, b)| a.to_bits() == b.to_bits()),
-                "{dtype:?}: the repacked layout's scalar dequantizer differs from GGML's"
-            );
-            let first_difference = fast
-                .iter()
-                .zip(&scalar)
-                .position(|(a, b)| a.to_bits() != b.to_bits());
-            assert_eq!(
-                first_difference, None,
-                "{isa:?} {dtype:?}: SIMD and scalar dequantization differ"
-            );
+            let tensor = crate::testing::random_tensor(&mut rng, dtype, 1, n, 1.0);
+            assert_equals_reference(isa, dtype, tensor.storage.bytes(), "random");
+        }
+    }
+}
+
+/// f16 values at the edges: zeros, the smallest subnormal and normal, the largest finite,
+/// infinities and a NaN, with both signs.
+#[cfg(target_arch = "x86_64")]
+const EXTREME_F16: [u16; 12] = [
+    0x0000, 0x8000, 0x0001, 0x8001, 0x0400, 0x8400, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x3c00,
+];
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn simd_dequantizers_equal_the_model_on_extreme_scales() {
+    use rand::Rng;
+    let mut rng = crate::testing::rng(12);
+    for isa in simd_isas() {
+        for dtype in SIMD_TYPES {
+            let n = 256 * 16;
+            let tensor = crate::testing::random_tensor(&mut rng, dtype, 1, n, 1.0);
+            let mut bytes = tensor.storage.bytes().to_vec();
+            match dtype {
+                // Plain floats: the extreme values themselves are the elements.
+                DType::F16 | DType::BF16 => {
+                    for (i, v) in bytes.chunks_exact_mut(2).enumerate() {
+                        let bits = EXTREME_F16[i % EXTREME_F16.len()];
+                        let bits = if dtype == DType::BF16 {
+                            // The same classes of value in bf16's exponent range.
+                            (f32::from(half::f16::from_bits(bits)).to_bits() >> 16) as u16
+                        } else {
+                            bits
+                        };
+                        v.copy_from_slice(&bits.to_le_bytes());
+                    }
+                }
+                DType::F32 => {
+                    let extremes = [
+                        0.0,
+                        -0.0,
+                        f32::MIN_POSITIVE,
+                        f32::from_bits(1),
+                        f32::MAX,
+                        f32::MIN,
+                        f32::INFINITY,
+                        f32::NEG_INFINITY,
+                        f32::NAN,
+                    ];
+                    for (i, v) in bytes.chunks_exact_mut(4).enumerate() {
+                        v.copy_from_slice(&extremes[i % extremes.len()].to_le_bytes());
+                    }
+                }
+                // Quantized blocks: every scale field takes an extreme value, in turn and at
+                // random, and some blocks have all quant bits set or clear.
+                _ => {
+                    let fields = crate::testing::f16_fields(dtype);
+                    for (b, block) in bytes.chunks_exact_mut(dtype.block_bytes()).enumerate() {
+                        for (f, &off) in fields.iter().enumerate() {
+                            let pick = if b < EXTREME_F16.len() {
+                                (b + f) % EXTREME_F16.len()
+                            } else {
+                                rng.random_range(0..EXTREME_F16.len())
+                            };
+                            block[off..off + 2].copy_from_slice(&EXTREME_F16[pick].to_le_bytes());
+                        }
+                        if b % 5 == 3 {
+                            let fill = if b % 2 == 0 { 0x00 } else { 0xff };
+                            for (i, byte) in block.iter_mut().enumerate() {
+                                if !fields.iter().any(|&off| i == off || i == off + 1) {
+                                    *byte = fill;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            assert_equals_reference(isa, dtype, &bytes, "extreme scales");
         }
     }
 }

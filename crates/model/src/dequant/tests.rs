@@ -1,7 +1,7 @@
 //! Against the python `gguf` package (fixtures/dequant, made by scripts/make_dequant_fixtures.py).
 
 use super::*;
-use crate::test_models::repo_root;
+use crate::testing::repo_root;
 
 fn decode_hex(hex: &str) -> Vec<u8> {
     (0..hex.len())

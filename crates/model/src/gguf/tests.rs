@@ -1,6 +1,6 @@
 use super::*;
 use crate::config::{Arch, RopeStyle};
-use crate::test_models::{model_path, QWEN_05B, SMOLLM2};
+use crate::testing::{model_path, QWEN_05B, SMOLLM2};
 use crate::weights::DType;
 
 /// A hand-written GGUF v3 file: the oracle is the byte layout of the spec, not the parser.

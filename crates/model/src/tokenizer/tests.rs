@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::gguf::GgufFile;
-use crate::test_models::{model_path, repo_root, QWEN_05B, SMOLLM2};
+use crate::testing::{model_path, repo_root, QWEN_05B, SMOLLM2};
 
 fn fixture(name: &str) -> serde_json::Value {
     let path = repo_root().join(format!("fixtures/tokenizer/{name}.json"));

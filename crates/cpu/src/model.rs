@@ -1,10 +1,13 @@
-//! The llama / qwen2 forward pass over a batch of sequences and a paged KV cache.
+//! `Model`: the llama / qwen2 forward pass over a batch of sequences and a paged KV cache,
+//! with its per-step `Workspace`.
 //!
 //! All tokens of the step are stacked into one `[tokens, hidden]` activation matrix, so each
 //! matmul runs once per step; attention runs per (token, head). Every kernel is batch-invariant,
 //! so a sequence's logits do not depend on its neighbours or on how its prompt was chunked.
 
-use ferrite_engine::{BackendError, ForwardOutput, LogitsRequest, SeqBatch};
+use ferrite_engine::{
+    validate_batch, BackendError, BatchLimits, ForwardOutput, LogitsRequest, SeqBatch,
+};
 use ferrite_model::config::ModelConfig;
 use rayon::prelude::*;
 
@@ -15,22 +18,23 @@ use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::Rope;
 use crate::kernels::simd::Isa;
 use crate::kv_cache::KvCache;
-use crate::model_weights::LlamaWeights;
+use crate::model_weights::ModelWeights;
 
 /// Rows per parallel task for the element-wise kernels.
 const ROWS_PER_TASK: usize = 8;
 
-pub struct Llama {
+/// The forward pass over the weights (the role the CUDA backend's `Model` has too).
+pub struct Model {
     config: ModelConfig,
-    weights: LlamaWeights,
+    weights: ModelWeights,
     rope: Rope,
     /// Token ids the LM head scores: the vocabulary, or its first ids (`limit_logits`).
     logits_vocab: usize,
 }
 
-/// Activation buffers reused from step to step (they only ever grow).
+/// Per-step scratch: activation buffers reused from step to step (they only ever grow).
 #[derive(Default)]
-pub struct Scratch {
+pub struct Workspace {
     /// (batch index, position) of every token of the step.
     tokens: Vec<(usize, usize)>,
     x: Vec<f32>,
@@ -53,10 +57,10 @@ fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
     &mut buf[..len]
 }
 
-impl Llama {
-    pub fn new(config: ModelConfig, weights: LlamaWeights) -> Self {
+impl Model {
+    pub fn new(config: ModelConfig, weights: ModelWeights) -> Self {
         let rope = Rope::new(config.head_dim, config.rope_theta, config.rope_style);
-        Llama {
+        Model {
             logits_vocab: config.vocab_size,
             config,
             weights,
@@ -70,41 +74,12 @@ impl Llama {
 
     /// Rejects a batch the forward pass cannot run, before anything is written.
     fn validate(&self, kv: &KvCache, batch: &[SeqBatch<'_>]) -> Result<(), BackendError> {
-        for (i, seq) in batch.iter().enumerate() {
-            if let Some(&bad) = seq
-                .tokens
-                .iter()
-                .find(|&&t| t as usize >= self.config.vocab_size)
-            {
-                return Err(BackendError(format!(
-                    "sequence {i}: token id {bad} is outside the vocabulary ({})",
-                    self.config.vocab_size
-                )));
-            }
-            if seq.tokens.is_empty() && seq.logits != LogitsRequest::None {
-                return Err(BackendError(format!(
-                    "sequence {i}: logits requested for no tokens"
-                )));
-            }
-            let end = seq.start_pos + seq.tokens.len();
-            let pages_needed = end.div_ceil(kv.page_size());
-            if seq.block_table.len() < pages_needed {
-                return Err(BackendError(format!(
-                    "sequence {i}: block table has {} pages, positions 0..{end} need {pages_needed}",
-                    seq.block_table.len()
-                )));
-            }
-            if let Some(&bad) = seq.block_table[..pages_needed]
-                .iter()
-                .find(|&&p| p as usize >= kv.num_pages())
-            {
-                return Err(BackendError(format!(
-                    "sequence {i}: page {bad} is outside the KV pool ({} pages)",
-                    kv.num_pages()
-                )));
-            }
-        }
-        Ok(())
+        let limits = BatchLimits {
+            vocab_size: self.config.vocab_size,
+            num_pages: kv.num_pages(),
+            page_size: kv.page_size(),
+        };
+        validate_batch(batch, limits)
     }
 
     /// Scores only token ids `0..n` from now on (logits rows `n` wide): the LM head of a draft
@@ -119,7 +94,7 @@ impl Llama {
         isa: Isa,
         kv: &mut KvCache,
         batch: &[SeqBatch<'_>],
-        s: &mut Scratch,
+        ws: &mut Workspace,
     ) -> Result<ForwardOutput, BackendError> {
         self.validate(kv, batch)?;
         let c = &self.config;
@@ -127,19 +102,19 @@ impl Llama {
         let (hidden, hd) = (c.hidden_size, c.head_dim);
         let (q_dim, kv_dim) = (c.num_heads * hd, c.num_kv_heads * hd);
 
-        s.tokens.clear();
-        s.logit_rows.clear();
+        ws.tokens.clear();
+        ws.logit_rows.clear();
         for (b, seq) in batch.iter().enumerate() {
-            let first = s.tokens.len();
-            s.tokens
+            let first = ws.tokens.len();
+            ws.tokens
                 .extend((0..seq.tokens.len()).map(|i| (b, seq.start_pos + i)));
             match seq.logits {
                 LogitsRequest::None => {}
-                LogitsRequest::Last => s.logit_rows.push(s.tokens.len() - 1),
-                LogitsRequest::All => s.logit_rows.extend(first..s.tokens.len()),
+                LogitsRequest::Last => ws.logit_rows.push(ws.tokens.len() - 1),
+                LogitsRequest::All => ws.logit_rows.extend(first..ws.tokens.len()),
             }
         }
-        let n = s.tokens.len();
+        let n = ws.tokens.len();
         if n == 0 {
             return Ok(ForwardOutput {
                 logits: Vec::new(),
@@ -147,23 +122,23 @@ impl Llama {
             });
         }
 
-        let x = sized(&mut s.x, n * hidden);
-        for ((b, pos), row) in s.tokens.iter().zip(x.chunks_exact_mut(hidden)) {
+        let x = sized(&mut ws.x, n * hidden);
+        for ((b, pos), row) in ws.tokens.iter().zip(x.chunks_exact_mut(hidden)) {
             let token = batch[*b].tokens[pos - batch[*b].start_pos] as usize;
             self.weights.embed.dequantize_rows(token, 1, row);
         }
-        let cos_sin = sized(&mut s.cos_sin, n * hd);
-        for ((_, pos), table) in s.tokens.iter().zip(cos_sin.chunks_exact_mut(hd)) {
+        let cos_sin = sized(&mut ws.cos_sin, n * hd);
+        for ((_, pos), table) in ws.tokens.iter().zip(cos_sin.chunks_exact_mut(hd)) {
             self.rope.table(*pos, table);
         }
 
         for (layer_index, layer) in self.weights.layers.iter().enumerate() {
-            let normed = sized(&mut s.normed, n * hidden);
+            let normed = sized(&mut ws.normed, n * hidden);
             rms_norm(isa, x, &layer.attn_norm, c.rms_norm_eps, normed);
             let (q, k, v) = (
-                sized(&mut s.q, n * q_dim),
-                sized(&mut s.k, n * kv_dim),
-                sized(&mut s.v, n * kv_dim),
+                sized(&mut ws.q, n * q_dim),
+                sized(&mut ws.k, n * kv_dim),
+                sized(&mut ws.v, n * kv_dim),
             );
             matmul_group(
                 isa,
@@ -193,7 +168,7 @@ impl Llama {
                 self.rope.apply(&mut q[t * q_dim..(t + 1) * q_dim], table);
                 self.rope.apply(&mut k[t * kv_dim..(t + 1) * kv_dim], table);
             }
-            for (t, &(b, pos)) in s.tokens.iter().enumerate() {
+            for (t, &(b, pos)) in ws.tokens.iter().enumerate() {
                 let range = t * kv_dim..(t + 1) * kv_dim;
                 kv.write(
                     layer_index,
@@ -204,15 +179,15 @@ impl Llama {
                 );
             }
 
-            let attn = sized(&mut s.attn, n * q_dim);
-            self.attention(isa, kv, layer_index, batch, &s.tokens, q, attn);
-            let proj = sized(&mut s.proj, n * hidden);
+            let attn = sized(&mut ws.attn, n * q_dim);
+            self.attention(isa, kv, layer_index, batch, &ws.tokens, q, attn);
+            let proj = sized(&mut ws.proj, n * hidden);
             matmul(isa, attn, n, &layer.wo, proj);
             add_residual(x, proj);
 
             rms_norm(isa, x, &layer.ffn_norm, c.rms_norm_eps, normed);
             let inter = c.intermediate_size;
-            let (gate, up) = (sized(&mut s.gate, n * inter), sized(&mut s.up, n * inter));
+            let (gate, up) = (sized(&mut ws.gate, n * inter), sized(&mut ws.up, n * inter));
             matmul_group(
                 isa,
                 normed,
@@ -235,9 +210,9 @@ impl Llama {
             add_residual(x, proj);
         }
 
-        let rows = s.logit_rows.len();
-        let normed = sized(&mut s.normed, rows * hidden);
-        for (dst, &t) in normed.chunks_exact_mut(hidden).zip(&s.logit_rows) {
+        let rows = ws.logit_rows.len();
+        let normed = sized(&mut ws.normed, rows * hidden);
+        for (dst, &t) in normed.chunks_exact_mut(hidden).zip(&ws.logit_rows) {
             rms_norm(
                 isa,
                 &x[t * hidden..(t + 1) * hidden],

@@ -1,4 +1,4 @@
-//! Locating the real test models (tests only).
+//! Test support: locating the real test models and the fixtures (tests only).
 
 use std::path::PathBuf;
 

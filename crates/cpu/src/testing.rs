@@ -1,4 +1,4 @@
-//! Helpers for the unit tests: random inputs and random quantized weight tensors.
+//! Test support for the unit tests: random inputs and random quantized weight tensors.
 
 use std::sync::Arc;
 
@@ -15,7 +15,7 @@ pub fn random_vec(rng: &mut StdRng, n: usize, scale: f32) -> Vec<f32> {
 }
 
 /// Byte offsets of the f16 scales inside one block of `dtype` (as in ggml-common.h).
-fn f16_fields(dtype: DType) -> &'static [usize] {
+pub fn f16_fields(dtype: DType) -> &'static [usize] {
     match dtype {
         DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => &[0],
         DType::Q4_1 | DType::Q5_1 | DType::Q4_K | DType::Q5_K => &[0, 2],

@@ -1,0 +1,95 @@
+//! `QuantMatrix`: a weight matrix as the matmul kernels read it, rows quantized in the
+//! kernels' layout, with the dequantizers that decode them.
+
+use std::sync::Arc;
+
+use ferrite_model::weights::{DType, Storage, WeightTensor};
+
+use crate::quant::{check_row, kernel_row_dequantizer, portable_kernel_row_dequantizer};
+use crate::quant::{repack, QuantError, RowDequantizer};
+
+/// A weight matrix as the kernels read it: quantized rows (in the kernels' layout: the
+/// 32-element types repacked with f32 scales, see `quant::repack`) plus their dequantizers.
+#[derive(Debug, Clone)]
+pub struct QuantMatrix {
+    dtype: DType,
+    storage: Storage,
+    dequantize: RowDequantizer,
+    dequantize_portable: RowDequantizer,
+    rows: usize,
+    cols: usize,
+    row_bytes: usize,
+}
+
+impl QuantMatrix {
+    pub fn new(tensor: &WeightTensor) -> Result<Self, QuantError> {
+        let (rows, cols, dtype) = (tensor.rows(), tensor.cols(), tensor.dtype);
+        let dequantize = kernel_row_dequantizer(dtype)?;
+        let dequantize_portable = portable_kernel_row_dequantizer(dtype)?;
+        check_row(dtype, cols, dtype.row_bytes(cols))?;
+        if cols % 16 != 0 {
+            // Float rows are decoded 16 at a time, quantized ones by whole blocks (32 or 256).
+            return Err(QuantError::RaggedRow { dtype, cols });
+        }
+        let total = tensor.storage.bytes().len();
+        if total != rows * dtype.row_bytes(cols) {
+            return Err(QuantError::WrongByteCount {
+                dtype,
+                cols: rows * cols,
+                expected: rows * dtype.row_bytes(cols),
+                got: total,
+            });
+        }
+        let storage = match repack::repack(dtype, tensor.storage.bytes()) {
+            Some(repacked) => Storage::Owned(Arc::new(repacked)),
+            None => tensor.storage.clone(),
+        };
+        Ok(QuantMatrix {
+            dtype,
+            storage,
+            dequantize,
+            dequantize_portable,
+            rows,
+            cols,
+            row_bytes: repack::row_bytes(dtype, cols),
+        })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    /// The first `n` rows as a matrix of their own, sharing the storage (rows are stored back
+    /// to back, so a prefix of rows is a prefix of the bytes).
+    pub fn first_rows(&self, n: usize) -> QuantMatrix {
+        QuantMatrix {
+            rows: n.min(self.rows),
+            ..self.clone()
+        }
+    }
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    /// Bytes of one quantized row, in the kernels' layout.
+    pub fn row_bytes(&self) -> usize {
+        self.row_bytes
+    }
+    /// All rows, quantized, back to back, in the kernels' layout.
+    pub fn bytes(&self) -> &[u8] {
+        self.storage.bytes()
+    }
+
+    /// Dequantizes rows `first..first + count` into `out` (`count * cols` long).
+    pub fn dequantize_rows(&self, first: usize, count: usize, out: &mut [f32]) {
+        let bytes = &self.bytes()[first * self.row_bytes..(first + count) * self.row_bytes];
+        (self.dequantize)(bytes, &mut out[..count * self.cols]);
+    }
+
+    /// As [`Self::dequantize_rows`], with the scalar reference dequantizer.
+    pub fn dequantize_rows_portable(&self, first: usize, count: usize, out: &mut [f32]) {
+        let bytes = &self.bytes()[first * self.row_bytes..(first + count) * self.row_bytes];
+        (self.dequantize_portable)(bytes, &mut out[..count * self.cols]);
+    }
+}

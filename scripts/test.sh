@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export FERRITE_MODELS=${FERRITE_MODELS:-$HOME/.cache/ferrite/models}
 
+echo "== structure (import circles, file length)"
+scripts/check_structure.sh
+
 echo "== models"
 scripts/fetch_models.sh smollm2 qwen0.5b
 

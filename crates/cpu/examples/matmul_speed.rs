@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use ferrite_cpu::kernels::matmul::matmul;
 use ferrite_cpu::kernels::quant_matrix::QuantMatrix;
-use ferrite_cpu::kernels::simd::available_isas;
+use ferrite_cpu::simd::available_isas;
 use ferrite_model::weights::{DType, Storage, WeightTensor};
 
 fn dtype(name: &str) -> DType {

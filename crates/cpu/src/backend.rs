@@ -7,10 +7,10 @@ use ferrite_model::config::ModelConfig;
 // tensors in the form the forward pass reads).
 use ferrite_model::weights::ModelWeights as LoadedWeights;
 
-use crate::kernels::simd::{detected_isa, Isa};
 use crate::kv_cache::KvCache;
 use crate::model::{Model, Workspace};
 use crate::model_weights::ModelWeights;
+use crate::simd::{detected_isa, Isa};
 
 pub struct CpuBackend {
     model: Model,

@@ -11,9 +11,10 @@ pub mod kv_cache;
 mod model;
 mod model_weights;
 pub mod quant;
+pub mod simd;
 
 pub use backend::CpuBackend;
-pub use kernels::simd::Isa;
+pub use simd::Isa;
 
 #[cfg(test)]
 mod testing;

@@ -16,9 +16,9 @@ use crate::kernels::attention::attend_group;
 use crate::kernels::matmul::{matmul, matmul_group, MatmulJob};
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::Rope;
-use crate::kernels::simd::Isa;
 use crate::kv_cache::KvCache;
 use crate::model_weights::ModelWeights;
+use crate::simd::Isa;
 
 /// Rows per parallel task for the element-wise kernels.
 const ROWS_PER_TASK: usize = 8;

@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use common::{model_path, repo_root};
 use ferrite_cpu::CpuBackend;
-use ferrite_engine::{DraftModel, NgramProposer, Proposer};
 use ferrite_engine::{
     build_engine_core, EngineConfig, EngineStats, GenerationRequest, SamplingParams, SpecOptions,
 };
+use ferrite_engine::{DraftModel, NgramProposer, Proposer};
 use ferrite_model::gguf::GgufFile;
 
 const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";

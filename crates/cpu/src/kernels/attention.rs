@@ -8,7 +8,7 @@
 //! together, so each key and value row is read once for the group; per head it computes
 //! exactly what [`attend`] computes.
 
-use super::simd::{axpy, dot, Isa};
+use crate::simd::{axpy, dot, Isa};
 
 /// Where the keys and values of one sequence's KV head live.
 pub trait KvSource {
@@ -114,7 +114,7 @@ fn group_scores(
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::KvSource;
-    use crate::kernels::vec16::{Avx512, Vec16};
+    use crate::simd::vec16::{Avx512, Vec16};
     use std::arch::x86_64::*;
 
     /// `scores[g * n + p] = dot(q_g, key_p) * scale` for head size `16 * CH`, `QG` heads at a

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use super::qgemm::{self, OutMatrix, Task, FUSED_MAX_ROWS};
 use super::quant_matrix::QuantMatrix;
-use super::simd::Isa;
+use crate::simd::Isa;
 
 /// Bytes of f32 panel a prefill task aims for: inside L2 next to a block of x rows, and large,
 /// because every task reads all of x once.

@@ -7,9 +7,6 @@ pub mod norm;
 pub(crate) mod qgemm;
 pub mod quant_matrix;
 pub mod rope;
-pub mod simd;
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod vec16;
 
 #[cfg(test)]
 mod tests;

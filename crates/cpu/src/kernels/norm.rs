@@ -1,7 +1,7 @@
 //! RMSNorm, row by row: `y = (x / sqrt(mean(x²) + eps)) * weight`, as Hugging Face's
 //! LlamaRMSNorm computes it in f32 (the sum of squares is the canonical dot product).
 
-use super::simd::{dot, Isa};
+use crate::simd::{dot, Isa};
 
 /// Normalizes each `weight.len()`-long row of `x` into the same row of `out`.
 pub fn rms_norm(isa: Isa, x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {

@@ -13,7 +13,7 @@
 use ferrite_model::weights::DType;
 
 use super::quant_matrix::QuantMatrix;
-use super::simd::{Isa, Tile, MAX_TILE_COLS, MAX_TILE_ROWS};
+use crate::simd::{Isa, Tile, MAX_TILE_COLS, MAX_TILE_ROWS};
 
 /// Bytes of x rows a prefill task keeps hot while the panel's column tiles pass over them.
 const X_BLOCK_BYTES: usize = 256 * 1024;
@@ -136,8 +136,8 @@ fn tile_shape(isa: Isa) -> (usize, usize) {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::*;
-    use crate::kernels::vec16::{Avx2, Avx512, Vec16};
     use crate::quant::decode::{self, BlockFormat};
+    use crate::simd::vec16::{Avx2, Avx512, Vec16};
     use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
 
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")]

@@ -9,7 +9,7 @@ use super::matmul::{matmul, matmul_group, MatmulJob};
 use super::norm::rms_norm;
 use super::quant_matrix::QuantMatrix;
 use super::rope::Rope;
-use super::simd::{available_isas, axpy, detected_isa, dot, Isa, Tile};
+use crate::simd::{available_isas, axpy, detected_isa, dot, Isa, Tile};
 use crate::testing::{random_tensor, random_vec, rng};
 
 fn dot_f64(a: &[f32], b: &[f32]) -> f64 {

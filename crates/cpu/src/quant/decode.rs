@@ -11,7 +11,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::kernels::vec16::Vec16;
+use crate::simd::vec16::Vec16;
 
 /// A GGML block layout that can be decoded 16 elements at a time.
 pub trait BlockFormat {

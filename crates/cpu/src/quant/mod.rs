@@ -65,7 +65,7 @@ pub fn portable_kernel_row_dequantizer(dtype: DType) -> Result<RowDequantizer, Q
 fn detected_simd_rows(dtype: DType) -> Option<RowDequantizer> {
     #[cfg(target_arch = "x86_64")]
     {
-        simd_row_dequantizer(crate::kernels::simd::detected_isa(), dtype)
+        simd_row_dequantizer(crate::simd::detected_isa(), dtype)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -77,11 +77,8 @@ fn detected_simd_rows(dtype: DType) -> Option<RowDequantizer> {
 /// The SIMD dequantizer of `dtype` (kernels' layout) for `isa`, if there is one (tests compare
 /// it with the scalar one). Only call the result when `isa` is available.
 #[cfg(target_arch = "x86_64")]
-pub fn simd_row_dequantizer(
-    isa: crate::kernels::simd::Isa,
-    dtype: DType,
-) -> Option<RowDequantizer> {
-    use crate::kernels::simd::Isa;
+pub fn simd_row_dequantizer(isa: crate::simd::Isa, dtype: DType) -> Option<RowDequantizer> {
+    use crate::simd::Isa;
     match isa {
         Isa::Avx512 => simd_rows::avx512_rows(dtype),
         Isa::Avx2Fma => simd_rows::avx2_rows(dtype),

@@ -8,7 +8,7 @@ use ferrite_model::weights::DType;
 
 use super::decode::{self, BlockFormat};
 use super::{portable_row_dequantizer, RowDequantizer};
-use crate::kernels::vec16::{Avx2, Avx512, Vec16};
+use crate::simd::vec16::{Avx2, Avx512, Vec16};
 
 /// Dequantizes whole blocks of `F` from `bytes` into `out`; returns how many elements.
 #[inline(always)]

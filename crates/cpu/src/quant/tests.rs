@@ -115,8 +115,8 @@ const SIMD_TYPES: [DType; 11] = [
 
 /// The SIMD ISAs of this machine (failing the test where there is none: it would test nothing).
 #[cfg(target_arch = "x86_64")]
-fn simd_isas() -> Vec<crate::kernels::simd::Isa> {
-    use crate::kernels::simd::{available_isas, Isa};
+fn simd_isas() -> Vec<crate::simd::Isa> {
+    use crate::simd::{available_isas, Isa};
     let isas: Vec<Isa> = available_isas()
         .into_iter()
         .filter(|&isa| isa != Isa::Portable)
@@ -131,7 +131,7 @@ fn simd_isas() -> Vec<crate::kernels::simd::Isa> {
 /// The SIMD dequantizer of `isa`, the scalar one of the kernels' layout and the model crate's
 /// GGML dequantizer give `ggml` (a row of `dtype`) the same bits (NaN payloads aside).
 #[cfg(target_arch = "x86_64")]
-fn assert_equals_reference(isa: crate::kernels::simd::Isa, dtype: DType, ggml: &[u8], what: &str) {
+fn assert_equals_reference(isa: crate::simd::Isa, dtype: DType, ggml: &[u8], what: &str) {
     let n = ggml.len() / dtype.block_bytes() * dtype.block_len();
     let Some(fast_fn) = simd_row_dequantizer(isa, dtype) else {
         panic!("{isa:?} has no dequantizer for {dtype:?}");

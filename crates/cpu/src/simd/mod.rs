@@ -8,6 +8,9 @@
 //! in two, the portable code in an array), which is what makes the matmuls batch-invariant and
 //! every ISA give the same bits.
 
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod vec16;
+
 pub const LANES: usize = 16;
 /// Largest tile [`Tile::compute`] accepts.
 pub const MAX_TILE_ROWS: usize = 6;
@@ -161,7 +164,7 @@ pub fn axpy(isa: Isa, alpha: f32, v: &[f32], acc: &mut [f32]) {
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86 {
     use super::{accumulate_tail, reduce_lanes, Tile, TileSums, LANES};
-    use crate::kernels::vec16::{Avx2, Avx512, Vec16};
+    use crate::simd::vec16::{Avx2, Avx512, Vec16};
     use std::arch::x86_64::*;
 
     /// One tile of `MR x NR` dot products over the full `k` (rows and columns within bounds).

@@ -15,6 +15,7 @@ fi
 CUDA_HOME=$(echo "$PWD"/.cuda-venv/lib/python3*/site-packages/nvidia/cu13)
 export CUDA_HOME PATH="$CUDA_HOME/bin:$PATH" FERRITE_REQUIRE_NVCC=1
 nvcc --version | tail -1
+target=${CARGO_TARGET_DIR:-target}
 cargo build --release --locked -p ferrite
 cargo build --release --locked -p ferrite-cuda --example offline_bench
 tests=$(cargo test --release --locked -p ferrite-cuda --no-run --message-format=json 2>/dev/null \
@@ -24,10 +25,10 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] != ["example"]:
         print(m["target"]["name"], m["executable"])')
 rm -rf .gpu && mkdir -p .gpu/tests
-cp target/release/ferrite target/release/examples/offline_bench .gpu/
+cp "$target/release/ferrite" "$target/release/examples/offline_bench" .gpu/
 while read -r name exe; do cp "$exe" ".gpu/tests/$name"; done <<< "$tests"
 strip .gpu/ferrite .gpu/offline_bench .gpu/tests/*
-cp "$(ls -t target/release/build/ferrite-cuda-*/out/ptxas.txt | head -1)" .gpu/ptxas.txt
+cp "$(ls -t "$target"/release/build/ferrite-cuda-*/out/ptxas.txt | head -1)" .gpu/ptxas.txt
 ls -la .gpu .gpu/tests
 du -sh .gpu
 mkdir -p .gpu-pack

@@ -7,7 +7,7 @@ mod common;
 use ferrite_cpu::CpuBackend;
 use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
 use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
-use ferrite_model::config::{Arch, ModelConfig, RopeStyle};
+use ferrite_model::config::{Arch, BlockVariant, ModelConfig, RopeStyle};
 use ferrite_model::dummy::{generate, preset};
 
 fn llama_small() -> ModelConfig {
@@ -26,6 +26,9 @@ fn llama_small() -> ModelConfig {
         max_position_embeddings: 4096,
         tie_word_embeddings: false,
         qkv_bias: false,
+        block: BlockVariant::llama(128),
+        rope_scaling: None,
+        layer_attention: Vec::new(),
     }
 }
 

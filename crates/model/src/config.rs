@@ -6,6 +6,13 @@ pub enum Arch {
     Llama,
     /// Qwen2 / Qwen2.5: bias on Q, K and V.
     Qwen2,
+    /// Qwen3 (dense): per-head RMSNorm on Q and K, no bias, head_dim set by the config.
+    Qwen3,
+    /// Mistral: llama's block, optionally with sliding-window attention.
+    Mistral,
+    /// Gemma 3 (text): (1 + w) norms around attention and the MLP, GeGLU (tanh GELU), scaled
+    /// embeddings, Q/K norms, sliding and global layers with their own rope bases.
+    Gemma3,
 }
 
 /// How RoPE pairs up the dimensions of a head.
@@ -36,4 +43,122 @@ pub struct ModelConfig {
     /// lm_head shares the token embedding matrix.
     pub tie_word_embeddings: bool,
     pub qkv_bias: bool,
+    /// The switches that tell one decoder block apart from another (llama's by default).
+    pub block: BlockVariant,
+    /// RoPE frequency scaling of full-attention layers (Llama 3.x); `None`: plain RoPE.
+    pub rope_scaling: Option<RopeScaling>,
+    /// One entry per layer: its attention window and rope base. Empty means every layer is
+    /// full attention with `rope_theta` (llama, qwen2, qwen3 and GGUF files of those).
+    pub layer_attention: Vec<LayerAttention>,
+}
+
+/// The MLP's activation: `act(gate(x)) * up(x)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Activation {
+    /// SiLU (SwiGLU): llama, qwen, mistral.
+    #[default]
+    Silu,
+    /// GELU with the tanh approximation (GeGLU): gemma (`gelu_pytorch_tanh`).
+    GeluTanh,
+}
+
+/// Where decoder blocks of different families differ, as data: one forward pass reads these.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BlockVariant {
+    /// Per-head RMSNorm on Q and K after the projection, before RoPE (qwen3, gemma3).
+    pub qk_norm: bool,
+    /// Added to every RMSNorm weight: 0 (`x * w`) or 1 (gemma's `x * (1 + w)`). Backends may
+    /// fold it into the weights at load.
+    pub norm_weight_offset: f32,
+    /// RMSNorm on the attention output and on the MLP output before each residual add
+    /// (gemma3's post_attention_layernorm and post_feedforward_layernorm).
+    pub post_norms: bool,
+    pub activation: Activation,
+    /// Token embeddings are multiplied by this (gemma: sqrt(hidden_size)); 1 otherwise.
+    pub embedding_scale: f32,
+    /// Attention scores are multiplied by this: 1/sqrt(head_dim), or gemma3's
+    /// query_pre_attn_scalar^-0.5.
+    pub attn_scale: f32,
+}
+
+impl BlockVariant {
+    /// Llama's block: no Q/K norm, plain norms, SwiGLU, 1/sqrt(head_dim) scores.
+    pub fn llama(head_dim: usize) -> Self {
+        Self {
+            qk_norm: false,
+            norm_weight_offset: 0.0,
+            post_norms: false,
+            activation: Activation::Silu,
+            embedding_scale: 1.0,
+            attn_scale: 1.0 / (head_dim as f32).sqrt(),
+        }
+    }
+}
+
+/// Llama 3.x RoPE scaling (`rope_type: llama3`): long wavelengths slowed by `factor`, short
+/// ones kept, the band between interpolated. Applied to the frequencies, whatever the position.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RopeScaling {
+    pub factor: f32,
+    pub low_freq_factor: f32,
+    pub high_freq_factor: f32,
+    pub original_max_position_embeddings: usize,
+}
+
+/// One layer's attention pattern.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LayerAttention {
+    /// `Some(w)`: query i attends to keys j with i - w < j <= i (the last w tokens, itself
+    /// included), as transformers' sliding-window mask; `None`: every earlier token.
+    pub sliding_window: Option<usize>,
+    /// The RoPE base of this layer (gemma3's sliding layers use `rope_local_base_freq`).
+    pub rope_theta: f32,
+    /// Whether `rope_scaling` applies to this layer (gemma3 scales global layers only).
+    pub rope_scaled: bool,
+}
+
+impl ModelConfig {
+    /// The attention pattern of layer `layer`.
+    pub fn attention(&self, layer: usize) -> LayerAttention {
+        self.layer_attention
+            .get(layer)
+            .copied()
+            .unwrap_or(LayerAttention {
+                sliding_window: None,
+                rope_theta: self.rope_theta,
+                rope_scaled: true,
+            })
+    }
+
+    /// RoPE inverse frequencies of layer `layer` (`head_dim / 2` of them), scaling included:
+    /// the one definition both backends use.
+    pub fn rope_inv_freq(&self, layer: usize) -> Vec<f32> {
+        let attention = self.attention(layer);
+        let scaling = self.rope_scaling.filter(|_| attention.rope_scaled);
+        rope_inv_freq(self.head_dim, attention.rope_theta, scaling.as_ref())
+    }
+}
+
+/// `1 / theta^(2k/d)` for k in 0..d/2, in f32 as transformers computes it (and as both
+/// backends always have), with Llama 3 scaling applied on top.
+pub fn rope_inv_freq(head_dim: usize, theta: f32, scaling: Option<&RopeScaling>) -> Vec<f32> {
+    (0..head_dim / 2)
+        .map(|k| {
+            let inv = 1.0 / theta.powf((2 * k) as f32 / head_dim as f32);
+            let Some(s) = scaling else {
+                return inv;
+            };
+            let wavelength = 2.0 * std::f32::consts::PI / inv;
+            let original = s.original_max_position_embeddings as f32;
+            let (low, high) = (s.low_freq_factor, s.high_freq_factor);
+            if wavelength < original / high {
+                inv
+            } else if wavelength > original / low {
+                inv / s.factor
+            } else {
+                let smooth = (original / wavelength - low) / (high - low);
+                (1.0 - smooth) * inv / s.factor + smooth * inv
+            }
+        })
+        .collect()
 }

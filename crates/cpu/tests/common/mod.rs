@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use ferrite_cpu::CpuBackend;
 use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
-use ferrite_model::config::{Arch, ModelConfig, RopeStyle};
+use ferrite_model::config::{Arch, BlockVariant, ModelConfig, RopeStyle};
 use ferrite_model::weights::{DType, ModelWeights, Storage, WeightTensor};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -55,6 +55,9 @@ pub fn tiny_config(arch: Arch) -> ModelConfig {
         max_position_embeddings: 512,
         tie_word_embeddings: arch == Arch::Qwen2,
         qkv_bias: arch == Arch::Qwen2,
+        block: BlockVariant::llama(16),
+        rope_scaling: None,
+        layer_attention: Vec::new(),
     }
 }
 

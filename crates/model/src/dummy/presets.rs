@@ -1,7 +1,7 @@
 //! Model shapes built into `--load-format dummy`, copied from the models' `config.json`.
 //! Llama 3.1's rope scaling is left out: dummy weights measure speed, not quality.
 
-use crate::config::{Arch, ModelConfig, RopeStyle};
+use crate::config::{Arch, BlockVariant, ModelConfig, RopeStyle};
 
 pub const PRESET_NAMES: &[&str] = &["qwen2.5-0.5b", "qwen2.5-1.5b", "llama-3.1-8b", "tiny"];
 
@@ -21,6 +21,9 @@ pub fn preset(name: &str) -> Option<ModelConfig> {
         max_position_embeddings: 32_768,
         tie_word_embeddings: true,
         qkv_bias: true,
+        block: BlockVariant::llama(head_dim),
+        rope_scaling: None,
+        layer_attention: Vec::new(),
     };
     Some(match name {
         "qwen2.5-0.5b" => qwen(896, 4864, 24, 14, 64),
@@ -40,6 +43,9 @@ pub fn preset(name: &str) -> Option<ModelConfig> {
             max_position_embeddings: 131_072,
             tie_word_embeddings: false,
             qkv_bias: false,
+            block: BlockVariant::llama(128),
+            rope_scaling: None,
+            layer_attention: Vec::new(),
         },
         // Small enough for tests on the CPU, with GQA (group 3) and the qwen2 bias path.
         "tiny" => ModelConfig {

@@ -3,7 +3,7 @@
 use super::metadata::Metadata;
 use super::reader::TensorInfo;
 use super::GgufError;
-use crate::config::{Arch, ModelConfig, RopeStyle};
+use crate::config::{Arch, BlockVariant, ModelConfig, RopeStyle};
 
 const DEFAULT_ROPE_THETA: f32 = 10_000.0;
 
@@ -67,11 +67,14 @@ pub fn config_from_metadata(
         // keep Hugging Face's layout and are run in NeoX (halves) mode.
         rope_style: match arch {
             Arch::Llama => RopeStyle::Interleaved,
-            Arch::Qwen2 => RopeStyle::Halves,
+            _ => RopeStyle::Halves,
         },
         rms_norm_eps: meta.f32(&key("attention.layer_norm_rms_epsilon"))?,
         max_position_embeddings: meta.usize(&key("context_length"))?,
         tie_word_embeddings: !has_tensor("output.weight"),
         qkv_bias: arch == Arch::Qwen2 || has_tensor("blk.0.attn_q.bias"),
+        block: BlockVariant::llama(head_dim),
+        rope_scaling: None,
+        layer_attention: Vec::new(),
     })
 }

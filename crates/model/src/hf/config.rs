@@ -4,7 +4,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::HfError;
-use crate::config::{Arch, ModelConfig, RopeStyle};
+use crate::config::{Arch, BlockVariant, ModelConfig, RopeStyle};
 
 const DEFAULT_ROPE_THETA: f64 = 10_000.0;
 
@@ -83,6 +83,9 @@ pub fn config_from_json(text: &str) -> Result<ModelConfig, HfError> {
                 .and_then(Value::as_f64)
         })
         .unwrap_or(DEFAULT_ROPE_THETA);
+    let head_dim = raw
+        .head_dim
+        .unwrap_or(raw.hidden_size / raw.num_attention_heads);
     Ok(ModelConfig {
         arch,
         vocab_size: raw.vocab_size,
@@ -91,20 +94,21 @@ pub fn config_from_json(text: &str) -> Result<ModelConfig, HfError> {
         num_layers: raw.num_hidden_layers,
         num_heads: raw.num_attention_heads,
         num_kv_heads: raw.num_key_value_heads.unwrap_or(raw.num_attention_heads),
-        head_dim: raw
-            .head_dim
-            .unwrap_or(raw.hidden_size / raw.num_attention_heads),
+        head_dim,
         rope_theta: rope_theta as f32,
         // Llama Q/K rows are permuted into the interleaved layout at load (see `permute`), so
         // every llama runs interleaved whatever file it came from.
         rope_style: match arch {
             Arch::Llama => RopeStyle::Interleaved,
-            Arch::Qwen2 => RopeStyle::Halves,
+            _ => RopeStyle::Halves,
         },
         rms_norm_eps: raw.rms_norm_eps as f32,
         max_position_embeddings: raw.max_position_embeddings,
         // Both LlamaConfig and Qwen2Config default to untied.
         tie_word_embeddings: raw.tie_word_embeddings.unwrap_or(false),
         qkv_bias: arch == Arch::Qwen2,
+        block: BlockVariant::llama(head_dim),
+        rope_scaling: None,
+        layer_attention: Vec::new(),
     })
 }

@@ -1,0 +1,121 @@
+//! A progress bar per downloaded file: indicatif's bar when stderr is a terminal, otherwise
+//! (logs, CI, pipes, where a redrawn bar is noise) a plain line at every tenth of the file.
+
+use std::io::{IsTerminal, Write};
+
+use hf_hub::api::Progress;
+use indicatif::{HumanBytes, ProgressBar};
+
+pub enum FileProgress {
+    Bar(ProgressBar),
+    Lines(LineProgress),
+}
+
+impl FileProgress {
+    pub fn for_stderr() -> FileProgress {
+        if std::io::stderr().is_terminal() {
+            FileProgress::Bar(ProgressBar::new(0))
+        } else {
+            FileProgress::Lines(LineProgress::default())
+        }
+    }
+}
+
+impl Progress for FileProgress {
+    fn init(&mut self, size: usize, filename: &str) {
+        match self {
+            FileProgress::Bar(bar) => {
+                // hf-hub calls init again when it resumes: start the bar over, the caller
+                // then reports the bytes already there.
+                bar.reset();
+                Progress::init(bar, size, filename)
+            }
+            FileProgress::Lines(lines) => lines.init(size, filename),
+        }
+    }
+
+    fn update(&mut self, size: usize) {
+        match self {
+            FileProgress::Bar(bar) => Progress::update(bar, size),
+            FileProgress::Lines(lines) => lines.update(size),
+        }
+    }
+
+    fn finish(&mut self) {
+        match self {
+            FileProgress::Bar(bar) => Progress::finish(bar),
+            FileProgress::Lines(lines) => lines.finish(),
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct LineProgress {
+    file: String,
+    total: usize,
+    done: usize,
+    /// Tenths of the file already reported.
+    reported: usize,
+}
+
+impl LineProgress {
+    fn line(&self) -> String {
+        let percent = (self.done * 100).checked_div(self.total).unwrap_or(100);
+        format!(
+            "downloading {}: {percent:>3}% ({} / {})",
+            self.file,
+            HumanBytes(self.done as u64),
+            HumanBytes(self.total as u64)
+        )
+    }
+
+    fn print(&self) {
+        let _ = writeln!(std::io::stderr().lock(), "{}", self.line());
+    }
+}
+
+impl Progress for LineProgress {
+    fn init(&mut self, size: usize, filename: &str) {
+        self.file = filename.to_string();
+        self.total = size;
+        self.done = 0;
+        self.reported = 0;
+    }
+
+    fn update(&mut self, size: usize) {
+        self.done += size;
+        let tenths = (self.done * 10).checked_div(self.total).unwrap_or(10);
+        if tenths > self.reported && tenths < 10 {
+            self.reported = tenths;
+            self.print();
+        }
+    }
+
+    fn finish(&mut self) {
+        if self.reported < 10 {
+            self.reported = 10;
+            self.print();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resumed_download_reports_from_the_bytes_already_there() {
+        let mut p = LineProgress::default();
+        p.init(1000, "model.safetensors");
+        p.update(450);
+        assert_eq!(p.reported, 4);
+        // hf-hub resumes: init again, then the bytes already on disk.
+        p.init(1000, "model.safetensors");
+        p.update(450);
+        p.update(550);
+        assert_eq!(p.done, 1000);
+        assert!(p.line().contains("100%"), "{}", p.line());
+        p.finish();
+        assert_eq!(p.reported, 10);
+    }
+}

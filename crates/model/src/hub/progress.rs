@@ -1,5 +1,6 @@
 //! A progress bar per downloaded file: indicatif's bar when stderr is a terminal, otherwise
-//! (logs, CI, pipes, where a redrawn bar is noise) a plain line at every tenth of the file.
+//! (logs, CI, pipes, where a redrawn bar is noise) a plain line at every tenth of a large file
+//! and one when a file is done.
 
 use std::io::{IsTerminal, Write};
 
@@ -49,6 +50,9 @@ impl Progress for FileProgress {
     }
 }
 
+/// Files below this get only their final line.
+const LINES_PER_TENTH_FROM: usize = 16 << 20;
+
 #[derive(Default)]
 pub struct LineProgress {
     file: String,
@@ -76,6 +80,14 @@ impl LineProgress {
 
 impl Progress for LineProgress {
     fn init(&mut self, size: usize, filename: &str) {
+        // hf-hub starts a file over only after a broken transfer: say so, it resumes there.
+        if self.file == filename && self.done > 0 && self.done < self.total {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "downloading {filename}: transfer broken at {}, resuming",
+                HumanBytes(self.done as u64)
+            );
+        }
         self.file = filename.to_string();
         self.total = size;
         self.done = 0;
@@ -85,7 +97,7 @@ impl Progress for LineProgress {
     fn update(&mut self, size: usize) {
         self.done += size;
         let tenths = (self.done * 10).checked_div(self.total).unwrap_or(10);
-        if tenths > self.reported && tenths < 10 {
+        if tenths > self.reported && tenths < 10 && self.total >= LINES_PER_TENTH_FROM {
             self.reported = tenths;
             self.print();
         }
@@ -106,15 +118,27 @@ mod tests {
     #[test]
     fn a_resumed_download_reports_from_the_bytes_already_there() {
         let mut p = LineProgress::default();
-        p.init(1000, "model.safetensors");
-        p.update(450);
+        let size = 100 << 20;
+        p.init(size, "model.safetensors");
+        p.update(size * 45 / 100);
         assert_eq!(p.reported, 4);
         // hf-hub resumes: init again, then the bytes already on disk.
-        p.init(1000, "model.safetensors");
-        p.update(450);
-        p.update(550);
-        assert_eq!(p.done, 1000);
+        p.init(size, "model.safetensors");
+        p.update(size * 45 / 100);
+        p.update(size - size * 45 / 100);
+        assert_eq!(p.done, size);
         assert!(p.line().contains("100%"), "{}", p.line());
+        p.finish();
+        assert_eq!(p.reported, 10);
+    }
+
+    #[test]
+    fn a_small_file_gets_one_line() {
+        let mut p = LineProgress::default();
+        p.init(2000, "tokenizer.json");
+        p.update(1000);
+        assert_eq!(p.reported, 0);
+        p.update(1000);
         p.finish();
         assert_eq!(p.reported, 10);
     }

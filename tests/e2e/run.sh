@@ -6,9 +6,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 venv="$here/.venv-e2e"
-if ! "$venv/bin/python" -c "import openai, pytest, httpx" 2>/dev/null; then
+# numpy and gguf: scripts/make_hf_test_dir.py, for the Hugging Face directory tests.
+if ! "$venv/bin/python" -c "import openai, pytest, httpx, numpy, gguf" 2>/dev/null; then
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/pip" install -q "openai>=1.40" "pytest>=8" httpx
+  "$venv/bin/pip" install -q "openai>=1.40" "pytest>=8" httpx numpy gguf
 fi
 if [ -z "${FERRITE_BIN:-}" ]; then
   (cd "$root" && cargo build --release -p ferrite)

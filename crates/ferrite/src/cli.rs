@@ -65,6 +65,9 @@ pub struct EngineArgs {
     /// every device).
     #[arg(long, default_value_t = 0)]
     pub dummy_seed: u64,
+    /// The revision (branch, tag or commit) of a hub-id model [default: main].
+    #[arg(long)]
+    pub revision: Option<String>,
     /// Tokenizer for `--load-format dummy`: a .gguf file or a directory with tokenizer.json.
     #[arg(long)]
     pub tokenizer: Option<String>,
@@ -228,9 +231,10 @@ pub struct GenerateArgs {
     /// New tokens at most.
     #[arg(long, default_value_t = 128)]
     pub max_tokens: usize,
-    /// Sampling temperature; 0 is greedy.
-    #[arg(long, default_value_t = 0.0)]
-    pub temperature: f32,
+    /// Sampling temperature; 0 is greedy [default: the model's generation_config.json (with
+    /// its top_p, top_k, min_p, repetition_penalty) when it samples, else 0].
+    #[arg(long)]
+    pub temperature: Option<f32>,
     /// Seed for sampling.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -345,7 +349,8 @@ pub struct BenchArgs {
 
 #[derive(Debug, Args)]
 pub struct BenchModelArgs {
-    /// A GGUF file [default: SmolLM2-135M-Instruct, fetched on first use].
+    /// A GGUF file, a Hugging Face model directory, or a hub id [default:
+    /// SmolLM2-135M-Instruct, fetched on first use].
     pub model: Option<String>,
     /// Prompt tokens of the prefill test (ppN), random ids; 0 skips it.
     #[arg(long, default_value_t = 512)]

@@ -5,10 +5,10 @@ use std::sync::mpsc::{channel, Receiver};
 use anyhow::{bail, Context};
 use ferrite_cpu::CpuBackend;
 use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
-use ferrite_engine::{DraftModel, NgramConfig, NgramProposer, Proposer};
 use ferrite_engine::{
     spawn_engine, Backend, EngineConfig, EngineHandle, EngineStep, SpecOptions, MAX_SPEC_TOKENS,
 };
+use ferrite_engine::{DraftModel, NgramConfig, NgramProposer, Proposer};
 
 use crate::cli::{Device, EngineArgs, LoadFormat, SpecArgs, SpecMethod};
 use crate::model_source::{self, LoadedModel};
@@ -178,7 +178,7 @@ pub fn build_proposer(
                 LoadFormat::Dummy => {
                     model_source::load_dummy(path, args.dummy_seed.wrapping_add(1), None)?
                 }
-                LoadFormat::Auto => model_source::load(Some(path))
+                LoadFormat::Auto => model_source::load(Some(path), None)
                     .with_context(|| format!("loading the draft model {path}"))?,
             };
             let mut backend = Built::new(&mut draft, args)?;

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use ferrite_engine::{GenerationRequest, SamplingParams};
+use ferrite_model::hf::GenerationDefaults;
 use ferrite_server::{ChatTemplate, IncrementalDecoder};
 
 use crate::cli::{GenerateArgs, LoadFormat};
@@ -13,7 +14,7 @@ use crate::model_source;
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let mut model = match args.engine.load_format {
-        LoadFormat::Auto => model_source::load(Some(&args.model))?,
+        LoadFormat::Auto => model_source::load(Some(&args.model), args.engine.revision.as_deref())?,
         LoadFormat::Dummy => model_source::load_dummy(
             &args.model,
             args.engine.dummy_seed,
@@ -35,12 +36,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         encode(&tok.tokenizer, &args.prompt, true)?
     };
     let engine = start_engine(&mut model, &args.engine)?;
-    let params = SamplingParams {
-        temperature: args.temperature,
-        seed: args.seed,
-        max_tokens: args.max_tokens,
-        ..SamplingParams::default()
-    };
+    let params = sampling_params(&args, &model.generation);
     let start = Instant::now();
     let num_prompt = prompt.len();
     engine.handle.add_request(GenerationRequest {
@@ -88,6 +84,27 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         generated.saturating_sub(1) as f64 / decode_time.as_secs_f64().max(1e-9),
     );
     Ok(())
+}
+
+/// The flags, and where they are silent the model's generation_config.json: its sampling
+/// settings apply when the temperature is the model's own.
+fn sampling_params(args: &GenerateArgs, model: &GenerationDefaults) -> SamplingParams {
+    let defaults = SamplingParams::default();
+    let mut params = SamplingParams {
+        temperature: args.temperature.unwrap_or(model.default_temperature()),
+        seed: args.seed,
+        max_tokens: args.max_tokens,
+        ..defaults
+    };
+    if args.temperature.is_none() && model.do_sample {
+        params.top_p = model.top_p.unwrap_or(defaults.top_p);
+        params.top_k = model.top_k.unwrap_or(defaults.top_k);
+        params.min_p = model.min_p.unwrap_or(defaults.min_p);
+        params.repetition_penalty = model
+            .repetition_penalty
+            .unwrap_or(defaults.repetition_penalty);
+    }
+    params
 }
 
 fn encode(

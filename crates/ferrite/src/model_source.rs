@@ -1,10 +1,14 @@
-//! Finding and loading the model a command names: a GGUF file, or the default model.
+//! Finding and loading the model a command names: a GGUF file, a Hugging Face model directory,
+//! a hub id (downloaded into the Hugging Face cache), or the default model.
 
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use anyhow::{bail, Context};
 use ferrite_model::config::ModelConfig;
 use ferrite_model::gguf::GgufFile;
+use ferrite_model::hf::GenerationDefaults;
+use ferrite_model::hub::{self, HubEnv};
 use ferrite_model::tokenizer::LoadedTokenizer;
 use ferrite_model::weights::ModelWeights;
 
@@ -18,6 +22,8 @@ pub struct LoadedModel {
     /// `Some(seed)`: `--load-format dummy`.
     pub dummy_seed: Option<u64>,
     pub tokenizer: LoadedTokenizer,
+    /// generation_config.json's sampling defaults (all unset for GGUF files).
+    pub generation: GenerationDefaults,
 }
 
 /// `--load-format dummy`: the shape from a preset or config.json, a tokenizer from `tokenizer`
@@ -54,6 +60,7 @@ pub fn load_dummy(spec: &str, seed: u64, tokenizer: Option<&str>) -> anyhow::Res
         weights: ModelWeights::default(),
         dummy_seed: Some(seed),
         tokenizer,
+        generation: GenerationDefaults::default(),
     })
 }
 
@@ -87,21 +94,81 @@ pub fn models_dir() -> PathBuf {
     home.join(".cache/ferrite/models")
 }
 
-pub fn load(spec: Option<&str>) -> anyhow::Result<LoadedModel> {
+/// The model `spec` names; `revision` (a branch, tag or commit) only for a hub id.
+pub fn load(spec: Option<&str>, revision: Option<&str>) -> anyhow::Result<LoadedModel> {
     let path = match spec {
         Some(s) => PathBuf::from(s),
         None => crate::default_model::ensure(&models_dir())?,
     };
-    if path
+    let is_gguf = path
         .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
-    {
-        return load_gguf(&path);
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+    if path.exists() || is_gguf {
+        if revision.is_some() {
+            bail!("--revision is for hub ids; `{}` is a path", path.display());
+        }
+        if path.is_dir() {
+            let name = path
+                .canonicalize()
+                .ok()
+                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .unwrap_or_else(|| "model".to_string());
+            return load_hf_dir(&path, name);
+        }
+        if is_gguf {
+            return load_gguf(&path);
+        }
+        bail!(
+            "cannot load `{}`: give a .gguf file, a Hugging Face model directory or a hub id",
+            path.display()
+        );
     }
-    bail!(
-        "cannot load `{}`: give a .gguf file (Hugging Face directories and hub ids are not wired into the CLI yet)",
-        path.display()
-    )
+    let spec = path.to_string_lossy();
+    if !hub::is_hub_id(&spec) {
+        bail!("`{spec}` is neither a file, a directory nor a hub id (org/name)");
+    }
+    let revision = revision.unwrap_or("main");
+    let env = HubEnv::from_env();
+    let started = Instant::now();
+    let dir = hub::model_dir(&spec, revision, &env)?;
+    tracing::info!(
+        repo = %spec,
+        revision,
+        dir = %dir.display(),
+        seconds = started.elapsed().as_secs_f64(),
+        "model files ready in the Hugging Face cache"
+    );
+    load_hf_dir(&dir, spec.into_owned())
+}
+
+/// A directory with config.json, *.safetensors and the tokenizer files.
+fn load_hf_dir(dir: &Path, name: String) -> anyhow::Result<LoadedModel> {
+    if !dir.join("config.json").is_file() {
+        bail!(
+            "{} is not a Hugging Face model directory: it has no config.json",
+            dir.display()
+        );
+    }
+    let started = Instant::now();
+    let (config, weights) = ferrite_model::hf::load_dir(dir)
+        .with_context(|| format!("loading the model in {}", dir.display()))?;
+    let tokenizer = ferrite_model::tokenizer::tokenizer_from_hf_dir(dir)?;
+    let generation = ferrite_model::hf::load_generation_defaults(dir)?;
+    tracing::info!(
+        model = %name,
+        arch = ?config.arch,
+        layers = config.num_layers,
+        seconds = started.elapsed().as_secs_f64(),
+        "loaded a Hugging Face model directory"
+    );
+    Ok(LoadedModel {
+        name,
+        config,
+        weights,
+        dummy_seed: None,
+        tokenizer,
+        generation,
+    })
 }
 
 fn load_gguf(path: &Path) -> anyhow::Result<LoadedModel> {
@@ -118,5 +185,6 @@ fn load_gguf(path: &Path) -> anyhow::Result<LoadedModel> {
         weights: file.weights(),
         dummy_seed: None,
         tokenizer,
+        generation: GenerationDefaults::default(),
     })
 }

@@ -9,7 +9,7 @@ use crate::model_source;
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let spec = args.model.as_deref().or(args.model_flag.as_deref());
     let mut model = match args.engine.load_format {
-        LoadFormat::Auto => model_source::load(spec)?,
+        LoadFormat::Auto => model_source::load(spec, args.engine.revision.as_deref())?,
         LoadFormat::Dummy => model_source::load_dummy(
             spec.ok_or_else(|| {
                 anyhow::anyhow!("--load-format dummy needs --model PRESET|config.json")

@@ -7,6 +7,7 @@ pub mod dequant;
 pub mod dummy;
 pub mod gguf;
 pub mod hf;
+pub mod hub;
 pub mod tokenizer;
 pub mod weights;
 

@@ -36,9 +36,11 @@ fn arch_of(raw: &RawConfig) -> Result<Arch, HfError> {
     } else if named("Qwen2ForCausalLM") || raw.model_type.as_deref() == Some("qwen2") {
         Ok(Arch::Qwen2)
     } else {
+        let names = raw.architectures.as_deref().unwrap_or_default().join(", ");
         Err(HfError::UnsupportedArch(format!(
-            "{:?} (model_type {:?})",
-            raw.architectures, raw.model_type
+            "{} (model_type {})",
+            if names.is_empty() { "unnamed" } else { &names },
+            raw.model_type.as_deref().unwrap_or("not given")
         )))
     }
 }

@@ -2,6 +2,7 @@
 //! canonical names and llama's Q/K rows permuted for interleaved RoPE.
 
 mod config;
+mod generation;
 mod names;
 mod safetensors;
 
@@ -9,6 +10,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use self::config::config_from_json;
+pub use self::generation::{
+    generation_defaults_from_json, load_generation_defaults, GenerationDefaults,
+};
 pub use self::names::{canonical_name, permute_rows_for_interleaved_rope};
 pub use self::safetensors::weight_files;
 
@@ -24,6 +28,8 @@ pub enum HfError {
     },
     #[error("config.json is not a config ferrite understands: {0}")]
     Config(serde_json::Error),
+    #[error("generation_config.json is not valid: {0}")]
+    GenerationConfig(serde_json::Error),
     #[error("architecture {0} is not supported (LlamaForCausalLM and Qwen2ForCausalLM are)")]
     UnsupportedArch(String),
     #[error("not supported: {0}")]

@@ -6,7 +6,7 @@ the prompt token ids (chat template or plain tokenizer), 32 greedy tokens (EOS i
 case has 32), the top-1/top-2 logit margin and the top-5 logprobs at each step. Also
 tokenization-only cases and rendered chat templates.
 
-Usage: /work/refenv/bin/python scripts/make_reference_fixtures.py [smollm2] [qwen2.5-coder-0.5b]
+Usage: /work/refenv/bin/python scripts/make_reference_fixtures.py [smollm2] [qwen2.5-coder-0.5b] [gemma3-270m]
 Needs: pip install torch transformers gguf accelerate; models from scripts/fetch_models.sh.
 """
 import json
@@ -20,6 +20,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 MODELS = {
     "smollm2": "SmolLM2-135M-Instruct.Q4_1.gguf",
     "qwen2.5-coder-0.5b": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    "gemma3-270m": "gemma-3-270m-q4_k_m.gguf",
 }
 NEW_TOKENS = 32
 TOP = 5

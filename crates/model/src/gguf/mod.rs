@@ -42,8 +42,10 @@ pub enum GgufError {
         expected: &'static str,
         found: &'static str,
     },
-    #[error("architecture `{0}` is not supported (llama and qwen2 are)")]
+    #[error("architecture `{0}` is not supported (llama, qwen2, qwen3 and gemma3 are)")]
     UnsupportedArch(String),
+    #[error("unsupported GGUF model: {0}")]
+    Unsupported(String),
     #[error("corrupt GGUF file: {0}")]
     Corrupt(String),
 }

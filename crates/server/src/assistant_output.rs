@@ -3,15 +3,15 @@
 //! call after `</think>` is parsed and one the model merely considered while thinking is not).
 
 use crate::reasoning::{ReasoningEvent, ReasoningFormat, ReasoningParser};
-use crate::tool_calls::{ParsedToolCall, ToolCallFormat, ToolCallParser, ToolEvent};
+use crate::tool_calls::{ParsedToolCall, ToolCallParser, ToolEvent, ToolParsing};
 
 /// What a chat request asks of its answers' text.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct OutputSpec {
     /// The reasoning format, and whether the answer starts inside the reasoning.
     pub reasoning: Option<(ReasoningFormat, bool)>,
-    /// The tool-call format, and `parallel_tool_calls`.
-    pub tools: Option<(ToolCallFormat, bool)>,
+    /// How tool calls are read, when they are.
+    pub tools: Option<ToolParsing>,
 }
 
 impl OutputSpec {
@@ -35,14 +35,12 @@ pub struct OutputParser {
 }
 
 impl OutputParser {
-    pub fn new(spec: OutputSpec) -> Self {
+    pub fn new(spec: &OutputSpec) -> Self {
         Self {
             reasoning: spec
                 .reasoning
                 .map(|(_, starts_inside)| ReasoningParser::new(starts_inside)),
-            tools: spec
-                .tools
-                .map(|(format, parallel)| ToolCallParser::new(format, parallel)),
+            tools: spec.tools.clone().map(ToolCallParser::new),
         }
     }
 
@@ -105,7 +103,7 @@ pub struct ParsedAnswer {
 }
 
 /// The complete answer: the same parser fed the whole text at once.
-pub fn parse_answer(spec: OutputSpec, text: &str) -> ParsedAnswer {
+pub fn parse_answer(spec: &OutputSpec, text: &str) -> ParsedAnswer {
     let mut parser = OutputParser::new(spec);
     let mut events = parser.feed(text);
     events.extend(parser.finish());
@@ -128,16 +126,19 @@ pub fn parse_answer(spec: OutputSpec, text: &str) -> ParsedAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tool_calls::ToolCallFormat;
 
-    const BOTH: OutputSpec = OutputSpec {
-        reasoning: Some((ReasoningFormat::Qwen3, false)),
-        tools: Some((ToolCallFormat::Hermes, true)),
-    };
+    fn both() -> OutputSpec {
+        OutputSpec {
+            reasoning: Some((ReasoningFormat::Qwen3, false)),
+            tools: Some(ToolParsing::new(ToolCallFormat::Hermes, true)),
+        }
+    }
 
     #[test]
     fn a_call_after_reasoning_is_parsed_and_one_inside_it_is_not() {
         let text = "<think>maybe <tool_call>{\"name\": \"x\"}</tool_call>?</think>\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>";
-        let answer = parse_answer(BOTH, text);
+        let answer = parse_answer(&both(), text);
         assert_eq!(
             answer.reasoning.as_deref(),
             Some("maybe <tool_call>{\"name\": \"x\"}</tool_call>?")
@@ -146,7 +147,7 @@ mod tests {
         assert_eq!(answer.tool_calls.len(), 1);
         assert_eq!(answer.tool_calls[0].name, "f");
         // Streamed one character at a time, the events add up to the same answer.
-        let mut parser = OutputParser::new(BOTH);
+        let mut parser = OutputParser::new(&both());
         let mut events = Vec::new();
         for (i, c) in text.char_indices() {
             events.extend(parser.feed(&text[i..i + c.len_utf8()]));
@@ -165,8 +166,11 @@ mod tests {
     #[test]
     fn plain_text_is_content_even_when_empty() {
         let plain = OutputSpec::default();
-        assert_eq!(parse_answer(plain, "").content.as_deref(), Some(""));
-        assert_eq!(parse_answer(plain, " hi ").content.as_deref(), Some(" hi "));
-        assert_eq!(parse_answer(BOTH, "<think>r</think>").content, None);
+        assert_eq!(parse_answer(&plain, "").content.as_deref(), Some(""));
+        assert_eq!(
+            parse_answer(&plain, " hi ").content.as_deref(),
+            Some(" hi ")
+        );
+        assert_eq!(parse_answer(&both(), "<think>r</think>").content, None);
     }
 }

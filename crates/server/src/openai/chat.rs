@@ -234,11 +234,9 @@ mod tests {
             .nth(1)
             .and_then(|t| t.split("<|im_end|>").next())
             .unwrap();
-        let (content, calls) = crate::tool_calls::stream::parse_complete(
-            crate::tool_calls::ToolCallFormat::Hermes,
-            true,
-            turn,
-        );
+        let hermes =
+            crate::tool_calls::ToolParsing::new(crate::tool_calls::ToolCallFormat::Hermes, true);
+        let (content, calls) = crate::tool_calls::parse_complete(&hermes, turn);
         assert_eq!(content, "");
         assert_eq!(calls[0].name, "get_weather");
         assert_eq!(calls[0].arguments, r#"{"city": "Paris"}"#);

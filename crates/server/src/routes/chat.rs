@@ -19,7 +19,7 @@ use crate::openai::sampling::check_top_logprobs;
 use crate::openai::tools::{new_call_id, ToolCall, ToolChoice, ToolChoiceMode, ToolSpec};
 use crate::openai::usage::Usage;
 use crate::state::AppState;
-use crate::tool_calls::ToolCallFormat;
+use crate::tool_calls::{ToolCallFormat, ToolParsing};
 
 pub async fn chat_completions(
     State(state): State<Arc<AppState>>,
@@ -45,7 +45,10 @@ pub async fn chat_completions(
         req.parallel_tool_calls,
         state.tool_format,
     )?;
-    if tools.is_some_and(|(format, _)| format.needs_special_tokens()) {
+    if tools
+        .as_ref()
+        .is_some_and(|t| t.format.needs_special_tokens())
+    {
         sampling.skip_special_tokens = false;
     }
     let inputs = template_inputs(
@@ -84,7 +87,7 @@ fn tool_parsing(
     choice: Option<&ToolChoice>,
     parallel: Option<bool>,
     format: Option<ToolCallFormat>,
-) -> Result<Option<(ToolCallFormat, bool)>, ApiError> {
+) -> Result<Option<ToolParsing>, ApiError> {
     match choice {
         Some(ToolChoice::Mode(ToolChoiceMode::Required)) | Some(ToolChoice::Named(_)) => {
             return Err(ApiError {
@@ -100,9 +103,9 @@ fn tool_parsing(
         Some(ToolChoice::Mode(ToolChoiceMode::None)) => return Ok(None),
         Some(ToolChoice::Mode(ToolChoiceMode::Auto)) | None => {}
     }
-    if tools.is_none_or(|t| t.is_empty()) {
+    let Some(tools) = tools.filter(|t| !t.is_empty()) else {
         return Ok(None);
-    }
+    };
     let format = format.ok_or_else(|| {
         ApiError::invalid_param(
             "tools",
@@ -110,7 +113,11 @@ fn tool_parsing(
              --tool-call-parser hermes|llama3_json|mistral to use tools",
         )
     })?;
-    Ok(Some((format, parallel.unwrap_or(true))))
+    Ok(Some(ToolParsing {
+        format,
+        parallel: parallel.unwrap_or(true),
+        tool_names: tools.iter().map(|t| t.function.name.clone()).collect(),
+    }))
 }
 
 /// What shapes the answer, shared by the streaming and the complete form.
@@ -131,8 +138,8 @@ impl Shape {
         self.prompt_ids.clone()
     }
 
-    pub(super) fn output(&self) -> OutputSpec {
-        self.output
+    pub(super) fn output(&self) -> &OutputSpec {
+        &self.output
     }
 
     pub(super) fn logprobs(&self, entries: &[LogprobEntry]) -> Option<ChatLogprobs> {
@@ -186,7 +193,7 @@ impl Shape {
         if self.output.is_plain() {
             return (AssistantMessage::new(text), false);
         }
-        let answer = parse_answer(self.output, &text);
+        let answer = parse_answer(&self.output, &text);
         let calls: Vec<ToolCall> = answer
             .tool_calls
             .into_iter()
@@ -214,7 +221,9 @@ mod tests {
         let tools = [spec("f")];
         let hermes = Some(ToolCallFormat::Hermes);
         let auto = tool_parsing(Some(&tools), None, None, hermes).unwrap();
-        assert_eq!(auto, Some((ToolCallFormat::Hermes, true)));
+        let auto = auto.unwrap();
+        assert_eq!((auto.format, auto.parallel), (ToolCallFormat::Hermes, true));
+        assert_eq!(&auto.tool_names[..], ["f".to_string()]);
         let none = ToolChoice::Mode(ToolChoiceMode::None);
         assert_eq!(
             tool_parsing(Some(&tools), Some(&none), None, hermes).unwrap(),

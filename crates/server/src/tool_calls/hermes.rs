@@ -8,6 +8,7 @@ pub const MARKERS: Markers = Markers {
     starts: &[("<tool_call>", false)],
     only_at_start: false,
     end: Some("</tool_call>"),
+    bare_call_answer: true,
 };
 
 pub fn parse_body(body: &str) -> Option<Vec<ParsedToolCall>> {

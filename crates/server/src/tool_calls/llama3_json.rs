@@ -8,6 +8,7 @@ pub const MARKERS: Markers = Markers {
     starts: &[("<|python_tag|>", false), ("{", true)],
     only_at_start: true,
     end: None,
+    bare_call_answer: false,
 };
 
 pub fn parse_body(body: &str) -> Option<Vec<ParsedToolCall>> {

@@ -10,6 +10,7 @@ pub const MARKERS: Markers = Markers {
     starts: &[("[TOOL_CALLS]", false)],
     only_at_start: false,
     end: None,
+    bare_call_answer: false,
 };
 
 /// A list of call objects, or one.

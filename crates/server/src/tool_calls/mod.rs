@@ -9,7 +9,29 @@ pub mod llama3_json;
 pub mod mistral;
 pub mod stream;
 
-pub use stream::{ToolCallParser, ToolEvent};
+pub use stream::{parse_complete, ToolCallParser, ToolEvent};
+
+use std::sync::Arc;
+
+/// How one request's answers are read for calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolParsing {
+    pub format: ToolCallFormat,
+    /// `parallel_tool_calls`: false keeps the first call only.
+    pub parallel: bool,
+    /// The offered tools' names: a bare call object (no markers) counts only if it names one.
+    pub tool_names: Arc<[String]>,
+}
+
+impl ToolParsing {
+    pub fn new(format: ToolCallFormat, parallel: bool) -> Self {
+        Self {
+            format,
+            parallel,
+            tool_names: Arc::from(Vec::new()),
+        }
+    }
+}
 
 /// How a model writes tool calls (`--tool-call-parser`, named as vLLM names them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +57,9 @@ pub struct Markers {
     pub only_at_start: bool,
     /// What closes a block; `None`: the block runs to the end of the output.
     pub end: Option<&'static str>,
+    /// An answer that is one bare call object, without the markers, is a call too if it names
+    /// an offered tool (Qwen2.5-Coder writes its calls so, never with `<tool_call>`).
+    pub bare_call_answer: bool,
 }
 
 impl ToolCallFormat {

@@ -8,7 +8,8 @@
 //! Whitespace: when the answer has calls, the whitespace around them is layout, not content, so
 //! trailing whitespace is held until more text follows and dropped at the end if calls came.
 
-use super::{ParsedToolCall, ToolCallFormat};
+use super::call_object::parse_one;
+use super::{ParsedToolCall, ToolParsing};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolEvent {
@@ -22,17 +23,23 @@ enum State {
     Outside,
     /// Inside a block: `raw` is its text so far (opening marker included), the format parses
     /// `raw[body_start..]` without the closing marker.
-    InBlock { raw: String, body_start: usize },
+    InBlock {
+        raw: String,
+        body_start: usize,
+        /// A bare call object at the start of the answer (`Markers::bare_call_answer`): it
+        /// runs to the end of the answer.
+        bare: bool,
+    },
     /// Llama 3: the answer did not start with a call, so none follows.
     Plain,
 }
 
 #[derive(Debug)]
 pub struct ToolCallParser {
-    format: ToolCallFormat,
-    /// `parallel_tool_calls: false` keeps the first call only.
-    parallel: bool,
+    parsing: ToolParsing,
     state: State,
+    /// Nothing but whitespace came yet.
+    at_start: bool,
     pending: String,
     /// Trailing whitespace of the content so far, not yet sent.
     held_whitespace: String,
@@ -40,11 +47,11 @@ pub struct ToolCallParser {
 }
 
 impl ToolCallParser {
-    pub fn new(format: ToolCallFormat, parallel: bool) -> Self {
+    pub fn new(parsing: ToolParsing) -> Self {
         Self {
-            format,
-            parallel,
+            parsing,
             state: State::Outside,
+            at_start: true,
             pending: String::new(),
             held_whitespace: String::new(),
             calls: 0,
@@ -53,7 +60,7 @@ impl ToolCallParser {
 
     pub fn feed(&mut self, text: &str, out: &mut Vec<ToolEvent>) {
         self.pending.push_str(text);
-        let markers = self.format.markers();
+        let markers = self.parsing.format.markers();
         loop {
             match &mut self.state {
                 State::Plain => {
@@ -61,10 +68,16 @@ impl ToolCallParser {
                     self.content(text, out);
                     return;
                 }
-                State::InBlock { raw, body_start } => {
+                State::InBlock {
+                    raw,
+                    body_start,
+                    bare,
+                } => {
                     let before = raw.len();
                     raw.push_str(&std::mem::take(&mut self.pending));
-                    let Some(end) = markers.end else { return };
+                    let Some(end) = markers.end.filter(|_| !*bare) else {
+                        return;
+                    };
                     // The closing marker may straddle earlier text and this.
                     let mut from = before.saturating_sub(end.len()).max(*body_start);
                     while !raw.is_char_boundary(from) {
@@ -77,7 +90,21 @@ impl ToolCallParser {
                     self.pending = raw.split_off(at + end.len());
                     self.state = State::Outside;
                     let body = raw[body_start..at].to_string();
-                    self.close_block(raw, &body, out);
+                    self.close_block(raw, &body, false, out);
+                }
+                State::Outside if markers.bare_call_answer && self.at_start => {
+                    let text = self.pending.trim_start();
+                    if text.is_empty() {
+                        return;
+                    }
+                    self.at_start = false;
+                    if text.starts_with('{') {
+                        let at = self.pending.len() - text.len();
+                        self.enter_block(at, "{", true, out);
+                        if let State::InBlock { bare, .. } = &mut self.state {
+                            *bare = true;
+                        }
+                    }
                 }
                 State::Outside if markers.only_at_start => {
                     let text = self.pending.trim_start();
@@ -126,6 +153,7 @@ impl ToolCallParser {
         self.state = State::InBlock {
             raw: rest,
             body_start: marker_len,
+            bare: false,
         };
     }
 
@@ -137,10 +165,11 @@ impl ToolCallParser {
             State::InBlock {
                 mut raw,
                 body_start,
+                bare,
             } => {
                 raw.push_str(&rest);
                 let body = raw[body_start..].to_string();
-                self.close_block(raw, &body, out);
+                self.close_block(raw, &body, bare, out);
             }
             State::Outside | State::Plain => self.content(rest, out),
         }
@@ -150,11 +179,18 @@ impl ToolCallParser {
         }
     }
 
-    fn close_block(&mut self, raw: String, body: &str, out: &mut Vec<ToolEvent>) {
-        match self.format.parse_body(body) {
+    fn close_block(&mut self, raw: String, body: &str, bare: bool, out: &mut Vec<ToolEvent>) {
+        let calls = if bare {
+            parse_one(body)
+                .filter(|c| self.parsing.tool_names.contains(&c.name))
+                .map(|c| vec![c])
+        } else {
+            self.parsing.format.parse_body(body)
+        };
+        match calls {
             Some(calls) => {
                 for call in calls {
-                    if self.parallel || self.calls == 0 {
+                    if self.parsing.parallel || self.calls == 0 {
                         self.calls += 1;
                         out.push(ToolEvent::Call(call));
                     }
@@ -196,12 +232,8 @@ fn longest_marker_prefix(text: &str, markers: &[(&str, bool)]) -> usize {
 }
 
 /// The whole answer at once: its content (`None` when only calls and whitespace) and calls.
-pub fn parse_complete(
-    format: ToolCallFormat,
-    parallel: bool,
-    text: &str,
-) -> (String, Vec<ParsedToolCall>) {
-    let mut parser = ToolCallParser::new(format, parallel);
+pub fn parse_complete(parsing: &ToolParsing, text: &str) -> (String, Vec<ParsedToolCall>) {
+    let mut parser = ToolCallParser::new(parsing.clone());
     let mut events = Vec::new();
     parser.feed(text, &mut events);
     parser.finish(&mut events);

@@ -1,4 +1,3 @@
-use super::stream::parse_complete;
 use super::*;
 
 fn call(name: &str, arguments: &str) -> ParsedToolCall {
@@ -10,7 +9,7 @@ fn call(name: &str, arguments: &str) -> ParsedToolCall {
 
 /// Feeds `text` in pieces cut at `cuts` and returns the joined content and the calls.
 fn streamed(format: ToolCallFormat, text: &str, cuts: &[usize]) -> (String, Vec<ParsedToolCall>) {
-    let mut parser = ToolCallParser::new(format, true);
+    let mut parser = ToolCallParser::new(ToolParsing::new(format, true));
     let mut events = Vec::new();
     let mut last = 0;
     for &cut in cuts.iter().chain(std::iter::once(&text.len())) {
@@ -31,7 +30,7 @@ fn streamed(format: ToolCallFormat, text: &str, cuts: &[usize]) -> (String, Vec<
 
 /// Every split of `text` in two, and in pieces of one character, gives the complete answer.
 fn assert_any_split_agrees(format: ToolCallFormat, text: &str) {
-    let whole = parse_complete(format, true, text);
+    let whole = parse_complete(&ToolParsing::new(format, true), text);
     let boundaries: Vec<usize> = (1..text.len())
         .filter(|&i| text.is_char_boundary(i))
         .collect();
@@ -52,7 +51,7 @@ fn assert_any_split_agrees(format: ToolCallFormat, text: &str) {
 #[test]
 fn hermes_calls_and_the_text_around_them() {
     let text = "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
-    let (content, calls) = parse_complete(ToolCallFormat::Hermes, true, text);
+    let (content, calls) = parse_complete(&ToolParsing::new(ToolCallFormat::Hermes, true), text);
     assert_eq!(content, "Let me check.");
     assert_eq!(
         calls,
@@ -67,16 +66,16 @@ fn hermes_calls_and_the_text_around_them() {
 #[test]
 fn only_calls_leave_no_content_and_parallel_false_keeps_the_first() {
     let text = "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": 1}}\n</tool_call>\n<tool_call>\n{\"name\": \"b\"}\n</tool_call>\n";
-    let (content, calls) = parse_complete(ToolCallFormat::Hermes, true, text);
+    let (content, calls) = parse_complete(&ToolParsing::new(ToolCallFormat::Hermes, true), text);
     assert_eq!((content.as_str(), calls.len()), ("", 2));
-    let (_, first) = parse_complete(ToolCallFormat::Hermes, false, text);
+    let (_, first) = parse_complete(&ToolParsing::new(ToolCallFormat::Hermes, false), text);
     assert_eq!(first, vec![call("a", "{\"x\": 1}")]);
 }
 
 #[test]
 fn an_unterminated_call_at_the_end_still_counts() {
     let text = "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"q\": \"é ✓\"}}\n";
-    let (content, calls) = parse_complete(ToolCallFormat::Hermes, true, text);
+    let (content, calls) = parse_complete(&ToolParsing::new(ToolCallFormat::Hermes, true), text);
     assert_eq!(content, "");
     assert_eq!(calls, vec![call("a", "{\"q\": \"é ✓\"}")]);
     assert_any_split_agrees(ToolCallFormat::Hermes, text);
@@ -93,7 +92,8 @@ fn malformed_calls_fall_back_to_plain_content() {
         "text with a <tool_ but no call",
         "a < b and <tool> tags",
     ] {
-        let (content, calls) = parse_complete(ToolCallFormat::Hermes, true, text);
+        let (content, calls) =
+            parse_complete(&ToolParsing::new(ToolCallFormat::Hermes, true), text);
         assert!(calls.is_empty(), "{text}");
         assert_eq!(content, text);
         assert_any_split_agrees(ToolCallFormat::Hermes, text);
@@ -103,7 +103,7 @@ fn malformed_calls_fall_back_to_plain_content() {
 #[test]
 fn a_malformed_block_before_a_good_one_is_content() {
     let text = "<tool_call>oops</tool_call>\n<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"k\\\": 2}\"}</tool_call>";
-    let (content, calls) = parse_complete(ToolCallFormat::Hermes, true, text);
+    let (content, calls) = parse_complete(&ToolParsing::new(ToolCallFormat::Hermes, true), text);
     assert_eq!(content, "<tool_call>oops</tool_call>");
     // Arguments written as a JSON string holding an object are unwrapped.
     assert_eq!(calls, vec![call("f", "{\"k\": 2}")]);
@@ -114,7 +114,7 @@ fn a_malformed_block_before_a_good_one_is_content() {
 fn text_without_calls_is_unchanged_whitespace_included() {
     let text = "  Hello,\n world ✓ \n\n";
     assert_eq!(
-        parse_complete(ToolCallFormat::Hermes, true, text),
+        parse_complete(&ToolParsing::new(ToolCallFormat::Hermes, true), text),
         (text.to_string(), vec![])
     );
     assert_any_split_agrees(ToolCallFormat::Hermes, text);
@@ -126,7 +126,7 @@ fn text_without_calls_is_unchanged_whitespace_included() {
 fn llama3_json_calls_with_and_without_the_python_tag() {
     let one = "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}";
     assert_eq!(
-        parse_complete(ToolCallFormat::Llama3Json, true, one),
+        parse_complete(&ToolParsing::new(ToolCallFormat::Llama3Json, true), one),
         (
             String::new(),
             vec![call("get_weather", "{\"city\": \"Oslo\"}")]
@@ -134,7 +134,7 @@ fn llama3_json_calls_with_and_without_the_python_tag() {
     );
     let two = "<|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"arguments\": {\"n\": 1}}";
     assert_eq!(
-        parse_complete(ToolCallFormat::Llama3Json, true, two).1,
+        parse_complete(&ToolParsing::new(ToolCallFormat::Llama3Json, true), two).1,
         vec![call("a", "{}"), call("b", "{\"n\": 1}")]
     );
     // JSON that is not a call, and a call after text, are plain answers.
@@ -143,7 +143,7 @@ fn llama3_json_calls_with_and_without_the_python_tag() {
         "Sure: {\"name\": \"a\", \"parameters\": {}}",
     ] {
         assert_eq!(
-            parse_complete(ToolCallFormat::Llama3Json, true, text),
+            parse_complete(&ToolParsing::new(ToolCallFormat::Llama3Json, true), text),
             (text.to_string(), vec![])
         );
         assert_any_split_agrees(ToolCallFormat::Llama3Json, text);
@@ -156,7 +156,7 @@ fn llama3_json_calls_with_and_without_the_python_tag() {
 fn mistral_tool_calls_list() {
     let text = "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"x\": \"y\"}}, {\"name\": \"b\", \"arguments\": {}}]";
     assert_eq!(
-        parse_complete(ToolCallFormat::Mistral, true, text),
+        parse_complete(&ToolParsing::new(ToolCallFormat::Mistral, true), text),
         (
             String::new(),
             vec![call("a", "{\"x\": \"y\"}"), call("b", "{}")]
@@ -165,7 +165,7 @@ fn mistral_tool_calls_list() {
     assert_any_split_agrees(ToolCallFormat::Mistral, text);
     let broken = "Hi [TOOL_CALLS][{\"name\": \"a\"";
     assert_eq!(
-        parse_complete(ToolCallFormat::Mistral, true, broken),
+        parse_complete(&ToolParsing::new(ToolCallFormat::Mistral, true), broken),
         (broken.to_string(), vec![])
     );
 }
@@ -189,11 +189,59 @@ fn formats_are_detected_from_the_template() {
 
 #[test]
 fn a_partial_marker_is_held_back_until_known() {
-    let mut parser = ToolCallParser::new(ToolCallFormat::Hermes, true);
+    let mut parser = ToolCallParser::new(ToolParsing::new(ToolCallFormat::Hermes, true));
     let mut out = Vec::new();
     parser.feed("Hi <tool_", &mut out);
     assert_eq!(out, vec![ToolEvent::Content("Hi".into())]);
     out.clear();
     parser.feed("box>", &mut out);
     assert_eq!(out, vec![ToolEvent::Content(" <tool_box>".into())]);
+}
+
+#[test]
+fn a_bare_call_answer_naming_an_offered_tool_is_a_call() {
+    let parsing = ToolParsing {
+        tool_names: std::sync::Arc::from(vec!["get_weather".to_string()]),
+        ..ToolParsing::new(ToolCallFormat::Hermes, true)
+    };
+    let text = "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Tokyo\"}}\n";
+    assert_eq!(
+        parse_complete(&parsing, text),
+        (
+            String::new(),
+            vec![call("get_weather", "{\"city\": \"Tokyo\"}")]
+        )
+    );
+    // JSON answers that are not a call to an offered tool stay answers.
+    for text in [
+        "{\"name\": \"other\", \"arguments\": {}}",
+        "{\"answer\": 1}",
+        "{\"name\": \"get_weather\"} and more",
+        "text {\"name\": \"get_weather\", \"arguments\": {}}",
+    ] {
+        assert_eq!(
+            parse_complete(&parsing, text),
+            (text.to_string(), vec![]),
+            "{text}"
+        );
+    }
+    for text in [text, "  {\"answer\": 1} <tool_call>"] {
+        let whole = parse_complete(&parsing, text);
+        for cut in (1..text.len()).filter(|&i| text.is_char_boundary(i)) {
+            let mut parser = ToolCallParser::new(parsing.clone());
+            let mut events = Vec::new();
+            parser.feed(&text[..cut], &mut events);
+            parser.feed(&text[cut..], &mut events);
+            parser.finish(&mut events);
+            let mut content = String::new();
+            let mut calls = Vec::new();
+            for e in events {
+                match e {
+                    ToolEvent::Content(c) => content.push_str(&c),
+                    ToolEvent::Call(c) => calls.push(c),
+                }
+            }
+            assert_eq!((content, calls), whole, "{text:?} at {cut}");
+        }
+    }
 }

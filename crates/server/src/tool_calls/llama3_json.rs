@@ -1,5 +1,5 @@
 //! Llama 3.1/3.2/3.3 JSON tool calls: the answer is `{"name": ..., "parameters": {...}}`
-//! (optionally after `<|python_tag|>`, several separated by `;`), never text then a call.
+//! (optionally after `<|python_tag|>`, several separated by `;` or whitespace), never text then a call.
 
 use super::call_object::CallObject;
 use super::{Markers, ParsedToolCall};
@@ -20,9 +20,10 @@ pub fn parse_body(body: &str) -> Option<Vec<ParsedToolCall>> {
         let consumed = values.byte_offset();
         calls.push(call);
         rest = rest[consumed..].trim_start();
+        // `;` between calls, or only whitespace (as Llama 3.2 and Qwen2.5-Coder write them).
         if let Some(after) = rest.strip_prefix(';') {
             rest = after.trim_start();
-        } else if !rest.is_empty() {
+        } else if !rest.is_empty() && !rest.starts_with('{') {
             return None;
         }
     }

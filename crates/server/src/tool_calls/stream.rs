@@ -8,7 +8,6 @@
 //! Whitespace: when the answer has calls, the whitespace around them is layout, not content, so
 //! trailing whitespace is held until more text follows and dropped at the end if calls came.
 
-use super::call_object::parse_one;
 use super::{ParsedToolCall, ToolParsing};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,9 +180,11 @@ impl ToolCallParser {
 
     fn close_block(&mut self, raw: String, body: &str, bare: bool, out: &mut Vec<ToolEvent>) {
         let calls = if bare {
-            parse_one(body)
-                .filter(|c| self.parsing.tool_names.contains(&c.name))
-                .map(|c| vec![c])
+            super::llama3_json::parse_body(body).filter(|calls| {
+                calls
+                    .iter()
+                    .all(|c| self.parsing.tool_names.contains(&c.name))
+            })
         } else {
             self.parsing.format.parse_body(body)
         };

@@ -212,6 +212,8 @@ fn a_bare_call_answer_naming_an_offered_tool_is_a_call() {
             vec![call("get_weather", "{\"city\": \"Tokyo\"}")]
         )
     );
+    let two = format!("{text}{text}");
+    assert_eq!(parse_complete(&parsing, &two).1.len(), 2);
     // JSON answers that are not a call to an offered tool stay answers.
     for text in [
         "{\"name\": \"other\", \"arguments\": {}}",

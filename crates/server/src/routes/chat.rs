@@ -6,9 +6,9 @@ use axum::extract::State;
 use axum::response::Response;
 
 use super::answer::{respond, AnswerShape};
-use super::chat_stream::ChatChunks;
+use super::chat_stream::{finish_reason, ChatChunks};
 use crate::assistant_output::{parse_answer, OutputSpec};
-use crate::detokenizer::{Finish, LogprobEntry};
+use crate::detokenizer::LogprobEntry;
 use crate::error::ApiError;
 use crate::generation::{submit, ChoiceResult};
 use crate::json_body::JsonBody;
@@ -121,7 +121,7 @@ fn tool_parsing(
 }
 
 /// What shapes the answer, shared by the streaming and the complete form.
-pub(super) struct Shape {
+struct Shape {
     logprobs: bool,
     /// `Some` when the client asked for `return_token_ids`.
     prompt_ids: Option<Vec<u32>>,
@@ -130,28 +130,12 @@ pub(super) struct Shape {
 }
 
 impl Shape {
-    pub(super) fn return_token_ids(&self) -> bool {
+    fn return_token_ids(&self) -> bool {
         self.prompt_ids.is_some()
     }
 
-    pub(super) fn prompt_ids(&self) -> Option<Vec<u32>> {
-        self.prompt_ids.clone()
-    }
-
-    pub(super) fn output(&self) -> &OutputSpec {
-        &self.output
-    }
-
-    pub(super) fn logprobs(&self, entries: &[LogprobEntry]) -> Option<ChatLogprobs> {
+    fn logprobs(&self, entries: &[LogprobEntry]) -> Option<ChatLogprobs> {
         self.logprobs.then(|| ChatLogprobs::new(entries))
-    }
-}
-
-/// OpenAI's finish reason for an answer that called tools is "tool_calls".
-pub(super) fn finish_reason(finish: Finish, called_tools: bool) -> &'static str {
-    match finish {
-        Finish::Stop if called_tools => "tool_calls",
-        other => other.as_openai(),
     }
 }
 
@@ -183,7 +167,7 @@ impl AnswerShape for Shape {
     }
 
     fn into_chunks(self, num_choices: usize) -> ChatChunks {
-        ChatChunks::new(self, num_choices)
+        ChatChunks::new(&self.output, self.logprobs, self.prompt_ids, num_choices)
     }
 }
 

@@ -3,14 +3,24 @@
 //! tool-call deltas. A call goes out as two deltas: its id, type and name, then its arguments.
 
 use super::answer::{ChunkFormatter, ChunkPart};
-use super::chat::{finish_reason, Shape};
-use crate::assistant_output::{OutputEvent, OutputParser};
-use crate::detokenizer::Delta;
+use crate::assistant_output::{OutputEvent, OutputParser, OutputSpec};
+use crate::detokenizer::{Delta, Finish};
 use crate::openai::chunk::{ChatChunkChoice, ChatDelta};
+use crate::openai::logprobs::ChatLogprobs;
 use crate::openai::tools::{new_call_id, ToolCallDelta};
 
+/// OpenAI's finish reason for an answer that called tools is "tool_calls".
+pub(super) fn finish_reason(finish: Finish, called_tools: bool) -> &'static str {
+    match finish {
+        Finish::Stop if called_tools => "tool_calls",
+        other => other.as_openai(),
+    }
+}
+
 pub(super) struct ChatChunks {
-    shape: Shape,
+    logprobs: bool,
+    /// `Some` when the client asked for `return_token_ids`.
+    prompt_ids: Option<Vec<u32>>,
     /// Whether a choice's first chunk (with the role) has gone out.
     started: Vec<bool>,
     /// Per choice, `None` when its text is plain content.
@@ -20,15 +30,20 @@ pub(super) struct ChatChunks {
 }
 
 impl ChatChunks {
-    pub(super) fn new(shape: Shape, num_choices: usize) -> Self {
-        let output = shape.output();
+    pub(super) fn new(
+        output: &OutputSpec,
+        logprobs: bool,
+        prompt_ids: Option<Vec<u32>>,
+        num_choices: usize,
+    ) -> Self {
         Self {
+            logprobs,
+            prompt_ids,
             started: vec![false; num_choices],
             parsers: (0..num_choices)
                 .map(|_| (!output.is_plain()).then(|| OutputParser::new(output)))
                 .collect(),
             calls_sent: vec![0; num_choices],
-            shape,
         }
     }
 
@@ -72,7 +87,7 @@ impl ChunkFormatter for ChatChunks {
     type Choice = ChatChunkChoice;
 
     fn on_delta(&mut self, i: usize, delta: Delta) -> Vec<ChunkPart<ChatChunkChoice>> {
-        let return_token_ids = self.shape.return_token_ids();
+        let return_token_ids = self.prompt_ids.is_some();
         let mut out = Vec::new();
         if let Some(started) = self.started.get_mut(i).filter(|s| !**s) {
             *started = true;
@@ -84,7 +99,7 @@ impl ChunkFormatter for ChatChunks {
                     finish_reason: None,
                     token_ids: return_token_ids.then(Vec::new),
                 },
-                prompt_token_ids: self.shape.prompt_ids(),
+                prompt_token_ids: self.prompt_ids.clone(),
             });
         }
         let ids_to_send = return_token_ids && !delta.token_ids.is_empty();
@@ -101,7 +116,7 @@ impl ChunkFormatter for ChatChunks {
         // The tokens' logprobs and ids ride on the first chunk, the finish on the last.
         let last = deltas.len() - 1;
         let called_tools = self.calls_sent.get(i).is_some_and(|&n| n > 0);
-        let mut logprobs = self.shape.logprobs(&delta.logprobs);
+        let mut logprobs = self.logprobs.then(|| ChatLogprobs::new(&delta.logprobs));
         let mut token_ids = return_token_ids.then_some(delta.token_ids);
         for (k, d) in deltas.into_iter().enumerate() {
             out.push(ChunkPart::new(ChatChunkChoice {

@@ -238,6 +238,11 @@ pub fn parse_complete(parsing: &ToolParsing, text: &str) -> (String, Vec<ParsedT
     let mut events = Vec::new();
     parser.feed(text, &mut events);
     parser.finish(&mut events);
+    join_events(events)
+}
+
+/// Events as an answer: the content joined, the calls in order.
+pub fn join_events(events: Vec<ToolEvent>) -> (String, Vec<ParsedToolCall>) {
     let mut content = String::new();
     let mut calls = Vec::new();
     for e in events {

@@ -17,15 +17,7 @@ fn streamed(format: ToolCallFormat, text: &str, cuts: &[usize]) -> (String, Vec<
         last = cut;
     }
     parser.finish(&mut events);
-    let mut content = String::new();
-    let mut calls = Vec::new();
-    for e in events {
-        match e {
-            ToolEvent::Content(c) => content.push_str(&c),
-            ToolEvent::Call(c) => calls.push(c),
-        }
-    }
-    (content, calls)
+    stream::join_events(events)
 }
 
 /// Every split of `text` in two, and in pieces of one character, gives the complete answer.
@@ -235,15 +227,7 @@ fn a_bare_call_answer_naming_an_offered_tool_is_a_call() {
             parser.feed(&text[..cut], &mut events);
             parser.feed(&text[cut..], &mut events);
             parser.finish(&mut events);
-            let mut content = String::new();
-            let mut calls = Vec::new();
-            for e in events {
-                match e {
-                    ToolEvent::Content(c) => content.push_str(&c),
-                    ToolEvent::Call(c) => calls.push(c),
-                }
-            }
-            assert_eq!((content, calls), whole, "{text:?} at {cut}");
+            assert_eq!(stream::join_events(events), whole, "{text:?} at {cut}");
         }
     }
 }

@@ -13,6 +13,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_NAME = "smollm2"
+# Its chat template renders tools (Hermes-style <tool_call> blocks).
+QWEN_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+QWEN_NAME = "qwen-coder"
 API_KEY = "e2e-secret"
 MAX_MODEL_LEN = 2048
 
@@ -28,8 +31,9 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, extra_args, tmp: Path, name: str):
-        model = models_dir() / MODEL_FILE
+    def __init__(self, extra_args, tmp: Path, name: str, model_file: str = MODEL_FILE,
+                 model_name: str = MODEL_NAME):
+        model = models_dir() / model_file
         if not model.is_file():
             pytest.fail(f"{model} is missing: run scripts/fetch_models.sh")
         binary = os.environ.get("FERRITE_BIN", str(ROOT / "target/release/ferrite"))
@@ -39,7 +43,7 @@ class Server:
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [binary, "serve", str(model), "--port", str(self.port),
-             "--served-model-name", MODEL_NAME, "--max-model-len", str(MAX_MODEL_LEN),
+             "--served-model-name", model_name, "--max-model-len", str(MAX_MODEL_LEN),
              "--kv-cache-memory", "256MiB", *extra_args],
             stdout=self.log, stderr=subprocess.STDOUT,
         )
@@ -79,6 +83,18 @@ def server(tmp_path_factory):
     s = Server(["--api-key", API_KEY], tmp_path_factory.mktemp("srv"), "main")
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="session")
+def qwen_server(tmp_path_factory):
+    s = Server([], tmp_path_factory.mktemp("qwen"), "qwen", QWEN_FILE, QWEN_NAME)
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="session")
+def qwen(qwen_server) -> openai.OpenAI:
+    return openai.OpenAI(base_url=qwen_server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
 
 
 @pytest.fixture(scope="session")

@@ -202,8 +202,37 @@ pub struct ServeArgs {
     /// by default because prompts are user data.
     #[arg(long)]
     pub log_prompts: bool,
+    /// How tool calls are read from the model's output when a chat request has `tools`
+    /// (vLLM's names): `hermes` (Qwen2.5, Qwen3, Hermes: <tool_call>{...}</tool_call>),
+    /// `llama3_json` (Llama 3.x JSON calls), `mistral` ([TOOL_CALLS][...]), `none` (tools are
+    /// refused). [default: detected from the chat template]
+    #[arg(long, value_enum)]
+    pub tool_call_parser: Option<ToolCallParserArg>,
+    /// How reasoning is split from the answer into `reasoning_content` (vLLM's names): `qwen3`
+    /// (<think>...</think> when the model opens it), `deepseek_r1` (the answer starts inside
+    /// the reasoning, </think> ends it), `none` (all text is content). [default: detected from
+    /// the chat template]
+    #[arg(long, value_enum)]
+    pub reasoning_parser: Option<ReasoningParserArg>,
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ToolCallParserArg {
+    Hermes,
+    #[value(name = "llama3_json")]
+    Llama3Json,
+    Mistral,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReasoningParserArg {
+    Qwen3,
+    #[value(name = "deepseek_r1")]
+    DeepseekR1,
+    None,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -1,8 +1,10 @@
 //! `ferrite serve`.
 
-use ferrite_server::{MetricNames, RequestLogConfig, ServerConfig, TextModel};
+use ferrite_server::reasoning::ReasoningFormat;
+use ferrite_server::tool_calls::ToolCallFormat;
+use ferrite_server::{MetricNames, ParserChoice, RequestLogConfig, ServerConfig, TextModel};
 
-use crate::cli::{LoadFormat, MetricsNamesArg, ServeArgs};
+use crate::cli::{LoadFormat, MetricsNamesArg, ReasoningParserArg, ServeArgs, ToolCallParserArg};
 use crate::engine_setup::start_engine;
 use crate::model_source;
 
@@ -40,6 +42,19 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         request_log: RequestLogConfig {
             token_ids: args.log_token_ids,
             prompts: args.log_prompts,
+        },
+        tool_call_parser: match args.tool_call_parser {
+            None => ParserChoice::Detect,
+            Some(ToolCallParserArg::None) => ParserChoice::Off,
+            Some(ToolCallParserArg::Hermes) => ParserChoice::Use(ToolCallFormat::Hermes),
+            Some(ToolCallParserArg::Llama3Json) => ParserChoice::Use(ToolCallFormat::Llama3Json),
+            Some(ToolCallParserArg::Mistral) => ParserChoice::Use(ToolCallFormat::Mistral),
+        },
+        reasoning_parser: match args.reasoning_parser {
+            None => ParserChoice::Detect,
+            Some(ReasoningParserArg::None) => ParserChoice::Off,
+            Some(ReasoningParserArg::Qwen3) => ParserChoice::Use(ReasoningFormat::Qwen3),
+            Some(ReasoningParserArg::DeepseekR1) => ParserChoice::Use(ReasoningFormat::DeepseekR1),
         },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -1,8 +1,10 @@
 //! Hugging Face chat templates (Jinja) rendered with minijinja and its Python-compatibility
 //! layer, configured as transformers configures jinja2 (`trim_blocks`, `lstrip_blocks`).
 
-use minijinja::{context, Environment, Error as JinjaError, ErrorKind};
-use serde_json::Value;
+use minijinja::value::Kwargs;
+use minijinja::{Environment, Error as JinjaError, ErrorKind, Value as JinjaValue};
+use serde::Serialize;
+use serde_json::{Map, Value};
 use thiserror::Error;
 
 use crate::strftime::strftime_now;
@@ -46,6 +48,7 @@ impl ChatTemplate {
             },
         );
         env.add_function("strftime_now", |format: String| strftime_now(&format));
+        env.add_filter("tojson", python_tojson);
         env.add_template_owned(TEMPLATE_NAME, source.to_string())
             .map_err(|e| TemplateError::Compile(describe(&e)))?;
         Ok(Self {
@@ -61,19 +64,130 @@ impl ChatTemplate {
         messages: &[Value],
         add_generation_prompt: bool,
     ) -> Result<String, TemplateError> {
+        self.render_inputs(&ChatInputs::new(messages.to_vec(), add_generation_prompt))
+    }
+
+    /// Renders with everything transformers' `apply_chat_template` passes: the messages, the
+    /// tools (`null` without any) and the caller's extra variables (`chat_template_kwargs`).
+    pub fn render_inputs(&self, inputs: &ChatInputs) -> Result<String, TemplateError> {
         let template = self
             .env
             .get_template(TEMPLATE_NAME)
             .map_err(|e| TemplateError::Compile(describe(&e)))?;
+        let mut vars = inputs.extra_vars.clone();
+        vars.insert("messages".into(), Value::Array(inputs.messages.clone()));
+        vars.insert(
+            "add_generation_prompt".into(),
+            Value::Bool(inputs.add_generation_prompt),
+        );
+        vars.insert("bos_token".into(), Value::String(self.bos_token.clone()));
+        vars.insert("eos_token".into(), Value::String(self.eos_token.clone()));
+        vars.insert(
+            "tools".into(),
+            inputs.tools.clone().map_or(Value::Null, Value::Array),
+        );
         template
-            .render(context! {
-                messages => messages,
-                add_generation_prompt => add_generation_prompt,
-                bos_token => self.bos_token,
-                eos_token => self.eos_token,
-                tools => Value::Null,
-            })
+            .render(JinjaValue::from_serialize(&vars))
             .map_err(|e| TemplateError::Render(describe(&e)))
+    }
+}
+
+/// What a chat template is rendered with.
+#[derive(Debug, Clone, Default)]
+pub struct ChatInputs {
+    pub messages: Vec<Value>,
+    pub add_generation_prompt: bool,
+    /// OpenAI `tools` entries, as JSON.
+    pub tools: Option<Vec<Value>>,
+    /// More template variables (`enable_thinking`, ...); the names above take precedence.
+    pub extra_vars: Map<String, Value>,
+}
+
+impl ChatInputs {
+    pub fn new(messages: Vec<Value>, add_generation_prompt: bool) -> Self {
+        Self {
+            messages,
+            add_generation_prompt,
+            ..Self::default()
+        }
+    }
+}
+
+/// The variables [`ChatTemplate::render_inputs`] sets itself: `chat_template_kwargs` may not
+/// replace them.
+pub const RESERVED_VARIABLES: &[&str] = &[
+    "messages",
+    "add_generation_prompt",
+    "bos_token",
+    "eos_token",
+    "tools",
+];
+
+/// `tojson` as transformers defines it for templates: Python's `json.dumps` (`", "` and `": "`
+/// separators, no HTML escaping, non-ASCII kept), `indent` honoured. minijinja's own escapes
+/// `<`, `>`, `&` and `'` and writes no spaces, which would show a model tool schemas in a form
+/// it was not trained on.
+fn python_tojson(value: &JinjaValue, kwargs: Kwargs) -> Result<JinjaValue, JinjaError> {
+    let indent: Option<usize> = kwargs.get("indent")?;
+    // Accepted for compatibility; maps are already in a fixed order and output is not ASCII-escaped.
+    for ignored in ["ensure_ascii", "sort_keys", "separators"] {
+        let _: Option<JinjaValue> = kwargs.get(ignored)?;
+    }
+    let mut out = Vec::new();
+    let result = match indent {
+        Some(n) => {
+            let pad = vec![b' '; n];
+            let fmt = serde_json::ser::PrettyFormatter::with_indent(&pad);
+            value.serialize(&mut serde_json::Serializer::with_formatter(&mut out, fmt))
+        }
+        None => value.serialize(&mut serde_json::Serializer::with_formatter(
+            &mut out,
+            PythonFormatter,
+        )),
+    };
+    result.map_err(|e| JinjaError::new(ErrorKind::BadSerialization, e.to_string()))?;
+    let text = String::from_utf8(out)
+        .map_err(|e| JinjaError::new(ErrorKind::BadSerialization, e.to_string()))?;
+    Ok(JinjaValue::from_safe_string(text))
+}
+
+/// Python's default `json.dumps` layout: `{"a": 1, "b": [1, 2]}`.
+struct PythonFormatter;
+
+impl serde_json::ser::Formatter for PythonFormatter {
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        python_separator(writer, first)
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        python_separator(writer, first)
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+    ) -> std::io::Result<()> {
+        writer.write_all(b": ")
+    }
+}
+
+/// `", "` before every item but the first.
+fn python_separator<W: ?Sized + std::io::Write>(
+    writer: &mut W,
+    first: bool,
+) -> std::io::Result<()> {
+    if first {
+        Ok(())
+    } else {
+        writer.write_all(b", ")
     }
 }
 
@@ -134,6 +248,33 @@ mod tests {
                 .contains("Conversation must start with user"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn tojson_writes_what_python_json_dumps_writes() {
+        let t =
+            ChatTemplate::new("{{ x | tojson }}|{{ x | tojson(indent=2) }}", None, None).unwrap();
+        let mut inputs = ChatInputs::default();
+        inputs
+            .extra_vars
+            .insert("x".into(), json!({"a": [1, "<b>'s é"], "c": {}}));
+        assert_eq!(
+            t.render_inputs(&inputs).unwrap(),
+            "{\"a\": [1, \"<b>'s é\"], \"c\": {}}|{\n  \"a\": [\n    1,\n    \"<b>'s é\"\n  ],\n  \"c\": {}\n}"
+        );
+    }
+
+    #[test]
+    fn tools_and_extra_variables_reach_the_template() {
+        let src = "{% if tools %}{% for t in tools %}{{ t.function.name }};{% endfor %}{% endif %}{{ enable_thinking }}";
+        let t = ChatTemplate::new(src, None, None).unwrap();
+        let mut inputs = ChatInputs::new(vec![], false);
+        assert_eq!(t.render_inputs(&inputs).unwrap(), "");
+        inputs.tools = Some(vec![json!({"type": "function", "function": {"name": "f"}})]);
+        inputs
+            .extra_vars
+            .insert("enable_thinking".into(), json!(false));
+        assert_eq!(t.render_inputs(&inputs).unwrap(), "f;False");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! How the HTTP server is configured (the engine has its own `EngineConfig`).
 
 use crate::metrics::MetricNames;
+use crate::reasoning::ReasoningFormat;
 use crate::request_log::RequestLogConfig;
+use crate::tool_calls::ToolCallFormat;
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -18,4 +20,28 @@ pub struct ServerConfig {
     pub metrics_names: MetricNames,
     /// What the per-request log line carries besides counts and times.
     pub request_log: RequestLogConfig,
+    /// How tool calls are read from the model's output (`--tool-call-parser`).
+    pub tool_call_parser: ParserChoice<ToolCallFormat>,
+    /// How reasoning is told from the answer (`--reasoning-parser`).
+    pub reasoning_parser: ParserChoice<ReasoningFormat>,
+}
+
+/// A parser named on the command line, or detected from the chat template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ParserChoice<T> {
+    /// From the chat template's text.
+    #[default]
+    Detect,
+    Off,
+    Use(T),
+}
+
+impl<T> ParserChoice<T> {
+    pub fn resolve(self, detect: impl FnOnce() -> Option<T>) -> Option<T> {
+        match self {
+            Self::Detect => detect(),
+            Self::Off => None,
+            Self::Use(format) => Some(format),
+        }
+    }
 }

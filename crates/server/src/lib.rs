@@ -4,6 +4,7 @@
 //! Threads: tokio runs HTTP; tokenizer workers render and tokenize; the engine's scheduler
 //! thread runs the model; the detokenizer thread turns its outputs into text for the requests.
 
+mod assistant_output;
 mod auth;
 pub mod chat_template;
 pub mod config;
@@ -15,6 +16,7 @@ pub mod incremental;
 mod json_body;
 pub mod metrics;
 pub mod openai;
+pub mod reasoning;
 pub mod request_log;
 pub mod request_tracker;
 mod routes;
@@ -25,6 +27,7 @@ mod strftime;
 mod testing;
 pub mod token_text;
 pub mod tokenizer_pool;
+pub mod tool_calls;
 
 use std::net::SocketAddr;
 use std::sync::mpsc::Receiver;
@@ -36,7 +39,7 @@ use axum::Router;
 use ferrite_engine::{EngineHandle, EngineStep};
 
 pub use chat_template::{ChatTemplate, TemplateError};
-pub use config::ServerConfig;
+pub use config::{ParserChoice, ServerConfig};
 pub use detokenizer::{spawn_detokenizer, Registry};
 pub use error::ApiError;
 pub use incremental::IncrementalDecoder;
@@ -74,9 +77,20 @@ pub fn start_pipeline(
         Box::new(move |id| aborter.abort(id)),
         RequestTracker::new(Arc::clone(&metrics), config.request_log),
     )?;
-    Ok(Arc::new(AppState::new(
-        engine, tokenizers, registry, metrics, config,
-    )))
+    let state = AppState::new(
+        engine,
+        tokenizers,
+        registry,
+        metrics,
+        config,
+        model.chat_template.as_deref(),
+    );
+    tracing::info!(
+        "tool-call parser: {}, reasoning parser: {}",
+        state.tool_format.map_or("none", |f| f.name()),
+        state.reasoning_format.map_or("none", |f| f.name()),
+    );
+    Ok(Arc::new(state))
 }
 
 pub fn router(state: Arc<AppState>) -> Router {

@@ -9,7 +9,9 @@ use crate::config::ServerConfig;
 use crate::detokenizer::Registry;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
+use crate::reasoning::ReasoningFormat;
 use crate::tokenizer_pool::TokenizerPool;
+use crate::tool_calls::ToolCallFormat;
 
 pub struct AppState {
     pub engine: EngineHandle,
@@ -24,6 +26,10 @@ pub struct AppState {
     pub vocab_size: usize,
     /// Unix time the server started (the model's `created`).
     pub started: u64,
+    /// How this model writes tool calls; `None`: requests with tools are refused.
+    pub tool_format: Option<ToolCallFormat>,
+    /// How this model marks its reasoning; `None`: all text is content.
+    pub reasoning_format: Option<ReasoningFormat>,
     next_id: AtomicU64,
 }
 
@@ -34,7 +40,15 @@ impl AppState {
         registry: Registry,
         metrics: Arc<Metrics>,
         config: &ServerConfig,
+        chat_template: Option<&str>,
     ) -> Self {
+        let template = chat_template.unwrap_or_default();
+        let tool_format = config
+            .tool_call_parser
+            .resolve(|| ToolCallFormat::detect(template));
+        let reasoning_format = config
+            .reasoning_parser
+            .resolve(|| ReasoningFormat::detect(template));
         Self {
             engine,
             tokenizers,
@@ -45,6 +59,8 @@ impl AppState {
             max_waiting: config.max_waiting,
             vocab_size: config.vocab_size,
             started: crate::openai::response::unix_now(),
+            tool_format,
+            reasoning_format,
             next_id: AtomicU64::new(1),
         }
     }

@@ -8,7 +8,7 @@ use serde_json::Value;
 use tokenizers::Tokenizer;
 use tokio::sync::oneshot;
 
-use crate::chat_template::{ChatTemplate, TemplateError};
+use crate::chat_template::{ChatInputs, ChatTemplate, TemplateError};
 use crate::error::ApiError;
 
 /// The text side of a model: what the workers (and the detokenizer) need.
@@ -34,8 +34,7 @@ enum Job {
         reply: oneshot::Sender<Result<Vec<u32>, ApiError>>,
     },
     Chat {
-        messages: Vec<Value>,
-        add_generation_prompt: bool,
+        inputs: ChatInputs,
         reply: oneshot::Sender<Result<ChatPrompt, ApiError>>,
     },
     Decode {
@@ -93,16 +92,14 @@ impl TokenizerPool {
         messages: Vec<Value>,
         add_generation_prompt: bool,
     ) -> Result<ChatPrompt, ApiError> {
+        self.render_chat_inputs(ChatInputs::new(messages, add_generation_prompt))
+            .await
+    }
+
+    /// Renders the chat template with tools and extra variables, and tokenizes the result.
+    pub async fn render_chat_inputs(&self, inputs: ChatInputs) -> Result<ChatPrompt, ApiError> {
         let (reply, rx) = oneshot::channel();
-        self.submit(
-            Job::Chat {
-                messages,
-                add_generation_prompt,
-                reply,
-            },
-            rx,
-        )
-        .await
+        self.submit(Job::Chat { inputs, reply }, rx).await
     }
 
     pub async fn decode(
@@ -153,15 +150,11 @@ fn worker(model: TextModel, jobs: Arc<Mutex<Receiver<Job>>>) {
             } => {
                 let _ = reply.send(encode(&tokenizer, &text, add_special_tokens));
             }
-            Job::Chat {
-                messages,
-                add_generation_prompt,
-                reply,
-            } => {
+            Job::Chat { inputs, reply } => {
                 let result = match &template {
                     None => Err(ApiError::bad_request(TemplateError::Missing.to_string())),
                     Some(t) => t
-                        .render(&messages, add_generation_prompt)
+                        .render_inputs(&inputs)
                         .map_err(|e| ApiError::bad_request(e.to_string()))
                         // Templates write their own BOS/special tokens into the text.
                         .and_then(|text| {

@@ -3,7 +3,10 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::request_fields::{check_response_format, refuse_unimplemented};
 use super::sampling::SamplingFields;
+use super::tools::{ToolChoice, ToolSpec};
+use crate::chat_template::{ChatInputs, RESERVED_VARIABLES};
 use crate::error::ApiError;
 
 #[derive(Debug, Deserialize)]
@@ -15,8 +18,60 @@ pub struct ChatRequest {
     pub top_logprobs: Option<i64>,
     /// vLLM's extension; true unless the client continues a partial assistant message.
     pub add_generation_prompt: Option<bool>,
+    pub tools: Option<Vec<ToolSpec>>,
+    pub tool_choice: Option<ToolChoice>,
+    pub parallel_tool_calls: Option<bool>,
+    /// vLLM's extension: more variables for the chat template (`enable_thinking`, ...).
+    pub chat_template_kwargs: Option<Map<String, Value>>,
+    /// Only `{"type": "text"}` until structured outputs exist.
+    pub response_format: Option<Value>,
     #[serde(flatten)]
     pub sampling: SamplingFields,
+    /// Whatever no field above took: refused unless ignored on purpose (`request_fields`).
+    #[serde(flatten)]
+    pub rest: Map<String, Value>,
+}
+
+impl ChatRequest {
+    /// The 400 for the first field this server would otherwise ignore.
+    pub fn refuse_unimplemented(&self) -> Result<(), ApiError> {
+        check_response_format(self.response_format.as_ref())?;
+        refuse_unimplemented(&self.rest)
+    }
+}
+
+/// Turns the request's messages, tools and template variables into the template's inputs.
+pub fn template_inputs(
+    messages: Vec<ChatMessage>,
+    add_generation_prompt: bool,
+    tools: Option<&[ToolSpec]>,
+    kwargs: Option<Map<String, Value>>,
+) -> Result<ChatInputs, ApiError> {
+    let messages = messages
+        .into_iter()
+        .map(ChatMessage::into_template_value)
+        .collect::<Result<Vec<_>, _>>()?;
+    let extra_vars = kwargs.unwrap_or_default();
+    if let Some(name) = extra_vars
+        .keys()
+        .find(|k| RESERVED_VARIABLES.contains(&k.as_str()))
+    {
+        return Err(ApiError::invalid_param(
+            "chat_template_kwargs",
+            format!("`{name}` is set by the server and cannot be passed in chat_template_kwargs"),
+        ));
+    }
+    let tools = tools
+        .filter(|t| !t.is_empty())
+        .map(|t| t.iter().map(serde_json::to_value).collect())
+        .transpose()
+        .map_err(|e| ApiError::invalid_param("tools", format!("unusable tools: {e}")))?;
+    Ok(ChatInputs {
+        messages,
+        add_generation_prompt,
+        tools,
+        extra_vars,
+    })
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -69,9 +124,29 @@ impl ChatMessage {
             }
         };
         let mut obj = self.extra;
+        if let Some(Value::Array(calls)) = obj.get_mut("tool_calls") {
+            calls.iter_mut().for_each(arguments_as_object);
+        }
         obj.insert("role".into(), Value::String(self.role));
         obj.insert("content".into(), content);
         Ok(Value::Object(obj))
+    }
+}
+
+/// OpenAI sends a call's arguments as a JSON string; templates write them with `tojson` and
+/// expect the object (as vLLM and transformers hand it), so a string holding JSON is parsed.
+fn arguments_as_object(call: &mut Value) {
+    let Some(arguments) = call
+        .get_mut("function")
+        .and_then(|f| f.get_mut("arguments"))
+    else {
+        return;
+    };
+    if let Some(parsed) = arguments
+        .as_str()
+        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+    {
+        *arguments = parsed;
     }
 }
 
@@ -95,5 +170,75 @@ mod tests {
             serde_json::from_str(r#"{"role": "user", "content": [{"type": "image_url"}]}"#)
                 .unwrap();
         assert_eq!(img.into_template_value().unwrap_err().status, 400);
+    }
+
+    #[test]
+    fn tool_call_arguments_reach_the_template_as_objects() {
+        let m: ChatMessage = serde_json::from_value(json!({"role": "assistant", "content": null,
+            "tool_calls": [{"id": "call_1", "type": "function",
+                "function": {"name": "f", "arguments": "{\"city\": \"Paris\"}"}}]}))
+        .unwrap();
+        let v = m.into_template_value().unwrap();
+        assert_eq!(
+            v["tool_calls"][0]["function"]["arguments"],
+            json!({"city": "Paris"})
+        );
+        assert_eq!(v["content"], Value::Null);
+    }
+
+    #[test]
+    fn unknown_fields_are_kept_for_refusal_and_known_ones_are_not() {
+        let req: ChatRequest = serde_json::from_value(json!({"messages": [], "temperature": 0.5,
+            "user": "u", "logit_bias": {"1": 2}, "tools": [], "stream": true}))
+        .unwrap();
+        assert_eq!(req.rest.keys().collect::<Vec<_>>(), ["logit_bias", "user"]);
+        assert_eq!(
+            req.refuse_unimplemented().unwrap_err().param.as_deref(),
+            Some("logit_bias")
+        );
+        assert!(req.sampling.stream);
+    }
+
+    /// Qwen2.5-Coder-0.5B-Instruct's template, as its GGUF ships it.
+    const QWEN25: &str =
+        include_str!("../../../../fixtures/chat_templates/qwen2.5-coder-0.5b-instruct.jinja");
+
+    #[test]
+    fn the_qwen_template_renders_tools_calls_and_results_as_transformers_does() {
+        let tools: Vec<ToolSpec> = serde_json::from_value(json!([{"type": "function",
+            "function": {"name": "get_weather", "description": "Get the weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+            "required": ["city"]}}}]))
+        .unwrap();
+        let messages: Vec<ChatMessage> = serde_json::from_value(json!([
+            {"role": "user", "content": "What's the weather in Paris?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1",
+                "type": "function", "function": {"name": "get_weather",
+                "arguments": "{\"city\": \"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "22C"},
+        ]))
+        .unwrap();
+        let inputs = template_inputs(messages, true, Some(&tools), None).unwrap();
+        let template = crate::ChatTemplate::new(QWEN25, None, Some("<|im_end|>")).unwrap();
+        let text = template.render_inputs(&inputs).unwrap();
+        // Written from the template's definition; `tojson` as Python's json.dumps (keys in
+        // sorted order: serde_json's maps are ordered by key).
+        let tool_json = r#"{"function": {"description": "Get the weather", "name": "get_weather", "parameters": {"properties": {"city": {"type": "string"}}, "required": ["city"], "type": "object"}}, "type": "function"}"#;
+        let want = format!(
+            "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{tool_json}\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n</tool_call><|im_end|>\n<|im_start|>user\nWhat's the weather in Paris?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{{\"name\": \"get_weather\", \"arguments\": {{\"city\": \"Paris\"}}}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n22C\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+        );
+        assert_eq!(text, want);
+        // What the template writes for a call is what the Hermes parser reads back.
+        let turn = text
+            .split("<|im_start|>assistant\n")
+            .nth(1)
+            .and_then(|t| t.split("<|im_end|>").next())
+            .unwrap();
+        let hermes =
+            crate::tool_calls::ToolParsing::new(crate::tool_calls::ToolCallFormat::Hermes, true);
+        let (content, calls) = crate::tool_calls::parse_complete(&hermes, turn);
+        assert_eq!(content, "");
+        assert_eq!(calls[0].name, "get_weather");
+        assert_eq!(calls[0].arguments, r#"{"city": "Paris"}"#);
     }
 }

@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use super::logprobs::ChatLogprobs;
 use super::response::{CompletionChoice, ResponseMeta, TEXT_COMPLETION};
+use super::tools::ToolCallDelta;
 use super::usage::Usage;
 
 /// A choice as it appears in a chunk; `OBJECT` is the chunks' `object`.
@@ -88,6 +89,13 @@ pub struct ChatDelta {
     pub role: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// Reasoning text, under both names (as in the complete message).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCallDelta>>,
 }
 
 impl ChatDelta {
@@ -96,13 +104,29 @@ impl ChatDelta {
         Self {
             role: Some("assistant"),
             content: Some(String::new()),
+            ..Self::default()
         }
     }
 
     pub fn content(text: String) -> Self {
         Self {
-            role: None,
             content: Some(text),
+            ..Self::default()
+        }
+    }
+
+    pub fn reasoning(text: String) -> Self {
+        Self {
+            reasoning_content: Some(text.clone()),
+            reasoning: Some(text),
+            ..Self::default()
+        }
+    }
+
+    pub fn tool_call(delta: ToolCallDelta) -> Self {
+        Self {
+            tool_calls: Some(vec![delta]),
+            ..Self::default()
         }
     }
 }

@@ -1,7 +1,11 @@
 //! The `/v1/completions` request and its four prompt shapes.
 
-use super::sampling::SamplingFields;
 use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::request_fields::{check_response_format, refuse_unimplemented};
+use super::sampling::SamplingFields;
+use crate::error::ApiError;
 
 #[derive(Debug, Deserialize)]
 pub struct CompletionRequest {
@@ -11,8 +15,21 @@ pub struct CompletionRequest {
     pub echo: bool,
     /// Alternatives per position (0: only the chosen token's logprob).
     pub logprobs: Option<i64>,
+    /// Only `{"type": "text"}` until structured outputs exist.
+    pub response_format: Option<Value>,
     #[serde(flatten)]
     pub sampling: SamplingFields,
+    /// Whatever no field above took: refused unless ignored on purpose (`request_fields`).
+    #[serde(flatten)]
+    pub rest: Map<String, Value>,
+}
+
+impl CompletionRequest {
+    /// The 400 for the first field this server would otherwise ignore.
+    pub fn refuse_unimplemented(&self) -> Result<(), ApiError> {
+        check_response_format(self.response_format.as_ref())?;
+        refuse_unimplemented(&self.rest)
+    }
 }
 
 /// OpenAI's four prompt shapes.
@@ -66,5 +83,17 @@ mod tests {
         assert_eq!(parse(r#"{"prompt": [[1], [2, 3]]}"#).len(), 2);
         assert!(serde_json::from_str::<CompletionRequest>(r#"{"prompt": [-1]}"#).is_err());
         assert!(serde_json::from_str::<CompletionRequest>(r#"{"prompt": 5}"#).is_err());
+    }
+
+    #[test]
+    fn unimplemented_fields_are_refused_by_name() {
+        let req: CompletionRequest =
+            serde_json::from_str(r#"{"prompt": "hi", "suffix": "x", "user": "u"}"#).unwrap();
+        let e = req.refuse_unimplemented().unwrap_err();
+        assert_eq!(e.message, "`suffix` is not supported yet");
+        let ok: CompletionRequest =
+            serde_json::from_str(r#"{"prompt": "hi", "max_tokens": 3, "echo": true, "user": "u"}"#)
+                .unwrap();
+        assert!(ok.refuse_unimplemented().is_ok());
     }
 }

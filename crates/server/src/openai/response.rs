@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use super::logprobs::{ChatLogprobs, CompletionLogprobs};
+use super::tools::ToolCall;
 use super::usage::Usage;
 
 /// What names one answer, in its complete form and in every chunk of its stream.
@@ -82,14 +83,40 @@ pub struct ChatChoice {
 #[derive(Debug, Clone, Serialize)]
 pub struct AssistantMessage {
     pub role: &'static str,
-    pub content: String,
+    /// `null` when the answer is only tool calls (or only reasoning).
+    pub content: Option<String>,
+    /// The `<think>` part, under both names clients read: `reasoning_content` (DeepSeek's and
+    /// vLLM's first) and `reasoning` (vLLM's newer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
 }
 
 impl AssistantMessage {
     pub fn new(content: String) -> Self {
         Self {
             role: "assistant",
+            content: Some(content),
+            reasoning_content: None,
+            reasoning: None,
+            tool_calls: Vec::new(),
+        }
+    }
+
+    pub fn with_parts(
+        content: Option<String>,
+        reasoning: Option<String>,
+        tool_calls: Vec<ToolCall>,
+    ) -> Self {
+        Self {
+            role: "assistant",
             content,
+            reasoning_content: reasoning.clone(),
+            reasoning,
+            tool_calls,
         }
     }
 }

@@ -2,7 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use serde_json::{Map, Value};
+
 use super::chat::ChatMessage;
+use super::tools::ToolSpec;
 
 /// vLLM's two shapes: a completion prompt, or chat messages.
 #[derive(Debug, Deserialize)]
@@ -12,6 +15,9 @@ pub enum TokenizeRequest {
         model: Option<String>,
         messages: Vec<ChatMessage>,
         add_generation_prompt: Option<bool>,
+        /// Rendered into the prompt as the chat endpoint renders them.
+        tools: Option<Vec<ToolSpec>>,
+        chat_template_kwargs: Option<Map<String, Value>>,
     },
     Prompt {
         model: Option<String>,

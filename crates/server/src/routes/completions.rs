@@ -31,6 +31,7 @@ pub async fn completions(
     JsonBody(req): JsonBody<CompletionRequest>,
 ) -> Result<Response, ApiError> {
     state.check_model(req.model.as_deref())?;
+    req.refuse_unimplemented()?;
     let logprobs = req
         .logprobs
         .map(|n| check_top_logprobs("logprobs", n))

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::error::ApiError;
 use crate::json_body::JsonBody;
-use crate::openai::chat::ChatMessage;
+use crate::openai::chat::template_inputs;
 use crate::openai::models::{ModelCard, ModelList};
 use crate::openai::tokenize::{
     DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse,
@@ -55,17 +55,17 @@ pub async fn tokenize(
             model,
             messages,
             add_generation_prompt,
+            tools,
+            chat_template_kwargs,
         } => {
             state.check_model(model.as_deref())?;
-            let messages = messages
-                .into_iter()
-                .map(ChatMessage::into_template_value)
-                .collect::<Result<Vec<_>, _>>()?;
-            state
-                .tokenizers
-                .render_chat(messages, add_generation_prompt.unwrap_or(true))
-                .await?
-                .ids
+            let inputs = template_inputs(
+                messages,
+                add_generation_prompt.unwrap_or(true),
+                tools.as_deref(),
+                chat_template_kwargs,
+            )?;
+            state.tokenizers.render_chat_inputs(inputs).await?.ids
         }
     };
     Ok(Json(TokenizeResponse {

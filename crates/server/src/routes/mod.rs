@@ -2,6 +2,7 @@
 
 mod answer;
 pub mod chat;
+mod chat_stream;
 pub mod completions;
 pub mod info;
 

@@ -1,0 +1,132 @@
+//! Fields a request may carry that ferrite does not implement. A field the server does not act
+//! on is a 400 naming it, never silently ignored (a client asking for JSON output must not get
+//! free text with HTTP 200); only the few fields below that change nothing about the answer are
+//! accepted and ignored on purpose. docs/api.md lists both.
+
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+
+/// Accepted and ignored on purpose: bookkeeping for OpenAI's platform that has no effect on
+/// what a self-hosted server generates. Clients (LangChain, agent frameworks) send these
+/// routinely, so refusing them would break them for nothing.
+pub const IGNORED_ON_PURPOSE: &[&str] = &[
+    // An end-user id for OpenAI's abuse monitoring (and its successor).
+    "user",
+    "safety_identifier",
+    // Stored completions and their tags: nothing is stored here.
+    "store",
+    "metadata",
+    // OpenAI's latency tier: one tier here.
+    "service_tier",
+    // A routing hint for OpenAI's prompt cache: ferrite's prefix cache needs none.
+    "prompt_cache_key",
+];
+
+/// OpenAI and vLLM fields that ferrite knows but does not implement yet: refused with "not
+/// supported yet" rather than "unknown field", so the client knows it is not a typo.
+const NOT_YET: &[&str] = &[
+    "logit_bias",
+    "response_format",
+    "structured_outputs",
+    "guided_json",
+    "guided_regex",
+    "guided_choice",
+    "guided_grammar",
+    "guided_decoding_backend",
+    "functions",
+    "function_call",
+    "audio",
+    "modalities",
+    "prediction",
+    "web_search_options",
+    "reasoning_effort",
+    "verbosity",
+    "suffix",
+    "best_of",
+    "use_beam_search",
+    "length_penalty",
+    "min_tokens",
+    "include_stop_str_in_output",
+    "prompt_logprobs",
+    "truncate_prompt_tokens",
+    "bad_words",
+    "allowed_token_ids",
+    "logits_processors",
+    "documents",
+    "chat_template",
+    "mm_processor_kwargs",
+    "priority",
+    "request_id",
+    "echo",
+    "continue_final_message",
+    "add_special_tokens",
+    "spaces_between_special_tokens",
+];
+
+/// Refuses the first field of `rest` (the fields no typed field took) that is neither ignored on
+/// purpose nor `null` (a client that sends `"logit_bias": null` asks for nothing).
+pub fn refuse_unimplemented(rest: &Map<String, Value>) -> Result<(), ApiError> {
+    for (name, value) in rest {
+        if value.is_null() || IGNORED_ON_PURPOSE.contains(&name.as_str()) {
+            continue;
+        }
+        return Err(unimplemented_field(name));
+    }
+    Ok(())
+}
+
+/// The 400 for a field ferrite does not act on.
+pub fn unimplemented_field(name: &str) -> ApiError {
+    let message = if NOT_YET.contains(&name) {
+        format!("`{name}` is not supported yet")
+    } else {
+        format!("unknown field `{name}`")
+    };
+    ApiError {
+        code: Some("unsupported_parameter"),
+        ..ApiError::invalid_param(name, message)
+    }
+}
+
+/// `response_format`: `{"type": "text"}` is what every answer already is; the JSON formats
+/// need structured outputs, which do not exist yet.
+pub fn check_response_format(format: Option<&Value>) -> Result<(), ApiError> {
+    match format {
+        None | Some(Value::Null) => Ok(()),
+        Some(f) if f.get("type").and_then(Value::as_str) == Some("text") => Ok(()),
+        Some(_) => Err(unimplemented_field("response_format")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn rest(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn ignored_fields_and_nulls_pass_others_name_the_field() {
+        assert!(refuse_unimplemented(&rest(json!({"user": "u", "metadata": {"a": "b"}}))).is_ok());
+        assert!(refuse_unimplemented(&rest(json!({"logit_bias": null}))).is_ok());
+        let e = refuse_unimplemented(&rest(json!({"logit_bias": {"1": 5}}))).unwrap_err();
+        assert_eq!(e.status, 400);
+        assert_eq!(e.param.as_deref(), Some("logit_bias"));
+        assert_eq!(e.message, "`logit_bias` is not supported yet");
+        let typo = refuse_unimplemented(&rest(json!({"temprature": 0}))).unwrap_err();
+        assert_eq!(typo.message, "unknown field `temprature`");
+    }
+
+    #[test]
+    fn only_the_text_response_format_is_accepted() {
+        assert!(check_response_format(None).is_ok());
+        assert!(check_response_format(Some(&json!({"type": "text"}))).is_ok());
+        let e = check_response_format(Some(&json!({"type": "json_object"}))).unwrap_err();
+        assert_eq!(e.message, "`response_format` is not supported yet");
+        assert_eq!(e.param.as_deref(), Some("response_format"));
+    }
+}

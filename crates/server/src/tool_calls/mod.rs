@@ -1,0 +1,112 @@
+//! Tool calls in a model's output, in the format its family was trained on: Hermes / Qwen
+//! `<tool_call>{...}</tool_call>` ([`hermes`]), Llama 3.x JSON ([`llama3_json`]), Mistral
+//! `[TOOL_CALLS][...]` ([`mistral`]). One incremental parser ([`stream::ToolCallParser`])
+//! serves both the streamed and the complete answer, so the two agree by construction.
+
+mod call_object;
+pub mod hermes;
+pub mod llama3_json;
+pub mod mistral;
+pub mod stream;
+
+pub use stream::{parse_complete, ToolCallParser, ToolEvent};
+
+use std::sync::Arc;
+
+/// How one request's answers are read for calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolParsing {
+    pub format: ToolCallFormat,
+    /// `parallel_tool_calls`: false keeps the first call only.
+    pub parallel: bool,
+    /// The offered tools' names: a bare call object (no markers) counts only if it names one.
+    pub tool_names: Arc<[String]>,
+}
+
+impl ToolParsing {
+    pub fn new(format: ToolCallFormat, parallel: bool) -> Self {
+        Self {
+            format,
+            parallel,
+            tool_names: Arc::from(Vec::new()),
+        }
+    }
+}
+
+/// How a model writes tool calls (`--tool-call-parser`, named as vLLM names them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolCallFormat {
+    Hermes,
+    Llama3Json,
+    Mistral,
+}
+
+/// A call as the model wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedToolCall {
+    pub name: String,
+    /// A JSON object's text, as the model wrote it (`{}` when it gave none).
+    pub arguments: String,
+}
+
+/// Where a format's call blocks begin and end in the text.
+pub struct Markers {
+    /// What opens a block, and whether that text belongs to the block's body (Llama's `{`).
+    pub starts: &'static [(&'static str, bool)],
+    /// Blocks open only at the very start of the answer (after whitespace), not mid-text.
+    pub only_at_start: bool,
+    /// What closes a block; `None`: the block runs to the end of the output.
+    pub end: Option<&'static str>,
+    /// An answer that is one bare call object, without the markers, is a call too if it names
+    /// an offered tool (Qwen2.5-Coder writes its calls so, never with `<tool_call>`).
+    pub bare_call_answer: bool,
+}
+
+impl ToolCallFormat {
+    /// The format a chat template renders tool calls in, if it renders any.
+    pub fn detect(template: &str) -> Option<Self> {
+        if template.contains("<tool_call>") {
+            Some(Self::Hermes)
+        } else if template.contains("[TOOL_CALLS]") {
+            Some(Self::Mistral)
+        } else if template.contains("<|python_tag|>") || template.contains("ipython") {
+            Some(Self::Llama3Json)
+        } else {
+            None
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Hermes => "hermes",
+            Self::Llama3Json => "llama3_json",
+            Self::Mistral => "mistral",
+        }
+    }
+
+    pub fn markers(self) -> &'static Markers {
+        match self {
+            Self::Hermes => &hermes::MARKERS,
+            Self::Llama3Json => &llama3_json::MARKERS,
+            Self::Mistral => &mistral::MARKERS,
+        }
+    }
+
+    /// The calls in one block's body; `None` when it is not a well-formed call (the block is
+    /// then plain text).
+    pub fn parse_body(self, body: &str) -> Option<Vec<ParsedToolCall>> {
+        match self {
+            Self::Hermes => hermes::parse_body(body),
+            Self::Llama3Json => llama3_json::parse_body(body),
+            Self::Mistral => mistral::parse_body(body),
+        }
+    }
+
+    /// Mistral's `[TOOL_CALLS]` is a special token, which decoding would otherwise drop.
+    pub fn needs_special_tokens(self) -> bool {
+        self == Self::Mistral
+    }
+}
+
+#[cfg(test)]
+mod tests;

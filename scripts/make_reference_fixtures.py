@@ -95,12 +95,14 @@ def make(key, models_dir, out_dir):
         for special in (False, True):
             fx["tokenize"].append({"text": text, "add_special_tokens": special,
                                    "ids": tok(text, add_special_tokens=special)["input_ids"]})
-    for case, messages in CHAT_CASES:
+    # A base model's file (Gemma 3 270M) carries no chat template: text cases only.
+    chat_cases = CHAT_CASES if tok.chat_template else []
+    for case, messages in chat_cases:
         rendered = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         ids = chat_ids(tok, messages)
         fx["chat"].append({"name": case, "messages": messages, "add_generation_prompt": True,
                            "rendered": rendered, "ids": ids})
-    cases = [(c, chat_ids(tok, m), "chat") for c, m in CHAT_CASES]
+    cases = [(c, chat_ids(tok, m), "chat") for c, m in chat_cases]
     cases += [(c, tok(t)["input_ids"], "text") for c, t in TEXT_CASES]
     for case, ids, kind in cases:
         gen, margins, tops = greedy(model, ids)

@@ -28,7 +28,7 @@ run_tests ferrite_cuda 30
 run_tests kernels 90
 run_tests sampling 90
 run_tests attention 90
-run_tests parity 150
+run_tests parity 300
 fi
 
 bench() {  # label, limit, args...

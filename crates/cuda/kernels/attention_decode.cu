@@ -8,6 +8,9 @@
 //   3. the value rows weighted by the probabilities, accumulated in f32 registers.
 // One split writes the normalised output directly; several write (acc, m, l) partials that
 // `attention_decode_reduce` combines. A sequence with ctx_len 0 (graph padding) writes zeros.
+// With a sliding window w > 0 the query (at position ctx_len - 1) sees only keys
+// ctx_len - w .. ctx_len - 1, and the splits divide just that range: pages wholly outside
+// the window are never read. `scale_log2` is the score scale times log2(e).
 //
 // Cache layout per layer: [num_pages][num_kv_heads][page_size][HD] bf16. Sequence s owns the
 // pages pages[page_offsets[s]..]: position p lives in page pages[page_offsets[s] + p / page_size].
@@ -42,7 +45,7 @@ __device__ __forceinline__ void decode_attention(
     const bf16* __restrict__ v_cache, const i32* __restrict__ pages, const i32* __restrict__ page_offsets,
     const i32* __restrict__ ctx_lens, const i32* __restrict__ q_rows, bf16* __restrict__ out,
     float* __restrict__ part_acc, float* __restrict__ part_ml, int num_kv_heads, int group,
-    int page_size, float scale_log2) {
+    int page_size, float scale_log2, int window) {
     typedef DecodeShape<HD> S;
     __shared__ float s_scores[DEC_MAX_GROUP][S::TILE];
     __shared__ float s_m[DEC_MAX_GROUP], s_l[DEC_MAX_GROUP], s_corr[DEC_MAX_GROUP];
@@ -59,9 +62,10 @@ __device__ __forceinline__ void decode_attention(
     // The step's metadata is written by the host before the step, not by a kernel: read it
     // before waiting for the previous kernel (common.cuh); q and the K/V pages after.
     const int ctx = ctx_lens[seq];
-    const int per_split = (ctx + num_splits - 1) / num_splits;
+    const int first_key = window > 0 ? max(0, ctx - window) : 0;
+    const int per_split = (ctx - first_key + num_splits - 1) / num_splits;
     const int chunk = (per_split + S::TILE - 1) / S::TILE * S::TILE;
-    const int start = split * chunk;
+    const int start = first_key + split * chunk;
     const int end = min(ctx, start + chunk);
     const i32* table = pages + page_offsets[seq];
     const int q_row = q_rows[seq];
@@ -206,10 +210,10 @@ __device__ __forceinline__ void decode_attention(
         const bf16* __restrict__ v_cache, const i32* __restrict__ pages, const i32* __restrict__ page_offsets,               \
         const i32* __restrict__ ctx_lens, const i32* __restrict__ q_rows,                     \
         bf16* __restrict__ out, float* __restrict__ part_acc, float* __restrict__ part_ml,    \
-        int num_kv_heads, int group, int page_size, float scale_log2) {       \
-        decode_attention<HD>(q, k_cache, v_cache, pages, page_offsets, ctx_lens, q_rows, out,        \
-                             part_acc, part_ml, num_kv_heads, group, page_size,   \
-                             scale_log2);                                                     \
+        int num_kv_heads, int group, int page_size, float scale_log2, int window) {           \
+        decode_attention<HD>(q, k_cache, v_cache, pages, page_offsets, ctx_lens, q_rows, out, \
+                             part_acc, part_ml, num_kv_heads, group, page_size, scale_log2,   \
+                             window);                                                         \
     }
 DECODE_KERNEL(64)
 DECODE_KERNEL(128)

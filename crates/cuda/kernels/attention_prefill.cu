@@ -6,6 +6,9 @@
 // Four warps own 16 rows each. Per 64-key tile: S = Q K^T with mma.m16n8k16 (bf16 in, f32
 // accumulate), causal mask, online softmax in registers (log2 units), P re-packed as the A
 // operand of O += P V, V read from shared memory with ldmatrix.trans.
+// With a sliding window w > 0 a row at position p sees keys p - w < key <= p only, and the
+// block starts at the first key its earliest row sees. `scale_log2` is the score scale times
+// log2(e).
 //
 // Fragment layout of mma.m16n8k16 (g = lane / 4, t = lane % 4):
 //   A (16x16): a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..), a3 = (g+8, 2t+8..)
@@ -52,7 +55,7 @@ __device__ __forceinline__ void prefill_attention(
     const bf16* __restrict__ v_cache, const i32* __restrict__ pages, const i32* __restrict__ page_offsets,
     const i32* __restrict__ q_starts, const i32* __restrict__ q_lens,
     const i32* __restrict__ pos0s, bf16* __restrict__ out, int num_kv_heads, int group,
-    int page_size, float scale_log2) {
+    int page_size, float scale_log2, int window) {
     pdl_enter();
     constexpr int STRIDE = HD + 8;  // padded row: conflict-free fragment loads and ldmatrix
     constexpr int KSTEPS = HD / 16;
@@ -102,7 +105,9 @@ __device__ __forceinline__ void prefill_attention(
 
     const int last_row = min(rows, (tile + 1) * PRE_ROWS) - 1;
     const int key_end = pos0 + last_row / group + 1;  // keys 0..key_end-1 are visible to some row
-    for (int kt = 0; kt < key_end; kt += PRE_KEYS) {
+    // The first key the block's earliest row sees (0 without a window).
+    const int key_begin = window > 0 ? max(0, pos0 + tile * PRE_ROWS / group - window + 1) : 0;
+    for (int kt = key_begin; kt < key_end; kt += PRE_KEYS) {
         // Stage the K and V tiles (zeros past key_end keep the masked products finite).
         for (int c = tid; c < PRE_KEYS * (HD / 8); c += PRE_THREADS) {
             const int kr = c / (HD / 8), ch = c % (HD / 8);
@@ -144,7 +149,8 @@ __device__ __forceinline__ void prefill_attention(
             for (int i = 0; i < 4; ++i) {
                 const int key = kt + j * 8 + 2 * t + (i & 1);
                 const int h = i >> 1;
-                s[j][i] = key <= pos[h] ? s[j][i] * scale_log2 : NEG_INF;
+                const bool visible = key <= pos[h] && (window <= 0 || key > pos[h] - window);
+                s[j][i] = visible ? s[j][i] * scale_log2 : NEG_INF;
                 tile_max[h] = fmaxf(tile_max[h], s[j][i]);
             }
         }
@@ -221,9 +227,10 @@ __device__ __forceinline__ void prefill_attention(
         const bf16* __restrict__ v_cache, const i32* __restrict__ pages, const i32* __restrict__ page_offsets,               \
         const i32* __restrict__ q_starts, const i32* __restrict__ q_lens,                     \
         const i32* __restrict__ pos0s, bf16* __restrict__ out, int num_kv_heads, int group,   \
-        int page_size, float scale_log2) {                                    \
-        prefill_attention<HD>(q, k_cache, v_cache, pages, page_offsets, q_starts, q_lens, pos0s, out, \
-                              num_kv_heads, group, page_size, scale_log2);        \
+        int page_size, float scale_log2, int window) {                                        \
+        prefill_attention<HD>(q, k_cache, v_cache, pages, page_offsets, q_starts, q_lens,     \
+                              pos0s, out, num_kv_heads, group, page_size, scale_log2,         \
+                              window);                                                        \
     }
 PREFILL_KERNEL(64)
 PREFILL_KERNEL(128)

@@ -24,9 +24,11 @@ extern "C" __global__ void dummy_fill_bf16(bf16* __restrict__ out, u64 n, u64 se
     }
 }
 
-// Same values widened to f32 (norm weights and biases live in f32 on the device).
+// Same values widened to f32 (norm weights and biases live in f32 on the device), plus
+// `shift` added in f32 after the bf16 rounding: gemma's (1 + w) norm weights folded at load,
+// as the loader does to weights read from a file (0 elsewhere, which is exact).
 extern "C" __global__ void dummy_fill_f32(float* __restrict__ out, u64 n, u64 seed, float scale,
-                                          float offset) {
+                                          float offset, float shift) {
     pdl_enter();
     const u32 k0 = (u32)seed, k1 = (u32)(seed >> 32);
     const u64 groups = (n + 3) / 4;
@@ -38,8 +40,9 @@ extern "C" __global__ void dummy_fill_f32(float* __restrict__ out, u64 n, u64 se
             const u64 i = grp * 4 + j;
             if (i < n) {
                 const float centred = 2.0f * philox_uniform(rnd.v[j]) - 1.0f;
-                out[i] = __bfloat162float(
-                    __float2bfloat16_rn(__fadd_rn(offset, __fmul_rn(scale, centred))));
+                out[i] = __fadd_rn(__bfloat162float(__float2bfloat16_rn(
+                                       __fadd_rn(offset, __fmul_rn(scale, centred)))),
+                                   shift);
             }
         }
     }

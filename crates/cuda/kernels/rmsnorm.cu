@@ -1,4 +1,4 @@
-// RMSNorm with the residual add fused in front of it:
+// RMSNorm, two kernels. add_rmsnorm: the residual add fused in front of it:
 //   x[r] += delta[r]            (when delta is given; the residual stream stays f32)
 //   out[r] = bf16(x[r] / sqrt(mean(x[r]^2) + eps) * weight)
 // `rows` (optional) picks which rows of x to normalise into out's consecutive rows: the
@@ -77,5 +77,38 @@ extern "C" __global__ void add_rmsnorm(float* __restrict__ x, const float* __res
         const float4 w = w4[c];
         o2[2 * c] = __floats2bfloat162_rn(u.x * inv_rms * w.x, u.y * inv_rms * w.y);
         o2[2 * c + 1] = __floats2bfloat162_rn(u.z * inv_rms * w.z, u.w * inv_rms * w.w);
+    }
+}
+
+// RMSNorm in place on f32 rows of `dim` values, `heads` rows per token, `token_stride` floats
+// from one token's first row to the next's: the Q or K heads inside the QKV projection's output
+// (qwen3 and gemma3 normalise each head before RoPE), or a whole [tokens, hidden] activation
+// with heads = 1 (gemma3's post-attention and post-MLP norms, whose output stays f32 to join
+// the residual stream).
+//   row = row / sqrt(mean(row^2) + eps) * weight      (weight: f32 [dim])
+// grid = ceil(rows / 4), block = 128: one warp per row; dim and token_stride % 4 == 0.
+extern "C" __global__ void rmsnorm_rows(float* __restrict__ x, const float* __restrict__ weight,
+                                        int rows, int heads, int token_stride, int dim,
+                                        float eps) {
+    pdl_enter();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int r = blockIdx.x * (blockDim.x >> 5) + warp;
+    if (r >= rows) return;
+    float4* row = reinterpret_cast<float4*>(x + (i64)(r / heads) * token_stride +
+                                            (i64)(r % heads) * dim);
+    const float4* w4 = reinterpret_cast<const float4*>(weight);
+    const int n4 = dim / 4;
+    float sum_sq = 0.0f;
+    for (int c = lane; c < n4; c += 32) {
+        const float4 v = row[c];
+        sum_sq += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    sum_sq = warp_sum(sum_sq);
+    const float inv_rms = rsqrtf(sum_sq / (float)dim + eps);
+    for (int c = lane; c < n4; c += 32) {
+        const float4 v = row[c];
+        const float4 w = w4[c];
+        row[c] = make_float4(v.x * inv_rms * w.x, v.y * inv_rms * w.y, v.z * inv_rms * w.z,
+                             v.w * inv_rms * w.w);
     }
 }

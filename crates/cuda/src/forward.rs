@@ -1,18 +1,22 @@
-//! The llama/qwen2 step on the GPU: the sequence of kernel and GEMM launches for one step,
-//! enqueued on the stream without waiting (so that the same sequence can be captured into a
-//! graph).
+//! The decoder step on the GPU, for every architecture the config describes: the sequence of
+//! kernel and GEMM launches for one step, enqueued on the stream without waiting (so that the
+//! same sequence can be captured into a graph).
 //!
-//! Per layer: add+RMSNorm -> QKV GEMM -> bias+RoPE+KV write -> attention (decode: split-K
-//! flash-decoding; prefill chunks: flash attention over the paged prefix) -> O GEMM ->
-//! add+RMSNorm -> gate/up GEMM -> SiLU*up -> down GEMM. The residual stream stays f32; GEMM
-//! inputs are bf16, outputs f32.
+//! Embedding (times the embedding scale), then per layer: add+RMSNorm -> QKV GEMM ->
+//! [per-head Q/K RMSNorm] -> bias+RoPE (this layer's frequencies)+KV write -> attention
+//! (decode: split-K flash-decoding; prefill chunks: flash attention over the paged prefix;
+//! this layer's window, the config's score scale) -> O GEMM -> [post-attention RMSNorm] ->
+//! add+RMSNorm -> gate/up GEMM -> SiLU or GELU-tanh * up -> down GEMM -> [post-MLP RMSNorm].
+//! Bracketed steps run when `BlockVariant` asks for them (qwen3, gemma3). The residual stream
+//! stays f32; GEMM inputs are bf16, outputs f32.
 
 use ferrite_model::config::{ModelConfig, RopeStyle};
 
 use crate::device_ptr::DevicePtr;
 use crate::gemm::Gemm;
 use crate::kernels::{
-    AddRmsNormArgs, AttentionDims, DecodeArgs, Kernels, LinearArgs, PrefillArgs, RopeKvArgs,
+    AddRmsNormArgs, AttentionDims, AttentionMask, DecodeArgs, Kernels, LinearArgs, PrefillArgs,
+    RmsNormRowsArgs, RopeKvArgs,
 };
 use crate::kv_cache::KvCache;
 use crate::step_inputs::{Offsets, StepInputs};
@@ -96,20 +100,50 @@ impl Model<'_> {
             eps: c.rms_norm_eps,
             n,
         };
-        k.embedding(w.embed, self.meta(o.tokens), ws.x, hidden, n)?;
+        // In place on f32 rows: `heads` rows of `dim` per token, `stride` floats apart.
+        let norm_rows = |x, weight, heads, stride, dim| {
+            k.rmsnorm_rows(&RmsNormRowsArgs {
+                x,
+                weight,
+                heads,
+                token_stride: stride,
+                dim,
+                eps: c.rms_norm_eps,
+                n,
+            })
+        };
+        let block = c.block;
+        k.embedding(
+            w.embed,
+            self.meta(o.tokens),
+            ws.x,
+            hidden,
+            block.embedding_scale,
+            n,
+        )?;
         for (l, lw) in w.layers.iter().enumerate() {
             let (k_cache, v_cache) = (self.kv.k(l), self.kv.v(l));
+            let mask = AttentionMask {
+                scale: block.attn_scale,
+                window: c.attention(l).sliding_window.unwrap_or(0),
+            };
             // The previous layer's down projection joins the residual here.
             let delta = (l > 0).then_some(ws.delta);
             k.add_rmsnorm(&norm(delta, lw.attn_norm))?;
             linear(ws.xn, lw.wqkv, ws.qkv, qkv_rows, hidden)?;
+            if let Some(qk) = lw.qk_norm {
+                // Q heads, then K heads, of each token's QKV row (no bias: check_supported).
+                let k_part = ws.qkv.offset(4 * q_dim);
+                norm_rows(ws.qkv, qk.q, c.num_heads, qkv_rows, c.head_dim)?;
+                norm_rows(k_part, qk.k, c.num_kv_heads, qkv_rows, c.head_dim)?;
+            }
             k.rope_kv_write(&RopeKvArgs {
                 dims,
                 qkv: ws.qkv,
                 bias: lw.bqkv,
                 positions: self.meta(o.positions),
                 slots: self.meta(o.slots),
-                inv_freq: w.inv_freq,
+                inv_freq: lw.inv_freq,
                 q_out: ws.q,
                 k_cache,
                 v_cache,
@@ -120,6 +154,7 @@ impl Model<'_> {
             if s.num_decodes > 0 {
                 k.attention_decode(&DecodeArgs {
                     dims,
+                    mask,
                     q: ws.q,
                     k_cache,
                     v_cache,
@@ -138,6 +173,7 @@ impl Model<'_> {
             if s.num_prefills > 0 {
                 k.attention_prefill(&PrefillArgs {
                     dims,
+                    mask,
                     q: ws.q,
                     k_cache,
                     v_cache,
@@ -153,10 +189,16 @@ impl Model<'_> {
                 })?;
             }
             linear(ws.attn, lw.wo, ws.delta, hidden, q_dim)?;
+            if let Some(post) = lw.post_norms {
+                norm_rows(ws.delta, post.attention, 1, hidden, hidden)?;
+            }
             k.add_rmsnorm(&norm(Some(ws.delta), lw.ffn_norm))?;
             linear(ws.xn, lw.w_gate_up, ws.gate_up, 2 * inter, hidden)?;
-            k.silu_mul(ws.gate_up, ws.act, inter, n)?;
+            k.gated_activation(block.activation, ws.gate_up, ws.act, inter, n)?;
             linear(ws.act, lw.w_down, ws.delta, hidden, inter)?;
+            if let Some(post) = lw.post_norms {
+                norm_rows(ws.delta, post.mlp, 1, hidden, hidden)?;
+            }
         }
         Ok(())
     }

@@ -1,6 +1,8 @@
 //! The model's weights on the device, in one allocation: matrices in bf16 (GGUF quantized
 //! types dequantized at load, BF16 stored as is), norm weights and biases in f32. Q/K/V are
-//! concatenated into one matrix and gate/up into another, so each becomes one GEMM.
+//! concatenated into one matrix and gate/up into another, so each becomes one GEMM. Norm
+//! weights get the config's `norm_weight_offset` added at load (gemma's `x * (1 + w)`), and
+//! each layer gets its RoPE frequencies (`ModelConfig::rope_inv_freq`).
 //! `--load-format dummy` draws the weights directly on the device with the same formula as the
 //! host generator (ferrite_model::dummy), without materialising them on the host.
 
@@ -15,7 +17,7 @@ use half::bf16;
 
 use crate::buffer::{upload, DeviceBuffer, Layout};
 use crate::device_ptr::DevicePtr;
-use crate::kernels::Kernels;
+use crate::kernels::{DummyFormat, Kernels};
 
 /// Where a backend's weights come from.
 pub enum WeightSource {
@@ -38,6 +40,24 @@ pub struct LayerWeights {
     /// [2 inter, hidden]: gate rows, then up rows.
     pub w_gate_up: DevicePtr,
     pub w_down: DevicePtr,
+    /// Per-head RMSNorm weights of Q and K, f32 [head_dim] each (`BlockVariant::qk_norm`).
+    pub qk_norm: Option<QkNormWeights>,
+    /// Norms of the attention and MLP outputs, f32 [hidden] each (`BlockVariant::post_norms`).
+    pub post_norms: Option<PostNormWeights>,
+    /// This layer's RoPE inverse frequencies, f32 [head_dim / 2].
+    pub inv_freq: DevicePtr,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct QkNormWeights {
+    pub q: DevicePtr,
+    pub k: DevicePtr,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct PostNormWeights {
+    pub attention: DevicePtr,
+    pub mlp: DevicePtr,
 }
 
 /// The model's weights on the device (the CPU backend's counterpart has the same name).
@@ -48,8 +68,6 @@ pub struct ModelWeights {
     pub output_norm: DevicePtr,
     /// The embedding when tied.
     pub lm_head: DevicePtr,
-    /// RoPE inverse frequencies, f32 [head_dim / 2], computed as the CPU backend does.
-    pub inv_freq: DevicePtr,
 }
 
 /// Where each canonical tensor goes: offset in the arena, and whether it is stored as f32.
@@ -76,6 +94,15 @@ fn placements(c: &ModelConfig) -> (Layout, Vec<(String, Placement)>) {
     for l in 0..c.num_layers {
         let n = |p: &str| format!("blk.{l}.{p}");
         put(&mut layout, n("attn_norm.weight"), hidden, true);
+        if c.block.qk_norm {
+            put(&mut layout, n("attn_q_norm.weight"), hd, true);
+            put(&mut layout, n("attn_k_norm.weight"), hd, true);
+        }
+        if c.block.post_norms {
+            put(&mut layout, n("post_attention_norm.weight"), hidden, true);
+            put(&mut layout, n("post_ffw_norm.weight"), hidden, true);
+        }
+        put(&mut layout, n("rope_inv_freq"), hd / 2, true);
         // One region for Q, K, V (and one for their biases), filled part by part below.
         put(
             &mut layout,
@@ -100,7 +127,6 @@ fn placements(c: &ModelConfig) -> (Layout, Vec<(String, Placement)>) {
             false,
         );
     }
-    put(&mut layout, "rope_inv_freq".into(), hd / 2, true);
     (layout, out)
 }
 
@@ -129,11 +155,14 @@ fn region_of(c: &ModelConfig, name: &str) -> (String, usize, bool) {
     (name.to_string(), 0, false)
 }
 
-/// RoPE inverse frequencies exactly as `ferrite_cpu`'s Rope computes them (f32 powf).
-pub fn inv_freq(c: &ModelConfig) -> Vec<f32> {
-    (0..c.head_dim / 2)
-        .map(|i| 1.0 / c.rope_theta.powf((2 * i) as f32 / c.head_dim as f32))
-        .collect()
+/// What loading adds to a tensor stored in f32: the norm weight offset to norm weights
+/// (gemma's `1 + w`, folded so that the kernels compute `x * w` for every family).
+fn shift_of(c: &ModelConfig, name: &str) -> f32 {
+    if name.ends_with("norm.weight") {
+        c.block.norm_weight_offset
+    } else {
+        0.0
+    }
 }
 
 impl ModelWeights {
@@ -160,30 +189,35 @@ impl ModelWeights {
             let (region, inner, as_f32) = region_of(config, &init.name);
             let place = offset_of(&region)?;
             let as_f32 = as_f32 || place.f32;
+            let shift = shift_of(config, &init.name);
             let dst = arena.at(place.offset + inner);
             match source {
                 WeightSource::Dummy { .. } => {
+                    let format = if as_f32 {
+                        DummyFormat::F32 { shift }
+                    } else {
+                        DummyFormat::Bf16
+                    };
                     kernels.dummy_fill(
                         dst,
                         init.len(),
                         init.key,
                         init.scale,
                         init.offset,
-                        as_f32,
+                        format,
                     )?;
                 }
                 WeightSource::Host(weights) => {
                     let tensor = weights.get(&init.name)?;
                     check_shape(&init.name, tensor, &init.shape)?;
-                    upload_tensor(stream, dst, tensor, as_f32)?;
+                    upload_tensor(stream, dst, tensor, as_f32, shift)?;
                 }
             }
         }
-        upload(
-            stream,
-            arena.at(offset_of("rope_inv_freq")?.offset),
-            &inv_freq(config),
-        )?;
+        for l in 0..config.num_layers {
+            let place = offset_of(&format!("blk.{l}.rope_inv_freq"))?;
+            upload(stream, arena.at(place.offset), &config.rope_inv_freq(l))?;
+        }
         stream.synchronize()?;
 
         let at =
@@ -203,6 +237,23 @@ impl ModelWeights {
                 ffn_norm: at(&n("ffn_norm.weight"))?,
                 w_gate_up: at(&n("ffn_gate_up"))?,
                 w_down: at(&n("ffn_down.weight"))?,
+                qk_norm: if config.block.qk_norm {
+                    Some(QkNormWeights {
+                        q: at(&n("attn_q_norm.weight"))?,
+                        k: at(&n("attn_k_norm.weight"))?,
+                    })
+                } else {
+                    None
+                },
+                post_norms: if config.block.post_norms {
+                    Some(PostNormWeights {
+                        attention: at(&n("post_attention_norm.weight"))?,
+                        mlp: at(&n("post_ffw_norm.weight"))?,
+                    })
+                } else {
+                    None
+                },
+                inv_freq: at(&n("rope_inv_freq"))?,
             });
         }
         let embed = at("token_embd.weight")?;
@@ -215,7 +266,6 @@ impl ModelWeights {
             } else {
                 at("output.weight")?
             },
-            inv_freq: at("rope_inv_freq")?,
             arena,
         })
     }
@@ -238,12 +288,14 @@ fn check_shape(name: &str, tensor: &WeightTensor, shape: &[usize]) -> anyhow::Re
     Ok(())
 }
 
-/// Converts `tensor` to bf16 (or f32) on the host, a slab of rows at a time, and uploads it.
+/// Converts `tensor` to bf16 (or f32, plus `shift`) on the host, a slab of rows at a time, and
+/// uploads it.
 fn upload_tensor(
     stream: &CudaStream,
     dst: DevicePtr,
     tensor: &WeightTensor,
     as_f32: bool,
+    shift: f32,
 ) -> anyhow::Result<()> {
     if tensor.dtype == DType::BF16 && !as_f32 {
         return upload(stream, dst, tensor.storage.bytes());
@@ -264,6 +316,9 @@ fn upload_tensor(
             out,
         );
         let dst_row = dst.offset(row * cols * if as_f32 { 4 } else { 2 });
+        if as_f32 && shift != 0.0 {
+            out.iter_mut().for_each(|v| *v += shift);
+        }
         if as_f32 {
             upload(stream, dst_row, out)?;
         } else {

@@ -6,7 +6,10 @@ mod common;
 
 use common::*;
 use ferrite_cuda::gemm::Gemm;
-use ferrite_cuda::kernels::{AddRmsNormArgs, AttentionDims, LinearArgs, RopeKvArgs};
+use ferrite_cuda::kernels::{
+    AddRmsNormArgs, AttentionDims, DummyFormat, LinearArgs, RmsNormRowsArgs, RopeKvArgs,
+};
+use ferrite_model::config::Activation;
 use ferrite_model::dummy::{preset, tensor_inits};
 
 #[test]
@@ -66,13 +69,60 @@ fn add_rmsnorm_matches_reference_with_and_without_rows() {
     }
 }
 
+/// Q/K heads normalised in place inside QKV rows (the K part's rows start q_dim floats in),
+/// and whole rows (heads 1, the post norms); the V part and the rows' padding stay untouched.
+#[test]
+fn rmsnorm_rows_match_reference_for_heads_and_whole_rows() {
+    let Some(ctx) = gpu("rmsnorm_rows") else {
+        return;
+    };
+    let mut r = rng(7);
+    let eps = 1e-6f32;
+    // (heads, dim, first row's offset in floats, token stride, tokens): Q heads of a QKV row
+    // (6 heads of 64, row 6*64 + 2*2*64), K heads of the same rows, a whole 1004-wide row.
+    for (label, heads, dim, start, stride, n) in [
+        ("q heads", 6usize, 64usize, 0usize, 640usize, 9usize),
+        ("k heads", 2, 64, 384, 640, 9),
+        ("k heads hd128", 2, 128, 6 * 128, 10 * 128, 5),
+        ("whole rows", 1, 1004, 0, 1004, 13),
+    ] {
+        let x = random(&mut r, n * stride, 3.0);
+        let w = random(&mut r, dim, 1.5);
+        let (xd, wd) = (dev(&ctx, &x), dev(&ctx, &w));
+        ctx.kernels
+            .rmsnorm_rows(&RmsNormRowsArgs {
+                x: xd.ptr().offset(4 * start),
+                weight: wd.ptr(),
+                heads,
+                token_stride: stride,
+                dim,
+                eps,
+                n,
+            })
+            .unwrap();
+        let got = read_f32(&ctx, &xd, n * stride);
+        let mut want: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+        for t in 0..n {
+            for h in 0..heads {
+                let row = &mut want[t * stride + start + h * dim..][..dim];
+                let ms = row.iter().map(|a| a * a).sum::<f64>() / dim as f64;
+                let inv = 1.0 / (ms + eps as f64).sqrt();
+                row.iter_mut()
+                    .zip(&w)
+                    .for_each(|(a, &g)| *a *= inv * g as f64);
+            }
+        }
+        check(&format!("rmsnorm_rows {label}"), &got, &want, 1e-5);
+    }
+}
+
 fn upload_again(ctx: &Ctx, buf: &ferrite_cuda::buffer::DeviceBuffer, data: &[f32]) {
     ferrite_cuda::buffer::upload(stream(ctx), buf.ptr(), data).unwrap();
 }
 
 #[test]
-fn embedding_and_silu_mul_match_reference() {
-    let Some(ctx) = gpu("embedding/silu_mul") else {
+fn embedding_and_gated_activations_match_reference() {
+    let Some(ctx) = gpu("embedding/silu_mul/gelu_tanh_mul") else {
         return;
     };
     let mut r = rng(2);
@@ -82,7 +132,7 @@ fn embedding_and_silu_mul_match_reference() {
     let (td, tokd) = (dev(&ctx, &to_bf16(&table)), dev(&ctx, &tokens));
     let x = poisoned::<f32>(&ctx, tokens.len() * hidden);
     ctx.kernels
-        .embedding(td.ptr(), tokd.ptr(), x.ptr(), hidden, tokens.len())
+        .embedding(td.ptr(), tokd.ptr(), x.ptr(), hidden, 1.0, tokens.len())
         .unwrap();
     let got = read_f32(&ctx, &x, tokens.len() * hidden);
     let want: Vec<f64> = tokens
@@ -94,13 +144,21 @@ fn embedding_and_silu_mul_match_reference() {
         })
         .collect();
     check("embedding", &got, &want, 0.0);
+    // Scaled (gemma: sqrt(hidden)), one f32 product per element.
+    let scale = 25.298_221f32;
+    ctx.kernels
+        .embedding(td.ptr(), tokd.ptr(), x.ptr(), hidden, scale, tokens.len())
+        .unwrap();
+    let got = read_f32(&ctx, &x, tokens.len() * hidden);
+    let want: Vec<f64> = want.iter().map(|&v| (v as f32 * scale) as f64).collect();
+    check("embedding scaled", &got, &want, 0.0);
 
     let (n, inter) = (7usize, 1004usize);
     let gu = random(&mut r, n * 2 * inter, 4.0);
     let gud = dev(&ctx, &gu);
     let out = poisoned::<u16>(&ctx, n * inter);
     ctx.kernels
-        .silu_mul(gud.ptr(), out.ptr(), inter, n)
+        .gated_activation(Activation::Silu, gud.ptr(), out.ptr(), inter, n)
         .unwrap();
     let got = read_bf16(&ctx, &out, n * inter);
     let want: Vec<f64> = (0..n * inter)
@@ -111,6 +169,21 @@ fn embedding_and_silu_mul_match_reference() {
         })
         .collect();
     check("silu_mul", &got, &want, 8e-3);
+
+    let out = poisoned::<u16>(&ctx, n * inter);
+    ctx.kernels
+        .gated_activation(Activation::GeluTanh, gud.ptr(), out.ptr(), inter, n)
+        .unwrap();
+    let got = read_bf16(&ctx, &out, n * inter);
+    let want: Vec<f64> = (0..n * inter)
+        .map(|i| {
+            let (t, j) = (i / inter, i % inter);
+            let g = gu[t * 2 * inter + j] as f64;
+            let inner = (2.0 / std::f64::consts::PI).sqrt() * (g + 0.044715 * g * g * g);
+            0.5 * g * (1.0 + inner.tanh()) * gu[t * 2 * inter + inter + j] as f64
+        })
+        .collect();
+    check("gelu_tanh_mul", &got, &want, 8e-3);
 }
 
 #[test]
@@ -292,12 +365,31 @@ fn device_dummy_weights_equal_the_host_generator() {
         init.fill(&mut host);
         let out = poisoned::<u16>(&ctx, n);
         ctx.kernels
-            .dummy_fill(out.ptr(), n, init.key, init.scale, init.offset, false)
+            .dummy_fill(
+                out.ptr(),
+                n,
+                init.key,
+                init.scale,
+                init.offset,
+                DummyFormat::Bf16,
+            )
             .unwrap();
         let mut got = vec![0u16; n];
         ferrite_cuda::buffer::download(stream(&ctx), out.ptr(), &mut got).unwrap();
         let same = got.iter().zip(&host).filter(|(a, b)| a == b).count();
         println!("dummy {}: {same}/{n} bitwise equal", init.name);
         assert_eq!(same, n, "{}", init.name);
+        // f32 with gemma's norm offset folded in: the host value + 1, computed in f32.
+        let out = poisoned::<f32>(&ctx, n);
+        let format = DummyFormat::F32 { shift: 1.0 };
+        ctx.kernels
+            .dummy_fill(out.ptr(), n, init.key, init.scale, init.offset, format)
+            .unwrap();
+        let got = read_f32(&ctx, &out, n);
+        let same = (0..n)
+            .filter(|&i| got[i].to_bits() == (init.value(i) + 1.0).to_bits())
+            .count();
+        println!("dummy f32 + 1 {}: {same}/{n} bitwise equal", init.name);
+        assert_eq!(same, n, "{} as f32 + 1", init.name);
     }
 }

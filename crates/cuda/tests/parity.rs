@@ -1,7 +1,11 @@
 //! CPU and CUDA backends on the same dummy weights: logits agree to bf16 tolerance and greedy
 //! tokens match (except near-ties) over batches that mix prefill chunks and decodes, for page
-//! sizes 1 and 16, with CUDA graphs on and off.
+//! sizes 1 and 16, with CUDA graphs on and off: llama and qwen2 shapes, then one random-weight
+//! model per architecture of issue 12 (arch_configs: Llama 3 rope scaling, qwen2, qwen3's Q/K
+//! norm, mistral's and gemma3's sliding windows, gemma3's whole block), with prompts longer
+//! than the window.
 
+mod arch_configs;
 mod common;
 
 use ferrite_cpu::CpuBackend;
@@ -34,21 +38,41 @@ fn llama_small() -> ModelConfig {
 
 struct Seq {
     tokens: Vec<u32>,
-    prompt_len: usize,
+    /// Prompt length plus decode steps.
+    final_len: usize,
     computed: usize,
     table: Vec<u32>,
 }
 
-/// Decode steps after each prompt.
-const DECODES: usize = 16;
-
 impl Seq {
     fn done(&self) -> bool {
-        self.tokens.len() >= self.prompt_len + DECODES && self.computed == self.tokens.len()
+        self.tokens.len() >= self.final_len && self.computed == self.tokens.len()
     }
 }
 
+/// What one CPU/CUDA comparison runs: prompts of `lens` tokens, fed in chunks of at most 48
+/// tokens beside the other sequences' decodes, then `decodes` greedy steps each.
+struct Run {
+    page_size: usize,
+    eager: bool,
+    lens: &'static [usize],
+    decodes: usize,
+}
+
 fn run_pair(config: &ModelConfig, page_size: usize, eager: bool) {
+    let run = Run {
+        page_size,
+        eager,
+        lens: &[70, 33, 5, 150],
+        decodes: 16,
+    };
+    compare_backends(config, &run);
+}
+
+fn compare_backends(config: &ModelConfig, run: &Run) {
+    let Run {
+        page_size, eager, ..
+    } = *run;
     let Some(_) = common::gpu("parity") else {
         return;
     };
@@ -72,25 +96,25 @@ fn run_pair(config: &ModelConfig, page_size: usize, eager: bool) {
             .map(|i| (i * 31 + salt * 7) % config.vocab_size as u32)
             .collect::<Vec<_>>()
     };
-    let lens = [70usize, 33, 5, 150];
     let mut next_page = 0u32;
-    let mut seqs: Vec<Seq> = lens
+    let mut seqs: Vec<Seq> = run
+        .lens
         .iter()
         .enumerate()
         .map(|(i, &len)| {
-            let pages = (len + 40).div_ceil(page_size);
+            let pages = (len + run.decodes + 24).div_ceil(page_size);
             let table = (next_page..next_page + pages as u32).rev().collect();
             next_page += pages as u32;
             Seq {
                 tokens: prompt(len, i as u32),
-                prompt_len: len,
+                final_len: len + run.decodes,
                 computed: 0,
                 table,
             }
         })
         .collect();
     let (mut worst, mut mismatches, mut steps) = (0.0f64, 0, 0);
-    // Prompts in chunks of at most 48 tokens, decodes sharing the steps, 16 decode steps each.
+    // Prompts in chunks of at most 48 tokens, decodes sharing the steps.
     while !seqs.iter().all(Seq::done) {
         let mut batch = Vec::new();
         let mut who = Vec::new();
@@ -137,7 +161,9 @@ fn run_pair(config: &ModelConfig, page_size: usize, eager: bool) {
             worst = worst.max(e);
             assert!(
                 e <= 2e-2,
-                "step {steps} seq {i}: logits relative error {e:.3e}"
+                "{:?} step {steps} seq {i} (position {}): logits relative error {e:.3e} > 2e-2",
+                config.arch,
+                end - 1
             );
             let ta = ferrite_engine::sampler::argmax(ra);
             let tb = ferrite_engine::sampler::argmax(rb);
@@ -146,7 +172,10 @@ fn run_pair(config: &ModelConfig, page_size: usize, eager: bool) {
                 let gap = (ra[ta as usize] - ra[tb as usize]).abs();
                 assert!(
                     gap < 0.05,
-                    "step {steps} seq {i}: greedy {ta} vs {tb}, gap {gap}"
+                    "{:?} step {steps} seq {i} (position {}): greedy CPU {ta} vs CUDA {tb}, \
+                     CPU logit gap {gap} >= 0.05",
+                    config.arch,
+                    end - 1
                 );
                 mismatches += 1;
             }
@@ -154,7 +183,7 @@ fn run_pair(config: &ModelConfig, page_size: usize, eager: bool) {
             appended.push((i, ta));
         }
         for (i, t) in appended {
-            if seqs[i].tokens.len() < seqs[i].prompt_len + DECODES {
+            if seqs[i].tokens.len() < seqs[i].final_len {
                 seqs[i].tokens.push(t);
             }
         }
@@ -164,6 +193,52 @@ fn run_pair(config: &ModelConfig, page_size: usize, eager: bool) {
         "parity {:?} hd={} page={page_size} eager={eager} graphs={:?}: {steps} steps, worst logits rel err {worst:.2e}, {mismatches} near-tie greedy mismatches",
         config.arch, config.head_dim, gpu.graph_sizes()
     );
+}
+
+/// The issue-12 architectures: prompts of 70 to 100 tokens (beyond the window of 32), chunked
+/// by 48 so later chunks start past the window, then 20 greedy decode steps.
+fn arch_run(page_size: usize, eager: bool) -> Run {
+    Run {
+        page_size,
+        eager,
+        lens: &[70, 100, 85, 9],
+        decodes: 20,
+    }
+}
+
+#[test]
+fn arch_llama3_rope_scaling_page16_graphs() {
+    compare_backends(&arch_configs::llama3(), &arch_run(16, false));
+}
+
+#[test]
+fn arch_qwen2_page16_graphs() {
+    compare_backends(&arch_configs::qwen2(), &arch_run(16, false));
+}
+
+#[test]
+fn arch_qwen3_qk_norm_page16_graphs() {
+    compare_backends(&arch_configs::qwen3(), &arch_run(16, false));
+}
+
+#[test]
+fn arch_mistral_sliding_window_page16_graphs() {
+    compare_backends(&arch_configs::mistral(), &arch_run(16, false));
+}
+
+#[test]
+fn arch_mistral_sliding_window_page1_eager() {
+    compare_backends(&arch_configs::mistral(), &arch_run(1, true));
+}
+
+#[test]
+fn arch_gemma3_page16_graphs() {
+    compare_backends(&arch_configs::gemma3(), &arch_run(16, false));
+}
+
+#[test]
+fn arch_gemma3_page16_eager() {
+    compare_backends(&arch_configs::gemma3(), &arch_run(16, true));
 }
 
 #[test]

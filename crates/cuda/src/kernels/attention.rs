@@ -40,9 +40,30 @@ impl AttentionDims {
     pub fn group(&self) -> usize {
         self.num_heads / self.num_kv_heads
     }
-    /// Softmax scale 1/sqrt(head_dim), in log2 units (the kernels use exp2).
-    pub fn scale_log2(&self) -> f32 {
-        std::f32::consts::LOG2_E / (self.head_dim as f32).sqrt()
+}
+
+/// The attention pattern of one layer as the kernels take it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttentionMask {
+    /// Scores are multiplied by this (`BlockVariant::attn_scale`: 1/sqrt(head_dim), or
+    /// gemma3's query_pre_attn_scalar^-0.5).
+    pub scale: f32,
+    /// Query at position i sees keys j with i - w < j <= i; 0: every earlier key.
+    pub window: usize,
+}
+
+impl AttentionMask {
+    /// Full causal attention with the usual 1/sqrt(head_dim) scale.
+    pub fn causal(head_dim: usize) -> Self {
+        AttentionMask {
+            scale: 1.0 / (head_dim as f32).sqrt(),
+            window: 0,
+        }
+    }
+    /// The scale in log2 units (the kernels use exp2). For 1/sqrt(head_dim) this equals
+    /// LOG2_E / sqrt(head_dim) bit for bit at head sizes 16..256.
+    fn scale_log2(&self) -> f32 {
+        std::f32::consts::LOG2_E * self.scale
     }
 }
 
@@ -50,6 +71,7 @@ impl AttentionDims {
 #[derive(Debug, Clone, Copy)]
 pub struct DecodeArgs {
     pub dims: AttentionDims,
+    pub mask: AttentionMask,
     pub q: DevicePtr,
     pub k_cache: DevicePtr,
     pub v_cache: DevicePtr,
@@ -69,6 +91,7 @@ pub struct DecodeArgs {
 #[derive(Debug, Clone, Copy)]
 pub struct PrefillArgs {
     pub dims: AttentionDims,
+    pub mask: AttentionMask,
     pub q: DevicePtr,
     pub k_cache: DevicePtr,
     pub v_cache: DevicePtr,
@@ -92,7 +115,8 @@ impl Kernels {
             other => anyhow::bail!("no decode attention kernel for head_dim {other}"),
         };
         // attention_decode_hd*(q, k_cache, v_cache, pages, page_offsets, ctx_lens, q_rows, out,
-        //                      part_acc, part_ml, num_kv_heads, group, page_size, scale_log2)
+        //                      part_acc, part_ml, num_kv_heads, group, page_size, scale_log2,
+        //                      window)
         let args = Args::new()
             .ptr(a.q)
             .ptr(a.k_cache)
@@ -107,7 +131,8 @@ impl Kernels {
             .usize(d.num_kv_heads)
             .usize(d.group())
             .usize(a.page_size)
-            .f32(d.scale_log2());
+            .f32(a.mask.scale_log2())
+            .usize(a.mask.window);
         let shape = Shape {
             grid: (
                 d.num_kv_heads as u32,
@@ -144,7 +169,7 @@ impl Kernels {
             other => anyhow::bail!("no prefill attention kernel for head_dim {other}"),
         };
         // attention_prefill_hd*(q, k_cache, v_cache, pages, page_offsets, q_starts, q_lens,
-        //                       pos0s, out, num_kv_heads, group, page_size, scale_log2)
+        //                       pos0s, out, num_kv_heads, group, page_size, scale_log2, window)
         let args = Args::new()
             .ptr(a.q)
             .ptr(a.k_cache)
@@ -158,7 +183,8 @@ impl Kernels {
             .usize(d.num_kv_heads)
             .usize(d.group())
             .usize(a.page_size)
-            .f32(d.scale_log2());
+            .f32(a.mask.scale_log2())
+            .usize(a.mask.window);
         let tiles = (a.max_q_len * d.group()).div_ceil(64);
         let shape = Shape {
             grid: (tiles as u32, d.num_kv_heads as u32, a.num_seqs as u32),

@@ -12,22 +12,24 @@
 mod attention;
 mod dummy_init;
 mod embedding;
+mod gated_activation;
 mod gemv;
 mod launch;
 mod names;
 mod rmsnorm;
 mod rope_kv;
 mod sampling;
-mod silu_mul;
 mod support;
 
 pub use attention::{
-    decode_splits, AttentionDims, DecodeArgs, PrefillArgs, HEAD_DIMS, MAX_GROUP, MAX_SPLITS,
+    decode_splits, AttentionDims, AttentionMask, DecodeArgs, PrefillArgs, HEAD_DIMS, MAX_GROUP,
+    MAX_SPLITS,
 };
+pub use dummy_init::DummyFormat;
 pub use gemv::{gemv_split, LinearArgs};
 pub use launch::Kernels;
 pub use names::GEMV_MAX_TOKENS;
-pub use rmsnorm::AddRmsNormArgs;
+pub use rmsnorm::{AddRmsNormArgs, RmsNormRowsArgs};
 pub use rope_kv::RopeKvArgs;
 pub use sampling::{SampleArgs, SampleParams};
 pub use support::check_supported;

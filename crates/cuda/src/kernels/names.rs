@@ -5,8 +5,10 @@
 pub(super) const NAMES: &[&str] = &[
     "embedding_gather",
     "add_rmsnorm",
+    "rmsnorm_rows",
     "rope_kv_write",
     "silu_mul",
+    "gelu_tanh_mul",
     "attention_decode_hd64",
     "attention_decode_hd128",
     "attention_decode_reduce",

@@ -1,4 +1,5 @@
-//! Launcher of kernels/rmsnorm.cu: the residual add fused with RMSNorm.
+//! Launchers of kernels/rmsnorm.cu: the residual add fused with RMSNorm, and RMSNorm in place
+//! of f32 rows (per-head Q/K norms, post-attention and post-MLP norms).
 
 use super::launch::{grid1, Args, Kernels};
 use crate::device_ptr::DevicePtr;
@@ -36,5 +37,40 @@ impl Kernels {
             .usize(a.hidden)
             .f32(a.eps);
         self.launch("add_rmsnorm", grid1(a.n, 256), args)
+    }
+}
+
+/// Arguments of [`Kernels::rmsnorm_rows`]: `heads` rows of `dim` f32 values per token, the
+/// first at `x`, the next token's `token_stride` floats further.
+#[derive(Debug, Clone, Copy)]
+pub struct RmsNormRowsArgs {
+    /// f32, normalised in place.
+    pub x: DevicePtr,
+    /// f32 [dim].
+    pub weight: DevicePtr,
+    pub heads: usize,
+    pub token_stride: usize,
+    pub dim: usize,
+    pub eps: f32,
+    /// Tokens.
+    pub n: usize,
+}
+
+impl Kernels {
+    /// RMSNorm in place of `n * heads` f32 rows (per-head Q/K norm, or a post-attention /
+    /// post-MLP norm with `heads` 1 and `dim` hidden).
+    pub fn rmsnorm_rows(&self, a: &RmsNormRowsArgs) -> anyhow::Result<()> {
+        let rows = a.n * a.heads;
+        // rmsnorm_rows(x, weight, rows, heads, token_stride, dim, eps)
+        let args = Args::new()
+            .ptr(a.x)
+            .ptr(a.weight)
+            .usize(rows)
+            .usize(a.heads)
+            .usize(a.token_stride)
+            .usize(a.dim)
+            .f32(a.eps);
+        // One warp per row, four rows per block.
+        self.launch("rmsnorm_rows", grid1(rows.div_ceil(4), 128), args)
     }
 }

@@ -24,6 +24,12 @@ pub fn check_supported(c: &ModelConfig) -> anyhow::Result<()> {
         group <= MAX_GROUP,
         "query group {group} > {MAX_GROUP} is not supported"
     );
+    // The per-head Q/K norm runs before the kernel that adds the QKV bias; no architecture
+    // has both.
+    anyhow::ensure!(
+        !(c.block.qk_norm && c.qkv_bias),
+        "Q/K norm together with a QKV bias is not supported by the CUDA backend"
+    );
     anyhow::ensure!(
         c.hidden_size.is_multiple_of(8) && c.intermediate_size.is_multiple_of(8),
         "hidden ({}) and intermediate ({}) sizes must be multiples of 8",

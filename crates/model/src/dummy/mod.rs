@@ -107,7 +107,8 @@ fn tensor_key(seed: u64, name: &str) -> u64 {
     splitmix64(seed ^ fnv)
 }
 
-/// Every tensor the llama/qwen2 forward pass reads, with how it is drawn.
+/// Every tensor the forward pass reads, with how it is drawn (Q/K norms and post norms when
+/// the config's `BlockVariant` has them, under llama.cpp's gemma3 names).
 pub fn tensor_inits(config: &ModelConfig, seed: u64) -> Vec<TensorInit> {
     let (hidden, inter, hd) = (
         config.hidden_size,
@@ -123,7 +124,8 @@ pub fn tensor_inits(config: &ModelConfig, seed: u64) -> Vec<TensorInit> {
         offset,
     };
     let matrix = |name: String, rows, cols| init(name, vec![rows, cols], MATRIX_SCALE, 0.0);
-    let norm = |name: String| init(name, vec![hidden], NORM_SCALE, 1.0);
+    let norm_of = |name: String, len: usize| init(name, vec![len], NORM_SCALE, 1.0);
+    let norm = |name: String| norm_of(name, hidden);
     let mut out = vec![matrix(
         "token_embd.weight".into(),
         config.vocab_size,
@@ -135,6 +137,10 @@ pub fn tensor_inits(config: &ModelConfig, seed: u64) -> Vec<TensorInit> {
         out.push(matrix(n("attn_q.weight"), q_dim, hidden));
         out.push(matrix(n("attn_k.weight"), kv_dim, hidden));
         out.push(matrix(n("attn_v.weight"), kv_dim, hidden));
+        if config.block.qk_norm {
+            out.push(norm_of(n("attn_q_norm.weight"), hd));
+            out.push(norm_of(n("attn_k_norm.weight"), hd));
+        }
         if config.qkv_bias {
             for (part, len) in [
                 ("attn_q.bias", q_dim),
@@ -145,10 +151,16 @@ pub fn tensor_inits(config: &ModelConfig, seed: u64) -> Vec<TensorInit> {
             }
         }
         out.push(matrix(n("attn_output.weight"), hidden, q_dim));
+        if config.block.post_norms {
+            out.push(norm(n("post_attention_norm.weight")));
+        }
         out.push(norm(n("ffn_norm.weight")));
         out.push(matrix(n("ffn_gate.weight"), inter, hidden));
         out.push(matrix(n("ffn_up.weight"), inter, hidden));
         out.push(matrix(n("ffn_down.weight"), hidden, inter));
+        if config.block.post_norms {
+            out.push(norm(n("post_ffw_norm.weight")));
+        }
     }
     out.push(norm("output_norm.weight".into()));
     if !config.tie_word_embeddings {

@@ -3,6 +3,7 @@
 
 mod config;
 mod names;
+mod rope_config;
 mod safetensors;
 
 use std::path::Path;
@@ -24,7 +25,7 @@ pub enum HfError {
     },
     #[error("config.json is not a config ferrite understands: {0}")]
     Config(serde_json::Error),
-    #[error("architecture {0} is not supported (LlamaForCausalLM and Qwen2ForCausalLM are)")]
+    #[error("architecture {0} is not supported (Llama, Qwen2, Qwen3, Mistral and Gemma3ForCausalLM are)")]
     UnsupportedArch(String),
     #[error("not supported: {0}")]
     Unsupported(String),
@@ -54,7 +55,7 @@ pub fn load_dir(dir: &Path) -> Result<(ModelConfig, ModelWeights), HfError> {
     let mut weights = ModelWeights::default();
     for file in weight_files(dir)? {
         for (hf_name, tensor) in safetensors::read_file(&file)? {
-            let Some(name) = canonical_name(&hf_name) else {
+            let Some(name) = canonical_name(config.arch, &hf_name) else {
                 tracing::debug!(tensor = %hf_name, "ignoring tensor ferrite does not use");
                 continue;
             };

@@ -90,6 +90,10 @@ impl Model {
         &self.config
     }
 
+    pub fn weight_bytes(&self) -> usize {
+        self.weights.bytes()
+    }
+
     /// Rejects a batch the forward pass cannot run, before anything is written.
     fn validate(&self, kv: &KvCache, batch: &[SeqBatch<'_>]) -> Result<(), BackendError> {
         let limits = BatchLimits {

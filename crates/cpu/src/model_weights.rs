@@ -144,3 +144,39 @@ impl ModelWeights {
         })
     }
 }
+
+impl LayerWeights {
+    fn bytes(&self) -> usize {
+        let matrices = [
+            &self.wq,
+            &self.wk,
+            &self.wv,
+            &self.wo,
+            &self.w_gate,
+            &self.w_up,
+            &self.w_down,
+        ];
+        let vectors = [&self.attn_norm, &self.ffn_norm]
+            .into_iter()
+            .chain(self.qkv_bias.iter().flatten())
+            .chain(self.qk_norm.iter().flatten())
+            .chain(self.post_norms.iter().flatten());
+        matrices.iter().map(|m| m.bytes().len()).sum::<usize>()
+            + vectors.map(|v| v.len() * 4).sum::<usize>()
+    }
+}
+
+impl ModelWeights {
+    /// Bytes held (see `CpuBackend::weight_bytes`); a tied LM head shares the embedding's.
+    pub fn bytes(&self) -> usize {
+        let lm_head = if std::ptr::eq(self.lm_head.bytes().as_ptr(), self.embed.bytes().as_ptr()) {
+            0
+        } else {
+            self.lm_head.bytes().len()
+        };
+        self.embed.bytes().len()
+            + lm_head
+            + self.output_norm.len() * 4
+            + self.layers.iter().map(LayerWeights::bytes).sum::<usize>()
+    }
+}

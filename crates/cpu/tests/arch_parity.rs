@@ -40,10 +40,19 @@ fn ids(v: &Value) -> Vec<u32> {
         .collect()
 }
 
-fn load(arch: &str) -> (CpuBackend, Vec<Case>) {
+fn load(arch: &str) -> (CpuBackend, Vec<Case>, f64) {
     let dir = repo_root().join("fixtures/arch").join(arch);
     let (config, weights) = hf::load_dir(&dir).unwrap_or_else(|e| panic!("{arch}: {e}"));
     let backend = CpuBackend::new(config, weights, 2).unwrap();
+    // A bf16 checkpoint is held as bf16 (dequantized panel by panel), not widened to f32.
+    let checkpoint = std::fs::metadata(dir.join("model.safetensors"))
+        .unwrap()
+        .len() as f64;
+    let resident = backend.weight_bytes() as f64;
+    assert!(
+        resident <= 1.1 * checkpoint,
+        "{arch}: weights take {resident} bytes in memory, the checkpoint {checkpoint}"
+    );
     let text = std::fs::read_to_string(dir.join("reference.json")).unwrap();
     let doc: Value = serde_json::from_str(&text).unwrap();
     let cases = doc["prompts"]
@@ -67,7 +76,7 @@ fn load(arch: &str) -> (CpuBackend, Vec<Case>) {
                 .collect(),
         })
         .collect();
-    (backend, cases)
+    (backend, cases, resident / checkpoint)
 }
 
 fn log_softmax_at(row: &[f32], token: u32) -> f64 {
@@ -131,7 +140,7 @@ fn greedy(backend: &mut CpuBackend, prompt: &[u32], new_tokens: usize) -> Vec<u3
 }
 
 fn check_arch(arch: &str) {
-    let (mut backend, cases) = load(arch);
+    let (mut backend, cases, weights_ratio) = load(arch);
     let deltas: Vec<f64> = cases
         .iter()
         .flat_map(|c| prompt_deltas(&mut backend, c))
@@ -157,7 +166,7 @@ fn check_arch(arch: &str) {
     }
     println!(
         "{arch}: prompt logprobs mean |Δ| {mean:.2e} max |Δ| {max:.2e} over {} tokens; greedy \
-         identical {identical}/{}",
+         identical {identical}/{}; weights in memory {weights_ratio:.3}x the checkpoint",
         deltas.len(),
         cases.len()
     );

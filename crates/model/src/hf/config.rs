@@ -1,13 +1,12 @@
 //! `ModelConfig` from a Hugging Face `config.json`: LlamaForCausalLM, Qwen2ForCausalLM,
 //! Qwen3ForCausalLM, MistralForCausalLM and Gemma3ForCausalLM, in the legacy layout the hub's
-//! checkpoints have (`rope_theta`, `rope_scaling`, `rope_local_base_freq`) and in transformers
-//! >= 5's (`rope_parameters`, per layer type for gemma3). A field that changes the math and is
-//! not implemented is an error naming it, never ignored.
+//! checkpoints have (`rope_theta`, `rope_scaling`, `rope_local_base_freq`) and in the one
+//! transformers 5 writes (`rope_parameters`, per layer type for gemma3). A field that changes
+//! the math and is not implemented is an error naming it, never ignored.
 
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::rope_config::{rope_of, LayerRope};
+use super::rope_config::{rope_of, LayerRope, RopeFields};
 use super::HfError;
 use crate::config::{Activation, Arch, BlockVariant, LayerAttention, ModelConfig, RopeStyle};
 
@@ -19,7 +18,7 @@ const GEMMA3_DEFAULT_PATTERN: usize = 6;
 const GEMMA3_DEFAULT_QUERY_SCALAR: f64 = 256.0;
 
 #[derive(Debug, Deserialize)]
-pub(super) struct RawConfig {
+struct RawConfig {
     architectures: Option<Vec<String>>,
     model_type: Option<String>,
     vocab_size: usize,
@@ -29,12 +28,8 @@ pub(super) struct RawConfig {
     num_attention_heads: usize,
     num_key_value_heads: Option<usize>,
     head_dim: Option<usize>,
-    pub(super) rope_theta: Option<f64>,
-    /// transformers >= 5 groups `rope_theta` and the scaling in here (per layer type for gemma3).
-    pub(super) rope_parameters: Option<Value>,
-    pub(super) rope_scaling: Option<Value>,
-    /// gemma3 (legacy layout): the rope base of sliding layers.
-    pub(super) rope_local_base_freq: Option<f64>,
+    #[serde(flatten)]
+    rope: RopeFields,
     rms_norm_eps: f64,
     max_position_embeddings: usize,
     tie_word_embeddings: Option<bool>,
@@ -142,6 +137,13 @@ fn windows_of(raw: &RawConfig, arch: Arch) -> Result<Vec<Option<usize>>, HfError
         Arch::Llama => None,
         _ => raw.sliding_window,
     };
+    if window == Some(0) {
+        return Err(unsupported(
+            "sliding_window",
+            0,
+            "a window must hold at least one token",
+        ));
+    }
     if let Some(types) = &raw.layer_types {
         if types.len() != layers {
             return Err(unsupported(
@@ -182,7 +184,7 @@ pub fn config_from_json(text: &str) -> Result<ModelConfig, HfError> {
     let raw: RawConfig = serde_json::from_str(text).map_err(HfError::Config)?;
     let arch = arch_of(&raw)?;
     check_unimplemented(&raw, arch)?;
-    let rope = rope_of(&raw, arch)?;
+    let rope = rope_of(&raw.rope, arch)?;
     let windows = windows_of(&raw, arch)?;
     let head_dim = raw
         .head_dim

@@ -3,9 +3,9 @@
 //! `rope_local_base_freq`) or transformers >= 5's `rope_parameters` (flat, or one entry per
 //! layer type). Scaling other than Llama 3's is refused, naming the field.
 
+use serde::Deserialize;
 use serde_json::Value;
 
-use super::config::RawConfig;
 use super::HfError;
 use crate::config::{Arch, RopeScaling};
 
@@ -13,6 +13,17 @@ const DEFAULT_ROPE_THETA: f64 = 10_000.0;
 /// Gemma3's defaults: global layers 1e6, sliding (local) layers 1e4.
 const GEMMA3_DEFAULT_THETA: f64 = 1_000_000.0;
 const GEMMA3_DEFAULT_LOCAL_THETA: f64 = 10_000.0;
+
+/// The fields of `config.json` that say how RoPE is done.
+#[derive(Debug, Deserialize)]
+pub(super) struct RopeFields {
+    rope_theta: Option<f64>,
+    /// transformers >= 5 groups `rope_theta` and the scaling in here (per layer type for gemma3).
+    rope_parameters: Option<Value>,
+    rope_scaling: Option<Value>,
+    /// gemma3 (legacy layout): the rope base of sliding layers.
+    rope_local_base_freq: Option<f64>,
+}
 
 /// One layer type's rope: its base and whether the config's scaling applies.
 #[derive(Debug, Clone, Copy)]
@@ -81,7 +92,7 @@ fn parse_entry(field: &str, v: &Value) -> Result<(Option<f64>, Option<RopeScalin
     Ok((theta, scaling))
 }
 
-pub(super) fn rope_of(raw: &RawConfig, arch: Arch) -> Result<Rope, HfError> {
+pub(super) fn rope_of(raw: &RopeFields, arch: Arch) -> Result<Rope, HfError> {
     let gemma = arch == Arch::Gemma3;
     let default_theta = if gemma {
         GEMMA3_DEFAULT_THETA

@@ -1,6 +1,8 @@
 use std::path::PathBuf;
 
 use super::*;
+use serde_json::Value;
+
 use crate::config::RopeScaling;
 
 fn fixture(arch: &str, file: &str) -> String {

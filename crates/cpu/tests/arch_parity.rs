@@ -85,16 +85,6 @@ fn log_softmax_at(row: &[f32], token: u32) -> f64 {
     row[token as usize] as f64 - max - sum.ln()
 }
 
-fn argmax(row: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &v) in row.iter().enumerate() {
-        if v > row[best] {
-            best = i;
-        }
-    }
-    best as u32
-}
-
 /// |Δ| of every prompt token's log-probability (whole prompt in one step, all logits).
 fn prompt_deltas(backend: &mut CpuBackend, case: &Case) -> Vec<f64> {
     let pages = case.prompt.len().div_ceil(PAGE_SIZE);
@@ -116,29 +106,6 @@ fn prompt_deltas(backend: &mut CpuBackend, case: &Case) -> Vec<f64> {
         .collect()
 }
 
-/// One prefill, then decodes through the paged cache: the greedy ids.
-fn greedy(backend: &mut CpuBackend, prompt: &[u32], new_tokens: usize) -> Vec<u32> {
-    let pages = (prompt.len() + new_tokens).div_ceil(PAGE_SIZE);
-    backend.init_kv_cache(pages, PAGE_SIZE).unwrap();
-    let table: Vec<u32> = (0..pages as u32).collect();
-    let (mut out_ids, mut start, mut step) = (Vec::new(), 0, prompt.to_vec());
-    while out_ids.len() < new_tokens {
-        let out = backend
-            .forward(&[SeqBatch {
-                tokens: &step,
-                start_pos: start,
-                block_table: &table,
-                logits: LogitsRequest::Last,
-            }])
-            .unwrap();
-        let next = argmax(out.row(0));
-        out_ids.push(next);
-        start += step.len();
-        step = vec![next];
-    }
-    out_ids
-}
-
 fn check_arch(arch: &str) {
     let (mut backend, cases, weights_ratio) = load(arch);
     let deltas: Vec<f64> = cases
@@ -150,7 +117,7 @@ fn check_arch(arch: &str) {
 
     let mut identical = 0;
     for (i, case) in cases.iter().enumerate() {
-        let got = greedy(&mut backend, &case.prompt, case.greedy.len());
+        let got = greedy(&mut backend, &case.prompt, case.greedy.len(), PAGE_SIZE);
         match got.iter().zip(&case.greedy).position(|(g, e)| g != e) {
             None => identical += 1,
             Some(step) => assert!(

@@ -1,4 +1,4 @@
-//! `CpuBackend`: the llama/qwen2 forward pass on this machine's cores, behind the engine's
+//! `CpuBackend`: the decoder forward pass on this machine's cores, behind the engine's
 //! `Backend` trait.
 
 use ferrite_engine::{Backend, BackendError, ForwardOutput, SeqBatch};
@@ -40,6 +40,9 @@ fn check_config(c: &ModelConfig) -> anyhow::Result<()> {
     }
     if c.head_dim == 0 || c.head_dim % 2 != 0 {
         anyhow::bail!("head_dim {} must be even for RoPE", c.head_dim);
+    }
+    if let Some(layer) = (0..c.num_layers).find(|&l| c.attention(l).sliding_window == Some(0)) {
+        anyhow::bail!("layer {layer} has a sliding window of 0 tokens");
     }
     if c.vocab_size == 0 || c.hidden_size == 0 {
         anyhow::bail!(
@@ -84,6 +87,12 @@ impl CpuBackend {
     /// backend accepts as input stays whole.
     pub fn limit_logits(&mut self, n: usize) {
         self.model.limit_logits(n);
+    }
+
+    /// Bytes the weights take in memory as the forward pass holds them (matrices as stored or
+    /// repacked, shared ones once; norm and bias vectors in f32). A bf16 checkpoint stays bf16.
+    pub fn weight_bytes(&self) -> usize {
+        self.model.weight_bytes()
     }
 
     /// The instruction set the kernels run with.

@@ -1,5 +1,6 @@
 //! ferrite CPU backend: quantized weights dequantized on the fly, batch-invariant f32 kernels,
-//! and the llama/qwen2 forward pass over a paged KV cache.
+//! and the one config-driven decoder forward pass (llama, qwen2, qwen3, mistral, gemma3) over a
+//! paged KV cache.
 //!
 //! The roles carry the same names as in the CUDA backend: `Model` (the forward pass, model.rs),
 //! `ModelWeights` (the weights as it reads them), `KvCache` (the paged K/V storage) and

@@ -1,5 +1,6 @@
-//! `Model`: the llama / qwen2 forward pass over a batch of sequences and a paged KV cache,
-//! with its per-step `Workspace`.
+//! `Model`: the one decoder forward pass (llama, qwen2, qwen3, mistral, gemma3: the config's
+//! `BlockVariant` and per-layer attention say where they differ) over a batch of sequences and
+//! a paged KV cache, with its per-step `Workspace`.
 //!
 //! All tokens of the step are stacked into one `[tokens, hidden]` activation matrix, so each
 //! matmul runs once per step; attention runs per (token, head). Every kernel is batch-invariant,
@@ -11,10 +12,10 @@ use ferrite_engine::{
 use ferrite_model::config::ModelConfig;
 use rayon::prelude::*;
 
-use crate::kernels::activation::silu_mul;
-use crate::kernels::attention::attend_group;
+use crate::kernels::activation::gated;
+use crate::kernels::attention::{attend_group, Window};
 use crate::kernels::matmul::{matmul, matmul_group, MatmulJob};
-use crate::kernels::norm::rms_norm;
+use crate::kernels::norm::{rms_norm, rms_norm_in_place};
 use crate::kernels::rope::Rope;
 use crate::kv_cache::KvCache;
 use crate::model_weights::ModelWeights;
@@ -27,7 +28,10 @@ const ROWS_PER_TASK: usize = 8;
 pub struct Model {
     config: ModelConfig,
     weights: ModelWeights,
-    rope: Rope,
+    /// The distinct RoPE frequency sets (one, or gemma3's local and global) ...
+    ropes: Vec<Rope>,
+    /// ... and which one each layer uses.
+    layer_rope: Vec<usize>,
     /// Token ids the LM head scores: the vocabulary, or its first ids (`limit_logits`).
     logits_vocab: usize,
 }
@@ -46,6 +50,7 @@ pub struct Workspace {
     proj: Vec<f32>,
     gate: Vec<f32>,
     up: Vec<f32>,
+    /// Per rope of `Model::ropes`, a cos/sin table per token.
     cos_sin: Vec<f32>,
     logit_rows: Vec<usize>,
 }
@@ -59,17 +64,34 @@ fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
 
 impl Model {
     pub fn new(config: ModelConfig, weights: ModelWeights) -> Self {
-        let rope = Rope::new(config.head_dim, config.rope_theta, config.rope_style);
+        let mut ropes: Vec<Rope> = Vec::new();
+        let mut layer_rope = Vec::with_capacity(config.num_layers);
+        for layer in 0..config.num_layers {
+            let inv_freq = config.rope_inv_freq(layer);
+            let index = match ropes.iter().position(|r| r.inv_freq() == inv_freq) {
+                Some(i) => i,
+                None => {
+                    ropes.push(Rope::new(inv_freq, config.rope_style));
+                    ropes.len() - 1
+                }
+            };
+            layer_rope.push(index);
+        }
         Model {
             logits_vocab: config.vocab_size,
             config,
             weights,
-            rope,
+            ropes,
+            layer_rope,
         }
     }
 
     pub fn config(&self) -> &ModelConfig {
         &self.config
+    }
+
+    pub fn weight_bytes(&self) -> usize {
+        self.weights.bytes()
     }
 
     /// Rejects a batch the forward pass cannot run, before anything is written.
@@ -126,13 +148,20 @@ impl Model {
         for ((b, pos), row) in ws.tokens.iter().zip(x.chunks_exact_mut(hidden)) {
             let token = batch[*b].tokens[pos - batch[*b].start_pos] as usize;
             self.weights.embed.dequantize_rows(token, 1, row);
+            if c.block.embedding_scale != 1.0 {
+                row.iter_mut().for_each(|v| *v *= c.block.embedding_scale);
+            }
         }
-        let cos_sin = sized(&mut ws.cos_sin, n * hd);
-        for ((_, pos), table) in ws.tokens.iter().zip(cos_sin.chunks_exact_mut(hd)) {
-            self.rope.table(*pos, table);
+        let cos_sin = sized(&mut ws.cos_sin, self.ropes.len() * n * hd);
+        for (rope, tables) in self.ropes.iter().zip(cos_sin.chunks_exact_mut(n * hd)) {
+            for ((_, pos), table) in ws.tokens.iter().zip(tables.chunks_exact_mut(hd)) {
+                rope.table(*pos, table);
+            }
         }
 
         for (layer_index, layer) in self.weights.layers.iter().enumerate() {
+            let r = self.layer_rope[layer_index];
+            let (rope, tables) = (&self.ropes[r], &cos_sin[r * n * hd..(r + 1) * n * hd]);
             let normed = sized(&mut ws.normed, n * hidden);
             rms_norm(isa, x, &layer.attn_norm, c.rms_norm_eps, normed);
             let (q, k, v) = (
@@ -164,9 +193,13 @@ impl Model {
                 add_row_bias(k, bk);
                 add_row_bias(v, bv);
             }
-            for (t, table) in cos_sin.chunks_exact(hd).enumerate() {
-                self.rope.apply(&mut q[t * q_dim..(t + 1) * q_dim], table);
-                self.rope.apply(&mut k[t * kv_dim..(t + 1) * kv_dim], table);
+            if let Some([q_norm, k_norm]) = &layer.qk_norm {
+                rms_norm_in_place(isa, q, q_norm, c.rms_norm_eps);
+                rms_norm_in_place(isa, k, k_norm, c.rms_norm_eps);
+            }
+            for (t, table) in tables.chunks_exact(hd).enumerate() {
+                rope.apply(&mut q[t * q_dim..(t + 1) * q_dim], table);
+                rope.apply(&mut k[t * kv_dim..(t + 1) * kv_dim], table);
             }
             for (t, &(b, pos)) in ws.tokens.iter().enumerate() {
                 let range = t * kv_dim..(t + 1) * kv_dim;
@@ -183,7 +216,13 @@ impl Model {
             self.attention(isa, kv, layer_index, batch, &ws.tokens, q, attn);
             let proj = sized(&mut ws.proj, n * hidden);
             matmul(isa, attn, n, &layer.wo, proj);
-            add_residual(x, proj);
+            self.add_block_output(
+                isa,
+                x,
+                proj,
+                normed,
+                layer.post_norms.as_ref().map(|p| &p[0]),
+            );
 
             rms_norm(isa, x, &layer.ffn_norm, c.rms_norm_eps, normed);
             let inter = c.intermediate_size;
@@ -205,9 +244,15 @@ impl Model {
             );
             gate.par_chunks_mut(ROWS_PER_TASK * inter)
                 .zip(up.par_chunks(ROWS_PER_TASK * inter))
-                .for_each(|(g, u)| silu_mul(g, u));
+                .for_each(|(g, u)| gated(c.block.activation, g, u));
             matmul(isa, gate, n, &layer.w_down, proj);
-            add_residual(x, proj);
+            self.add_block_output(
+                isa,
+                x,
+                proj,
+                normed,
+                layer.post_norms.as_ref().map(|p| &p[1]),
+            );
         }
 
         let rows = ws.logit_rows.len();
@@ -229,8 +274,27 @@ impl Model {
         })
     }
 
+    /// `x += out`, or `x += rms_norm(out)` with gemma3's post norms (`scratch` holds it).
+    fn add_block_output(
+        &self,
+        isa: Isa,
+        x: &mut [f32],
+        out: &[f32],
+        scratch: &mut [f32],
+        post_norm: Option<&Vec<f32>>,
+    ) {
+        match post_norm {
+            None => add_residual(x, out),
+            Some(weight) => {
+                rms_norm(isa, out, weight, self.config.rms_norm_eps, scratch);
+                add_residual(x, scratch);
+            }
+        }
+    }
+
     /// Causal GQA attention for every (token, KV head) of the step, from the pages just
     /// written: the query heads sharing a KV head run together, reading its keys and values once.
+    /// A sliding-window layer reads the last `window` positions only.
     #[allow(clippy::too_many_arguments)]
     fn attention(
         &self,
@@ -245,7 +309,8 @@ impl Model {
         let c = &self.config;
         let hd = c.head_dim;
         let group = c.num_heads / c.num_kv_heads;
-        let scale = 1.0 / (hd as f32).sqrt();
+        let scale = c.block.attn_scale;
+        let window = c.attention(layer).sliding_window;
         let width = group * hd;
         out.par_chunks_mut(width)
             .enumerate()
@@ -253,12 +318,17 @@ impl Model {
                 let (t, kv_head) = (i / c.num_kv_heads, i % c.num_kv_heads);
                 let (b, pos) = tokens[t];
                 let view = kv.head_view(layer, batch[b].block_table, kv_head);
+                let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+                let view = Window {
+                    source: &view,
+                    first,
+                };
                 attend_group(
                     isa,
                     &q[i * width..(i + 1) * width],
                     group,
                     &view,
-                    pos,
+                    pos - first,
                     scale,
                     scores,
                     group_out,

@@ -1,6 +1,7 @@
-//! `ModelWeights`: the llama/qwen2 weights in the form the forward pass reads (matrices stay
-//! quantized, vectors such as norms and biases are dequantized to f32 once), built from the
-//! model crate's tensors as loaded (`LoadedWeights` here).
+//! `ModelWeights`: the decoder's weights in the form the forward pass reads (matrices stay
+//! quantized, or bf16/f16 as stored, and are dequantized panel by panel; vectors such as norms
+//! and biases are dequantized to f32 once, with gemma's `1 + w` norm offset folded in), built
+//! from the model crate's tensors as loaded (`LoadedWeights` here).
 
 use ferrite_model::config::ModelConfig;
 use ferrite_model::weights::{ModelWeights as LoadedWeights, WeightTensor};
@@ -16,7 +17,12 @@ pub struct LayerWeights {
     pub wv: QuantMatrix,
     /// Q, K, V biases (qwen2).
     pub qkv_bias: Option<[Vec<f32>; 3]>,
+    /// Per-head RMSNorm weights of Q and K, `head_dim` each (qwen3, gemma3).
+    pub qk_norm: Option<[Vec<f32>; 2]>,
     pub wo: QuantMatrix,
+    /// RMSNorm weights of the attention output and of the MLP output (gemma3).
+    pub post_norms: Option<[Vec<f32>; 2]>,
+    /// The norm before the MLP (gemma3's pre_feedforward_layernorm).
     pub ffn_norm: Vec<f32>,
     pub w_gate: QuantMatrix,
     pub w_up: QuantMatrix,
@@ -60,6 +66,16 @@ fn vector(weights: &LoadedWeights, name: &str, len: usize) -> anyhow::Result<Vec
     Ok(out)
 }
 
+/// An RMSNorm weight with the config's offset added (gemma stores `w` for a scale of `1 + w`),
+/// in f32 as transformers adds it.
+fn norm(weights: &LoadedWeights, name: &str, len: usize, offset: f32) -> anyhow::Result<Vec<f32>> {
+    let mut w = vector(weights, name, len)?;
+    if offset != 0.0 {
+        w.iter_mut().for_each(|w| *w += offset);
+    }
+    Ok(w)
+}
+
 impl ModelWeights {
     pub fn new(config: &ModelConfig, weights: &LoadedWeights) -> anyhow::Result<Self> {
         let (hidden, inter, hd) = (
@@ -68,6 +84,7 @@ impl ModelWeights {
             config.head_dim,
         );
         let (q_dim, kv_dim) = (config.num_heads * hd, config.num_kv_heads * hd);
+        let offset = config.block.norm_weight_offset;
         let embed = matrix(weights, "token_embd.weight", config.vocab_size, hidden)?;
         // Tied files simply have no `output.weight`; some untied-in-name files do the same.
         let lm_head = if weights.tensors.contains_key("output.weight") {
@@ -87,25 +104,79 @@ impl ModelWeights {
             } else {
                 None
             };
+            let qk_norm = if config.block.qk_norm {
+                Some([
+                    norm(weights, &name("attn_q_norm.weight"), hd, offset)?,
+                    norm(weights, &name("attn_k_norm.weight"), hd, offset)?,
+                ])
+            } else {
+                None
+            };
+            let post_norms = if config.block.post_norms {
+                Some([
+                    norm(weights, &name("post_attention_norm.weight"), hidden, offset)?,
+                    norm(weights, &name("post_ffw_norm.weight"), hidden, offset)?,
+                ])
+            } else {
+                None
+            };
             layers.push(LayerWeights {
-                attn_norm: vector(weights, &name("attn_norm.weight"), hidden)?,
+                attn_norm: norm(weights, &name("attn_norm.weight"), hidden, offset)?,
                 wq: matrix(weights, &name("attn_q.weight"), q_dim, hidden)?,
                 wk: matrix(weights, &name("attn_k.weight"), kv_dim, hidden)?,
                 wv: matrix(weights, &name("attn_v.weight"), kv_dim, hidden)?,
                 qkv_bias,
+                qk_norm,
                 wo: matrix(weights, &name("attn_output.weight"), hidden, q_dim)?,
-                ffn_norm: vector(weights, &name("ffn_norm.weight"), hidden)?,
+                post_norms,
+                ffn_norm: norm(weights, &name("ffn_norm.weight"), hidden, offset)?,
                 w_gate: matrix(weights, &name("ffn_gate.weight"), inter, hidden)?,
                 w_up: matrix(weights, &name("ffn_up.weight"), inter, hidden)?,
                 w_down: matrix(weights, &name("ffn_down.weight"), hidden, inter)?,
             });
         }
-        let output_norm = vector(weights, "output_norm.weight", hidden)?;
+        let output_norm = norm(weights, "output_norm.weight", hidden, offset)?;
         Ok(ModelWeights {
             embed,
             layers,
             output_norm,
             lm_head,
         })
+    }
+}
+
+impl LayerWeights {
+    fn bytes(&self) -> usize {
+        let matrices = [
+            &self.wq,
+            &self.wk,
+            &self.wv,
+            &self.wo,
+            &self.w_gate,
+            &self.w_up,
+            &self.w_down,
+        ];
+        let vectors = [&self.attn_norm, &self.ffn_norm]
+            .into_iter()
+            .chain(self.qkv_bias.iter().flatten())
+            .chain(self.qk_norm.iter().flatten())
+            .chain(self.post_norms.iter().flatten());
+        matrices.iter().map(|m| m.bytes().len()).sum::<usize>()
+            + vectors.map(|v| v.len() * 4).sum::<usize>()
+    }
+}
+
+impl ModelWeights {
+    /// Bytes held (see `CpuBackend::weight_bytes`); a tied LM head shares the embedding's.
+    pub fn bytes(&self) -> usize {
+        let lm_head = if std::ptr::eq(self.lm_head.bytes().as_ptr(), self.embed.bytes().as_ptr()) {
+            0
+        } else {
+            self.lm_head.bytes().len()
+        };
+        self.embed.bytes().len()
+            + lm_head
+            + self.output_norm.len() * 4
+            + self.layers.iter().map(LayerWeights::bytes).sum::<usize>()
     }
 }

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Instant;
 
-use common::{model_path, repo_root};
+use common::{argmax, greedy, model_path, repo_root};
 use ferrite_cpu::CpuBackend;
 use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
 use ferrite_model::gguf::GgufFile;
@@ -19,40 +19,6 @@ const PAGE_SIZE: usize = 16;
 pub fn load_backend(file: &str) -> CpuBackend {
     let gguf = GgufFile::open(&model_path(file)).unwrap();
     CpuBackend::new(gguf.config().unwrap(), gguf.weights(), 2).unwrap()
-}
-
-fn argmax(row: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &v) in row.iter().enumerate() {
-        if v > row[best] {
-            best = i;
-        }
-    }
-    best as u32
-}
-
-/// One prefill, then decodes, greedily: the generated ids.
-fn greedy(backend: &mut CpuBackend, prompt: &[u32], new_tokens: usize) -> Vec<u32> {
-    let pages = (prompt.len() + new_tokens).div_ceil(PAGE_SIZE);
-    backend.init_kv_cache(pages, PAGE_SIZE).unwrap();
-    let table: Vec<u32> = (0..pages as u32).rev().collect();
-    let mut ids = Vec::with_capacity(new_tokens);
-    let mut start = 0;
-    let mut step: Vec<u32> = prompt.to_vec();
-    while ids.len() < new_tokens {
-        let batch = [SeqBatch {
-            tokens: &step,
-            start_pos: start,
-            block_table: &table,
-            logits: LogitsRequest::Last,
-        }];
-        let out = backend.forward(&batch).unwrap();
-        let next = argmax(out.row(0));
-        ids.push(next);
-        start += step.len();
-        step = vec![next];
-    }
-    ids
 }
 
 fn check_fixture(fixture: &str) {
@@ -83,7 +49,7 @@ fn check_fixture(fixture: &str) {
             .iter()
             .map(|m| m.as_f64().unwrap())
             .collect();
-        let got = greedy(&mut backend, &prompt, expected.len());
+        let got = greedy(&mut backend, &prompt, expected.len(), PAGE_SIZE);
         match got.iter().zip(&expected).position(|(g, e)| g != e) {
             None => exact += 1,
             Some(step) => {

@@ -16,6 +16,22 @@ pub trait KvSource {
     fn value(&self, position: usize) -> &[f32];
 }
 
+/// The keys and values of `source` from position `first` on, renumbered from 0: what a
+/// sliding-window layer sees of a sequence (attend over it up to `last - first`).
+pub struct Window<'a, S> {
+    pub source: &'a S,
+    pub first: usize,
+}
+
+impl<S: KvSource> KvSource for Window<'_, S> {
+    fn key(&self, position: usize) -> &[f32] {
+        self.source.key(self.first + position)
+    }
+    fn value(&self, position: usize) -> &[f32] {
+        self.source.value(self.first + position)
+    }
+}
+
 /// `out = softmax(q·Kᵀ · scale) · V` over positions `0..=last`; `scores` is scratch of at
 /// least `last + 1` elements.
 pub fn attend(

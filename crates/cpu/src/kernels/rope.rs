@@ -1,6 +1,6 @@
-//! Rotary position embeddings, computed as Hugging Face does in f32:
-//! `inv_freq[i] = 1 / theta^(2i / d)`, angle = position · inv_freq[i], then
-//! `(a, b) -> (a·cos − b·sin, b·cos + a·sin)` on each pair of a head.
+//! Rotary position embeddings, computed as Hugging Face does in f32: angle = position ·
+//! inv_freq[i], then `(a, b) -> (a·cos − b·sin, b·cos + a·sin)` on each pair of a head. The
+//! frequencies come from `ModelConfig::rope_inv_freq` (the one definition, scaling included).
 
 use ferrite_model::config::RopeStyle;
 
@@ -11,11 +11,13 @@ pub struct Rope {
 }
 
 impl Rope {
-    pub fn new(head_dim: usize, theta: f32, style: RopeStyle) -> Self {
-        let inv_freq = (0..head_dim / 2)
-            .map(|i| 1.0 / theta.powf((2 * i) as f32 / head_dim as f32))
-            .collect();
+    /// A rope over `inv_freq` (`head_dim / 2` frequencies).
+    pub fn new(inv_freq: Vec<f32>, style: RopeStyle) -> Self {
         Rope { inv_freq, style }
+    }
+
+    pub fn inv_freq(&self) -> &[f32] {
+        &self.inv_freq
     }
 
     /// Fills `cos_sin` (`head_dim` long: cos then sin of each frequency) for `position`.

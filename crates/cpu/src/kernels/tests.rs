@@ -1,12 +1,12 @@
 //! Kernels against naive f64 references, SIMD against the portable path, and batch invariance.
 
-use ferrite_model::config::RopeStyle;
+use ferrite_model::config::{rope_inv_freq, RopeStyle};
 use ferrite_model::weights::DType;
 
-use super::activation::silu_mul;
-use super::attention::{attend, KvSource};
+use super::activation::{gelu_tanh_mul, silu_mul};
+use super::attention::{attend, KvSource, Window};
 use super::matmul::{matmul, matmul_group, MatmulJob};
-use super::norm::rms_norm;
+use super::norm::{rms_norm, rms_norm_in_place};
 use super::quant_matrix::QuantMatrix;
 use super::rope::Rope;
 use crate::simd::{available_isas, axpy, detected_isa, dot, Isa, Tile};
@@ -265,7 +265,7 @@ fn rms_norm_matches_f64() {
 fn rope_rotates_the_right_pairs_by_the_right_angles() {
     let (d, theta) = (8, 10000.0f32);
     for style in [RopeStyle::Interleaved, RopeStyle::Halves] {
-        let rope = Rope::new(d, theta, style);
+        let rope = Rope::new(rope_inv_freq(d, theta, None), style);
         let mut table = vec![0.0; d];
         let mut r = rng(8);
         let x = random_vec(&mut r, 2 * d, 1.0);
@@ -308,6 +308,89 @@ fn silu_mul_matches_f64() {
     silu_mul(&mut gate, &up);
     for (g, e) in gate.iter().zip(expected) {
         assert!((*g as f64 - e).abs() < 1e-6 * e.abs().max(1.0));
+    }
+}
+
+#[test]
+fn gelu_tanh_mul_matches_f64() {
+    let mut gate = vec![-20.0f32, -3.0, -0.5, 0.0, 0.7, 2.5, 12.0];
+    let up = vec![0.5f32, 2.0, -1.0, 3.0, -1.0, 0.25, 1.5];
+    let expected: Vec<f64> = gate
+        .iter()
+        .zip(&up)
+        .map(|(&g, &u)| {
+            let x = g as f64;
+            let inner = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3));
+            0.5 * x * (1.0 + inner.tanh()) * u as f64
+        })
+        .collect();
+    gelu_tanh_mul(&mut gate, &up);
+    for (g, e) in gate.iter().zip(expected) {
+        assert!(
+            (*g as f64 - e).abs() < 1e-6 * e.abs().max(1.0),
+            "{g} vs {e}"
+        );
+    }
+}
+
+#[test]
+fn rms_norm_in_place_is_rms_norm_per_row_bitwise() {
+    let mut r = rng(17);
+    let (d, rows) = (32, 5);
+    let x = random_vec(&mut r, rows * d, 2.0);
+    let w = random_vec(&mut r, d, 1.0);
+    let mut expected = vec![f32::NAN; rows * d];
+    rms_norm(detected_isa(), &x, &w, 1e-6, &mut expected);
+    let mut got = x.clone();
+    rms_norm_in_place(detected_isa(), &mut got, &w, 1e-6);
+    assert!(got
+        .iter()
+        .zip(&expected)
+        .all(|(a, b)| a.to_bits() == b.to_bits()));
+}
+
+/// Attending over a window is attending over the rows of that window alone, bit for bit.
+#[test]
+fn windowed_attention_equals_attention_over_the_window_alone() {
+    let mut r = rng(19);
+    let (d, len, first) = (64, 40, 13);
+    let q = random_vec(&mut r, d, 2.0);
+    let k = random_vec(&mut r, d * len, 2.0);
+    let v = random_vec(&mut r, d * len, 1.0);
+    let rows = Rows { k: &k, v: &v, d };
+    let tail = Rows {
+        k: &k[first * d..],
+        v: &v[first * d..],
+        d,
+    };
+    let window = Window {
+        source: &rows,
+        first,
+    };
+    for isa in available_isas() {
+        let (mut a, mut b) = (vec![f32::NAN; d], vec![f32::NAN; d]);
+        attend(
+            isa,
+            &q,
+            &window,
+            len - 1 - first,
+            0.2,
+            &mut Vec::new(),
+            &mut a,
+        );
+        attend(
+            isa,
+            &q,
+            &tail,
+            len - 1 - first,
+            0.2,
+            &mut Vec::new(),
+            &mut b,
+        );
+        assert!(
+            a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+            "{isa:?}"
+        );
     }
 }
 

@@ -294,3 +294,44 @@ pub fn assert_bitwise_equal(a: &AllLogits, b: &AllLogits, what: &str) {
         );
     }
 }
+
+/// The first index of the largest logit.
+pub fn argmax(row: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in row.iter().enumerate() {
+        if v > row[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// One prefill, then decodes, greedily: the generated ids (pages of `page_size`, in reverse
+/// order so that positions and page ids do not line up).
+pub fn greedy(
+    backend: &mut CpuBackend,
+    prompt: &[u32],
+    new_tokens: usize,
+    page_size: usize,
+) -> Vec<u32> {
+    let pages = (prompt.len() + new_tokens).div_ceil(page_size);
+    backend.init_kv_cache(pages, page_size).unwrap();
+    let table: Vec<u32> = (0..pages as u32).rev().collect();
+    let mut ids = Vec::with_capacity(new_tokens);
+    let mut start = 0;
+    let mut step: Vec<u32> = prompt.to_vec();
+    while ids.len() < new_tokens {
+        let batch = [SeqBatch {
+            tokens: &step,
+            start_pos: start,
+            block_table: &table,
+            logits: LogitsRequest::Last,
+        }];
+        let out = backend.forward(&batch).unwrap();
+        let next = argmax(out.row(0));
+        ids.push(next);
+        start += step.len();
+        step = vec![next];
+    }
+    ids
+}

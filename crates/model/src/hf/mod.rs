@@ -4,6 +4,7 @@
 mod config;
 mod generation;
 mod names;
+mod rope_config;
 mod safetensors;
 
 use std::path::Path;
@@ -30,7 +31,7 @@ pub enum HfError {
     Config(serde_json::Error),
     #[error("generation_config.json is not valid: {0}")]
     GenerationConfig(serde_json::Error),
-    #[error("architecture {0} is not supported (LlamaForCausalLM and Qwen2ForCausalLM are)")]
+    #[error("architecture {0} is not supported (Llama, Qwen2, Qwen3, Mistral and Gemma3ForCausalLM are)")]
     UnsupportedArch(String),
     #[error("not supported: {0}")]
     Unsupported(String),
@@ -60,7 +61,7 @@ pub fn load_dir(dir: &Path) -> Result<(ModelConfig, ModelWeights), HfError> {
     let mut weights = ModelWeights::default();
     for file in weight_files(dir)? {
         for (hf_name, tensor) in safetensors::read_file(&file)? {
-            let Some(name) = canonical_name(&hf_name) else {
+            let Some(name) = canonical_name(config.arch, &hf_name) else {
                 tracing::debug!(tensor = %hf_name, "ignoring tensor ferrite does not use");
                 continue;
             };

@@ -1,9 +1,15 @@
 //! Hugging Face tensor names to GGUF's canonical ones, and the Q/K row permutation that turns
 //! Hugging Face's rotate-half layout into GGUF's interleaved one.
 
-/// The canonical name of a Hugging Face llama/qwen2 tensor; `None` for tensors ferrite does
-/// not use (e.g. `rotary_emb.inv_freq`).
-pub fn canonical_name(hf: &str) -> Option<String> {
+use crate::config::Arch;
+
+/// The canonical name of a Hugging Face tensor of an `arch` model; `None` for tensors ferrite
+/// does not use (e.g. `rotary_emb.inv_freq`).
+///
+/// `post_attention_layernorm` is llama's pre-MLP norm (`ffn_norm`) but gemma3's norm of the
+/// attention output (`post_attention_norm`, llama.cpp's name), whose pre-MLP norm is
+/// `pre_feedforward_layernorm`.
+pub fn canonical_name(arch: Arch, hf: &str) -> Option<String> {
     match hf {
         "model.embed_tokens.weight" => return Some("token_embd.weight".into()),
         "model.norm.weight" => return Some("output_norm.weight".into()),
@@ -19,7 +25,12 @@ pub fn canonical_name(hf: &str) -> Option<String> {
     }
     let gguf = match module {
         "input_layernorm" => "attn_norm",
+        "post_attention_layernorm" if arch == Arch::Gemma3 => "post_attention_norm",
         "post_attention_layernorm" => "ffn_norm",
+        "pre_feedforward_layernorm" => "ffn_norm",
+        "post_feedforward_layernorm" => "post_ffw_norm",
+        "self_attn.q_norm" => "attn_q_norm",
+        "self_attn.k_norm" => "attn_k_norm",
         "self_attn.q_proj" => "attn_q",
         "self_attn.k_proj" => "attn_k",
         "self_attn.v_proj" => "attn_v",

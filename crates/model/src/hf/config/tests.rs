@@ -1,0 +1,172 @@
+use std::path::PathBuf;
+
+use super::*;
+use serde_json::Value;
+
+use crate::config::RopeScaling;
+
+fn fixture(arch: &str, file: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/arch")
+        .join(arch)
+        .join(file);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn parse(arch: &str) -> ModelConfig {
+    let legacy = config_from_json(&fixture(arch, "config.json")).unwrap();
+    let v5 = config_from_json(&fixture(arch, "config.transformers5.json")).unwrap();
+    assert_eq!(legacy, v5, "{arch}: the two layouts parse differently");
+    legacy
+}
+
+/// A fixture's legacy config with `key` set to `value` (JSON).
+fn with(arch: &str, key: &str, value: &str) -> Result<ModelConfig, HfError> {
+    let mut v: Value = serde_json::from_str(&fixture(arch, "config.json")).unwrap();
+    v[key] = serde_json::from_str(value).unwrap();
+    config_from_json(&v.to_string())
+}
+
+fn error_of(result: Result<ModelConfig, HfError>) -> String {
+    result.expect_err("should be refused").to_string()
+}
+
+#[test]
+fn llama3_rope_scaling_parses_from_both_layouts() {
+    let c = parse("llama");
+    assert_eq!(c.arch, Arch::Llama);
+    assert_eq!(c.rope_theta, 500_000.0);
+    assert_eq!(
+        c.rope_scaling,
+        Some(RopeScaling {
+            factor: 8.0,
+            low_freq_factor: 1.0,
+            high_freq_factor: 4.0,
+            original_max_position_embeddings: 64,
+        })
+    );
+    assert!(c.layer_attention.is_empty());
+    assert_eq!(c.block, BlockVariant::llama(16));
+    assert!(!c.tie_word_embeddings);
+}
+
+#[test]
+fn qwen2_sliding_window_without_use_sliding_window_is_no_window() {
+    let c = parse("qwen2");
+    assert_eq!(c.arch, Arch::Qwen2);
+    assert!(c.qkv_bias && c.tie_word_embeddings);
+    assert!(c.layer_attention.is_empty(), "{:?}", c.layer_attention);
+    assert_eq!(c.attention(3).sliding_window, None);
+    // With it on, layers from max_window_layers (2) slide.
+    let on = with("qwen2", "use_sliding_window", "true").unwrap();
+    let windows: Vec<_> = (0..4).map(|l| on.attention(l).sliding_window).collect();
+    assert_eq!(windows, [None, None, Some(32), Some(32)]);
+}
+
+#[test]
+fn qwen3_has_qk_norm_and_its_own_head_dim() {
+    let c = parse("qwen3");
+    assert_eq!(c.arch, Arch::Qwen3);
+    assert_eq!((c.head_dim, c.hidden_size / c.num_heads), (32, 16));
+    assert!(c.block.qk_norm && !c.qkv_bias);
+    assert_eq!(c.block.attn_scale, 1.0 / 32f32.sqrt());
+    assert!(c.layer_attention.is_empty());
+}
+
+#[test]
+fn mistral_slides_on_every_layer() {
+    let c = parse("mistral");
+    assert_eq!(c.arch, Arch::Mistral);
+    assert_eq!(c.rope_style, RopeStyle::Halves);
+    for l in 0..c.num_layers {
+        assert_eq!(c.attention(l).sliding_window, Some(32));
+        assert_eq!(c.attention(l).rope_theta, 10_000.0);
+    }
+    let unwindowed = with("mistral", "sliding_window", "null").unwrap();
+    assert!(unwindowed.layer_attention.is_empty());
+}
+
+#[test]
+fn gemma3_block_and_layer_pattern() {
+    let c = parse("gemma3");
+    assert_eq!(c.arch, Arch::Gemma3);
+    let b = c.block;
+    assert!(b.qk_norm && b.post_norms);
+    assert_eq!(b.norm_weight_offset, 1.0);
+    assert_eq!(b.activation, Activation::GeluTanh);
+    assert_eq!(b.embedding_scale, 8.0);
+    assert_eq!(b.attn_scale, 1.0 / 24f32.sqrt());
+    assert!(c.tie_word_embeddings);
+    let full = [5];
+    for l in 0..7 {
+        let a = c.attention(l);
+        if full.contains(&l) {
+            assert_eq!((a.sliding_window, a.rope_theta), (None, 1e6), "layer {l}");
+        } else {
+            assert_eq!(
+                (a.sliding_window, a.rope_theta),
+                (Some(32), 1e4),
+                "layer {l}"
+            );
+        }
+    }
+    // Without layer_types, the pattern gives the same layers.
+    let mut v: Value = serde_json::from_str(&fixture("gemma3", "config.json")).unwrap();
+    v.as_object_mut().unwrap().remove("layer_types");
+    assert_eq!(config_from_json(&v.to_string()).unwrap(), c);
+}
+
+#[test]
+fn fields_that_change_the_math_are_refused_by_name() {
+    let cases = [
+        ("gemma3", "attn_logit_softcapping", "50.0"),
+        ("gemma3", "final_logit_softcapping", "30.0"),
+        ("gemma3", "hidden_activation", "\"gelu\""),
+        ("llama", "hidden_act", "\"relu\""),
+        (
+            "llama",
+            "rope_scaling",
+            r#"{"rope_type": "yarn", "factor": 4.0}"#,
+        ),
+        (
+            "gemma3",
+            "rope_scaling",
+            r#"{"rope_type": "linear", "factor": 8.0}"#,
+        ),
+        (
+            "llama",
+            "rope_scaling",
+            r#"{"rope_type": "llama3", "factor": 8.0}"#,
+        ),
+        ("llama", "mlp_bias", "true"),
+        ("qwen3", "attention_bias", "true"),
+        (
+            "gemma3",
+            "layer_types",
+            r#"["sliding_attention", "chunked_attention"]"#,
+        ),
+    ];
+    for (arch, key, value) in cases {
+        let message = error_of(with(arch, key, value));
+        assert!(message.contains(key), "{arch} {key}: {message}");
+    }
+    let mut v: Value =
+        serde_json::from_str(&fixture("gemma3", "config.transformers5.json")).unwrap();
+    v["rope_parameters"]["full_attention"]["rope_type"] = "dynamic".into();
+    let message = error_of(config_from_json(&v.to_string()));
+    assert!(
+        message.contains("rope_parameters.full_attention.rope_type"),
+        "{message}"
+    );
+}
+
+#[test]
+fn unknown_architecture_is_refused() {
+    let mut v: Value = serde_json::from_str(&fixture("llama", "config.json")).unwrap();
+    v["architectures"] = serde_json::json!(["Phi3ForCausalLM"]);
+    v["model_type"] = "phi3".into();
+    assert!(matches!(
+        config_from_json(&v.to_string()),
+        Err(HfError::UnsupportedArch(_))
+    ));
+}

@@ -1,0 +1,171 @@
+//! The RoPE part of a Hugging Face config: the base and scaling of full-attention and of
+//! sliding-window layers, from the legacy fields (`rope_theta`, `rope_scaling`,
+//! `rope_local_base_freq`) or transformers >= 5's `rope_parameters` (flat, or one entry per
+//! layer type). Scaling other than Llama 3's is refused, naming the field.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::HfError;
+use crate::config::{Arch, RopeScaling};
+
+const DEFAULT_ROPE_THETA: f64 = 10_000.0;
+/// Gemma3's defaults: global layers 1e6, sliding (local) layers 1e4.
+const GEMMA3_DEFAULT_THETA: f64 = 1_000_000.0;
+const GEMMA3_DEFAULT_LOCAL_THETA: f64 = 10_000.0;
+
+/// The fields of `config.json` that say how RoPE is done.
+#[derive(Debug, Deserialize)]
+pub(super) struct RopeFields {
+    rope_theta: Option<f64>,
+    /// transformers >= 5 groups `rope_theta` and the scaling in here (per layer type for gemma3).
+    rope_parameters: Option<Value>,
+    rope_scaling: Option<Value>,
+    /// gemma3 (legacy layout): the rope base of sliding layers.
+    rope_local_base_freq: Option<f64>,
+}
+
+/// One layer type's rope: its base and whether the config's scaling applies.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LayerRope {
+    pub theta: f32,
+    pub scaled: bool,
+}
+
+#[derive(Debug)]
+pub(super) struct Rope {
+    pub full: LayerRope,
+    pub sliding: LayerRope,
+    pub scaling: Option<RopeScaling>,
+}
+
+/// One rope dictionary (`rope_scaling`, `rope_parameters` or one of its per-type entries):
+/// its `rope_theta` if it has one, and its scaling.
+fn parse_entry(field: &str, v: &Value) -> Result<(Option<f64>, Option<RopeScaling>), HfError> {
+    if v.is_null() {
+        return Ok((None, None));
+    }
+    let unsupported = |key: &str, value: &dyn std::fmt::Display, why: &str| {
+        HfError::Unsupported(format!("`{field}.{key}` = {value}: {why}"))
+    };
+    if let Some(p) = v.get("partial_rotary_factor").and_then(Value::as_f64) {
+        if p != 1.0 {
+            return Err(unsupported(
+                "partial_rotary_factor",
+                &p,
+                "partial RoPE is not implemented",
+            ));
+        }
+    }
+    let theta = v.get("rope_theta").and_then(Value::as_f64);
+    let (key, kind) = match (v.get("rope_type"), v.get("type")) {
+        (Some(t), _) => ("rope_type", t.as_str()),
+        (None, Some(t)) => ("type", t.as_str()),
+        (None, None) => ("rope_type", None),
+    };
+    let scaling = match kind {
+        None | Some("default") => None,
+        Some("llama3") => {
+            let number = |name: &str| {
+                v.get(name).and_then(Value::as_f64).ok_or_else(|| {
+                    HfError::Unsupported(format!(
+                        "`{field}.{name}` is missing: llama3 rope scaling needs it"
+                    ))
+                })
+            };
+            Some(RopeScaling {
+                factor: number("factor")? as f32,
+                low_freq_factor: number("low_freq_factor")? as f32,
+                high_freq_factor: number("high_freq_factor")? as f32,
+                original_max_position_embeddings: number("original_max_position_embeddings")?
+                    as usize,
+            })
+        }
+        Some(other) => {
+            return Err(unsupported(
+                key,
+                &other,
+                "this RoPE scaling is not implemented (llama3 is)",
+            ))
+        }
+    };
+    Ok((theta, scaling))
+}
+
+pub(super) fn rope_of(raw: &RopeFields, arch: Arch) -> Result<Rope, HfError> {
+    let gemma = arch == Arch::Gemma3;
+    let default_theta = if gemma {
+        GEMMA3_DEFAULT_THETA
+    } else {
+        DEFAULT_ROPE_THETA
+    };
+    let default_local = if gemma {
+        GEMMA3_DEFAULT_LOCAL_THETA
+    } else {
+        default_theta
+    };
+    let layer = |theta: f64, scaled: bool| LayerRope {
+        theta: theta as f32,
+        scaled,
+    };
+
+    let params = raw.rope_parameters.as_ref().filter(|v| !v.is_null());
+    let per_type = params.filter(|p| {
+        p.get("full_attention").is_some_and(Value::is_object)
+            || p.get("sliding_attention").is_some_and(Value::is_object)
+    });
+    if let Some(p) = per_type {
+        let null = Value::Null;
+        let entry = |kind: &str| {
+            let field = format!("rope_parameters.{kind}");
+            parse_entry(&field, p.get(kind).unwrap_or(&null))
+        };
+        let (full_theta, full_scaling) = entry("full_attention")?;
+        let (local_theta, local_scaling) = entry("sliding_attention")?;
+        let scaling = match (full_scaling, local_scaling) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(HfError::Unsupported(
+                    "`rope_parameters`: different rope scalings per layer type".into(),
+                ))
+            }
+            (a, b) => a.or(b),
+        };
+        // Without scaling the flag is moot; it is set as the legacy layout sets it, so both
+        // layouts give the same config.
+        let unscaled = scaling.is_none();
+        return Ok(Rope {
+            full: layer(
+                full_theta.unwrap_or(default_theta),
+                full_scaling.is_some() || unscaled,
+            ),
+            sliding: layer(
+                local_theta.unwrap_or(default_local),
+                local_scaling.is_some() || (unscaled && !gemma),
+            ),
+            scaling,
+        });
+    }
+
+    let (theta, scaling) = match params {
+        Some(p) => parse_entry("rope_parameters", p)?,
+        None => {
+            let (_, scaling) = match &raw.rope_scaling {
+                Some(v) => parse_entry("rope_scaling", v)?,
+                None => (None, None),
+            };
+            (raw.rope_theta, scaling)
+        }
+    };
+    let theta = theta.or(raw.rope_theta).unwrap_or(default_theta);
+    let sliding = if gemma {
+        // Gemma3's sliding layers: the local base, never scaled.
+        layer(raw.rope_local_base_freq.unwrap_or(default_local), false)
+    } else {
+        layer(theta, true)
+    };
+    Ok(Rope {
+        full: layer(theta, true),
+        sliding,
+        scaling,
+    })
+}

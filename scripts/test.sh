@@ -10,7 +10,7 @@ echo "== structure (import circles, file length)"
 scripts/check_structure.sh
 
 echo "== models"
-scripts/fetch_models.sh smollm2 qwen0.5b
+scripts/fetch_models.sh smollm2 qwen0.5b gemma3
 
 echo "== nvcc 13.0 (pip wheels, cached in .cuda-venv/) so build.rs really compiles the CUDA kernels"
 if ! ls .cuda-venv/lib/python3*/site-packages/nvidia/cu13/bin/nvcc >/dev/null 2>&1; then

@@ -114,3 +114,11 @@ fn smollm2_throughput() {
         if cfg!(debug_assertions) { ", dev profile: use --release for real numbers" } else { "" }
     );
 }
+
+/// Gemma 3 270M (base, Q4_K_M): a second architecture family from a real GGUF file (sliding
+/// and global layers, GeGLU, sandwich norms, Q/K norms). Text cases only: the file has no
+/// chat template.
+#[test]
+fn gemma3_270m_greedy_matches_transformers() {
+    check_fixture("gemma3-270m.json");
+}

@@ -145,7 +145,14 @@ fn switches(c: &ModelConfig) -> String {
 /// Runs without a GPU; prints one line per fixture.
 #[test]
 fn fixture_switches_match() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/arch");
+    // The source tree this test was built from, or (a test executable carried to another
+    // machine, run from the repository root) the current directory.
+    let built = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/arch");
+    let dir = if built.is_dir() {
+        built
+    } else {
+        std::path::PathBuf::from("fixtures/arch")
+    };
     for (name, ours) in [
         ("llama", llama3()),
         ("qwen2", qwen2()),

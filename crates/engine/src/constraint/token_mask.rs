@@ -39,6 +39,12 @@ impl TokenMask {
         }
     }
 
+    pub fn forbid(&mut self, token: u32) {
+        if (token as usize) < self.vocab_size {
+            self.words[token as usize / 32] &= !(1 << (token % 32));
+        }
+    }
+
     pub fn is_allowed(&self, token: u32) -> bool {
         (token as usize) < self.vocab_size
             && self.words[token as usize / 32] & (1 << (token % 32)) != 0

@@ -132,11 +132,11 @@ def random_schema(rng: random.Random, depth: int = 0) -> dict:
         lo = rng.randint(-50, 50)
         return {"type": "integer", "minimum": lo, "maximum": lo + rng.randint(0, 100)}
     if kind == "number":
-        # Two decimals: unbounded digits let a small model write 150 of them (a complete answer
-        # would still validate, but it runs out of tokens first).
+        # Quarters (exact in binary, so the validator agrees): with unbounded digits a small model
+        # writes 150 of them and runs out of tokens before the answer is complete.
         lo = rng.uniform(-10, 10)
         return {"type": "number", "minimum": round(lo, 2), "maximum": round(lo + rng.uniform(0.5, 20), 2),
-                "multipleOf": 0.01}
+                "multipleOf": 0.25}
     if kind == "enum":
         return {"enum": rng.sample(["red", "green", "blue", 1, 2.5, None, True], rng.randint(1, 4))}
     if kind == "pattern":

@@ -9,7 +9,7 @@
 mod token_mask;
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub use token_mask::TokenMask;
 
@@ -61,10 +61,36 @@ impl PartialEq for Constraint {
     }
 }
 
-/// A sequence's running constraint and the mask buffer it fills each step.
+/// A sequence's running constraint and the mask buffer it fills each step. Shared with a
+/// [`MaskJob`] that may compute the next mask on another thread while the forward pass runs
+/// (a lock nobody else contends for; a job that panicked leaves it poisoned, which fails the
+/// constraint rather than letting the sequence go unconstrained).
 pub struct ConstraintState {
+    shared: Arc<Mutex<Shared>>,
+}
+
+struct Shared {
     live: Box<dyn TokenConstraint>,
     mask: TokenMask,
+    /// The mask for the current position is in `mask` already (or failed): set by a
+    /// [`MaskJob`], cleared by every accepted token.
+    prepared: Option<Result<(), ConstraintError>>,
+}
+
+impl Shared {
+    fn compute(&mut self, vocab_size: usize, end_ids: &[u32]) -> Result<(), ConstraintError> {
+        self.mask.reset(vocab_size);
+        self.live.allowed(&mut self.mask)?;
+        if self.mask.end_allowed() {
+            for &id in end_ids {
+                self.mask.allow(id);
+            }
+        }
+        if !self.mask.any_allowed() {
+            return Err(ConstraintError("no token is allowed next".into()));
+        }
+        Ok(())
+    }
 }
 
 impl fmt::Debug for ConstraintState {
@@ -73,40 +99,73 @@ impl fmt::Debug for ConstraintState {
     }
 }
 
+fn poisoned<T>(_: T) -> ConstraintError {
+    ConstraintError("the constraint panicked".into())
+}
+
 impl ConstraintState {
     pub fn start(constraint: &Constraint) -> Self {
         Self {
-            live: constraint.0.start(),
-            mask: TokenMask::default(),
+            shared: Arc::new(Mutex::new(Shared {
+                live: constraint.0.start(),
+                mask: TokenMask::default(),
+                prepared: None,
+            })),
         }
     }
 
-    /// The tokens allowed next over `vocab_size` ids, with `end_ids` (the tokens that end this
-    /// sequence) allowed where the constraint may end. An error when nothing is allowed.
-    pub fn next_mask(
+    /// Calls `f` with the tokens allowed next over `vocab_size` ids, `end_ids` (the tokens
+    /// that end this sequence) among them where the constraint may end. An error when the
+    /// constraint fails or allows nothing. Uses the mask a [`MaskJob`] prepared, if any.
+    pub fn with_next_mask<R>(
         &mut self,
         vocab_size: usize,
-        end_ids: impl IntoIterator<Item = u32>,
-    ) -> Result<&TokenMask, ConstraintError> {
-        self.mask.reset(vocab_size);
-        self.live.allowed(&mut self.mask)?;
-        if self.mask.end_allowed() {
-            for id in end_ids {
-                self.mask.allow(id);
-            }
+        end_ids: &[u32],
+        f: impl FnOnce(&TokenMask) -> R,
+    ) -> Result<R, ConstraintError> {
+        let mut shared = self.shared.lock().map_err(poisoned)?;
+        match shared.prepared.take() {
+            Some(prepared) => prepared?,
+            None => shared.compute(vocab_size, end_ids)?,
         }
-        if !self.mask.any_allowed() {
-            return Err(ConstraintError("no token is allowed next".into()));
-        }
-        Ok(&self.mask)
+        Ok(f(&shared.mask))
     }
 
     pub fn accept(&mut self, token: u32) -> Result<(), ConstraintError> {
-        self.live.accept(token)
+        let mut shared = self.shared.lock().map_err(poisoned)?;
+        shared.prepared = None;
+        shared.live.accept(token)
     }
 
     pub fn is_finished(&self) -> bool {
-        self.live.is_finished()
+        self.shared
+            .lock()
+            .map_or(true, |shared| shared.live.is_finished())
+    }
+
+    /// A job that computes the next mask (for [`Self::with_next_mask`]) wherever it runs.
+    pub fn mask_job(&self, vocab_size: usize, end_ids: Vec<u32>) -> MaskJob {
+        MaskJob {
+            shared: Arc::clone(&self.shared),
+            vocab_size,
+            end_ids,
+        }
+    }
+}
+
+/// The next mask of one sequence, to compute off the scheduler thread.
+pub struct MaskJob {
+    shared: Arc<Mutex<Shared>>,
+    vocab_size: usize,
+    end_ids: Vec<u32>,
+}
+
+impl MaskJob {
+    pub fn run(self) {
+        if let Ok(mut shared) = self.shared.lock() {
+            let result = shared.compute(self.vocab_size, &self.end_ids);
+            shared.prepared = Some(result);
+        }
     }
 }
 

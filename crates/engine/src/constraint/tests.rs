@@ -98,6 +98,10 @@ fn a_constrained_request_follows_its_grammar_and_stops_when_it_is_finished() {
     }
     // Each sequence ran its own constraint: both accepted the whole output.
     assert_eq!(grammar.accepted.lock().unwrap().len(), 2 * expected.len());
+    // Every mask was computed off the scheduler thread (here: the test's), during the forward.
+    let threads = grammar.mask_threads.lock().unwrap();
+    assert_eq!(threads.len(), 2 * expected.len());
+    assert!(!threads.contains(&std::thread::current().id()));
     // The unconstrained request went to the device; the constrained ones never did.
     let log = sampling_log.lock().unwrap();
     assert!(log.iter().any(|step| step.iter().flatten().count() > 0));
@@ -137,4 +141,45 @@ fn end_tokens_come_only_where_the_constraint_may_end() {
         grammar.accepted.lock().unwrap().is_empty(),
         "end tokens are not fed"
     );
+}
+
+struct Panicking;
+
+impl ConstraintFactory for Panicking {
+    fn start(&self) -> Box<dyn TokenConstraint> {
+        Box::new(Panicking)
+    }
+}
+
+impl TokenConstraint for Panicking {
+    fn allowed(&mut self, _: &mut TokenMask) -> Result<(), ConstraintError> {
+        panic!("a grammar engine bug")
+    }
+    fn accept(&mut self, _: u32) -> Result<(), ConstraintError> {
+        Ok(())
+    }
+    fn is_finished(&self) -> bool {
+        false
+    }
+    fn rollback(&mut self, _: usize) -> Result<(), ConstraintError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_panicking_constraint_ends_its_request_without_an_unconstrained_token() {
+    let mut h = Harness::new(Setup::default(), vec![]);
+    h.add(request(
+        1,
+        vec![1, 2, 3],
+        SamplingParams {
+            constraint: Some(Constraint::new(Panicking)),
+            ..greedy(10)
+        },
+    ));
+    h.add(request(2, vec![1, 2, 3], greedy(4)));
+    h.run_to_completion();
+    assert!(h.received[&1].tokens.is_empty());
+    assert_eq!(h.received[&1].finish, Some(FinishReason::Stop));
+    assert_eq!(h.received[&2].tokens.len(), 4);
 }

@@ -3,6 +3,7 @@
 //! after `finish_after` tokens.
 
 use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
 
 use crate::constraint::{
     Constraint, ConstraintError, ConstraintFactory, TokenConstraint, TokenMask,
@@ -15,6 +16,8 @@ pub struct FakeGrammar {
     pub finish_after: usize,
     /// Every token any of its constraints accepted, in order.
     pub accepted: Arc<Mutex<Vec<u32>>>,
+    /// The thread of every mask computation.
+    pub mask_threads: Arc<Mutex<Vec<ThreadId>>>,
 }
 
 impl FakeGrammar {
@@ -24,6 +27,7 @@ impl FakeGrammar {
             end_after,
             finish_after,
             accepted: Arc::default(),
+            mask_threads: Arc::default(),
         }
     }
 
@@ -52,6 +56,8 @@ impl ConstraintFactory for FakeGrammar {
 
 impl TokenConstraint for FakeState {
     fn allowed(&mut self, mask: &mut TokenMask) -> Result<(), ConstraintError> {
+        let thread = std::thread::current().id();
+        self.grammar.mask_threads.lock().unwrap().push(thread);
         for t in 0..mask.vocab_size() as u32 {
             if self.grammar.allows(self.position, t) {
                 mask.allow(t);

@@ -3,7 +3,8 @@
 //! that lets the scheduler record it all ([`Scheduler::commit`]).
 
 use crate::backend::{ForwardOutput, LogitsRequest, SampledOutput};
-use crate::request::EngineOutput;
+use crate::constraint::ConstraintError;
+use crate::request::{EngineOutput, FinishReason, SamplingParams};
 use crate::sampler::{token_logprob, Sampler};
 use crate::scheduler::{ChunkOutcome, ScheduledChunk, Scheduler, StepPlan};
 use crate::sequence::Sequence;
@@ -118,11 +119,10 @@ fn sample_next(
     max_model_len: usize,
 ) -> (ChunkOutcome, Option<EngineOutput>) {
     let token = match next {
-        Next::Logits(logits) => {
-            let parts = sequence.sampling_parts();
-            let (prompt, output) = parts.prompt_and_rest();
-            sampler.sample(logits, parts.params, prompt, output, parts.rng)
-        }
+        Next::Logits(logits) => match sample_logits(sampler, sequence, logits, eos_token_ids) {
+            Ok(token) => token,
+            Err(e) => return constraint_failed(sequence, e),
+        },
         Next::Sampled(token) => token,
     };
     // Logprobs are never delegated to the backend, so a request that wants them has a row.
@@ -130,7 +130,21 @@ fn sample_next(
         (Some(top_n), Next::Logits(logits)) => vec![token_logprob(logits, token, top_n)],
         _ => Vec::new(),
     };
-    let finish = sequence.finish_reason(token, 1, eos_token_ids, max_model_len);
+    let mut finish = sequence.finish_reason(token, 1, eos_token_ids, max_model_len);
+    // The constraint follows every token but the end tokens (EOS, stop ids), which it never
+    // sees: the engine, not the grammar, knows which ids end a generation.
+    if let Some(constraint) = &mut sequence.constraint {
+        if finish != Some(FinishReason::Stop) {
+            match constraint.accept(token) {
+                Ok(()) if constraint.is_finished() => finish = Some(FinishReason::Stop),
+                Ok(()) => {}
+                Err(e) => {
+                    tracing::warn!("request {}: {e}; ending it", sequence.id);
+                    finish = Some(FinishReason::Stop);
+                }
+            }
+        }
+    }
     let output = EngineOutput {
         id: sequence.id,
         prompt: sequence.take_prompt_info(),
@@ -145,6 +159,47 @@ fn sample_next(
         finished: finish.is_some(),
     };
     (outcome, Some(output))
+}
+
+/// The host sampler's pick from a logits row; under a constraint, only among the tokens it
+/// allows (its end tokens included where the constraint may end).
+fn sample_logits(
+    sampler: &mut Sampler,
+    sequence: &mut Sequence,
+    logits: &[f32],
+    eos_token_ids: &[u32],
+) -> Result<u32, ConstraintError> {
+    let parts = sequence.sampling_parts();
+    let (prompt, output) = parts.prompt_and_rest();
+    let params = parts.params;
+    let Some(constraint) = parts.constraint else {
+        return Ok(sampler.sample(logits, params, prompt, output, parts.rng));
+    };
+    let end_ids = end_token_ids(params, eos_token_ids);
+    constraint.with_next_mask(logits.len(), &end_ids, |mask| {
+        sampler.sample_masked(logits, mask, params, prompt, output, parts.rng)
+    })
+}
+
+/// The ids that end a sequence with `params`: the model's EOS (unless ignored) and its stop ids.
+pub fn end_token_ids(params: &SamplingParams, eos_token_ids: &[u32]) -> Vec<u32> {
+    let eos = eos_token_ids.iter().filter(|_| !params.ignore_eos);
+    eos.chain(&params.stop_token_ids).copied().collect()
+}
+
+/// A constraint that fails (or allows nothing) ends its request without a token: an
+/// unconstrained token would break the promise that the output matches.
+fn constraint_failed(
+    sequence: &mut Sequence,
+    error: ConstraintError,
+) -> (ChunkOutcome, Option<EngineOutput>) {
+    tracing::warn!("request {}: {error}; ending it", sequence.id);
+    let outcome = ChunkOutcome {
+        accepted_drafts: 0,
+        next_token: None,
+        finished: true,
+    };
+    (outcome, Some(sequence.final_output(FinishReason::Stop)))
 }
 
 /// Row `j` of an `All` chunk predicts token `start + j + 1`: record it while that is a prompt token.

@@ -9,6 +9,8 @@ use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod mask_prefetch;
+
 use crate::admission;
 use crate::backend::Backend;
 use crate::commit::{commit_step, CommitContext};
@@ -142,9 +144,25 @@ impl EngineCore {
             let draft_done = Instant::now();
             // After drafting: chunks that score drafts need their logits on the host.
             let sampling = device_sampling(self.backend.as_ref(), &plan, self.scheduler.running());
+            let vocab_size = self.backend.vocab_size();
+            let masks = mask_prefetch::due_jobs(
+                &plan,
+                self.scheduler.running(),
+                vocab_size,
+                &self.eos_token_ids,
+            );
             let batch = self.scheduler.batch(&plan);
             let forward_started = Instant::now();
-            let result = forward_catching_panics(self.backend.as_mut(), &batch, &sampling);
+            let backend = self.backend.as_mut();
+            let result = std::thread::scope(|scope| {
+                let workers = mask_prefetch::spawn(scope, masks);
+                let result = forward_catching_panics(backend, &batch, &sampling);
+                for worker in workers {
+                    // A panicked job poisoned its constraint: the commit fails that one.
+                    let _ = worker.join();
+                }
+                result
+            });
             drop(batch);
             let forward_done = Instant::now();
             if let Some(speculation) = &mut self.speculation {

@@ -12,7 +12,8 @@ use crate::scheduler::StepPlan;
 use crate::sequence::Sequence;
 
 /// Which sequences of the plan the backend samples itself: those whose next token is due
-/// and needs no host state (no penalties, no logprobs). Empty when the backend cannot.
+/// and needs no host state (no penalties, no logprobs, no constraint's mask). Empty when the
+/// backend cannot.
 pub fn device_sampling(
     backend: &dyn Backend,
     plan: &StepPlan,
@@ -28,7 +29,8 @@ pub fn device_sampling(
             let params = &sequence.params;
             let delegable = chunk.logits == LogitsRequest::Last
                 && !has_penalties(params)
-                && params.logprobs.is_none();
+                && params.logprobs.is_none()
+                && params.constraint.is_none();
             delegable.then(|| DeviceSampling {
                 temperature: params.temperature,
                 top_k: params.top_k.min(u32::MAX as usize) as u32,

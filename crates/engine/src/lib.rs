@@ -10,6 +10,7 @@ mod admission;
 pub mod backend;
 pub mod commit;
 pub mod config;
+pub mod constraint;
 pub mod distribution;
 pub mod engine_loop;
 pub mod error;
@@ -32,6 +33,9 @@ pub use backend::{
     LogitsRequest, SampledOutput, SeqBatch,
 };
 pub use config::{EngineConfig, SpecOptions, MAX_SPEC_TOKENS};
+pub use constraint::{
+    Constraint, ConstraintError, ConstraintFactory, ConstraintState, TokenConstraint, TokenMask,
+};
 pub use engine_loop::EngineCore;
 pub use error::EngineError;
 pub use handle::{spawn_engine, EngineHandle};

@@ -2,6 +2,7 @@
 
 use std::time::Instant;
 
+use crate::constraint::Constraint;
 use crate::stats::{SpecSummary, StepStats};
 
 pub type RequestId = u64;
@@ -38,6 +39,9 @@ pub struct SamplingParams {
     /// Let the engine decode this request speculatively when it is configured to (the output
     /// distribution is the same either way; opting out only changes speed).
     pub allow_speculation: bool,
+    /// Structured outputs: only tokens the constraint allows may be sampled. Such a request
+    /// is sampled on the host and not decoded speculatively.
+    pub constraint: Option<Constraint>,
 }
 
 impl Default for SamplingParams {
@@ -57,6 +61,7 @@ impl Default for SamplingParams {
             logprobs: None,
             prompt_logprobs: None,
             allow_speculation: true,
+            constraint: None,
         }
     }
 }

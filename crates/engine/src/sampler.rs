@@ -10,6 +10,7 @@ use std::cmp::Ordering;
 use rand::rngs::StdRng;
 use rand::Rng;
 
+use crate::constraint::TokenMask;
 use crate::distribution::{Candidate, Distribution};
 use crate::request::{SamplingParams, TokenLogprob};
 
@@ -27,6 +28,8 @@ pub struct Sampler {
     marks: Vec<u32>,
     candidates: Vec<Candidate>,
     bucket_mass: Vec<f64>,
+    /// The logits with a constraint's forbidden tokens at -inf (`sample_masked`).
+    masked: Vec<f32>,
 }
 
 /// Higher logit first; equal logits: lower id first (deterministic).
@@ -65,6 +68,37 @@ impl Sampler {
             .last()
             .map(|c| c.token)
             .unwrap_or_else(|| argmax(&self.penalized))
+    }
+
+    /// [`Sampler::sample`] with every token `mask` forbids set to -inf first, so no rule
+    /// (greedy included) can pick one. `mask` must allow some token.
+    pub fn sample_masked(
+        &mut self,
+        logits: &[f32],
+        mask: &TokenMask,
+        params: &SamplingParams,
+        prompt: &[u32],
+        output: &[u32],
+        rng: &mut StdRng,
+    ) -> u32 {
+        let mut masked = std::mem::take(&mut self.masked);
+        masked.clear();
+        masked.extend(logits.iter().enumerate().map(|(token, &logit)| {
+            if mask.is_allowed(token as u32) {
+                logit
+            } else {
+                f32::NEG_INFINITY
+            }
+        }));
+        let mut token = self.sample(&masked, params, prompt, output, rng);
+        if !mask.is_allowed(token) {
+            // Only when every allowed logit is -inf itself: any allowed token will do.
+            token = (0..logits.len() as u32)
+                .find(|&t| mask.is_allowed(t))
+                .unwrap_or(token);
+        }
+        self.masked = masked;
+        token
     }
 
     /// The distribution `sample` draws from for these logits: a point mass for greedy
@@ -163,7 +197,8 @@ impl Sampler {
         };
         self.candidates.clear();
         for (token, &logit) in self.penalized.iter().enumerate() {
-            if logit as f64 >= min_logit {
+            // -inf (a masked token) has no mass: never a candidate, even by rounding.
+            if logit as f64 >= min_logit && logit > f32::NEG_INFINITY {
                 self.candidates.push(Candidate {
                     token: token as u32,
                     logit,

@@ -16,6 +16,7 @@ use rand::{Rng, SeedableRng};
 
 pub use spec_state::{Acceptance, SpecState};
 
+use crate::constraint::ConstraintState;
 use crate::kv::PageId;
 use crate::request::{
     EngineOutput, FinishReason, GenerationRequest, PromptInfo, RequestId, SamplingParams,
@@ -30,6 +31,7 @@ pub struct SamplingParts<'a> {
     pub block_table: &'a [PageId],
     pub params: &'a SamplingParams,
     pub rng: &'a mut StdRng,
+    pub constraint: Option<&'a mut ConstraintState>,
 }
 
 impl<'a> SamplingParts<'a> {
@@ -68,6 +70,8 @@ pub struct Sequence {
     pub prompt_logprobs: Vec<Option<TokenLogprob>>,
     /// Speculative decoding's share of the state (untouched when the engine does not speculate).
     pub spec: SpecState,
+    /// Structured outputs: the state of the request's constraint, fed every output token.
+    pub constraint: Option<ConstraintState>,
 }
 
 impl Sequence {
@@ -77,6 +81,11 @@ impl Sequence {
             None => StdRng::from_os_rng(),
         };
         let device_seed = request.params.seed.unwrap_or_else(|| rng.random());
+        let constraint = request
+            .params
+            .constraint
+            .as_ref()
+            .map(ConstraintState::start);
         Self {
             id: request.id,
             num_prompt_tokens: request.prompt.len(),
@@ -93,6 +102,7 @@ impl Sequence {
             prompt_info_sent: false,
             prompt_logprobs: Vec::new(),
             spec: SpecState::default(),
+            constraint,
         }
     }
 
@@ -114,6 +124,7 @@ impl Sequence {
             block_table: &self.block_table,
             params: &self.params,
             rng: &mut self.rng,
+            constraint: self.constraint.as_mut(),
         }
     }
 

@@ -23,6 +23,7 @@ mod routes;
 pub mod state;
 pub mod stop_strings;
 mod strftime;
+mod structured;
 #[cfg(test)]
 mod testing;
 pub mod token_text;
@@ -84,7 +85,13 @@ pub fn start_pipeline(
         metrics,
         config,
         model.chat_template.as_deref(),
+        structured::Grammars::new(
+            model.tokenizer.clone(),
+            config.vocab_size,
+            model.eos_token.clone(),
+        ),
     );
+    state.grammars.warm_up_in_background();
     tracing::info!(
         "tool-call parser: {}, reasoning parser: {}",
         state.tool_format.map_or("none", |f| f.name()),

@@ -10,6 +10,7 @@ use crate::detokenizer::Registry;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::reasoning::ReasoningFormat;
+use crate::structured::Grammars;
 use crate::tokenizer_pool::TokenizerPool;
 use crate::tool_calls::ToolCallFormat;
 
@@ -30,6 +31,8 @@ pub struct AppState {
     pub tool_format: Option<ToolCallFormat>,
     /// How this model marks its reasoning; `None`: all text is content.
     pub reasoning_format: Option<ReasoningFormat>,
+    /// Structured outputs' grammar compiler and cache.
+    pub grammars: Grammars,
     next_id: AtomicU64,
 }
 
@@ -41,6 +44,7 @@ impl AppState {
         metrics: Arc<Metrics>,
         config: &ServerConfig,
         chat_template: Option<&str>,
+        grammars: Grammars,
     ) -> Self {
         let template = chat_template.unwrap_or_default();
         let tool_format = config
@@ -61,6 +65,7 @@ impl AppState {
             started: crate::openai::response::unix_now(),
             tool_format,
             reasoning_format,
+            grammars,
             next_id: AtomicU64::new(1),
         }
     }

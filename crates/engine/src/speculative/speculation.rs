@@ -162,8 +162,12 @@ impl Speculation {
             .filter(|c| {
                 let s = &running[c.index];
                 // A prompt's last token is not drafted after: its first output carries the
-                // prompt's facts, which only plain sampling sends.
-                is_decode(c, s) && s.params.allow_speculation && s.prompt_info_sent()
+                // prompt's facts, which only plain sampling sends. Constrained sequences are not
+                // drafted for: drafts would need checking against the grammar (not done yet).
+                is_decode(c, s)
+                    && s.params.allow_speculation
+                    && s.params.constraint.is_none()
+                    && s.prompt_info_sent()
             })
             .map(|c| c.index)
             .collect();

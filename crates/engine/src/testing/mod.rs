@@ -2,4 +2,5 @@
 //! drives an engine core step by step.
 
 pub mod fake_backend;
+pub mod fake_constraint;
 pub mod harness;

@@ -1,10 +1,13 @@
 //! The `/v1/chat/completions` request and the normalisation of its messages for templates.
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::request_fields::{check_response_format, refuse_unimplemented};
+use super::request_fields::refuse_unimplemented;
 use super::sampling::SamplingFields;
+use super::structured::StructuredFields;
 use super::tools::{ToolChoice, ToolSpec};
 use crate::chat_template::{ChatInputs, RESERVED_VARIABLES};
 use crate::error::ApiError;
@@ -23,19 +26,21 @@ pub struct ChatRequest {
     pub parallel_tool_calls: Option<bool>,
     /// vLLM's extension: more variables for the chat template (`enable_thinking`, ...).
     pub chat_template_kwargs: Option<Map<String, Value>>,
-    /// Only `{"type": "text"}` until structured outputs exist.
-    pub response_format: Option<Value>,
     #[serde(flatten)]
     pub sampling: SamplingFields,
-    /// Whatever no field above took: refused unless ignored on purpose (`request_fields`).
+    /// `response_format`, `structured_outputs`, `guided_*`.
     #[serde(flatten)]
-    pub rest: Map<String, Value>,
+    pub structured: StructuredFields,
+    /// Whatever no field above took: refused unless ignored on purpose (`request_fields`).
+    /// Sorted, so the field refused first does not depend on serde_json's map order
+    /// (llguidance turns on `preserve_order`).
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
 }
 
 impl ChatRequest {
     /// The 400 for the first field this server would otherwise ignore.
     pub fn refuse_unimplemented(&self) -> Result<(), ApiError> {
-        check_response_format(self.response_format.as_ref())?;
         refuse_unimplemented(&self.rest)
     }
 }

@@ -1,10 +1,13 @@
 //! The `/v1/completions` request and its four prompt shapes.
 
-use serde::Deserialize;
-use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 
-use super::request_fields::{check_response_format, refuse_unimplemented};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::request_fields::refuse_unimplemented;
 use super::sampling::SamplingFields;
+use super::structured::StructuredFields;
 use crate::error::ApiError;
 
 #[derive(Debug, Deserialize)]
@@ -15,19 +18,21 @@ pub struct CompletionRequest {
     pub echo: bool,
     /// Alternatives per position (0: only the chosen token's logprob).
     pub logprobs: Option<i64>,
-    /// Only `{"type": "text"}` until structured outputs exist.
-    pub response_format: Option<Value>,
     #[serde(flatten)]
     pub sampling: SamplingFields,
-    /// Whatever no field above took: refused unless ignored on purpose (`request_fields`).
+    /// `response_format`, `structured_outputs`, `guided_*`.
     #[serde(flatten)]
-    pub rest: Map<String, Value>,
+    pub structured: StructuredFields,
+    /// Whatever no field above took: refused unless ignored on purpose (`request_fields`).
+    /// Sorted, so the field refused first does not depend on serde_json's map order
+    /// (llguidance turns on `preserve_order`).
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
 }
 
 impl CompletionRequest {
     /// The 400 for the first field this server would otherwise ignore.
     pub fn refuse_unimplemented(&self) -> Result<(), ApiError> {
-        check_response_format(self.response_format.as_ref())?;
         refuse_unimplemented(&self.rest)
     }
 }

@@ -9,6 +9,7 @@ pub mod models;
 pub mod request_fields;
 pub mod response;
 pub mod sampling;
+pub mod structured;
 pub mod tokenize;
 pub mod tools;
 pub mod usage;

@@ -158,6 +158,8 @@ impl SamplingFields {
             logprobs,
             prompt_logprobs: None,
             allow_speculation: self.speculative_decoding.unwrap_or(true),
+            // Set by the route from the structured-output fields.
+            constraint: None,
         };
         Ok(ValidatedSampling {
             params,

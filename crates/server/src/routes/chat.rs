@@ -19,6 +19,7 @@ use crate::openai::sampling::check_top_logprobs;
 use crate::openai::tools::{new_call_id, ToolCall, ToolChoice, ToolChoiceMode, ToolSpec};
 use crate::openai::usage::Usage;
 use crate::state::AppState;
+use crate::structured::requested_constraint;
 use crate::tool_calls::{ToolCallFormat, ToolParsing};
 
 pub async fn chat_completions(
@@ -57,7 +58,13 @@ pub async fn chat_completions(
         req.tools.as_deref(),
         req.chat_template_kwargs,
     )?;
-    let prompt = state.tokenizers.render_chat_inputs(inputs).await?;
+    // The grammar compiles while the template renders: neither waits for the other.
+    let (prompt, constraint) = tokio::join!(
+        state.tokenizers.render_chat_inputs(inputs),
+        requested_constraint(&state.grammars, &req.structured),
+    );
+    let prompt = prompt?;
+    sampling.params.constraint = constraint?;
     let output = OutputSpec {
         reasoning: state
             .reasoning_format

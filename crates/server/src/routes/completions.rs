@@ -16,6 +16,7 @@ use crate::openai::response::{Completion, CompletionChoice, ResponseMeta};
 use crate::openai::sampling::check_top_logprobs;
 use crate::openai::usage::Usage;
 use crate::state::AppState;
+use crate::structured::requested_constraint;
 
 /// OpenAI's default for completions.
 const DEFAULT_MAX_TOKENS: usize = 16;
@@ -36,7 +37,8 @@ pub async fn completions(
         .logprobs
         .map(|n| check_top_logprobs("logprobs", n))
         .transpose()?;
-    let sampling = req.sampling.validate(logprobs)?;
+    let mut sampling = req.sampling.validate(logprobs)?;
+    sampling.params.constraint = requested_constraint(&state.grammars, &req.structured).await?;
     let prompts = req.prompt.into_prompts();
     if prompts.is_empty() {
         return Err(ApiError::invalid_param("prompt", "the prompt is empty"));

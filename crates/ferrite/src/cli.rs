@@ -138,7 +138,8 @@ pub struct SpecArgs {
     /// measured cost (the default turns speculation off where it would be a loss).
     #[arg(long)]
     pub speculative_fixed_k: bool,
-    /// The draft model for `--speculative draft` (a GGUF file sharing the model's vocabulary).
+    /// The draft model for `--speculative draft`: a GGUF file, a Hugging Face directory or a hub
+    /// id, sharing the model's vocabulary.
     #[arg(long)]
     pub draft_model: Option<String>,
     /// `--speculative draft`: the draft model scores only the first N token ids (BPE ids run

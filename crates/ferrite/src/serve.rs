@@ -1,8 +1,11 @@
 //! `ferrite serve`.
 
+use ferrite_model::hf::GenerationDefaults;
 use ferrite_server::reasoning::ReasoningFormat;
 use ferrite_server::tool_calls::ToolCallFormat;
-use ferrite_server::{MetricNames, ParserChoice, RequestLogConfig, ServerConfig, TextModel};
+use ferrite_server::{
+    MetricNames, ParserChoice, RequestLogConfig, SamplingDefaults, ServerConfig, TextModel,
+};
 
 use crate::cli::{LoadFormat, MetricsNamesArg, ReasoningParserArg, ServeArgs, ToolCallParserArg};
 use crate::engine_setup::start_engine;
@@ -27,6 +30,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         bos_token: model.tokenizer.bos_token.clone(),
         eos_token: model.tokenizer.eos_token.clone(),
     };
+    let sampling_defaults = sampling_defaults(&model.generation);
     let config = ServerConfig {
         host: args.host,
         port: args.port,
@@ -39,6 +43,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             MetricsNamesArg::Ferrite => MetricNames::Ferrite,
             MetricsNamesArg::Vllm => MetricNames::Vllm,
         },
+        sampling_defaults,
         request_log: RequestLogConfig {
             token_ids: args.log_token_ids,
             prompts: args.log_prompts,
@@ -67,4 +72,24 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         engine.handle,
         engine.outputs,
     ))
+}
+
+/// The model's generation_config.json values as request defaults, field by field, as vLLM's
+/// default `--generation-config auto` applies them (whatever `do_sample` says); OpenAI's
+/// defaults for the rest.
+fn sampling_defaults(generation: &GenerationDefaults) -> SamplingDefaults {
+    let openai = SamplingDefaults::default();
+    let defaults = SamplingDefaults {
+        temperature: generation.temperature.unwrap_or(openai.temperature),
+        top_p: generation.top_p.unwrap_or(openai.top_p),
+        top_k: generation.top_k.map_or(openai.top_k, |k| k as i64),
+        min_p: generation.min_p.unwrap_or(openai.min_p),
+        repetition_penalty: generation
+            .repetition_penalty
+            .unwrap_or(openai.repetition_penalty),
+    };
+    if defaults != openai {
+        tracing::info!(?defaults, "sampling defaults from generation_config.json");
+    }
+    defaults
 }

@@ -1,6 +1,7 @@
 //! How the HTTP server is configured (the engine has its own `EngineConfig`).
 
 use crate::metrics::MetricNames;
+use crate::openai::sampling::SamplingDefaults;
 use crate::reasoning::ReasoningFormat;
 use crate::request_log::RequestLogConfig;
 use crate::tool_calls::ToolCallFormat;
@@ -20,6 +21,9 @@ pub struct ServerConfig {
     pub metrics_names: MetricNames,
     /// What the per-request log line carries besides counts and times.
     pub request_log: RequestLogConfig,
+    /// What requests get for the sampling fields they leave out (the model's
+    /// generation_config.json where it has them).
+    pub sampling_defaults: SamplingDefaults,
     /// How tool calls are read from the model's output (`--tool-call-parser`).
     pub tool_call_parser: ParserChoice<ToolCallFormat>,
     /// How reasoning is told from the answer (`--reasoning-parser`).

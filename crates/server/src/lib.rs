@@ -45,6 +45,7 @@ pub use detokenizer::{spawn_detokenizer, Registry};
 pub use error::ApiError;
 pub use incremental::IncrementalDecoder;
 pub use metrics::{MetricNames, Metrics, MetricsConfig};
+pub use openai::sampling::SamplingDefaults;
 pub use request_log::RequestLogConfig;
 use request_tracker::RequestTracker;
 pub use state::AppState;

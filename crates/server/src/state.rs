@@ -9,6 +9,7 @@ use crate::config::ServerConfig;
 use crate::detokenizer::Registry;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
+use crate::openai::sampling::SamplingDefaults;
 use crate::reasoning::ReasoningFormat;
 use crate::structured::Grammars;
 use crate::tokenizer_pool::TokenizerPool;
@@ -25,6 +26,8 @@ pub struct AppState {
     pub max_waiting: usize,
     /// Token ids at or above this are refused.
     pub vocab_size: usize,
+    /// What requests get for the sampling fields they leave out.
+    pub sampling_defaults: SamplingDefaults,
     /// Unix time the server started (the model's `created`).
     pub started: u64,
     /// How this model writes tool calls; `None`: requests with tools are refused.
@@ -62,6 +65,7 @@ impl AppState {
             api_key: config.api_key.clone(),
             max_waiting: config.max_waiting,
             vocab_size: config.vocab_size,
+            sampling_defaults: config.sampling_defaults,
             started: crate::openai::response::unix_now(),
             tool_format,
             reasoning_format,

@@ -80,10 +80,38 @@ pub struct ValidatedSampling {
     pub return_token_ids: bool,
 }
 
+/// What a request gets for the sampling fields it leaves out: OpenAI's defaults, or those of the
+/// model's generation_config.json (as vLLM's default `--generation-config auto` does).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SamplingDefaults {
+    pub temperature: f32,
+    pub top_p: f32,
+    /// 0 disables top-k.
+    pub top_k: i64,
+    pub min_p: f32,
+    pub repetition_penalty: f32,
+}
+
+impl Default for SamplingDefaults {
+    fn default() -> Self {
+        Self {
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: 0,
+            min_p: 0.0,
+            repetition_penalty: 1.0,
+        }
+    }
+}
+
 impl SamplingFields {
     /// Checks every field against OpenAI's ranges; `logprobs` is the number of alternatives the
-    /// endpoint asked for (already validated by the caller).
-    pub fn validate(self, logprobs: Option<usize>) -> Result<ValidatedSampling, ApiError> {
+    /// endpoint asked for (already validated by the caller); fields left out take `defaults`.
+    pub fn validate(
+        self,
+        logprobs: Option<usize>,
+        defaults: &SamplingDefaults,
+    ) -> Result<ValidatedSampling, ApiError> {
         let max_tokens = match self.max_completion_tokens.or(self.max_tokens) {
             None => None,
             Some(m) if m < 1 => {
@@ -103,14 +131,14 @@ impl SamplingFields {
             }
             n => n as usize,
         };
-        let temperature = self.temperature.unwrap_or(1.0);
+        let temperature = self.temperature.unwrap_or(defaults.temperature);
         if !(0.0..=2.0).contains(&temperature) {
             return Err(ApiError::invalid_param(
                 "temperature",
                 format!("temperature must be in [0, 2], got {temperature}"),
             ));
         }
-        let top_p = self.top_p.unwrap_or(1.0);
+        let top_p = self.top_p.unwrap_or(defaults.top_p);
         if !(top_p > 0.0 && top_p <= 1.0) {
             return Err(ApiError::invalid_param(
                 "top_p",
@@ -118,7 +146,7 @@ impl SamplingFields {
             ));
         }
         // vLLM's convention: -1 (like 0) disables top-k.
-        let top_k = match self.top_k.unwrap_or(0) {
+        let top_k = match self.top_k.unwrap_or(defaults.top_k) {
             k if k < -1 => {
                 return Err(ApiError::invalid_param(
                     "top_k",
@@ -127,7 +155,7 @@ impl SamplingFields {
             }
             k => k.max(0) as usize,
         };
-        let min_p = self.min_p.unwrap_or(0.0);
+        let min_p = self.min_p.unwrap_or(defaults.min_p);
         if !(0.0..=1.0).contains(&min_p) {
             return Err(ApiError::invalid_param(
                 "min_p",
@@ -136,7 +164,9 @@ impl SamplingFields {
         }
         let presence_penalty = check_penalty("presence_penalty", self.presence_penalty)?;
         let frequency_penalty = check_penalty("frequency_penalty", self.frequency_penalty)?;
-        let repetition_penalty = self.repetition_penalty.unwrap_or(1.0);
+        let repetition_penalty = self
+            .repetition_penalty
+            .unwrap_or(defaults.repetition_penalty);
         if !(repetition_penalty > 0.0 && repetition_penalty.is_finite()) {
             return Err(ApiError::invalid_param(
                 "repetition_penalty",
@@ -205,8 +235,45 @@ mod tests {
     }
 
     #[test]
+    fn the_models_defaults_fill_only_what_the_request_leaves_out() {
+        let model = SamplingDefaults {
+            temperature: 0.6,
+            top_p: 0.95,
+            top_k: 20,
+            min_p: 0.05,
+            repetition_penalty: 1.1,
+        };
+        let p = fields("{}").validate(None, &model).unwrap().params;
+        assert_eq!(
+            (
+                p.temperature,
+                p.top_p,
+                p.top_k,
+                p.min_p,
+                p.repetition_penalty
+            ),
+            (0.6, 0.95, 20, 0.05, 1.1)
+        );
+        let asked =
+            r#"{"temperature": 0, "top_p": 0.5, "top_k": -1, "min_p": 0, "repetition_penalty": 1}"#;
+        let p = fields(asked).validate(None, &model).unwrap().params;
+        assert_eq!(
+            (
+                p.temperature,
+                p.top_p,
+                p.top_k,
+                p.min_p,
+                p.repetition_penalty
+            ),
+            (0.0, 0.5, 0, 0.0, 1.0)
+        );
+    }
+
+    #[test]
     fn defaults_follow_openai() {
-        let v = fields("{}").validate(None).unwrap();
+        let v = fields("{}")
+            .validate(None, &SamplingDefaults::default())
+            .unwrap();
         assert_eq!(v.n, 1);
         assert_eq!(v.params.temperature, 1.0);
         assert_eq!(v.params.top_p, 1.0);
@@ -217,7 +284,12 @@ mod tests {
     #[test]
     fn max_completion_tokens_wins_over_max_tokens() {
         let v = fields(r#"{"max_tokens": 5, "max_completion_tokens": 7}"#);
-        assert_eq!(v.validate(None).unwrap().max_tokens, Some(7));
+        assert_eq!(
+            v.validate(None, &SamplingDefaults::default())
+                .unwrap()
+                .max_tokens,
+            Some(7)
+        );
     }
 
     #[test]
@@ -233,7 +305,9 @@ mod tests {
             (r#"{"min_p": 2}"#, "min_p"),
             (r#"{"presence_penalty": 3}"#, "presence_penalty"),
         ] {
-            let e = fields(json).validate(None).unwrap_err();
+            let e = fields(json)
+                .validate(None, &SamplingDefaults::default())
+                .unwrap_err();
             assert_eq!(e.status, 400, "{json}");
             assert_eq!(e.param.as_deref(), Some(param), "{json}");
         }
@@ -246,10 +320,12 @@ mod tests {
 
     #[test]
     fn stop_accepts_a_string_or_a_list_and_drops_empty_ones() {
-        let one = fields(r#"{"stop": "\n"}"#).validate(None).unwrap();
+        let one = fields(r#"{"stop": "\n"}"#)
+            .validate(None, &SamplingDefaults::default())
+            .unwrap();
         assert_eq!(one.stop, vec!["\n".to_string()]);
         let many = fields(r#"{"stop": ["a", "", "bc"]}"#)
-            .validate(None)
+            .validate(None, &SamplingDefaults::default())
             .unwrap();
         assert_eq!(many.stop, vec!["a".to_string(), "bc".to_string()]);
     }

@@ -33,7 +33,7 @@ pub async fn chat_completions(
         .map(|n| check_top_logprobs("top_logprobs", n))
         .transpose()?;
     let logprobs = req.logprobs.then(|| top.unwrap_or(0));
-    let mut sampling = req.sampling.validate(logprobs)?;
+    let mut sampling = req.sampling.validate(logprobs, &state.sampling_defaults)?;
     if req.messages.is_empty() {
         return Err(ApiError::invalid_param(
             "messages",

@@ -37,7 +37,7 @@ pub async fn completions(
         .logprobs
         .map(|n| check_top_logprobs("logprobs", n))
         .transpose()?;
-    let mut sampling = req.sampling.validate(logprobs)?;
+    let mut sampling = req.sampling.validate(logprobs, &state.sampling_defaults)?;
     sampling.params.constraint = requested_constraint(&state.grammars, &req.structured).await?;
     let prompts = req.prompt.into_prompts();
     if prompts.is_empty() {

@@ -15,7 +15,7 @@ pub use self::generation::{
     generation_defaults_from_json, load_generation_defaults, GenerationDefaults,
 };
 pub use self::names::{canonical_name, permute_rows_for_interleaved_rope};
-pub use self::safetensors::weight_files;
+pub use self::safetensors::{shards_of_index, weight_files};
 
 use crate::config::{Arch, ModelConfig};
 use crate::weights::{ModelWeights, Storage, WeightTensor};

@@ -15,16 +15,9 @@ pub fn weight_files(dir: &Path) -> Result<Vec<PathBuf>, HfError> {
     let index_path = dir.join("model.safetensors.index.json");
     if index_path.is_file() {
         let text = std::fs::read_to_string(&index_path).map_err(|e| HfError::io(&index_path, e))?;
-        let index: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| HfError::Weights(format!("{}: {e}", index_path.display())))?;
-        let map = index
-            .get("weight_map")
-            .and_then(|m| m.as_object())
-            .ok_or_else(|| {
-                HfError::Weights(format!("{}: no `weight_map` object", index_path.display()))
-            })?;
-        let files: BTreeSet<&str> = map.values().filter_map(|v| v.as_str()).collect();
-        return Ok(files.into_iter().map(|f| dir.join(f)).collect());
+        let shards = shards_of_index(&text)
+            .map_err(|why| HfError::Weights(format!("{}: {why}", index_path.display())))?;
+        return Ok(shards.into_iter().map(|f| dir.join(f)).collect());
     }
     let single = dir.join("model.safetensors");
     if single.is_file() {
@@ -43,6 +36,28 @@ pub fn weight_files(dir: &Path) -> Result<Vec<PathBuf>, HfError> {
         )));
     }
     Ok(files)
+}
+
+/// The shard files a `model.safetensors.index.json` names, each once, sorted. A name that is
+/// absolute or climbs with `..` is refused: it would reach outside the model's directory.
+pub fn shards_of_index(text: &str) -> Result<Vec<String>, String> {
+    let index: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let map = index
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or_else(|| "no `weight_map` object".to_string())?;
+    let mut shards = BTreeSet::new();
+    for file in map.values() {
+        let file = file
+            .as_str()
+            .ok_or_else(|| format!("`{file}` is not a file name"))?;
+        if file.starts_with('/') || file.split('/').any(|part| part == "..") {
+            return Err(format!("unsafe shard name `{file}`"));
+        }
+        shards.insert(file.to_string());
+    }
+    Ok(shards.into_iter().collect())
 }
 
 fn dtype_of(dtype: Dtype, name: &str) -> Result<DType, HfError> {

@@ -2,8 +2,6 @@
 //! its generation config, and its safetensors weights -- not the PyTorch `.bin`, ONNX or GGUF
 //! copies many repositories also carry.
 
-use std::collections::BTreeSet;
-
 use super::HubError;
 
 /// Needed when the repository has them; only `config.json` is required.
@@ -75,26 +73,9 @@ fn no_config_reason(files: &[String]) -> String {
     }
 }
 
-/// The shard files an index's `weight_map` names, each once.
+/// The shard files the index names (the one parser: `hf::safetensors::shards_of_index`).
 pub fn shards_of_index(text: &str) -> Result<Vec<String>, HubError> {
-    let index: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| HubError::BadIndex(format!("not JSON: {e}")))?;
-    let map = index
-        .get("weight_map")
-        .and_then(|m| m.as_object())
-        .ok_or_else(|| HubError::BadIndex("no `weight_map` object".to_string()))?;
-    let mut shards = BTreeSet::new();
-    for file in map.values() {
-        let file = file
-            .as_str()
-            .ok_or_else(|| HubError::BadIndex(format!("`{file}` is not a file name")))?;
-        // A name with `..` or an absolute path would escape the snapshot directory.
-        if file.starts_with('/') || file.split('/').any(|part| part == "..") {
-            return Err(HubError::BadIndex(format!("unsafe shard name `{file}`")));
-        }
-        shards.insert(file.to_string());
-    }
-    Ok(shards.into_iter().collect())
+    crate::hf::shards_of_index(text).map_err(HubError::BadIndex)
 }
 
 #[cfg(test)]

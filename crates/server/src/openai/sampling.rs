@@ -92,14 +92,16 @@ pub struct SamplingDefaults {
     pub repetition_penalty: f32,
 }
 
+/// OpenAI's defaults, which are the engine's (`SamplingParams::default()`).
 impl Default for SamplingDefaults {
     fn default() -> Self {
+        let engine = SamplingParams::default();
         Self {
-            temperature: 1.0,
-            top_p: 1.0,
-            top_k: 0,
-            min_p: 0.0,
-            repetition_penalty: 1.0,
+            temperature: engine.temperature,
+            top_p: engine.top_p,
+            top_k: engine.top_k as i64,
+            min_p: engine.min_p,
+            repetition_penalty: engine.repetition_penalty,
         }
     }
 }

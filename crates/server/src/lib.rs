@@ -7,6 +7,7 @@
 mod assistant_output;
 mod auth;
 pub mod chat_template;
+mod chat_turn;
 pub mod config;
 pub mod detokenizer;
 pub mod error;

@@ -53,6 +53,11 @@ impl Grammars {
         }
     }
 
+    /// The id of `text` when the tokenizer has it as one token (a tool-call marker).
+    pub fn single_token_id(&self, text: &str) -> Option<u32> {
+        self.inner.tokenizer.token_to_id(text)
+    }
+
     /// Builds the token trie now, on a thread of its own, so that the first structured
     /// request does not wait for it.
     pub fn warm_up_in_background(&self) {

@@ -4,11 +4,13 @@
 //! serves both the streamed and the complete answer, so the two agree by construction.
 
 mod call_object;
+mod forced;
 pub mod hermes;
 pub mod llama3_json;
 pub mod mistral;
 pub mod stream;
 
+pub use forced::forced_call_grammar;
 pub use stream::{parse_complete, ToolCallParser, ToolEvent};
 
 use std::sync::Arc;

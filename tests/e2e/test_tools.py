@@ -52,10 +52,51 @@ def test_tools_on_a_model_without_a_tool_format_are_refused(http):
     assert r.status_code == 400 and r.json()["error"]["param"] == "tools"
 
 
-@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
-def test_forced_tool_choices_need_structured_outputs(qwen, choice):
-    with pytest.raises(openai.BadRequestError, match="tool_choice"):
+TIME = {"type": "function", "function": {
+    "name": "get_time", "description": "Get the local time in a time zone",
+    "parameters": {"type": "object", "properties": {"zone": {"type": "string", "enum": ["UTC", "CET", "PST"]},
+                                                    "hours24": {"type": "boolean"}},
+                   "required": ["zone", "hours24"]}}}
+GREETING = [{"role": "user", "content": "Write a short poem about the sea."}]
+
+
+@pytest.mark.parametrize("choice", [{"type": "function", "function": {"name": "get_stock"}}])
+def test_a_forced_choice_must_name_an_offered_tool(qwen, choice):
+    with pytest.raises(openai.BadRequestError, match="get_stock"):
         qwen.chat.completions.create(model=QWEN_NAME, messages=ASK, tools=WEATHER, tool_choice=choice)
+
+
+def test_a_forced_call_cannot_also_carry_a_response_format(qwen):
+    with pytest.raises(openai.BadRequestError, match="tool_choice"):
+        qwen.chat.completions.create(model=QWEN_NAME, messages=ASK, tools=WEATHER, tool_choice="required",
+                                     response_format={"type": "json_object"})
+
+
+def test_required_forces_a_call_where_the_model_would_answer_in_text(qwen):
+    # One call: allowed several, this small model goes on calling until max_tokens.
+    kw = dict(model=QWEN_NAME, messages=GREETING, tools=WEATHER, temperature=0, max_tokens=80,
+              parallel_tool_calls=False)
+    free = complete_message(qwen, **kw)
+    assert free[2] == [] and free[3] != "tool_calls", "without forcing, the model writes a poem"
+    content, _, calls, finish = complete_message(qwen, tool_choice="required", **kw)
+    assert finish == "tool_calls" and content is None
+    assert [c["name"] for c in calls] == ["get_weather"]
+    args = json.loads(calls[0]["arguments"])
+    assert isinstance(args["city"], str)
+    streamed = streamed_message(qwen, tool_choice="required", **kw)
+    assert without_ids(streamed) == without_ids((content, None, calls, finish))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_named_choice_calls_that_tool_with_arguments_of_its_schema(qwen, seed):
+    choice = {"type": "function", "function": {"name": "get_time"}}
+    kw = dict(model=QWEN_NAME, messages=ASK, tools=WEATHER + [TIME], tool_choice=choice,
+              temperature=1.0, seed=seed, max_tokens=80)
+    content, _, calls, finish = complete_message(qwen, **kw)
+    assert finish == "tool_calls" and [c["name"] for c in calls] == ["get_time"]
+    args = json.loads(calls[0]["arguments"])
+    assert args["zone"] in ("UTC", "CET", "PST") and isinstance(args["hours24"], bool)
+    assert without_ids(streamed_message(qwen, **kw)) == without_ids((content, None, calls, finish))
 
 
 # --- tool calls on Qwen2.5-Coder ---------------------------------------------------------------

@@ -19,7 +19,7 @@ run_tests() {  # name, limit
   echo "== test $name"
   timeout "$limit" "$G/tests/$name" --test-threads=1 --nocapture >"$OUT/test-$name.log" 2>&1
   local rc=$?
-  grep -E "relative error|parity|bitwise|SKIPPED|panicked|test result|FAILED|^test " "$OUT/test-$name.log" | tail -60
+  grep -E "relative error|parity|fixture|switch|bitwise|SKIPPED|panicked|test result|FAILED|^test " "$OUT/test-$name.log" | tail -60
   row "test $name | rc=$rc | $(grep -E '^test result' "$OUT/test-$name.log" | tail -1)"
 }
 PHASE=${1:-all}   # tests | bench | all
@@ -29,6 +29,7 @@ run_tests kernels 90
 run_tests sampling 90
 run_tests attention 90
 run_tests parity 300
+run_tests fixture_parity 120
 fi
 
 bench() {  # label, limit, args...

@@ -24,7 +24,10 @@ template <int HD>
 struct DecodeShape {
     static constexpr int LPK = HD / 8;                          // lanes per key (8 dims each)
     static constexpr int KPW = 32 / LPK;                        // keys per warp step
-    static constexpr int TILE = (DEC_THREADS / 32) * KPW * DEC_ITERS;  // keys per tile
+    // Key loads in flight per thread; halved for head_dim 16, whose 16 keys per warp step
+    // would otherwise make the score and reduction buffers outgrow static shared memory.
+    static constexpr int ITERS = HD >= 32 ? DEC_ITERS : DEC_ITERS / 2;
+    static constexpr int TILE = (DEC_THREADS / 32) * KPW * ITERS;  // keys per tile
     static constexpr int KG = DEC_THREADS / LPK;                // key groups in the PV phase
     static constexpr int KEYS_PER_GROUP = TILE / KG;
 };
@@ -95,16 +98,16 @@ __device__ __forceinline__ void decode_attention(
 
     for (int tile0 = start; tile0 < end; tile0 += S::TILE) {
         // 1. Scores: all K loads of the tile first, then the dot products.
-        uint4 kraw[DEC_ITERS];
+        uint4 kraw[S::ITERS];
 #pragma unroll
-        for (int it = 0; it < DEC_ITERS; ++it) {
-            const int j = tile0 + (warp * DEC_ITERS + it) * S::KPW + sub;
+        for (int it = 0; it < S::ITERS; ++it) {
+            const int j = tile0 + (warp * S::ITERS + it) * S::KPW + sub;
             kraw[it] = j < end ? *kv_row(k_cache, table, j, page_size, num_kv_heads, kvh, HD, dl)
                                : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
-        for (int it = 0; it < DEC_ITERS; ++it) {
-            const int jl = (warp * DEC_ITERS + it) * S::KPW + sub;
+        for (int it = 0; it < S::ITERS; ++it) {
+            const int jl = (warp * S::ITERS + it) * S::KPW + sub;
             float kf[8];
             unpack8(kraw[it], kf);
 #pragma unroll
@@ -215,8 +218,11 @@ __device__ __forceinline__ void decode_attention(
                              part_acc, part_ml, num_kv_heads, group, page_size, scale_log2,   \
                              window);                                                         \
     }
+DECODE_KERNEL(16)
+DECODE_KERNEL(32)
 DECODE_KERNEL(64)
 DECODE_KERNEL(128)
+DECODE_KERNEL(256)
 
 // Combines the splits: out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s.
 // grid = (num_heads, num_seqs), block = head_dim threads.

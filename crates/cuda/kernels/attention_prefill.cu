@@ -17,8 +17,14 @@
 #include "common.cuh"
 
 #define PRE_ROWS 64
-#define PRE_KEYS 64
 #define PRE_THREADS 128
+
+// Keys per K/V tile: 64, or 32 for head_dim 256, whose 64-key K and V tiles would not fit in
+// the 48 KiB of static shared memory.
+template <int HD>
+struct PrefillTile {
+    static constexpr int KEYS = HD <= 128 ? 64 : 32;
+};
 
 __device__ __forceinline__ void mma_16816(float c[4], const u32 a[4], u32 b0, u32 b1) {
     asm volatile(
@@ -60,6 +66,7 @@ __device__ __forceinline__ void prefill_attention(
     constexpr int STRIDE = HD + 8;  // padded row: conflict-free fragment loads and ldmatrix
     constexpr int KSTEPS = HD / 16;
     constexpr int NT_O = HD / 8;
+    constexpr int PRE_KEYS = PrefillTile<HD>::KEYS;
     __shared__ __align__(16) bf16 ks[PRE_KEYS][STRIDE];
     __shared__ __align__(16) bf16 vs[PRE_KEYS][STRIDE];
 
@@ -125,7 +132,7 @@ __device__ __forceinline__ void prefill_attention(
         }
         __syncthreads();
 
-        // S = Q K^T for 16 rows x 64 keys. The B fragments (8 keys x 16 dims, key-major as
+        // S = Q K^T for 16 rows x PRE_KEYS keys. The B fragments (8 keys x 16 dims, key-major as
         // ks stores them) come four 8x8 matrices at a time from ldmatrix: the 8 keys at dims
         // kk*16, +8, +16, +24, i.e. b0, b1 of step kk and of step kk + 1.
         float s[PRE_KEYS / 8][4];
@@ -135,9 +142,16 @@ __device__ __forceinline__ void prefill_attention(
 #pragma unroll
             for (int kk = 0; kk < KSTEPS; kk += 2) {
                 u32 b0, b1, b2, b3;
-                ldmatrix_x4(b0, b1, b2, b3, &ks[j * 8 + (lane & 7)][kk * 16 + (lane >> 3) * 8]);
-                mma_16816(s[j], qa[kk], b0, b1);
-                mma_16816(s[j], qa[kk + 1], b2, b3);
+                if constexpr (KSTEPS == 1) {
+                    // head_dim 16: one k-step; lanes 16-31 load a copy that goes unused.
+                    ldmatrix_x4(b0, b1, b2, b3, &ks[j * 8 + (lane & 7)][((lane >> 3) & 1) * 8]);
+                    mma_16816(s[j], qa[0], b0, b1);
+                } else {
+                    ldmatrix_x4(b0, b1, b2, b3,
+                                &ks[j * 8 + (lane & 7)][kk * 16 + (lane >> 3) * 8]);
+                    mma_16816(s[j], qa[kk], b0, b1);
+                    mma_16816(s[j], qa[kk + 1], b2, b3);
+                }
             }
         }
 
@@ -232,5 +246,8 @@ __device__ __forceinline__ void prefill_attention(
                               pos0s, out, num_kv_heads, group, page_size, scale_log2,         \
                               window);                                                        \
     }
+PREFILL_KERNEL(16)
+PREFILL_KERNEL(32)
 PREFILL_KERNEL(64)
 PREFILL_KERNEL(128)
+PREFILL_KERNEL(256)

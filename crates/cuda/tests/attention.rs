@@ -99,6 +99,8 @@ fn decode_attention_matches_reference() {
         (128, 32, 8, 1, 1),
         (64, 9, 3, 16, 32),
         (128, 4, 4, 16, 2),
+        (256, 4, 1, 16, 1),
+        (256, 8, 2, 16, 5),
     ] {
         let mask = AttentionMask::causal(hd);
         decode_case(&ctx, &mut r, (hd, heads, kv_heads, ps, splits), mask);
@@ -122,6 +124,7 @@ fn decode_attention_with_sliding_window_matches_reference() {
         ((64, 9, 3, 16, 32), 100),
         ((128, 4, 4, 16, 2), 1),
         ((64, 8, 2, 16, 4), 4096),
+        ((256, 4, 1, 16, 3), 32),
     ] {
         decode_case(&ctx, &mut r, shape, AttentionMask { scale, window });
     }
@@ -209,6 +212,8 @@ fn prefill_attention_over_a_paged_prefix_matches_reference() {
         (64, 14, 2, 1),
         (128, 32, 8, 16),
         (64, 6, 6, 1),
+        (256, 4, 1, 16),
+        (256, 8, 2, 1),
     ] {
         let mask = AttentionMask::causal(hd);
         prefill_case(&ctx, &mut r, (hd, heads, kv_heads, ps), mask);
@@ -231,6 +236,7 @@ fn prefill_attention_with_sliding_window_matches_reference() {
         ((128, 32, 8, 16), 1),
         ((64, 6, 6, 1), 70),
         ((64, 8, 2, 16), 4096),
+        ((256, 8, 2, 16), 32),
     ] {
         prefill_case(&ctx, &mut r, shape, AttentionMask { scale, window });
     }

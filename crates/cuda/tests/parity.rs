@@ -242,6 +242,27 @@ fn arch_gemma3_page16_eager() {
 }
 
 #[test]
+fn arch_gemma3_head_dim_256_page16_graphs() {
+    compare_backends(&arch_configs::gemma3_hd256(), &arch_run(16, false));
+}
+
+/// Each of gemma3's switches alone on the qwen3 block.
+#[test]
+fn gemma3_switches_one_at_a_time() {
+    for switch in [
+        "norm_offset",
+        "post_norms",
+        "gelu_tanh",
+        "embedding_scale",
+        "attn_scale",
+        "window",
+    ] {
+        println!("switch {switch}:");
+        compare_backends(&arch_configs::qwen3_with(switch), &arch_run(16, false));
+    }
+}
+
+#[test]
 fn qwen_tiny_page16_graphs() {
     run_pair(&preset("tiny").unwrap(), 16, false);
 }

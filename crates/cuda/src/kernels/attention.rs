@@ -6,7 +6,7 @@ use super::launch::{Args, Kernels, Shape};
 use crate::device_ptr::DevicePtr;
 
 /// Head sizes the attention kernels are instantiated for.
-pub const HEAD_DIMS: [usize; 2] = [64, 128];
+pub const HEAD_DIMS: [usize; 5] = [16, 32, 64, 128, 256];
 /// Largest query group (query heads per KV head) of the decode kernel.
 pub const MAX_GROUP: usize = 8;
 /// Largest number of context splits of decode attention.
@@ -110,8 +110,11 @@ impl Kernels {
     pub fn attention_decode(&self, a: &DecodeArgs) -> anyhow::Result<()> {
         let d = a.dims;
         let name = match d.head_dim {
+            16 => "attention_decode_hd16",
+            32 => "attention_decode_hd32",
             64 => "attention_decode_hd64",
             128 => "attention_decode_hd128",
+            256 => "attention_decode_hd256",
             other => anyhow::bail!("no decode attention kernel for head_dim {other}"),
         };
         // attention_decode_hd*(q, k_cache, v_cache, pages, page_offsets, ctx_lens, q_rows, out,
@@ -164,8 +167,11 @@ impl Kernels {
     pub fn attention_prefill(&self, a: &PrefillArgs) -> anyhow::Result<()> {
         let d = a.dims;
         let name = match d.head_dim {
+            16 => "attention_prefill_hd16",
+            32 => "attention_prefill_hd32",
             64 => "attention_prefill_hd64",
             128 => "attention_prefill_hd128",
+            256 => "attention_prefill_hd256",
             other => anyhow::bail!("no prefill attention kernel for head_dim {other}"),
         };
         // attention_prefill_hd*(q, k_cache, v_cache, pages, page_offsets, q_starts, q_lens,

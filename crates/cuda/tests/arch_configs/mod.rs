@@ -114,6 +114,39 @@ pub fn gemma3() -> ModelConfig {
     c
 }
 
+/// Gemma 3 with its real head size, 256 (every Gemma 3 but 27B).
+pub fn gemma3_hd256() -> ModelConfig {
+    let mut c = gemma3();
+    c.head_dim = 256;
+    c.block.attn_scale = 1.0 / 256f32.sqrt();
+    c
+}
+
+/// Gemma 3's block switches one at a time on the qwen3 block (which matches on its own), so
+/// that a mismatch points at the switch that causes it.
+pub fn qwen3_with(switch: &str) -> ModelConfig {
+    let mut c = qwen3();
+    let b = &mut c.block;
+    match switch {
+        "norm_offset" => b.norm_weight_offset = 1.0,
+        "post_norms" => b.post_norms = true,
+        "gelu_tanh" => b.activation = Activation::GeluTanh,
+        "embedding_scale" => b.embedding_scale = (c.hidden_size as f32).sqrt(),
+        "attn_scale" => b.attn_scale = 1.0 / 24f32.sqrt(),
+        "window" => {
+            c.layer_attention = (0..c.num_layers)
+                .map(|_| LayerAttention {
+                    sliding_window: Some(WINDOW),
+                    rope_theta: c.rope_theta,
+                    rope_scaled: false,
+                })
+                .collect()
+        }
+        other => panic!("no switch {other}"),
+    }
+    c
+}
+
 /// The switches a test config shares with its fixture (everything but the sizes and the
 /// size-dependent scales).
 fn switches(c: &ModelConfig) -> String {

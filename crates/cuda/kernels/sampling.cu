@@ -295,3 +295,16 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     const int chosen = block_argmax(best, best_i, sv, si);
     if (threadIdx.x == 0) tokens[r] = chosen < vocab ? chosen : arg;
 }
+
+// Structured outputs: logits[rows[k], t] = -inf wherever bit t % 32 of word t / 32 of mask k is
+// clear, before the sampling kernels run, so a forbidden token can never win (greedy, Gumbel-max
+// or filtered alike). grid = (ceil(vocab / 256), masked rows), block = 256.
+extern "C" __global__ void apply_token_mask(float* __restrict__ logits, const i32* __restrict__ rows,
+                                            const u32* __restrict__ masks, int vocab, int words) {
+    const int k = blockIdx.y, t = blockIdx.x * blockDim.x + threadIdx.x;
+    const i64 row = rows[k];  // host-written: read before the wait (common.cuh)
+    pdl_enter();
+    if (t >= vocab) return;
+    const u32 w = masks[(i64)k * words + t / 32];
+    if (((w >> (t % 32)) & 1u) == 0u) logits[row * vocab + t] = NEG_INF;
+}

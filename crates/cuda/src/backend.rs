@@ -53,6 +53,9 @@ pub struct CudaBackend {
     sample_rows: Vec<i32>,
     sample_params: Vec<SampleParams>,
     sampled: Vec<i32>,
+    /// Constrained rows of the step's sampled rows, and their masks' words.
+    mask_rows: Vec<i32>,
+    mask_words: Vec<u32>,
 }
 
 // CUDA objects may be used from any thread once the context is current there; the backend
@@ -117,6 +120,8 @@ impl CudaBackend {
             sample_rows: Vec::new(),
             sample_params: Vec::new(),
             sampled: Vec::new(),
+            mask_rows: Vec::new(),
+            mask_words: Vec::new(),
         })
     }
 
@@ -273,14 +278,37 @@ impl CudaBackend {
         self.sample_rows.clear();
         self.sample_params.clear();
         let in_chunk = |row: usize| (c0..c1).contains(&row);
-        for &(_, row, params) in self.inputs.device_rows.iter().filter(|d| in_chunk(d.1)) {
+        self.mask_rows.clear();
+        self.mask_words.clear();
+        let words = vocab.div_ceil(32);
+        for (_, row, params) in self.inputs.device_rows.iter().filter(|d| in_chunk(d.1)) {
             self.sample_rows.push((row - c0) as i32);
             self.sample_params.push(params.into());
+            if let Some(mask) = &params.mask {
+                // Waits for the mask job still computing it (the forward is already queued).
+                // A failed constraint leaves nothing allowed: the commit ends that request.
+                self.mask_rows.push((row - c0) as i32);
+                let at = self.mask_words.len();
+                self.mask_words.resize(at + words, 0);
+                let dst = &mut self.mask_words[at..];
+                let _ = mask.with_words(|w| {
+                    let n = w.len().min(words);
+                    dst[..n].copy_from_slice(&w[..n]);
+                });
+            }
         }
         let n = self.sample_rows.len();
         if n > 0 {
             upload(stream, self.ws.sample_rows, &self.sample_rows)?;
             upload(stream, self.ws.sample_params, &self.sample_params)?;
+            if !self.mask_rows.is_empty() {
+                upload(stream, self.ws.mask_rows, &self.mask_rows)?;
+                upload(stream, self.ws.mask_words, &self.mask_words)?;
+                let (logits, rows, masks) = (self.ws.logits, self.ws.mask_rows, self.ws.mask_words);
+                let masked = self.mask_rows.len();
+                self.kernels
+                    .apply_token_mask(logits, rows, masks, vocab, masked)?;
+            }
             self.kernels.sample(&SampleArgs {
                 logits: self.ws.logits,
                 rows: self.ws.sample_rows,
@@ -371,6 +399,10 @@ impl Backend for CudaBackend {
     }
 
     fn can_sample(&self) -> bool {
+        true
+    }
+
+    fn can_sample_masked(&self) -> bool {
         true
     }
 

@@ -111,7 +111,7 @@ impl StepInputs {
         }
         let num_tokens = pad_to.unwrap_or(base).max(base);
         let num_decodes = num_tokens - base + self.decodes.len();
-        let sampled = |i: usize| sampling.get(i).copied().flatten();
+        let sampled = |i: usize| sampling.get(i).cloned().flatten();
         let num_logit_rows = match pad_to {
             Some(_) => num_tokens,
             None => batch.iter().map(|s| rows_of(s).len()).sum(),

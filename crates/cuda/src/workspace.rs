@@ -46,6 +46,9 @@ pub struct Workspace {
     pub sample_params: DevicePtr,
     pub sampled: DevicePtr,
     pub sample_partials: DevicePtr,
+    /// i32 [logit rows] and u32 [logit rows, ceil(vocab / 32)]: constrained rows' token masks.
+    pub mask_rows: DevicePtr,
+    pub mask_words: DevicePtr,
 }
 
 impl Workspace {
@@ -77,6 +80,8 @@ impl Workspace {
         let sample_params = l.take(cap.logit_rows * std::mem::size_of::<SampleParams>());
         let sampled = l.take(cap.logit_rows * 4);
         let sample_partials = l.take(Kernels::sample_partials_len(cap.logit_rows, c.vocab_size));
+        let mask_rows = l.take(cap.logit_rows * 4);
+        let mask_words = l.take(cap.logit_rows * c.vocab_size.div_ceil(32) * 4);
         let buf = DeviceBuffer::new(stream, l.bytes())?;
         Ok(Workspace {
             x: buf.at(x),
@@ -94,6 +99,8 @@ impl Workspace {
             sample_params: buf.at(sample_params),
             sampled: buf.at(sampled),
             sample_partials: buf.at(sample_partials),
+            mask_rows: buf.at(mask_rows),
+            mask_words: buf.at(mask_words),
             cap,
             buf,
         })

@@ -218,3 +218,82 @@ fn top_k_and_top_p_draws_follow_the_renormalised_softmax() {
         "top-p 0.8 (keeps {keep}): chi-square {stat:.1} >= 16.3 (<= 3 dof)"
     );
 }
+
+/// Structured outputs on the device: `apply_token_mask` then the sampling kernels never give
+/// a token the mask forbids. Each row allows a random tenth of a 150,001-token vocabulary (its
+/// unmasked argmax always forbidden); greedy rows take the argmax over the allowed tokens (the
+/// host oracle), and 2,000 temperature / top-k / top-p / min-p draws land on allowed tokens only.
+#[test]
+fn masked_rows_only_ever_give_allowed_tokens() {
+    let Some(ctx) = gpu("sampling masked") else {
+        return;
+    };
+    let mut r = rng(23);
+    let (vocab, num_rows) = (150_001usize, 4usize);
+    let words = vocab.div_ceil(32);
+    let logits = random(&mut r, num_rows * vocab, 8.0);
+    let mut masks = vec![0u32; num_rows * words];
+    let mut allowed = vec![vec![false; vocab]; num_rows];
+    for row in 0..num_rows {
+        let top = ferrite_engine::sampler::argmax(&logits[row * vocab..(row + 1) * vocab]);
+        for t in 0..vocab {
+            let keep = random(&mut r, 1, 1.0)[0] > 0.8 && t != top as usize;
+            if keep {
+                allowed[row][t] = true;
+                masks[row * words + t / 32] |= 1 << (t % 32);
+            }
+        }
+    }
+    let rows: Vec<i32> = (0..num_rows as i32).collect();
+    let mask_params = |temperature, top_k, top_p, min_p, counter| SampleParams {
+        temperature,
+        top_k,
+        top_p,
+        min_p,
+        seed: 99,
+        counter,
+    };
+    let mut draws = 0;
+    for (t, k, p, m) in [
+        (0.0, 0, 1.0, 0.0),
+        (1.0, 0, 1.0, 0.0),
+        (0.7, 50, 1.0, 0.0),
+        (1.3, 0, 0.9, 0.0),
+        (1.0, 0, 1.0, 0.05),
+    ] {
+        for counter in 0..(if t == 0.0 { 1 } else { 100 }) {
+            // The mask writes -inf into the logits: a fresh copy each launch.
+            let (ld, rd, md) = (dev(&ctx, &logits), dev(&ctx, &rows), dev(&ctx, &masks));
+            ctx.kernels
+                .apply_token_mask(ld.ptr(), rd.ptr(), md.ptr(), vocab, num_rows)
+                .unwrap();
+            let masked = read_f32(&ctx, &ld, num_rows * vocab);
+            let params: Vec<SampleParams> = rows
+                .iter()
+                .map(|_| mask_params(t, k, p, m, counter))
+                .collect();
+            let got = sample(&ctx, &masked, vocab, &rows, &params);
+            for (row, &token) in got.iter().enumerate() {
+                assert!(
+                    allowed[row][token as usize],
+                    "row {row} (T {t}, top-k {k}, top-p {p}, min-p {m}): token {token} is masked"
+                );
+                if t == 0.0 {
+                    let best = (0..vocab)
+                        .filter(|&i| allowed[row][i])
+                        .max_by(|&a, &b| {
+                            let (x, y) = (logits[row * vocab + a], logits[row * vocab + b]);
+                            x.total_cmp(&y).then(b.cmp(&a))
+                        })
+                        .unwrap();
+                    assert_eq!(
+                        token as usize, best,
+                        "row {row}: greedy over the allowed tokens"
+                    );
+                }
+                draws += 1;
+            }
+        }
+    }
+    println!("masked sampling: {draws} draws, every one allowed by its row's mask");
+}

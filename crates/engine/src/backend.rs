@@ -5,6 +5,8 @@
 
 use thiserror::Error;
 
+use crate::constraint::DeviceMask;
+
 #[derive(Debug, Error)]
 #[error("backend: {0}")]
 pub struct BackendError(pub String);
@@ -100,7 +102,7 @@ impl ForwardOutput {
 /// How a backend that samples on its own device picks one sequence's next token (see
 /// [`Backend::forward_sampled`]). The engine delegates only what needs no host state: requests
 /// with penalties or logprobs keep sampling on the host from a logits row.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DeviceSampling {
     /// Below 1e-5: greedy (argmax, ties to the lowest id), as the host sampler.
     pub temperature: f32,
@@ -115,6 +117,9 @@ pub struct DeviceSampling {
     /// Tokens the request has generated so far: each step draws a fresh stream, and the same
     /// (seed, counter) gives the same token whatever else shares the step.
     pub counter: u64,
+    /// A constrained sequence's allowed tokens: every other token must be impossible to
+    /// sample. Only for backends that say [`Backend::can_sample_masked`].
+    pub mask: Option<DeviceMask>,
 }
 
 /// A step in which the backend sampled some sequences itself.
@@ -145,6 +150,12 @@ pub trait Backend: Send {
     /// Whether [`Backend::forward_sampled`] is available. A backend that samples on its device
     /// sends token ids, not vocabulary-wide logits rows, back to the host.
     fn can_sample(&self) -> bool {
+        false
+    }
+
+    /// Whether [`Backend::forward_sampled`] honours [`DeviceSampling::mask`] (constrained
+    /// sequences are sampled on the host otherwise).
+    fn can_sample_masked(&self) -> bool {
         false
     }
 

@@ -123,7 +123,10 @@ fn sample_next(
             Ok(token) => token,
             Err(e) => return constraint_failed(sequence, e),
         },
-        Next::Sampled(token) => token,
+        Next::Sampled(token) => match check_device_token(sequence, token) {
+            Ok(()) => token,
+            Err(e) => return constraint_failed(sequence, e),
+        },
     };
     // Logprobs are never delegated to the backend, so a request that wants them has a row.
     let logprobs = match (sequence.params.logprobs, next) {
@@ -179,6 +182,21 @@ fn sample_logits(
     constraint.with_next_mask(logits.len(), &end_ids, |mask| {
         sampler.sample_masked(logits, mask, params, prompt, output, parts.rng)
     })
+}
+
+/// A token the backend sampled under a constraint's mask must be one that mask allows (the
+/// same mask, left prepared by the backend): checked, so that a backend fault can never
+/// emit a token outside the grammar.
+fn check_device_token(sequence: &mut Sequence, token: u32) -> Result<(), ConstraintError> {
+    let Some(constraint) = &mut sequence.constraint else {
+        return Ok(());
+    };
+    match constraint.prepared_allows(token)? {
+        true => Ok(()),
+        false => Err(ConstraintError(format!(
+            "the backend sampled token {token}, which the constraint forbids"
+        ))),
+    }
 }
 
 /// The ids that end a sequence with `params`: the model's EOS (unless ignored) and its stop ids.

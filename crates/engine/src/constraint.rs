@@ -3,8 +3,11 @@
 //! (`Sampler::sample_masked`), so a disallowed token can never be sampled. The engine owns
 //! the trait; what implements it (a grammar engine such as llguidance) lives with the server.
 //!
-//! Constrained sequences are always sampled on the host (never delegated to the device) and
-//! never decoded speculatively for now: drafts would need checking against the grammar.
+//! A backend that samples on its device (CUDA) takes the mask as a [`DeviceMask`]: it waits for
+//! the mask only after the forward pass is enqueued, uploads its words and forbids the other
+//! tokens before its sampling kernel runs; the commit then checks the token against the same
+//! mask. Constrained sequences are never decoded speculatively for now: drafts would need
+//! checking against the grammar.
 
 mod token_mask;
 
@@ -131,6 +134,18 @@ impl ConstraintState {
         Ok(f(&shared.mask))
     }
 
+    /// Whether the mask a [`DeviceMask`] left prepared for this position allows `token` (the
+    /// end tokens included where the constraint may end).
+    pub fn prepared_allows(&mut self, token: u32) -> Result<bool, ConstraintError> {
+        let mut shared = self.shared.lock().map_err(poisoned)?;
+        match shared.prepared.take() {
+            Some(prepared) => prepared.map(|()| shared.mask.is_allowed(token)),
+            None => Err(ConstraintError(
+                "no mask was prepared for a token sampled on the device".into(),
+            )),
+        }
+    }
+
     pub fn accept(&mut self, token: u32) -> Result<(), ConstraintError> {
         let mut shared = self.shared.lock().map_err(poisoned)?;
         shared.prepared = None;
@@ -141,6 +156,15 @@ impl ConstraintState {
         self.shared
             .lock()
             .map_or(true, |shared| shared.live.is_finished())
+    }
+
+    /// The next mask for a backend that samples on its device.
+    pub fn device_mask(&self, vocab_size: usize, end_ids: Vec<u32>) -> DeviceMask {
+        DeviceMask {
+            shared: Arc::clone(&self.shared),
+            vocab_size,
+            end_ids: end_ids.into(),
+        }
     }
 
     /// A job that computes the next mask (for [`Self::with_next_mask`]) wherever it runs.
@@ -166,6 +190,47 @@ impl MaskJob {
             let result = shared.compute(self.vocab_size, &self.end_ids);
             shared.prepared = Some(result);
         }
+    }
+}
+
+/// The next mask of a sequence its backend samples on the device: the backend reads the
+/// words (waiting for a [`MaskJob`] still computing them, or computing them itself) and leaves
+/// them prepared, so that the commit checks the device's token against the same mask.
+#[derive(Clone)]
+pub struct DeviceMask {
+    shared: Arc<Mutex<Shared>>,
+    vocab_size: usize,
+    end_ids: Arc<[u32]>,
+}
+
+impl DeviceMask {
+    /// Calls `f` with the mask's words (bit `t % 32` of word `t / 32`: token `t` allowed, the
+    /// sequence's end tokens included where the constraint may end), or fails as the
+    /// constraint did.
+    pub fn with_words<R>(&self, f: impl FnOnce(&[u32]) -> R) -> Result<R, ConstraintError> {
+        let mut shared = self.shared.lock().map_err(poisoned)?;
+        if shared.prepared.is_none() {
+            let computed = shared.compute(self.vocab_size, &self.end_ids);
+            shared.prepared = Some(computed);
+        }
+        match &shared.prepared {
+            Some(Err(e)) => Err(e.clone()),
+            _ => Ok(f(shared.mask.words())),
+        }
+    }
+}
+
+impl fmt::Debug for DeviceMask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceMask")
+            .field("vocab_size", &self.vocab_size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for DeviceMask {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
     }
 }
 

@@ -143,7 +143,12 @@ impl EngineCore {
             self.draft(&mut plan);
             let draft_done = Instant::now();
             // After drafting: chunks that score drafts need their logits on the host.
-            let sampling = device_sampling(self.backend.as_ref(), &plan, self.scheduler.running());
+            let sampling = device_sampling(
+                self.backend.as_ref(),
+                &plan,
+                self.scheduler.running(),
+                &self.eos_token_ids,
+            );
             let vocab_size = self.backend.vocab_size();
             let masks = mask_prefetch::due_jobs(
                 &plan,

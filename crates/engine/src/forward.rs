@@ -6,22 +6,24 @@ use std::panic::AssertUnwindSafe;
 use crate::backend::{
     Backend, BackendError, DeviceSampling, LogitsRequest, SampledOutput, SeqBatch,
 };
-use crate::commit::num_rows;
+use crate::commit::{end_token_ids, num_rows};
 use crate::sampler::has_penalties;
 use crate::scheduler::StepPlan;
 use crate::sequence::Sequence;
 
 /// Which sequences of the plan the backend samples itself: those whose next token is due
-/// and needs no host state (no penalties, no logprobs, no constraint's mask). Empty when the
-/// backend cannot.
+/// and needs no host state (no penalties, no logprobs; a constraint's mask only where the
+/// backend applies masks). Empty when the backend cannot.
 pub fn device_sampling(
     backend: &dyn Backend,
     plan: &StepPlan,
     running: &[Sequence],
+    eos_token_ids: &[u32],
 ) -> Vec<Option<DeviceSampling>> {
     if !backend.can_sample() {
         return Vec::new();
     }
+    let masks = backend.can_sample_masked();
     plan.chunks
         .iter()
         .map(|chunk| {
@@ -30,7 +32,12 @@ pub fn device_sampling(
             let delegable = chunk.logits == LogitsRequest::Last
                 && !has_penalties(params)
                 && params.logprobs.is_none()
-                && params.constraint.is_none();
+                && (masks || sequence.constraint.is_none());
+            let mask = || {
+                let constraint = sequence.constraint.as_ref()?;
+                let end_ids = end_token_ids(params, eos_token_ids);
+                Some(constraint.device_mask(backend.vocab_size(), end_ids))
+            };
             delegable.then(|| DeviceSampling {
                 temperature: params.temperature,
                 top_k: params.top_k.min(u32::MAX as usize) as u32,
@@ -38,6 +45,7 @@ pub fn device_sampling(
                 min_p: params.min_p,
                 seed: sequence.device_seed,
                 counter: sequence.output().len() as u64,
+                mask: mask(),
             })
         })
         .collect()

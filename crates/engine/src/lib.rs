@@ -34,7 +34,8 @@ pub use backend::{
 };
 pub use config::{EngineConfig, SpecOptions, MAX_SPEC_TOKENS};
 pub use constraint::{
-    Constraint, ConstraintError, ConstraintFactory, ConstraintState, TokenConstraint, TokenMask,
+    Constraint, ConstraintError, ConstraintFactory, ConstraintState, DeviceMask, TokenConstraint,
+    TokenMask,
 };
 pub use engine_loop::EngineCore;
 pub use error::EngineError;

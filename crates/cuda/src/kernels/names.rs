@@ -22,6 +22,7 @@ pub(super) const NAMES: &[&str] = &[
     "attention_prefill_hd256",
     "sample_partial",
     "sample_tokens",
+    "apply_token_mask",
     "dummy_fill_bf16",
     "dummy_fill_f32",
 ];

@@ -27,8 +27,8 @@ pub struct SampleParams {
     pub counter: u64,
 }
 
-impl From<DeviceSampling> for SampleParams {
-    fn from(s: DeviceSampling) -> Self {
+impl From<&DeviceSampling> for SampleParams {
+    fn from(s: &DeviceSampling) -> Self {
         SampleParams {
             temperature: s.temperature,
             top_p: s.top_p,
@@ -88,6 +88,30 @@ impl Kernels {
             .ptr(part_i)
             .usize(chunks);
         self.launch("sample_tokens", grid1(n, SAMPLE_THREADS), args)
+    }
+
+    /// Forbids, in logits rows `rows[0..n]`, every token whose bit is clear in the row's mask
+    /// (`masks`: u32 [n, ceil(vocab / 32)], bit t % 32 of word t / 32 for token t).
+    pub fn apply_token_mask(
+        &self,
+        logits: DevicePtr,
+        rows: DevicePtr,
+        masks: DevicePtr,
+        vocab: usize,
+        n: usize,
+    ) -> anyhow::Result<()> {
+        // apply_token_mask(logits, rows, masks, vocab, words)
+        let args = Args::new()
+            .ptr(logits)
+            .ptr(rows)
+            .ptr(masks)
+            .usize(vocab)
+            .usize(vocab.div_ceil(32));
+        let shape = Shape {
+            grid: (vocab.div_ceil(256) as u32, n as u32, 1),
+            block: 256,
+        };
+        self.launch("apply_token_mask", shape, args)
     }
 
     /// Bytes of chunk winners `sample` needs for `n` rows.

@@ -9,6 +9,7 @@ fn sampling(seed: u64) -> Option<DeviceSampling> {
         min_p: 0.0,
         seed,
         counter: 0,
+        mask: None,
     })
 }
 

@@ -50,6 +50,11 @@ impl TokenMask {
             && self.words[token as usize / 32] & (1 << (token % 32)) != 0
     }
 
+    /// The words: bit `t % 32` of word `t / 32` is token `t`.
+    pub fn words(&self) -> &[u32] {
+        &self.words
+    }
+
     /// The words, for a constraint that fills the mask wholesale. Bits past `vocab_size` in
     /// the last word are ignored.
     pub fn words_mut(&mut self) -> &mut [u32] {

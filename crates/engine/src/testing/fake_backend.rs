@@ -30,6 +30,10 @@ pub struct FakeBackend {
     pub salt: u64,
     /// Offer `forward_sampled` (a device that samples by [`device_pick`]).
     pub samples_on_device: bool,
+    /// Honour [`DeviceSampling::mask`] (`can_sample_masked`).
+    pub samples_masked: bool,
+    /// Claim to honour masks but sample as if there were none (a faulty device).
+    pub ignores_masks: bool,
     /// The `sampling` argument of every `forward_sampled` call.
     pub sampling_log: Arc<Mutex<Vec<Vec<Option<DeviceSampling>>>>>,
     calls: usize,
@@ -47,6 +51,8 @@ impl FakeBackend {
             delay: None,
             salt: 0,
             samples_on_device: false,
+            samples_masked: false,
+            ignores_masks: false,
             sampling_log: Arc::default(),
             calls: 0,
         }
@@ -97,12 +103,19 @@ pub fn expected_greedy(prompt: &[u32], max_tokens: usize, eos: &[u32]) -> Vec<u3
 }
 
 /// The token the fake device samples from `logits` with `params`: the argmax when greedy,
-/// otherwise a hash of (seed, counter), so a test can predict every draw.
+/// otherwise a hash of (seed, counter) picking among the tokens not at -inf (all of them but
+/// under a mask), so a test can predict every draw.
 pub fn device_pick(logits: &[f32], params: &DeviceSampling) -> u32 {
     if params.temperature < 1e-5 {
-        crate::sampler::argmax(logits)
-    } else {
-        (mix(params.seed ^ mix(params.counter)) % VOCAB as u64) as u32
+        return crate::sampler::argmax(logits);
+    }
+    let open: Vec<u32> = (0..logits.len() as u32)
+        .filter(|&t| logits[t as usize] > f32::NEG_INFINITY)
+        .collect();
+    let hash = mix(params.seed ^ mix(params.counter));
+    match open.len() {
+        0 => (hash % VOCAB as u64) as u32,
+        n => open[(hash % n as u64) as usize],
     }
 }
 
@@ -191,6 +204,10 @@ impl Backend for FakeBackend {
         self.samples_on_device
     }
 
+    fn can_sample_masked(&self) -> bool {
+        self.samples_masked
+    }
+
     fn forward_sampled(
         &mut self,
         batch: &[SeqBatch<'_>],
@@ -219,7 +236,17 @@ impl Backend for FakeBackend {
             };
             match params {
                 Some(p) if seq.logits == LogitsRequest::Last => {
-                    out.tokens.push(Some(device_pick(all.row(row), p)));
+                    let mut logits = all.row(row).to_vec();
+                    if let (Some(mask), false) = (&p.mask, self.ignores_masks) {
+                        // A failed constraint leaves nothing allowed: the commit ends it.
+                        let words = mask.with_words(<[u32]>::to_vec).unwrap_or_default();
+                        for (t, l) in logits.iter_mut().enumerate() {
+                            if words.get(t / 32).is_none_or(|w| w & (1 << (t % 32)) == 0) {
+                                *l = f32::NEG_INFINITY;
+                            }
+                        }
+                    }
+                    out.tokens.push(Some(device_pick(&logits, p)));
                 }
                 Some(_) => {
                     return Err(BackendError(

@@ -4,6 +4,7 @@
 use crate::backend::DeviceSampling;
 use crate::request::{FinishReason, SamplingParams};
 use crate::testing::fake_backend::{device_pick, expected_greedy, FakeBackend};
+use crate::testing::fake_constraint::FakeGrammar;
 use crate::testing::harness::{greedy, request, Harness, Setup};
 
 fn device_harness() -> Harness {
@@ -40,6 +41,7 @@ fn expected_seeded(params: &SamplingParams) -> Vec<u32> {
                 min_p: params.min_p,
                 seed: params.seed.unwrap(),
                 counter,
+                mask: None,
             };
             device_pick(&[0.0; crate::testing::fake_backend::VOCAB], &p)
         })
@@ -118,11 +120,11 @@ fn penalties_and_logprobs_stay_on_the_host() {
     for step in log.iter() {
         assert_eq!(step.len(), 3);
         assert!(step[0].is_none() && step[1].is_none(), "{step:?}");
-        let delegated = step[2].expect("plain greedy request is delegated");
+        let delegated = step[2].as_ref().expect("plain greedy request is delegated");
         assert_eq!(delegated.temperature, 0.0);
     }
     // The counter is the number of tokens generated before the draw.
-    let counters: Vec<u64> = log.iter().map(|s| s[2].unwrap().counter).collect();
+    let counters: Vec<u64> = log.iter().map(|s| s[2].as_ref().unwrap().counter).collect();
     assert_eq!(counters, vec![0, 1, 2, 3]);
     drop(log);
     assert_eq!(h.received[&1].logprobs.len(), 4);
@@ -159,4 +161,81 @@ fn eos_sampled_on_the_device_stops_the_request() {
     h.run_to_completion();
     assert_eq!(h.received[&1].tokens, expected_greedy(&p, 6, &[eos]));
     assert_eq!(h.received[&1].finish, Some(FinishReason::Stop));
+}
+
+fn masking_harness(
+    ignores_masks: bool,
+) -> (
+    Harness,
+    std::sync::Arc<std::sync::Mutex<Vec<Vec<Option<DeviceSampling>>>>>,
+) {
+    let mut backend = FakeBackend::new(4096);
+    backend.samples_on_device = true;
+    backend.samples_masked = true;
+    backend.ignores_masks = ignores_masks;
+    let log = backend.sampling_log.clone();
+    (
+        Harness::with_backend(Setup::default(), vec![], backend),
+        log,
+    )
+}
+
+#[test]
+fn constrained_sequences_are_sampled_on_a_masking_device_within_the_grammar() {
+    let (mut h, log) = masking_harness(false);
+    let grammar = FakeGrammar::new(3, 100, 6);
+    for (id, params) in [(1, greedy(20)), (2, seeded(9, 20))] {
+        let params = SamplingParams {
+            constraint: Some(grammar.constraint()),
+            ..params
+        };
+        h.add(request(id, prompt(12, id as u32), params));
+    }
+    h.run_to_completion();
+    for id in [1, 2] {
+        let got = &h.received[&id];
+        assert_eq!(got.tokens.len(), 6, "id {id}: finished by the grammar");
+        assert_eq!(got.finish, Some(FinishReason::Stop));
+        for (i, &t) in got.tokens.iter().enumerate() {
+            assert!(
+                grammar.allows(i, t),
+                "id {id}: token {t} at {i} is outside the grammar"
+            );
+        }
+    }
+    let log = log.lock().unwrap();
+    assert!(
+        log.iter().flatten().flatten().any(|s| s.mask.is_some()),
+        "constrained requests went to the device with their masks"
+    );
+}
+
+#[test]
+fn a_device_that_ignores_the_mask_cannot_emit_a_forbidden_token() {
+    let (mut h, _) = masking_harness(true);
+    let grammar = FakeGrammar::new(7, 100, 12);
+    for id in 1..=4u64 {
+        let params = SamplingParams {
+            constraint: Some(grammar.constraint()),
+            ..seeded(id, 12)
+        };
+        h.add(request(id, prompt(12, id as u32), params));
+    }
+    h.run_to_completion();
+    let mut cut_short = 0;
+    for id in 1..=4u64 {
+        let got = &h.received[&id];
+        for (i, &t) in got.tokens.iter().enumerate() {
+            assert!(
+                grammar.allows(i, t),
+                "id {id}: token {t} at {i} is outside the grammar"
+            );
+        }
+        cut_short += usize::from(got.tokens.len() < 12);
+        assert_eq!(got.finish, Some(FinishReason::Stop));
+    }
+    assert!(
+        cut_short > 0,
+        "unmasked draws (1 in 7 allowed) must have been caught"
+    );
 }

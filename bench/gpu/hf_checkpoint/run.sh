@@ -36,6 +36,29 @@ t1 = time.time()
 body = json.loads(urllib.request.urlopen(req, timeout=60).read())
 print(f"RESULT {label}: start to serving {ready:.2f} s; first completion {time.time() - t1:.3f} s, "
       f"{body['usage']['completion_tokens']} tokens, finish {body['choices'][0]['finish_reason']}")
+# Structured outputs sampled on the GPU (random weights: only the grammar makes this JSON).
+schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10},
+          "count": {"type": "integer"}, "ok": {"type": "boolean"}},
+          "required": ["name", "count", "ok"], "additionalProperties": False}
+for temperature in (0, 1.0):
+    req = urllib.request.Request(base + "/v1/chat/completions", method="POST",
+        data=json.dumps({"messages": [{"role": "user", "content": "A record, please."}],
+                         "max_tokens": 200, "temperature": temperature, "seed": 3, "n": 4,
+                         "response_format": {"type": "json_schema",
+                                             "json_schema": {"name": "r", "schema": schema}}}).encode(),
+        headers={"Content-Type": "application/json"})
+    out = json.loads(urllib.request.urlopen(req, timeout=120).read())
+    verdicts = []
+    for c in out["choices"]:
+        try:
+            v = json.loads(c["message"]["content"])
+            good = set(v) == {"name", "count", "ok"} and isinstance(v["count"], int) \
+                and isinstance(v["ok"], bool) and isinstance(v["name"], str) and len(v["name"]) <= 10
+        except Exception:
+            good = False
+        verdicts.append(good)
+    print(f"RESULT {label}: json_schema on the GPU, T={temperature}: {sum(verdicts)}/{len(verdicts)} valid "
+          f"(finish {[c['finish_reason'] for c in out['choices']]}); first: {out['choices'][0]['message']['content']!r}")
 PY
   kill $pid; wait $pid 2>/dev/null
   grep -E "loaded|captured|listening|seconds" "$OUT/serve-$label.log" | sed 's/\x1b\[[0-9;]*m//g' | tail -8

@@ -4,8 +4,10 @@
 transformers builds its tokenizer from the GGUF metadata on its own (AutoTokenizer with
 gguf_file=...), which makes it an independent oracle for ferrite's GGUF tokenizer.
 
-Usage: /work/refenv/bin/python scripts/make_tokenizer_fixtures.py
-Writes fixtures/tokenizer/{smollm2,qwen2.5-coder-0.5b}.json.
+Usage: /work/venv-fixtures/bin/python scripts/make_tokenizer_fixtures.py [name ...]
+Writes fixtures/tokenizer/{smollm2,qwen2.5-coder-0.5b,gemma3-270m}.json (the names given, or all).
+gemma3-270m (a sentencepiece vocabulary, `tokenizer.ggml.model = llama`) was made with
+transformers 5.25.0.
 """
 import json
 import os
@@ -19,6 +21,7 @@ OUT = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "tokenizer"
 FILES = {
     "smollm2": "SmolLM2-135M-Instruct.Q4_1.gguf",
     "qwen2.5-coder-0.5b": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    "gemma3-270m": "gemma-3-270m-q4_k_m.gguf",
 }
 
 TEXTS = [
@@ -42,12 +45,20 @@ TEXTS = [
     "x" * 300,
     "https://example.com/path?query=1&b=2#frag user@mail.org",
     "Mixed123abc456 ABC_def-ghi.jkl",
+    "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n",
+    "  two leading spaces,  two inside and a tab\there  ",
+    "\u00a0nbsp\u2009thin space and a lone \u2581 lower one eighth block",
 ]
 
 
 def main():
+    import sys
+
     OUT.mkdir(parents=True, exist_ok=True)
+    wanted = sys.argv[1:] or list(FILES)
     for name, file in FILES.items():
+        if name not in wanted:
+            continue
         tok = AutoTokenizer.from_pretrained(str(MODELS), gguf_file=file)
         cases = []
         for text in TEXTS:

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 pub const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 pub const QWEN_05B: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
+pub const GEMMA3_270M: &str = "gemma-3-270m-q4_k_m.gguf";
 
 pub fn models_dir() -> PathBuf {
     match std::env::var_os("FERRITE_MODELS") {

@@ -203,4 +203,20 @@ impl Metadata {
             })
             .collect()
     }
+
+    /// An array of numbers (sentencepiece scores).
+    pub fn f32_array(&self, key: &str) -> Result<Vec<f32>, GgufError> {
+        let v = self.require(key)?;
+        let items = v
+            .as_array()
+            .ok_or_else(|| Self::wrong_type(key, "array of numbers", v))?;
+        items
+            .iter()
+            .map(|item| {
+                item.as_f64()
+                    .map(|x| x as f32)
+                    .ok_or_else(|| Self::wrong_type(key, "array of numbers", item))
+            })
+            .collect()
+    }
 }

@@ -1,11 +1,14 @@
 //! The tokenizer a model comes with, from GGUF metadata or a Hugging Face `tokenizer.json`, with
 //! what the server needs besides the ids: the chat template and the stop tokens.
 
+mod gguf;
 mod gguf_bpe;
+mod gguf_spm;
 mod hf_files;
 mod synthetic;
 
-pub use gguf_bpe::{byte_to_char_table, tokenizer_from_gguf, GgufTokenizer, GgufTokenizerError};
+pub use gguf::{tokenizer_from_gguf, GgufTokenizer, GgufTokenizerError};
+pub use gguf_bpe::byte_to_char_table;
 pub use hf_files::{tokenizer_from_hf_dir, HfTokenizerError};
 pub use synthetic::{synthetic_byte_tokenizer, SYNTHETIC_VOCAB};
 

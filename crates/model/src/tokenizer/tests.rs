@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::gguf::GgufFile;
-use crate::testing::{model_path, repo_root, QWEN_05B, SMOLLM2};
+use crate::testing::{model_path, repo_root, GEMMA3_270M, QWEN_05B, SMOLLM2};
 
 fn fixture(name: &str) -> serde_json::Value {
     let path = repo_root().join(format!("fixtures/tokenizer/{name}.json"));
@@ -92,6 +92,23 @@ fn qwen_matches_transformers() {
         .as_deref()
         .is_some_and(|s| s.contains("<|im_start|>")));
     assert_eq!(t.eos_token_ids, vec![151645, 151643]);
+}
+
+/// A sentencepiece vocabulary (`tokenizer.ggml.model = llama`), Gemma's flavour: merges
+/// recovered from 262,144 tokens in file order, `▁` for spaces, byte fallback, bos added.
+#[test]
+fn gemma3_sentencepiece_matches_transformers() {
+    let started = std::time::Instant::now();
+    let t = check_against_transformers(GEMMA3_270M, "gemma3-270m");
+    println!(
+        "gemma3 tokenizer built and checked in {:?}",
+        started.elapsed()
+    );
+    assert!(t.add_bos_token);
+    // The base model's file has no chat template.
+    assert!(t.chat_template.is_none());
+    // eos <eos> (1), then <end_of_turn> (106), which ends a chat turn.
+    assert_eq!(t.eos_token_ids, vec![1, 106]);
 }
 
 #[test]

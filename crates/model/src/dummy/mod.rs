@@ -124,7 +124,11 @@ pub fn tensor_inits(config: &ModelConfig, seed: u64) -> Vec<TensorInit> {
         offset,
     };
     let matrix = |name: String, rows, cols| init(name, vec![rows, cols], MATRIX_SCALE, 0.0);
-    let norm_of = |name: String, len: usize| init(name, vec![len], NORM_SCALE, 1.0);
+    // Norm scales come out near 1 as the model uses them: a family that stores `w` for a scale
+    // of `1 + w` (gemma) gets `w` near 0, as its real checkpoints have. Scales near 2 would
+    // double every normalised activation, an ill-conditioned model no real one resembles.
+    let stored_norm = 1.0 - config.block.norm_weight_offset;
+    let norm_of = |name: String, len: usize| init(name, vec![len], NORM_SCALE, stored_norm);
     let norm = |name: String| norm_of(name, hidden);
     let mut out = vec![matrix(
         "token_embd.weight".into(),

@@ -11,7 +11,7 @@ import jsonschema
 import openai
 import pytest
 
-from conftest import API_KEY, MODEL_NAME, QWEN_NAME, metric
+from conftest import API_KEY, MODEL_NAME, QWEN_NAME, Server, metric
 
 WEATHER_PARAMS = {"type": "object", "properties": {"city": {"type": "string", "description": "The city name"}},
                   "required": ["city"]}
@@ -217,6 +217,34 @@ def test_a_client_that_disconnects_mid_stream_is_aborted(server, http):
         time.sleep(0.05)
     assert metric(http, "ferrite:num_requests_running") == 0
     assert server.alive()
+
+
+# --- reasoning ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def r1_client(tmp_path_factory):
+    """SmolLM2 read as DeepSeek-R1 output: no </think> ever comes, so everything is reasoning."""
+    s = Server(["--reasoning-parser", "deepseek_r1"], tmp_path_factory.mktemp("r1"), "r1-responses")
+    yield openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    s.stop()
+
+
+def test_reasoning_is_a_reasoning_item_streamed_and_not(r1_client):
+    kw = dict(model=MODEL_NAME, input=ASK, temperature=0, max_output_tokens=12)
+    r = r1_client.responses.create(**kw)
+    [item] = r.output
+    assert item.type == "reasoning" and item.id.startswith("rs_") and item.status == "incomplete"
+    assert item.summary == [] and [c.type for c in item.content] == ["reasoning_text"]
+    assert item.content[0].text.strip() and r.output_text == ""
+    # Every generated token came before any answer: all of them are reasoning.
+    assert r.usage.output_tokens_details.reasoning_tokens == r.usage.output_tokens == 12
+    chat = r1_client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": ASK}],
+                                             temperature=0, max_tokens=12)
+    assert chat.choices[0].message.model_extra["reasoning_content"] == item.content[0].text
+    events = list(r1_client.responses.create(stream=True, **kw))
+    final = check_stream(events)
+    joined = "".join(e.delta for e in events if e.type == "response.reasoning_text.delta")
+    assert joined == final.output[0].content[0].text == item.content[0].text
 
 
 # --- what a stateless server refuses -----------------------------------------------------------

@@ -20,6 +20,7 @@ pub mod openai;
 pub mod reasoning;
 pub mod request_log;
 pub mod request_tracker;
+pub mod responses;
 mod routes;
 pub mod state;
 pub mod stop_strings;
@@ -106,6 +107,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     let api = Router::new()
         .route("/v1/completions", post(routes::completions::completions))
         .route("/v1/chat/completions", post(routes::chat::chat_completions))
+        .route("/v1/responses", post(routes::responses::create_response))
         .route("/v1/models", get(routes::info::models))
         .route("/tokenize", post(routes::info::tokenize))
         .route("/detokenize", post(routes::info::detokenize))

@@ -5,6 +5,7 @@ pub mod chat;
 mod chat_stream;
 pub mod completions;
 pub mod info;
+pub mod responses;
 
 use axum::http::{StatusCode, Uri};
 

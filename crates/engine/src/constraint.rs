@@ -6,8 +6,8 @@
 //! A backend that samples on its device (CUDA) takes the mask as a [`DeviceMask`]: it waits for
 //! the mask only after the forward pass is enqueued, uploads its words and forbids the other
 //! tokens before its sampling kernel runs; the commit then checks the token against the same
-//! mask. Constrained sequences are never decoded speculatively for now: drafts would need
-//! checking against the grammar.
+//! mask. Drafts of a constrained sequence are verified against the grammar's masks
+//! (`speculative::constrained`).
 
 mod token_mask;
 

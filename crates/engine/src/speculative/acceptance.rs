@@ -1,10 +1,12 @@
 //! The commit of a chunk that scored drafts: verify them against the target's rows, then
-//! emit the accepted drafts and the token after them, up to a finish.
+//! emit the accepted drafts and the token after them, up to a finish (an end token, the
+//! length, or, under a constraint, the grammar's completion).
 
+use super::constrained::GrammarProgress;
 use super::speculation::Speculation;
 use super::verify::Verdict;
 use crate::backend::ForwardOutput;
-use crate::request::EngineOutput;
+use crate::request::{EngineOutput, FinishReason};
 use crate::sampler::{token_logprob, Sampler};
 use crate::scheduler::ChunkOutcome;
 use crate::sequence::Sequence;
@@ -20,8 +22,8 @@ pub fn accept_drafts(
     eos_token_ids: &[u32],
     max_model_len: usize,
 ) -> (ChunkOutcome, EngineOutput) {
-    let verdict = match speculation {
-        Some(speculation) => speculation.verify(sequence, forward, first_row),
+    let (verdict, grammar) = match speculation {
+        Some(speculation) => speculation.verify(sequence, forward, first_row, eos_token_ids),
         // Unreachable in practice (drafts only come from a speculation); rejecting them all
         // and sampling from the first row is still exact.
         None => {
@@ -36,9 +38,19 @@ pub fn accept_drafts(
                 &rest[..output_len],
                 parts.rng,
             );
-            Verdict { accepted: 0, next }
+            (Verdict { accepted: 0, next }, GrammarProgress::default())
         }
     };
+    if let Some(error) = grammar.failed {
+        // An unconstrained token would break the promise that the output matches.
+        tracing::warn!("request {}: {error}; ending it", sequence.id);
+        let outcome = ChunkOutcome {
+            accepted_drafts: 0,
+            next_token: None,
+            finished: true,
+        };
+        return (outcome, sequence.final_output(FinishReason::Stop));
+    }
     let verified = sequence.num_verified();
     let accepted = &sequence.tokens()[verified..verified + verdict.accepted];
     let mut emitted: Vec<u32> = accepted.to_vec();
@@ -59,6 +71,22 @@ pub fn accept_drafts(
                 .push(token_logprob(forward.row(first_row + j), token, top_n));
         }
         output.finish = sequence.finish_reason(token, j + 1, eos_token_ids, max_model_len);
+        if j < verdict.accepted && grammar.finished_after == Some(j) {
+            output.finish = Some(FinishReason::Stop);
+        }
+        // The grammar took the accepted drafts during verification; the token after them it
+        // takes now (never an end token, which it does not see).
+        let after_drafts = j == verdict.accepted && output.finish != Some(FinishReason::Stop);
+        if let (true, Some(constraint)) = (after_drafts, sequence.constraint.as_mut()) {
+            match constraint.accept(token) {
+                Ok(()) if constraint.is_finished() => output.finish = Some(FinishReason::Stop),
+                Ok(()) => {}
+                Err(e) => {
+                    tracing::warn!("request {}: {e}; ending it", sequence.id);
+                    output.finish = Some(FinishReason::Stop);
+                }
+            }
+        }
         if output.finish.is_some() {
             output.speculation = sequence.spec.summary();
             break;

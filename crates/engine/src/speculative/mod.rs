@@ -2,6 +2,7 @@
 //! one forward pass, keeping its output distribution exactly.
 
 pub mod acceptance;
+pub mod constrained;
 pub mod draft_model;
 pub mod ngram;
 pub mod policy;

@@ -4,10 +4,12 @@
 
 use std::time::Instant;
 
+use super::constrained::{ConstrainedRows, GrammarProgress};
 use super::policy::SpecPolicy;
 use super::proposer::{DraftRequest, Drafts, Proposer};
 use super::verify::{verify_greedy, verify_sampled, Verdict};
 use crate::backend::{BackendError, ForwardOutput};
+use crate::commit::end_token_ids;
 use crate::distribution::Distribution;
 use crate::request::RequestId;
 use crate::sampler::{is_greedy, Sampler};
@@ -162,12 +164,8 @@ impl Speculation {
             .filter(|c| {
                 let s = &running[c.index];
                 // A prompt's last token is not drafted after: its first output carries the
-                // prompt's facts, which only plain sampling sends. Constrained sequences are not
-                // drafted for: drafts would need checking against the grammar (not done yet).
-                is_decode(c, s)
-                    && s.params.allow_speculation
-                    && s.params.constraint.is_none()
-                    && s.prompt_info_sent()
+                // prompt's facts, which only plain sampling sends.
+                is_decode(c, s) && s.params.allow_speculation && s.prompt_info_sent()
             })
             .map(|c| c.index)
             .collect();
@@ -232,13 +230,16 @@ impl Speculation {
     }
 
     /// After the target pass: which drafts of `sequence` (whose chunk's rows start at
-    /// `first_row`) the target keeps, and the token after them.
+    /// `first_row`) the target keeps, and the token after them; under a constraint, the target
+    /// rows are masked by the grammar, which takes the kept drafts as it goes
+    /// ([`ConstrainedRows`]), and what it made of them.
     pub fn verify(
         &mut self,
         sequence: &mut Sequence,
         forward: &ForwardOutput,
         first_row: usize,
-    ) -> Verdict {
+        eos_token_ids: &[u32],
+    ) -> (Verdict, GrammarProgress) {
         let q = self
             .pending
             .iter()
@@ -251,11 +252,13 @@ impl Speculation {
         let (prompt, rest) = parts.prompt_and_rest();
         let (params, rng) = (parts.params, parts.rng);
         let drafts = &rest[output_before..];
+        let end_ids = end_token_ids(params, eos_token_ids);
+        let mut rows = ConstrainedRows::new(parts.constraint, drafts, end_ids, forward, first_row);
         let sampler = &mut self.sampler;
         let verdict = if is_greedy(params) || q.len() != n {
             verify_greedy(drafts, |j| {
                 let output = &rest[..output_before + j];
-                sampler.sample(forward.row(first_row + j), params, prompt, output, rng)
+                sampler.sample(&rows.row(j), params, prompt, output, rng)
             })
         } else {
             verify_sampled(
@@ -263,13 +266,14 @@ impl Speculation {
                 &q,
                 |j| {
                     let output = &rest[..output_before + j];
-                    sampler.distribution(forward.row(first_row + j), params, prompt, output)
+                    sampler.distribution(&rows.row(j), params, prompt, output)
                 },
                 rng,
             )
         };
+        let progress = rows.progress;
         self.record(sequence, n, verdict.accepted);
-        verdict
+        (verdict, progress)
     }
 
     fn record(&mut self, sequence: &mut Sequence, drafted: usize, accepted: usize) {

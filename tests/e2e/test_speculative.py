@@ -1,6 +1,8 @@
 """Speculative decoding through the server: greedy answers are the same text as without it
-(n-gram and draft-model proposers), a request can opt out, and /metrics carries vLLM's
-spec_decode_* counters."""
+(n-gram and draft-model proposers), structured outputs included (drafts checked against the
+grammar), a request can opt out, and /metrics carries vLLM's spec_decode_* counters."""
+
+import json
 
 from concurrent.futures import ThreadPoolExecutor
 
@@ -18,13 +20,19 @@ PROMPTS = [
 ]
 
 
-def answers(server: Server, extra=None):
+RECORD = {"type": "object", "properties": {
+    "name": {"type": "string", "maxLength": 20}, "planets": {"type": "array", "maxItems": 4,
+    "items": {"enum": ["Mercury", "Venus", "Earth", "Mars"]}}, "count": {"type": "integer", "minimum": 0, "maximum": 99}},
+    "required": ["name", "planets", "count"], "additionalProperties": False}
+
+
+def answers(server: Server, extra=None, max_tokens=48):
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="none", max_retries=0, timeout=120)
 
     def ask(prompt):
         r = client.chat.completions.create(
             model=MODEL_NAME, messages=[{"role": "user", "content": prompt}],
-            temperature=0, max_tokens=48, extra_body=extra or {},
+            temperature=0, max_tokens=max_tokens, extra_body=extra or {},
         )
         return r.choices[0].message.content
 
@@ -78,3 +86,16 @@ def test_a_request_can_opt_out(plain, speculative):
 
 def test_plain_servers_export_no_spec_counters(plain):
     assert "spec_decode" not in httpx.get(plain.url + "/metrics").text
+
+
+def test_structured_answers_are_the_same_with_drafts(plain, speculative):
+    schema = {"response_format": {"type": "json_schema",
+                                  "json_schema": {"name": "record", "schema": RECORD}}}
+    before = counter(speculative, "ferrite:spec_decode_num_draft_tokens_total")
+    got = answers(speculative, schema, max_tokens=120)
+    assert got == answers(plain, schema, max_tokens=120)
+    for text in got:
+        value = json.loads(text)
+        assert set(value) == {"name", "planets", "count"}
+    # The grammar-constrained requests were drafted for.
+    assert counter(speculative, "ferrite:spec_decode_num_draft_tokens_total") > before

@@ -78,6 +78,17 @@ impl<'a> ConstrainedRows<'a> {
             }
             self.taken += 1;
         }
+        if self.progress.finished_after.is_some() {
+            // The request ends at that draft; a complete grammar computes no further masks.
+            // Only the end tokens remain possible here.
+            let ends = |t: usize| self.end_ids.contains(&(t as u32));
+            return Cow::Owned(
+                row.iter()
+                    .enumerate()
+                    .map(|(t, &l)| if ends(t) { l } else { f32::NEG_INFINITY })
+                    .collect(),
+            );
+        }
         let masked = constraint.with_next_mask(row.len(), &self.end_ids, |mask| {
             row.iter()
                 .enumerate()

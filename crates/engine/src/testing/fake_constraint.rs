@@ -56,6 +56,10 @@ impl ConstraintFactory for FakeGrammar {
 
 impl TokenConstraint for FakeState {
     fn allowed(&mut self, mask: &mut TokenMask) -> Result<(), ConstraintError> {
+        // As llguidance: a complete grammar computes no more masks.
+        if self.is_finished() {
+            return Err(ConstraintError("mask asked of a finished grammar".into()));
+        }
         let thread = std::thread::current().id();
         self.grammar.mask_threads.lock().unwrap().push(thread);
         for t in 0..mask.vocab_size() as u32 {

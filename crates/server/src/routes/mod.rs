@@ -5,6 +5,8 @@ pub mod chat;
 mod chat_stream;
 pub mod completions;
 pub mod info;
+pub mod messages;
+mod messages_stream;
 
 use axum::http::{StatusCode, Uri};
 

@@ -37,10 +37,17 @@ pub struct ErrorInfo {
 }
 
 impl ErrorInfo {
+    /// Anthropic's body has no `param`: the message names the field when it does not already.
     pub fn of(e: &ApiError) -> Self {
+        let message = match &e.param {
+            Some(param) if !e.message.contains(param.as_str()) => {
+                format!("{param}: {}", e.message)
+            }
+            _ => e.message.clone(),
+        };
         Self {
             kind: error_type(e.status),
-            message: e.message.clone(),
+            message,
         }
     }
 }
@@ -99,6 +106,11 @@ mod tests {
                 kind: "invalid_request_error",
                 message: "max_tokens is required".into()
             }
+        );
+        let unnamed = ApiError::invalid_param("messages", "a final assistant message");
+        assert_eq!(
+            ErrorInfo::of(&unnamed).message,
+            "messages: a final assistant message"
         );
         assert_eq!(
             ErrorInfo::of(&ApiError::unauthorized()).kind,

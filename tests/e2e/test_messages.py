@@ -12,7 +12,7 @@ import jsonschema
 import openai
 import pytest
 
-from conftest import API_KEY, MODEL_NAME, QWEN_NAME, metric
+from conftest import API_KEY, MODEL_NAME, QWEN_NAME, Server, metric
 
 # The client (2.x) has no `temperature` argument any more; the API field is still Anthropic's.
 GREEDY = {"temperature": 0}
@@ -230,6 +230,31 @@ def test_a_client_that_disconnects_mid_stream_is_aborted(claude, http):
     while time.time() < deadline and metric(http, "ferrite:num_requests_running") != 0:
         time.sleep(0.05)
     assert metric(http, "ferrite:num_requests_running") == 0
+
+
+# --- reasoning ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def r1_claude(tmp_path_factory):
+    """SmolLM2 read as DeepSeek-R1 output: no </think> ever comes, so everything is reasoning."""
+    s = Server(["--reasoning-parser", "deepseek_r1"], tmp_path_factory.mktemp("r1m"), "r1m")
+    yield anthropic.Anthropic(base_url=s.url, api_key="unused", max_retries=0, timeout=120)
+    s.stop()
+
+
+def test_reasoning_is_a_thinking_block_streamed_and_not(r1_claude):
+    kw = dict(model=MODEL_NAME, max_tokens=12, extra_body=GREEDY,
+              messages=[{"role": "user", "content": "Tell me a long story."}])
+    whole = r1_claude.messages.create(**kw)
+    assert [b.type for b in whole.content] == ["thinking"] and whole.content[0].thinking.strip()
+    assert whole.stop_reason == "max_tokens"
+    thinking = []
+    with r1_claude.messages.stream(**kw) as stream:
+        for event in stream:
+            if event.type == "content_block_delta":
+                assert event.delta.type == "thinking_delta"
+                thinking.append(event.delta.thinking)
+    assert "".join(thinking) == whole.content[0].thinking
 
 
 # --- errors -------------------------------------------------------------------------------------

@@ -31,14 +31,14 @@ impl BlockBuilder {
                 let index = self.ensure_open(OpenBlock::Thinking, out);
                 out.push(StreamEvent::ContentBlockDelta {
                     index,
-                    delta: BlockDelta::ThinkingDelta { thinking },
+                    delta: BlockDelta::Thinking { thinking },
                 });
             }
             OutputEvent::Content(text) if !text.is_empty() => {
                 let index = self.ensure_open(OpenBlock::Text, out);
                 out.push(StreamEvent::ContentBlockDelta {
                     index,
-                    delta: BlockDelta::TextDelta { text },
+                    delta: BlockDelta::Text { text },
                 });
             }
             OutputEvent::ToolCall(call) => {
@@ -54,7 +54,7 @@ impl BlockBuilder {
                 );
                 out.push(StreamEvent::ContentBlockDelta {
                     index,
-                    delta: BlockDelta::InputJsonDelta {
+                    delta: BlockDelta::InputJson {
                         partial_json: call.arguments,
                     },
                 });
@@ -129,16 +129,16 @@ pub fn assemble(events: &[StreamEvent]) -> Vec<ContentBlock> {
             }
             StreamEvent::ContentBlockDelta { index, delta } => {
                 match (blocks.get_mut(*index), delta) {
-                    (Some(ContentBlock::Text { text }), BlockDelta::TextDelta { text: t }) => {
+                    (Some(ContentBlock::Text { text }), BlockDelta::Text { text: t }) => {
                         text.push_str(t)
                     }
                     (
                         Some(ContentBlock::Thinking { thinking, .. }),
-                        BlockDelta::ThinkingDelta { thinking: t },
+                        BlockDelta::Thinking { thinking: t },
                     ) => thinking.push_str(t),
                     (
                         Some(ContentBlock::ToolUse { .. }),
-                        BlockDelta::InputJsonDelta { partial_json },
+                        BlockDelta::InputJson { partial_json },
                     ) => {
                         if let Some(j) = json.get_mut(*index) {
                             j.push_str(partial_json)

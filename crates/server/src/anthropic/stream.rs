@@ -52,18 +52,15 @@ impl StreamEvent {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type")]
 pub enum BlockDelta {
-    TextDelta {
-        text: String,
-    },
-    ThinkingDelta {
-        thinking: String,
-    },
+    #[serde(rename = "text_delta")]
+    Text { text: String },
+    #[serde(rename = "thinking_delta")]
+    Thinking { thinking: String },
     /// A piece of a tool call's input as JSON text; the pieces of a block join into its input.
-    InputJsonDelta {
-        partial_json: String,
-    },
+    #[serde(rename = "input_json_delta")]
+    InputJson { partial_json: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -89,7 +86,7 @@ mod tests {
         let events = [
             StreamEvent::ContentBlockDelta {
                 index: 1,
-                delta: BlockDelta::InputJsonDelta {
+                delta: BlockDelta::InputJson {
                     partial_json: "{\"a\"".into(),
                 },
             },

@@ -4,6 +4,7 @@
 //! Threads: tokio runs HTTP; tokenizer workers render and tokenize; the engine's scheduler
 //! thread runs the model; the detokenizer thread turns its outputs into text for the requests.
 
+mod anthropic;
 mod assistant_output;
 mod auth;
 pub mod chat_template;
@@ -108,6 +109,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/completions", post(routes::completions::completions))
         .route("/v1/chat/completions", post(routes::chat::chat_completions))
         .route("/v1/responses", post(routes::responses::create_response))
+        .route("/v1/messages", post(routes::messages::create_message))
+        .route(
+            "/v1/messages/count_tokens",
+            post(routes::messages::count_tokens),
+        )
         .route("/v1/models", get(routes::info::models))
         .route("/tokenize", post(routes::info::tokenize))
         .route("/detokenize", post(routes::info::detokenize))

@@ -6,6 +6,8 @@ mod chat_stream;
 pub mod completions;
 pub mod info;
 pub mod responses;
+pub mod messages;
+mod messages_stream;
 
 use axum::http::{StatusCode, Uri};
 

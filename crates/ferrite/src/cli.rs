@@ -1,4 +1,4 @@
-//! Command-line interface: `ferrite serve`, `generate`, `bench` and `bench-model`.
+//! Command-line interface: `ferrite serve`, `run-batch`, `generate`, `bench` and `bench-model`.
 
 use std::path::PathBuf;
 
@@ -22,6 +22,9 @@ pub struct Cli {
 pub enum Command {
     /// Serve a model over the OpenAI HTTP API.
     Serve(ServeArgs),
+    /// Run a file of requests in the OpenAI Batch format through the engine, in-process (no
+    /// HTTP server), writing one result line per request; resumable.
+    RunBatch(crate::run_batch::RunBatchArgs),
     /// Generate one completion and print it as it is produced.
     Generate(GenerateArgs),
     /// Load-test an OpenAI-compatible server (ferrite, llama-server, vLLM, SGLang) and report

@@ -8,15 +8,13 @@ mod output;
 mod pipeline;
 mod resume;
 
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use clap::Args;
 use ferrite_server::{MetricNames, RequestLogConfig, ServerConfig};
 
-use crate::cli::{EngineArgs, ReasoningParserArg, ToolCallParserArg};
+use crate::cli::RunBatchArgs;
 use crate::engine_setup::start_engine;
 use crate::serve;
 use input::Classifier;
@@ -28,50 +26,6 @@ pub const LOG_FILTER: &str = "info,ferrite_server::request_log=warn";
 
 /// Lines read ahead of the requests in flight.
 const READ_AHEAD: usize = 64;
-
-/// `ferrite run-batch`: the model and engine flags are those of `ferrite serve`.
-#[derive(Debug, Args)]
-pub struct RunBatchArgs {
-    /// The requests, one JSON object a line: {"custom_id": "...", "method": "POST", "url":
-    /// "/v1/chat/completions" (or "/v1/completions", or another POST route of `ferrite
-    /// serve`), "body": {...the request, without stream: true...}}.
-    #[arg(short = 'i', long)]
-    pub input: PathBuf,
-    /// The results, one JSON object a line, in the order requests finish: {"id", "custom_id",
-    /// "response": {"status_code", "request_id", "body"}, "error": null}, or "response": null
-    /// and an "error" {"code", "message", "param", "line"} for a line that could not be sent.
-    /// An existing file is resumed: lines it holds results for are skipped, the others
-    /// appended.
-    #[arg(short = 'o', long)]
-    pub output: PathBuf,
-    /// Requests in flight at most [default: twice --max-num-seqs, so that a sequence slot the
-    /// engine frees is taken at once by a request already tokenized].
-    #[arg(long)]
-    pub max_concurrency: Option<usize>,
-    /// A GGUF file, a Hugging Face model directory, or a hub id [default: SmolLM2-135M-Instruct,
-    /// fetched on first use]. With --load-format dummy: a preset name or a config.json.
-    pub model: Option<String>,
-    /// The model, as a flag (instead of the positional MODEL).
-    #[arg(long = "model", id = "model_flag", conflicts_with = "model")]
-    pub model_flag: Option<String>,
-    /// The name request bodies may give in `model`; another is answered 404, as `ferrite serve`
-    /// answers it [default: the model file's name].
-    #[arg(long)]
-    pub served_model_name: Option<String>,
-    /// Threads that render chat templates and tokenize prompts.
-    #[arg(long, default_value_t = 2)]
-    pub tokenizer_workers: usize,
-    /// How tool calls are read from the model's output, as `ferrite serve
-    /// --tool-call-parser` [default: detected from the chat template].
-    #[arg(long, value_enum)]
-    pub tool_call_parser: Option<ToolCallParserArg>,
-    /// How reasoning is split from the answer, as `ferrite serve --reasoning-parser`
-    /// [default: detected from the chat template].
-    #[arg(long, value_enum)]
-    pub reasoning_parser: Option<ReasoningParserArg>,
-    #[command(flatten)]
-    pub engine: EngineArgs,
-}
 
 pub fn run(args: RunBatchArgs) -> anyhow::Result<()> {
     let max_concurrency = args.max_concurrency.unwrap_or(2 * args.engine.max_num_seqs);

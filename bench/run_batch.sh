@@ -60,7 +60,8 @@ PY
 
 run_batch_once() {  # prints run-batch's output tokens/s
     rm -f "$OUT_DIR/results.jsonl"
-    "$BIN" run-batch "$MODEL" -i "$OUT_DIR/requests.jsonl" -o "$OUT_DIR/results.jsonl" \
+    /usr/bin/time -f "%U %S" -o "$OUT_DIR/run_batch.cpu" \
+        "$BIN" run-batch "$MODEL" -i "$OUT_DIR/requests.jsonl" -o "$OUT_DIR/results.jsonl" \
         --served-model-name "$NAME" "${engine_args[@]}" "${run_batch_args[@]}" \
         2> "$OUT_DIR/run_batch.log" > "$OUT_DIR/run_batch.txt"
     sed 's/^/   /' "$OUT_DIR/run_batch.txt" >&2
@@ -86,9 +87,13 @@ serve_bench_once() {  # prints bench's output tokens/s
         kill -0 $server 2>/dev/null || { cat "$OUT_DIR/serve.log" >&2; exit 1; }
         sleep 0.2
     done
-    "$BIN" bench --url "http://127.0.0.1:$PORT" --endpoint completions --workload replay \
+    /usr/bin/time -f "%U %S" -o "$OUT_DIR/bench.cpu" "$BIN" bench --url "http://127.0.0.1:$PORT" --endpoint completions --workload replay \
         --dataset "$OUT_DIR/dataset.jsonl" --num-requests "$N" --max-duration 3600 \
         --no-progress --output "$OUT_DIR/bench.json" > "$OUT_DIR/bench.txt"
+    # The server's CPU seconds (model loading included, as run-batch's are), before it exits.
+    read -r -a stat < "/proc/$server/stat"
+    awk -v u="${stat[13]}" -v s="${stat[14]}" -v hz="$(getconf CLK_TCK)" \
+        'BEGIN {print u / hz, s / hz}' > "$OUT_DIR/serve.cpu"
     kill $server
     wait $server 2>/dev/null || true
     trap - EXIT
@@ -108,7 +113,11 @@ for round in $(seq 1 "$ROUNDS"); do
     batch_all+=("$(run_batch_once)")
     echo "-- ferrite serve + ferrite bench: $N requests"
     bench_all+=("$(serve_bench_once)")
-    echo "-- output tok/s: run-batch ${batch_all[-1]}, bench ${bench_all[-1]}"
+    cpu_batch=$(awk '{print $1 + $2}' "$OUT_DIR/run_batch.cpu")
+    cpu_served=$(awk '{s += $1 + $2} END {print s}' "$OUT_DIR/serve.cpu" "$OUT_DIR/bench.cpu")
+    echo "-- output tok/s: run-batch ${batch_all[-1]}, bench ${bench_all[-1]}; CPU seconds" \
+        "(a measure the machine's other load disturbs less): run-batch $cpu_batch," \
+        "serve + bench $cpu_served"
 done
 echo "== load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "${batch_all[*]}" "${bench_all[*]}" <<'PY'

@@ -1,4 +1,4 @@
-//! Command-line interface: `ferrite serve`, `generate`, `bench` and `bench-model`.
+//! Command-line interface: `ferrite serve`, `run-batch`, `generate`, `bench` and `bench-model`.
 
 use std::path::PathBuf;
 
@@ -22,6 +22,9 @@ pub struct Cli {
 pub enum Command {
     /// Serve a model over the OpenAI HTTP API.
     Serve(ServeArgs),
+    /// Run a file of requests in the OpenAI Batch format through the engine, in-process (no
+    /// HTTP server), writing one result line per request; resumable.
+    RunBatch(RunBatchArgs),
     /// Generate one completion and print it as it is produced.
     Generate(GenerateArgs),
     /// Load-test an OpenAI-compatible server (ferrite, llama-server, vLLM, SGLang) and report
@@ -213,6 +216,50 @@ pub struct ServeArgs {
     /// (<think>...</think> when the model opens it), `deepseek_r1` (the answer starts inside
     /// the reasoning, </think> ends it), `none` (all text is content). [default: detected from
     /// the chat template]
+    #[arg(long, value_enum)]
+    pub reasoning_parser: Option<ReasoningParserArg>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// `ferrite run-batch`: the model and engine flags are those of `ferrite serve`.
+#[derive(Debug, Args)]
+pub struct RunBatchArgs {
+    /// The requests, one JSON object a line: {"custom_id": "...", "method": "POST", "url":
+    /// "/v1/chat/completions" (or "/v1/completions", or another POST route of `ferrite
+    /// serve`), "body": {...the request, without stream: true...}}.
+    #[arg(short = 'i', long)]
+    pub input: PathBuf,
+    /// The results, one JSON object a line, in the order requests finish: {"id", "custom_id",
+    /// "response": {"status_code", "request_id", "body"}, "error": null}, or "response": null
+    /// and an "error" {"code", "message", "param", "line"} for a line that could not be sent.
+    /// An existing file is resumed: lines it holds results for are skipped, the others
+    /// appended.
+    #[arg(short = 'o', long)]
+    pub output: PathBuf,
+    /// Requests in flight at most [default: twice --max-num-seqs, so that a sequence slot the
+    /// engine frees is taken at once by a request already tokenized].
+    #[arg(long)]
+    pub max_concurrency: Option<usize>,
+    /// A GGUF file, a Hugging Face model directory, or a hub id [default: SmolLM2-135M-Instruct,
+    /// fetched on first use]. With --load-format dummy: a preset name or a config.json.
+    pub model: Option<String>,
+    /// The model, as a flag (instead of the positional MODEL).
+    #[arg(long = "model", id = "model_flag", conflicts_with = "model")]
+    pub model_flag: Option<String>,
+    /// The name request bodies may give in `model`; another is answered 404, as `ferrite serve`
+    /// answers it [default: the model file's name].
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// Threads that render chat templates and tokenize prompts.
+    #[arg(long, default_value_t = 2)]
+    pub tokenizer_workers: usize,
+    /// How tool calls are read from the model's output, as `ferrite serve
+    /// --tool-call-parser` [default: detected from the chat template].
+    #[arg(long, value_enum)]
+    pub tool_call_parser: Option<ToolCallParserArg>,
+    /// How reasoning is split from the answer, as `ferrite serve --reasoning-parser`
+    /// [default: detected from the chat template].
     #[arg(long, value_enum)]
     pub reasoning_parser: Option<ReasoningParserArg>,
     #[command(flatten)]

@@ -6,9 +6,10 @@ use tracing_subscriber::EnvFilter;
 
 use crate::cli::LogFormat;
 
-/// `RUST_LOG` filters as usual (default `info`).
-pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+/// `RUST_LOG` filters as usual (default `default_filter`, in its syntax).
+pub fn init(format: LogFormat, default_filter: &str) {
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

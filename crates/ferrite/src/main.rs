@@ -9,21 +9,24 @@ mod engine_setup;
 mod generate;
 mod logging;
 mod model_source;
+mod run_batch;
 mod serve;
 
 use clap::Parser;
 
 fn main() -> anyhow::Result<()> {
     let cli = cli::Cli::parse();
-    let log_format = match &cli.command {
-        cli::Command::Serve(args) => args.log_format,
+    let (log_format, log_filter) = match &cli.command {
+        cli::Command::Serve(args) => (args.log_format, "info"),
+        cli::Command::RunBatch(_) => (cli::LogFormat::Text, run_batch::LOG_FILTER),
         cli::Command::Generate(_) | cli::Command::Bench(_) | cli::Command::BenchModel(_) => {
-            cli::LogFormat::Text
+            (cli::LogFormat::Text, "info")
         }
     };
-    logging::init(log_format);
+    logging::init(log_format, log_filter);
     match cli.command {
         cli::Command::Serve(args) => serve::run(args),
+        cli::Command::RunBatch(args) => run_batch::run(args),
         cli::Command::Generate(args) => generate::run(args),
         cli::Command::Bench(args) => bench::run(args),
         cli::Command::BenchModel(args) => bench_model::run(args),

@@ -7,29 +7,17 @@ use ferrite_server::{
     MetricNames, ParserChoice, RequestLogConfig, SamplingDefaults, ServerConfig, TextModel,
 };
 
-use crate::cli::{LoadFormat, MetricsNamesArg, ReasoningParserArg, ServeArgs, ToolCallParserArg};
+use crate::cli::{
+    EngineArgs, LoadFormat, MetricsNamesArg, ReasoningParserArg, ServeArgs, ToolCallParserArg,
+};
 use crate::engine_setup::start_engine;
-use crate::model_source;
+use crate::model_source::{self, LoadedModel};
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let spec = args.model.as_deref().or(args.model_flag.as_deref());
-    let mut model = match args.engine.load_format {
-        LoadFormat::Auto => model_source::load(spec, args.engine.revision.as_deref())?,
-        LoadFormat::Dummy => model_source::load_dummy(
-            spec.ok_or_else(|| {
-                anyhow::anyhow!("--load-format dummy needs --model PRESET|config.json")
-            })?,
-            args.engine.dummy_seed,
-            args.engine.tokenizer.as_deref(),
-        )?,
-    };
+    let mut model = load_model(spec, &args.engine)?;
     let engine = start_engine(&mut model, &args.engine)?;
-    let text = TextModel {
-        tokenizer: model.tokenizer.tokenizer.clone(),
-        chat_template: model.tokenizer.chat_template.clone(),
-        bos_token: model.tokenizer.bos_token.clone(),
-        eos_token: model.tokenizer.eos_token.clone(),
-    };
+    let text = text_model(&model);
     let sampling_defaults = sampling_defaults(&model.generation);
     let config = ServerConfig {
         host: args.host,
@@ -48,19 +36,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             token_ids: args.log_token_ids,
             prompts: args.log_prompts,
         },
-        tool_call_parser: match args.tool_call_parser {
-            None => ParserChoice::Detect,
-            Some(ToolCallParserArg::None) => ParserChoice::Off,
-            Some(ToolCallParserArg::Hermes) => ParserChoice::Use(ToolCallFormat::Hermes),
-            Some(ToolCallParserArg::Llama3Json) => ParserChoice::Use(ToolCallFormat::Llama3Json),
-            Some(ToolCallParserArg::Mistral) => ParserChoice::Use(ToolCallFormat::Mistral),
-        },
-        reasoning_parser: match args.reasoning_parser {
-            None => ParserChoice::Detect,
-            Some(ReasoningParserArg::None) => ParserChoice::Off,
-            Some(ReasoningParserArg::Qwen3) => ParserChoice::Use(ReasoningFormat::Qwen3),
-            Some(ReasoningParserArg::DeepseekR1) => ParserChoice::Use(ReasoningFormat::DeepseekR1),
-        },
+        tool_call_parser: tool_call_parser(args.tool_call_parser),
+        reasoning_parser: reasoning_parser(args.reasoning_parser),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -74,10 +51,53 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     ))
 }
 
+/// The model the flags name, with its tokenizer (`ferrite serve` and `run-batch`).
+pub fn load_model(spec: Option<&str>, engine: &EngineArgs) -> anyhow::Result<LoadedModel> {
+    match engine.load_format {
+        LoadFormat::Auto => model_source::load(spec, engine.revision.as_deref()),
+        LoadFormat::Dummy => model_source::load_dummy(
+            spec.ok_or_else(|| {
+                anyhow::anyhow!("--load-format dummy needs --model PRESET|config.json")
+            })?,
+            engine.dummy_seed,
+            engine.tokenizer.as_deref(),
+        ),
+    }
+}
+
+/// What the server needs of the model besides the engine: tokenizer and chat template.
+pub fn text_model(model: &LoadedModel) -> TextModel {
+    TextModel {
+        tokenizer: model.tokenizer.tokenizer.clone(),
+        chat_template: model.tokenizer.chat_template.clone(),
+        bos_token: model.tokenizer.bos_token.clone(),
+        eos_token: model.tokenizer.eos_token.clone(),
+    }
+}
+
+pub fn tool_call_parser(arg: Option<ToolCallParserArg>) -> ParserChoice<ToolCallFormat> {
+    match arg {
+        None => ParserChoice::Detect,
+        Some(ToolCallParserArg::None) => ParserChoice::Off,
+        Some(ToolCallParserArg::Hermes) => ParserChoice::Use(ToolCallFormat::Hermes),
+        Some(ToolCallParserArg::Llama3Json) => ParserChoice::Use(ToolCallFormat::Llama3Json),
+        Some(ToolCallParserArg::Mistral) => ParserChoice::Use(ToolCallFormat::Mistral),
+    }
+}
+
+pub fn reasoning_parser(arg: Option<ReasoningParserArg>) -> ParserChoice<ReasoningFormat> {
+    match arg {
+        None => ParserChoice::Detect,
+        Some(ReasoningParserArg::None) => ParserChoice::Off,
+        Some(ReasoningParserArg::Qwen3) => ParserChoice::Use(ReasoningFormat::Qwen3),
+        Some(ReasoningParserArg::DeepseekR1) => ParserChoice::Use(ReasoningFormat::DeepseekR1),
+    }
+}
+
 /// The model's generation_config.json values as request defaults, field by field, as vLLM's
 /// default `--generation-config auto` applies them (whatever `do_sample` says); OpenAI's
 /// defaults for the rest.
-fn sampling_defaults(generation: &GenerationDefaults) -> SamplingDefaults {
+pub fn sampling_defaults(generation: &GenerationDefaults) -> SamplingDefaults {
     let openai = SamplingDefaults::default();
     let defaults = SamplingDefaults {
         temperature: generation.temperature.unwrap_or(openai.temperature),

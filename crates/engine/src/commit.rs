@@ -4,7 +4,7 @@
 
 use crate::backend::{ForwardOutput, LogitsRequest, SampledOutput};
 use crate::constraint::ConstraintError;
-use crate::request::{EngineOutput, FinishReason, SamplingParams};
+use crate::request::{EngineOutput, FinishReason};
 use crate::sampler::{token_logprob, Sampler};
 use crate::scheduler::{ChunkOutcome, ScheduledChunk, Scheduler, StepPlan};
 use crate::sequence::Sequence;
@@ -178,7 +178,7 @@ fn sample_logits(
     let Some(constraint) = parts.constraint else {
         return Ok(sampler.sample(logits, params, prompt, output, parts.rng));
     };
-    let end_ids = end_token_ids(params, eos_token_ids);
+    let end_ids = params.end_token_ids(eos_token_ids);
     constraint.with_next_mask(logits.len(), &end_ids, |mask| {
         sampler.sample_masked(logits, mask, params, prompt, output, parts.rng)
     })
@@ -197,12 +197,6 @@ fn check_device_token(sequence: &mut Sequence, token: u32) -> Result<(), Constra
             "the backend sampled token {token}, which the constraint forbids"
         ))),
     }
-}
-
-/// The ids that end a sequence with `params`: the model's EOS (unless ignored) and its stop ids.
-pub fn end_token_ids(params: &SamplingParams, eos_token_ids: &[u32]) -> Vec<u32> {
-    let eos = eos_token_ids.iter().filter(|_| !params.ignore_eos);
-    eos.chain(&params.stop_token_ids).copied().collect()
 }
 
 /// A constraint that fails (or allows nothing) ends its request without a token: an

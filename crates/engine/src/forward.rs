@@ -6,7 +6,7 @@ use std::panic::AssertUnwindSafe;
 use crate::backend::{
     Backend, BackendError, DeviceSampling, LogitsRequest, SampledOutput, SeqBatch,
 };
-use crate::commit::{end_token_ids, num_rows};
+use crate::commit::num_rows;
 use crate::sampler::has_penalties;
 use crate::scheduler::StepPlan;
 use crate::sequence::Sequence;
@@ -35,7 +35,7 @@ pub fn device_sampling(
                 && (masks || sequence.constraint.is_none());
             let mask = || {
                 let constraint = sequence.constraint.as_ref()?;
-                let end_ids = end_token_ids(params, eos_token_ids);
+                let end_ids = params.end_token_ids(eos_token_ids);
                 Some(constraint.device_mask(backend.vocab_size(), end_ids))
             };
             delegable.then(|| DeviceSampling {

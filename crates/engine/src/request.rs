@@ -44,6 +44,15 @@ pub struct SamplingParams {
     pub constraint: Option<Constraint>,
 }
 
+impl SamplingParams {
+    /// The ids that end a sequence with these params: the model's EOS (unless ignored) and
+    /// the stop ids.
+    pub fn end_token_ids(&self, eos_token_ids: &[u32]) -> Vec<u32> {
+        let eos = eos_token_ids.iter().filter(|_| !self.ignore_eos);
+        eos.chain(&self.stop_token_ids).copied().collect()
+    }
+}
+
 impl Default for SamplingParams {
     fn default() -> Self {
         Self {

@@ -4,7 +4,6 @@
 
 use std::thread::{Scope, ScopedJoinHandle};
 
-use crate::commit::end_token_ids;
 use crate::constraint::MaskJob;
 use crate::scheduler::StepPlan;
 use crate::sequence::Sequence;
@@ -25,7 +24,7 @@ pub fn due_jobs(
             let sequence = &running[chunk.index];
             let samples = chunk.drafts == 0 && chunk.start + chunk.len == sequence.tokens().len();
             let constraint = sequence.constraint.as_ref().filter(|_| samples)?;
-            let end_ids = end_token_ids(&sequence.params, eos_token_ids);
+            let end_ids = sequence.params.end_token_ids(eos_token_ids);
             Some(constraint.mask_job(vocab_size, end_ids))
         })
         .collect()

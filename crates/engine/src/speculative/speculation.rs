@@ -9,7 +9,6 @@ use super::policy::SpecPolicy;
 use super::proposer::{DraftRequest, Drafts, Proposer};
 use super::verify::{verify_greedy, verify_sampled, Verdict};
 use crate::backend::{BackendError, ForwardOutput};
-use crate::commit::end_token_ids;
 use crate::distribution::Distribution;
 use crate::request::RequestId;
 use crate::sampler::{is_greedy, Sampler};
@@ -252,7 +251,7 @@ impl Speculation {
         let (prompt, rest) = parts.prompt_and_rest();
         let (params, rng) = (parts.params, parts.rng);
         let drafts = &rest[output_before..];
-        let end_ids = end_token_ids(params, eos_token_ids);
+        let end_ids = params.end_token_ids(eos_token_ids);
         let mut rows = ConstrainedRows::new(parts.constraint, drafts, end_ids, forward, first_row);
         let sampler = &mut self.sampler;
         let verdict = if is_greedy(params) || q.len() != n {

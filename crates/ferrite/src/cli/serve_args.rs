@@ -1,0 +1,137 @@
+//! The flags of `ferrite serve` and `ferrite run-batch`.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use super::EngineArgs;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// A GGUF file, a Hugging Face model directory, or a hub id [default: SmolLM2-135M-Instruct,
+    /// fetched on first use]. With --load-format dummy: a preset name or a config.json.
+    pub model: Option<String>,
+    /// The model, as a flag (instead of the positional MODEL).
+    #[arg(long = "model", id = "model_flag", conflicts_with = "model")]
+    pub model_flag: Option<String>,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on.
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// The model name clients use in requests [default: the model file's name].
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// Require `Authorization: Bearer KEY` on the API routes (/health and /metrics stay open).
+    #[arg(long, env = "FERRITE_API_KEY")]
+    pub api_key: Option<String>,
+    /// Requests allowed to wait for a slot; more are answered 503.
+    #[arg(long, default_value_t = 1024)]
+    pub max_waiting: usize,
+    /// Threads that render chat templates and tokenize prompts.
+    #[arg(long, default_value_t = 2)]
+    pub tokenizer_workers: usize,
+    /// Names of the vLLM-defined series on /metrics: `ferrite` (ferrite:num_requests_waiting,
+    /// ...) or `vllm` (vllm:num_requests_waiting, ...: what vLLM's dashboards and the Gateway
+    /// API Inference Extension read). ferrite's own series keep their ferrite: name.
+    #[arg(long, value_enum, default_value_t = MetricsNamesArg::Ferrite)]
+    pub metrics_names: MetricsNamesArg,
+    /// Log format on stderr: `text` for people, `json` for log pipelines (one object a line).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Add the prompt and output token ids to each finished request's log line.
+    #[arg(long)]
+    pub log_token_ids: bool,
+    /// Add the prompt text (chat template applied) to each finished request's log line; off
+    /// by default because prompts are user data.
+    #[arg(long)]
+    pub log_prompts: bool,
+    /// How tool calls are read from the model's output when a chat request has `tools`
+    /// (vLLM's names): `hermes` (Qwen2.5, Qwen3, Hermes: <tool_call>{...}</tool_call>),
+    /// `llama3_json` (Llama 3.x JSON calls), `mistral` ([TOOL_CALLS][...]), `none` (tools are
+    /// refused). [default: detected from the chat template]
+    #[arg(long, value_enum)]
+    pub tool_call_parser: Option<ToolCallParserArg>,
+    /// How reasoning is split from the answer into `reasoning_content` (vLLM's names): `qwen3`
+    /// (<think>...</think> when the model opens it), `deepseek_r1` (the answer starts inside
+    /// the reasoning, </think> ends it), `none` (all text is content). [default: detected from
+    /// the chat template]
+    #[arg(long, value_enum)]
+    pub reasoning_parser: Option<ReasoningParserArg>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// `ferrite run-batch`: the model and engine flags are those of `ferrite serve`.
+#[derive(Debug, Args)]
+pub struct RunBatchArgs {
+    /// The requests, one JSON object a line: {"custom_id": "...", "method": "POST", "url":
+    /// "/v1/chat/completions" (or "/v1/completions", or another POST route of `ferrite
+    /// serve`), "body": {...the request, without stream: true...}}.
+    #[arg(short = 'i', long)]
+    pub input: PathBuf,
+    /// The results, one JSON object a line, in the order requests finish: {"id", "custom_id",
+    /// "response": {"status_code", "request_id", "body"}, "error": null}, or "response": null
+    /// and an "error" {"code", "message", "param", "line"} for a line that could not be sent.
+    /// An existing file is resumed: lines it holds results for are skipped, the others
+    /// appended.
+    #[arg(short = 'o', long)]
+    pub output: PathBuf,
+    /// Requests in flight at most [default: twice --max-num-seqs, so that a sequence slot the
+    /// engine frees is taken at once by a request already tokenized].
+    #[arg(long)]
+    pub max_concurrency: Option<usize>,
+    /// A GGUF file, a Hugging Face model directory, or a hub id [default: SmolLM2-135M-Instruct,
+    /// fetched on first use]. With --load-format dummy: a preset name or a config.json.
+    pub model: Option<String>,
+    /// The model, as a flag (instead of the positional MODEL).
+    #[arg(long = "model", id = "model_flag", conflicts_with = "model")]
+    pub model_flag: Option<String>,
+    /// The name request bodies may give in `model`; another is answered 404, as `ferrite serve`
+    /// answers it [default: the model file's name].
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// Threads that render chat templates and tokenize prompts.
+    #[arg(long, default_value_t = 2)]
+    pub tokenizer_workers: usize,
+    /// How tool calls are read from the model's output, as `ferrite serve
+    /// --tool-call-parser` [default: detected from the chat template].
+    #[arg(long, value_enum)]
+    pub tool_call_parser: Option<ToolCallParserArg>,
+    /// How reasoning is split from the answer, as `ferrite serve --reasoning-parser`
+    /// [default: detected from the chat template].
+    #[arg(long, value_enum)]
+    pub reasoning_parser: Option<ReasoningParserArg>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ToolCallParserArg {
+    Hermes,
+    #[value(name = "llama3_json")]
+    Llama3Json,
+    Mistral,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReasoningParserArg {
+    Qwen3,
+    #[value(name = "deepseek_r1")]
+    DeepseekR1,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MetricsNamesArg {
+    Ferrite,
+    Vllm,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}

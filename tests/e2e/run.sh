@@ -14,6 +14,9 @@ if ! "$venv/bin/python" -c "import openai, anthropic, pytest, httpx, numpy, gguf
 fi
 if [ -z "${FERRITE_BIN:-}" ]; then
   (cd "$root" && cargo build --release -p ferrite)
-  export FERRITE_BIN="$root/target/release/ferrite"
+  # cargo puts it under CARGO_TARGET_DIR when that is set.
+  target_dir=${CARGO_TARGET_DIR:-$root/target}
+  case "$target_dir" in /*) ;; *) target_dir="$root/$target_dir" ;; esac
+  export FERRITE_BIN="$target_dir/release/ferrite"
 fi
 exec "$venv/bin/pytest" -q "$here" "$@"

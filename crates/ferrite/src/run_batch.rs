@@ -47,24 +47,24 @@ pub fn run(args: RunBatchArgs) -> anyhow::Result<()> {
         );
     }
 
-    let spec = args.model.as_deref().or(args.model_flag.as_deref());
+    let spec = args.served.spec();
     let mut model = serve::load_model(spec, &args.engine)?;
     let engine = start_engine(&mut model, &args.engine)?;
     let text = serve::text_model(&model);
     let config = ServerConfig {
         host: String::new(),
         port: 0,
-        served_model_name: args.served_model_name.unwrap_or(model.name),
+        served_model_name: args.served.served_model_name.unwrap_or(model.name),
         api_key: None,
         // The in-flight bound is the back-pressure here: never answer 503.
         max_waiting: usize::MAX / 2,
-        tokenizer_workers: args.tokenizer_workers,
+        tokenizer_workers: args.served.tokenizer_workers,
         vocab_size: engine.vocab_size,
         metrics_names: MetricNames::Ferrite,
         sampling_defaults: serve::sampling_defaults(&model.generation),
         request_log: RequestLogConfig::default(),
-        tool_call_parser: serve::tool_call_parser(args.tool_call_parser),
-        reasoning_parser: serve::reasoning_parser(args.reasoning_parser),
+        tool_call_parser: serve::tool_call_parser(args.served.tool_call_parser),
+        reasoning_parser: serve::reasoning_parser(args.served.reasoning_parser),
     };
     // As `ferrite serve`'s: the engine's scheduler thread does the heavy work.
     let runtime = tokio::runtime::Builder::new_multi_thread()

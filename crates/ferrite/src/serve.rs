@@ -14,7 +14,7 @@ use crate::engine_setup::start_engine;
 use crate::model_source::{self, LoadedModel};
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let spec = args.model.as_deref().or(args.model_flag.as_deref());
+    let spec = args.served.spec();
     let mut model = load_model(spec, &args.engine)?;
     let engine = start_engine(&mut model, &args.engine)?;
     let text = text_model(&model);
@@ -22,10 +22,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let config = ServerConfig {
         host: args.host,
         port: args.port,
-        served_model_name: args.served_model_name.unwrap_or(model.name),
+        served_model_name: args.served.served_model_name.unwrap_or(model.name),
         api_key: args.api_key,
         max_waiting: args.max_waiting,
-        tokenizer_workers: args.tokenizer_workers,
+        tokenizer_workers: args.served.tokenizer_workers,
         vocab_size: engine.vocab_size,
         metrics_names: match args.metrics_names {
             MetricsNamesArg::Ferrite => MetricNames::Ferrite,
@@ -36,8 +36,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             token_ids: args.log_token_ids,
             prompts: args.log_prompts,
         },
-        tool_call_parser: tool_call_parser(args.tool_call_parser),
-        reasoning_parser: reasoning_parser(args.reasoning_parser),
+        tool_call_parser: tool_call_parser(args.served.tool_call_parser),
+        reasoning_parser: reasoning_parser(args.served.reasoning_parser),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -8,30 +8,20 @@ use super::EngineArgs;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// A GGUF file, a Hugging Face model directory, or a hub id [default: SmolLM2-135M-Instruct,
-    /// fetched on first use]. With --load-format dummy: a preset name or a config.json.
-    pub model: Option<String>,
-    /// The model, as a flag (instead of the positional MODEL).
-    #[arg(long = "model", id = "model_flag", conflicts_with = "model")]
-    pub model_flag: Option<String>,
+    #[command(flatten)]
+    pub served: ServedModelArgs,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
     /// Port to listen on.
     #[arg(long, default_value_t = 8000)]
     pub port: u16,
-    /// The model name clients use in requests [default: the model file's name].
-    #[arg(long)]
-    pub served_model_name: Option<String>,
     /// Require `Authorization: Bearer KEY` on the API routes (/health and /metrics stay open).
     #[arg(long, env = "FERRITE_API_KEY")]
     pub api_key: Option<String>,
     /// Requests allowed to wait for a slot; more are answered 503.
     #[arg(long, default_value_t = 1024)]
     pub max_waiting: usize,
-    /// Threads that render chat templates and tokenize prompts.
-    #[arg(long, default_value_t = 2)]
-    pub tokenizer_workers: usize,
     /// Names of the vLLM-defined series on /metrics: `ferrite` (ferrite:num_requests_waiting,
     /// ...) or `vllm` (vllm:num_requests_waiting, ...: what vLLM's dashboards and the Gateway
     /// API Inference Extension read). ferrite's own series keep their ferrite: name.
@@ -47,6 +37,27 @@ pub struct ServeArgs {
     /// by default because prompts are user data.
     #[arg(long)]
     pub log_prompts: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// The model a server answers with and how its answers are read: shared by `ferrite serve` and
+/// `ferrite run-batch`, which build the same router.
+#[derive(Debug, Args)]
+pub struct ServedModelArgs {
+    /// A GGUF file, a Hugging Face model directory, or a hub id [default: SmolLM2-135M-Instruct,
+    /// fetched on first use]. With --load-format dummy: a preset name or a config.json.
+    pub model: Option<String>,
+    /// The model, as a flag (instead of the positional MODEL).
+    #[arg(long = "model", id = "model_flag", conflicts_with = "model")]
+    pub model_flag: Option<String>,
+    /// The model name clients use in requests; another is answered 404 [default: the model
+    /// file's name].
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// Threads that render chat templates and tokenize prompts.
+    #[arg(long, default_value_t = 2)]
+    pub tokenizer_workers: usize,
     /// How tool calls are read from the model's output when a chat request has `tools`
     /// (vLLM's names): `hermes` (Qwen2.5, Qwen3, Hermes: <tool_call>{...}</tool_call>),
     /// `llama3_json` (Llama 3.x JSON calls), `mistral` ([TOOL_CALLS][...]), `none` (tools are
@@ -59,8 +70,13 @@ pub struct ServeArgs {
     /// the chat template]
     #[arg(long, value_enum)]
     pub reasoning_parser: Option<ReasoningParserArg>,
-    #[command(flatten)]
-    pub engine: EngineArgs,
+}
+
+impl ServedModelArgs {
+    /// The model, given as MODEL or as --model.
+    pub fn spec(&self) -> Option<&str> {
+        self.model.as_deref().or(self.model_flag.as_deref())
+    }
 }
 
 /// `ferrite run-batch`: the model and engine flags are those of `ferrite serve`.
@@ -82,27 +98,8 @@ pub struct RunBatchArgs {
     /// engine frees is taken at once by a request already tokenized].
     #[arg(long)]
     pub max_concurrency: Option<usize>,
-    /// A GGUF file, a Hugging Face model directory, or a hub id [default: SmolLM2-135M-Instruct,
-    /// fetched on first use]. With --load-format dummy: a preset name or a config.json.
-    pub model: Option<String>,
-    /// The model, as a flag (instead of the positional MODEL).
-    #[arg(long = "model", id = "model_flag", conflicts_with = "model")]
-    pub model_flag: Option<String>,
-    /// The name request bodies may give in `model`; another is answered 404, as `ferrite serve`
-    /// answers it [default: the model file's name].
-    #[arg(long)]
-    pub served_model_name: Option<String>,
-    /// Threads that render chat templates and tokenize prompts.
-    #[arg(long, default_value_t = 2)]
-    pub tokenizer_workers: usize,
-    /// How tool calls are read from the model's output, as `ferrite serve
-    /// --tool-call-parser` [default: detected from the chat template].
-    #[arg(long, value_enum)]
-    pub tool_call_parser: Option<ToolCallParserArg>,
-    /// How reasoning is split from the answer, as `ferrite serve --reasoning-parser`
-    /// [default: detected from the chat template].
-    #[arg(long, value_enum)]
-    pub reasoning_parser: Option<ReasoningParserArg>,
+    #[command(flatten)]
+    pub served: ServedModelArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

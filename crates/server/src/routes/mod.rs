@@ -5,9 +5,9 @@ pub mod chat;
 mod chat_stream;
 pub mod completions;
 pub mod info;
-pub mod responses;
 pub mod messages;
 mod messages_stream;
+pub mod responses;
 
 use axum::http::{StatusCode, Uri};
 

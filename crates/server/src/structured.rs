@@ -5,6 +5,7 @@ mod compiler;
 mod lru;
 mod matcher_constraint;
 
+pub(crate) use compiler::json_layout;
 pub use compiler::Grammars;
 
 use ferrite_engine::Constraint;

@@ -25,6 +25,11 @@ const CACHE_CAPACITY: usize = 256;
 const JSON_LAYOUT: &str =
     r#"{"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "}"#;
 
+/// [`JSON_LAYOUT`] as the `x-guidance` value of a JSON schema.
+pub(crate) fn json_layout() -> Value {
+    serde_json::from_str(JSON_LAYOUT).unwrap_or_else(|_| json!({}))
+}
+
 /// The grammar engine of one model: shared by every handler (cheap to clone).
 #[derive(Clone)]
 pub struct Grammars {
@@ -146,8 +151,7 @@ fn top_level(requested: &GrammarRequest) -> (String, TopLevelGrammar) {
             let mut schema = schema.clone();
             if let Value::Object(map) = &mut schema {
                 if !map.contains_key("x-guidance") {
-                    let layout: Value = serde_json::from_str(JSON_LAYOUT).unwrap_or(json!({}));
-                    map.insert("x-guidance".into(), layout);
+                    map.insert("x-guidance".into(), json_layout());
                 }
             }
             (

@@ -8,10 +8,7 @@ use serde_json::{json, Value};
 use super::ToolCallFormat;
 use crate::openai::structured::GrammarRequest;
 use crate::openai::tools::ToolSpec;
-
-/// JSON laid out as the models write their calls (`{"name": "f", "arguments": {...}}`).
-const JSON_LAYOUT: &str =
-    r#"{"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "}"#;
+use crate::structured::json_layout;
 
 /// The forcing grammar (llguidance's Lark syntax) for `tools`. `token_id` gives the id of a
 /// marker that the tokenizer has as one token (`<tool_call>`, `[TOOL_CALLS]`): the grammar then
@@ -50,7 +47,7 @@ pub fn forced_call_grammar(
             if !parallel {
                 list["maxItems"] = json!(1);
             }
-            list["x-guidance"] = layout();
+            list["x-guidance"] = json_layout();
             format!(
                 "start: {} calls\ncalls: %json {list}\n",
                 marker("[TOOL_CALLS]")
@@ -80,12 +77,8 @@ fn call_schema(tools: &[&ToolSpec], arguments_key: &str) -> Value {
         [single] => one(single),
         many => json!({"anyOf": many.iter().map(|t| one(t)).collect::<Vec<_>>()}),
     };
-    schema["x-guidance"] = layout();
+    schema["x-guidance"] = json_layout();
     schema
-}
-
-fn layout() -> Value {
-    serde_json::from_str(JSON_LAYOUT).unwrap_or_else(|_| json!({}))
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 // Skinny matrix products for small decode batches (1..8 tokens), where a GEMM library tiles for
 // large M and leaves bandwidth unused: y[t, r] = sum_k W[r, k] * x[t, k].
-// W is bf16 [rows, K] (rows contiguous), x bf16 [NT, K], y f32 [NT, rows]; K % 8 == 0.
+// W is bf16 [rows, K] (rows contiguous), x bf16 [NT, K], y f32 [NT, ldy] (ldy >= rows: a part of
+// a wider output); K % 8 == 0.
 //
 // One warp per output row; each lane streams 16-byte words of the row (8 in flight) so the
 // weights are read exactly once and fully coalesced; x is small and shared by every warp, so it
@@ -11,7 +12,7 @@
 
 template <int NT, int SPLIT>
 __device__ __forceinline__ void gemv_rows(const bf16* __restrict__ w, const bf16* __restrict__ x,
-                                          float* __restrict__ y, int rows, int k) {
+                                          float* __restrict__ y, int rows, int k, int ldy) {
     // SPLIT warps share a row, each over a contiguous 1/SPLIT of K; their partial sums meet in
     // shared memory. Long rows (the down projection) then keep enough loads in flight.
     __shared__ float partial[8][8];  // [warp in block][token]
@@ -69,7 +70,7 @@ __device__ __forceinline__ void gemv_rows(const bf16* __restrict__ w, const bf16
         if (row < rows) {
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
-                if (lane == t) y[(i64)t * rows + row] = acc[t];
+                if (lane == t) y[(i64)t * ldy + row] = acc[t];
             }
         }
         return;
@@ -83,7 +84,7 @@ __device__ __forceinline__ void gemv_rows(const bf16* __restrict__ w, const bf16
         float total = 0.0f;
 #pragma unroll
         for (int p = 0; p < SPLIT; ++p) total += partial[warp + p][lane];
-        y[(i64)lane * rows + row] = total;
+        y[(i64)lane * ldy + row] = total;
     }
 }
 
@@ -92,8 +93,8 @@ __device__ __forceinline__ void gemv_rows(const bf16* __restrict__ w, const bf16
     extern "C" __global__ void gemv_bf16_##NT##_s##SPLIT(const bf16* __restrict__ w,        \
                                                          const bf16* __restrict__ x,        \
                                                          float* __restrict__ y, int rows,   \
-                                                         int k) {                           \
-        gemv_rows<NT, SPLIT>(w, x, y, rows, k);                                            \
+                                                         int k, int ldy) {                  \
+        gemv_rows<NT, SPLIT>(w, x, y, rows, k, ldy);                                       \
     }
 #define GEMV_KERNELS(NT) GEMV_KERNEL(NT, 1) GEMV_KERNEL(NT, 4) GEMV_KERNEL(NT, 8)
 GEMV_KERNELS(1)

@@ -86,7 +86,13 @@ impl CudaBackend {
             seqs,
             logit_rows: seqs.max(256),
         };
-        let ws = Workspace::new(&gpu.stream, &config, cap, gpu.sm_count)?;
+        let ws = Workspace::new(
+            &gpu.stream,
+            &config,
+            cap,
+            gpu.sm_count,
+            weights.largest_quantized,
+        )?;
         tracing::info!(
             gpu = %gpu.name,
             sms = gpu.sm_count,

@@ -15,10 +15,11 @@ use ferrite_model::config::{ModelConfig, RopeStyle};
 use crate::device_ptr::DevicePtr;
 use crate::gemm::Gemm;
 use crate::kernels::{
-    AddRmsNormArgs, AttentionDims, AttentionMask, DecodeArgs, Kernels, LinearArgs, PrefillArgs,
+    AddRmsNormArgs, AttentionDims, AttentionMask, DecodeArgs, Kernels, PrefillArgs,
     RmsNormRowsArgs, RopeKvArgs,
 };
 use crate::kv_cache::KvCache;
+use crate::linear::Linear;
 use crate::step_inputs::{Offsets, StepInputs};
 use crate::weights::ModelWeights;
 use crate::workspace::Workspace;
@@ -79,17 +80,7 @@ impl Model<'_> {
         let qkv_rows = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
         let o = s.offsets;
         let page_size = self.kv.page_size;
-        let linear = |x, w, y, rows, k_in| {
-            let args = LinearArgs {
-                x,
-                w,
-                y,
-                n,
-                rows,
-                k: k_in,
-            };
-            self.gemm.linear(k, &args)
-        };
+        let linear = |x, w: &Linear, y| self.gemm.linear(k, x, w, y, n, ws.dequant);
         let norm = |delta, weight| AddRmsNormArgs {
             x: ws.x,
             delta,
@@ -113,8 +104,8 @@ impl Model<'_> {
             })
         };
         let block = c.block;
-        k.embedding(
-            w.embed,
+        k.embed_tokens(
+            &w.embed,
             self.meta(o.tokens),
             ws.x,
             hidden,
@@ -130,7 +121,7 @@ impl Model<'_> {
             // The previous layer's down projection joins the residual here.
             let delta = (l > 0).then_some(ws.delta);
             k.add_rmsnorm(&norm(delta, lw.attn_norm))?;
-            linear(ws.xn, lw.wqkv, ws.qkv, qkv_rows, hidden)?;
+            linear(ws.xn, &lw.wqkv, ws.qkv)?;
             if let Some(qk) = lw.qk_norm {
                 // Q heads, then K heads, of each token's QKV row (no bias: check_supported).
                 let k_part = ws.qkv.offset(4 * q_dim);
@@ -188,14 +179,14 @@ impl Model<'_> {
                     max_q_len: s.max_q_len,
                 })?;
             }
-            linear(ws.attn, lw.wo, ws.delta, hidden, q_dim)?;
+            linear(ws.attn, &lw.wo, ws.delta)?;
             if let Some(post) = lw.post_norms {
                 norm_rows(ws.delta, post.attention, 1, hidden, hidden)?;
             }
             k.add_rmsnorm(&norm(Some(ws.delta), lw.ffn_norm))?;
-            linear(ws.xn, lw.w_gate_up, ws.gate_up, 2 * inter, hidden)?;
+            linear(ws.xn, &lw.w_gate_up, ws.gate_up)?;
             k.gated_activation(block.activation, ws.gate_up, ws.act, inter, n)?;
-            linear(ws.act, lw.w_down, ws.delta, hidden, inter)?;
+            linear(ws.act, &lw.w_down, ws.delta)?;
             if let Some(post) = lw.post_norms {
                 norm_rows(ws.delta, post.mlp, 1, hidden, hidden)?;
             }
@@ -218,14 +209,7 @@ impl Model<'_> {
             eps: c.rms_norm_eps,
             n: rows,
         })?;
-        let logits = LinearArgs {
-            x: ws.xn,
-            w: w.lm_head,
-            y: ws.logits,
-            n: rows,
-            rows: c.vocab_size,
-            k: c.hidden_size,
-        };
-        self.gemm.linear(k, &logits)
+        self.gemm
+            .linear(k, ws.xn, &w.lm_head, ws.logits, rows, ws.dequant)
     }
 }

@@ -1,6 +1,10 @@
-//! Linear layers, y = x W^T with bf16 operands and f32 accumulation and output: cuBLAS for
+//! Linear layers, y = x W^T with bf16 activations and f32 accumulation and output: cuBLAS for
 //! real batches, the GEMV kernels for 1..=8 tokens (decode), where a GEMM library leaves memory
 //! bandwidth unused. The threshold is `FERRITE_GEMV_MAX_TOKENS` (0..=8, default 8).
+//!
+//! Quantized matrices (crate::quant) go through their own GEMV kernels, which dequantize in
+//! registers; for larger batches a slab of rows at a time is dequantized into a bf16 scratch
+//! buffer and multiplied by cuBLAS, so no bf16 copy of the model is ever resident.
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -9,7 +13,16 @@ use cudarc::cublas::{result as cublas, sys};
 use cudarc::driver::CudaStream;
 
 use crate::buffer::DeviceBuffer;
-use crate::kernels::{Kernels, LinearArgs, GEMV_MAX_TOKENS};
+use crate::device_ptr::DevicePtr;
+use crate::kernels::{Kernels, LinearArgs, QuantGemvArgs, GEMV_MAX_TOKENS};
+use crate::linear::{Linear, MatrixFormat};
+
+/// The bf16 buffer quantized matrices are dequantized into for cuBLAS (crate::workspace).
+#[derive(Debug, Clone, Copy)]
+pub struct Scratch {
+    pub ptr: DevicePtr,
+    pub bytes: usize,
+}
 
 /// cuBLAS workspace: set explicitly so that graph capture never makes it allocate.
 const WORKSPACE_BYTES: usize = 64 << 20;
@@ -53,9 +66,76 @@ impl Gemm {
         })
     }
 
-    /// The product of `a` (see [`LinearArgs`]): the GEMV kernels up to
-    /// `FERRITE_GEMV_MAX_TOKENS` tokens, cuBLAS beyond.
-    pub fn linear(&self, kernels: &Kernels, a: &LinearArgs) -> anyhow::Result<()> {
+    /// y[n, lin.rows] (f32) = x[n, lin.k] (bf16) · W^T, part by part.
+    pub fn linear(
+        &self,
+        kernels: &Kernels,
+        x: DevicePtr,
+        lin: &Linear,
+        y: DevicePtr,
+        n: usize,
+        scratch: Scratch,
+    ) -> anyhow::Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let k = lin.k;
+        for part in &lin.parts {
+            let y = y.offset(4 * part.row0);
+            let planes = part.matrix.planes;
+            match (part.matrix.format, part.matrix.bf16_data()) {
+                (MatrixFormat::Bf16, Some(w)) => {
+                    let args = LinearArgs {
+                        x,
+                        w,
+                        y,
+                        n,
+                        rows: part.rows,
+                        k,
+                        ldy: lin.rows,
+                    };
+                    self.bf16_product(kernels, &args)?;
+                }
+                (MatrixFormat::Quant(format), _) if n <= self.gemv_max_tokens => {
+                    kernels.qgemv(&QuantGemvArgs {
+                        format,
+                        planes,
+                        x,
+                        y,
+                        n,
+                        rows: part.rows,
+                        k,
+                        ldy: lin.rows,
+                    })?;
+                }
+                (MatrixFormat::Quant(format), _) => {
+                    // A slab of rows at a time through the scratch buffer.
+                    let slab = (scratch.bytes / (2 * k)).max(1);
+                    let mut r0 = 0;
+                    while r0 < part.rows {
+                        let rows = slab.min(part.rows - r0);
+                        kernels.qdequant(format, planes, scratch.ptr, r0, rows, k)?;
+                        self.cublas(&LinearArgs {
+                            x,
+                            w: scratch.ptr,
+                            y: y.offset(4 * r0),
+                            n,
+                            rows,
+                            k,
+                            ldy: lin.rows,
+                        })?;
+                        r0 += rows;
+                    }
+                }
+                (MatrixFormat::Bf16, None) => anyhow::bail!("a bf16 matrix without data"),
+            }
+        }
+        Ok(())
+    }
+
+    /// The product of bf16 operands `a`: the GEMV kernels up to `FERRITE_GEMV_MAX_TOKENS`
+    /// tokens, cuBLAS beyond.
+    pub fn bf16_product(&self, kernels: &Kernels, a: &LinearArgs) -> anyhow::Result<()> {
         if a.n == 0 {
             return Ok(());
         }
@@ -74,8 +154,10 @@ impl Gemm {
             n,
             rows,
             k,
+            ldy,
         } = a;
-        // Column-major view: Y^T[rows, n] = W[rows, k] (stored as k x rows, transposed) · X^T[k, n].
+        // Column-major view: Y^T[rows, n] = W[rows, k] (stored as k x rows, transposed) · X^T[k, n],
+        // Y^T's columns `ldy` apart.
         let (alpha, beta) = (1.0f32, 0.0f32);
         unsafe {
             cublas::gemm_ex(
@@ -95,7 +177,7 @@ impl Gemm {
                 &beta as *const f32 as *const c_void,
                 y.raw() as *mut c_void,
                 sys::cudaDataType::CUDA_R_32F,
-                rows as i32,
+                ldy as i32,
                 sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
                 sys::cublasGemmAlgo_t::CUBLAS_GEMM_DFALT,
             )

@@ -1,4 +1,5 @@
-//! ferrite's CUDA backend: bf16 weights in one device arena, a preallocated paged KV cache,
+//! ferrite's CUDA backend: weights in one device arena (bf16, or GGUF quantized formats kept in
+//! their own bits), a preallocated paged KV cache,
 //! CUDA C++ kernels (kernels/*.cu: paged flash-decoding and prefill attention, fused norms,
 //! RoPE + KV write, SwiGLU, GEMV, sampling) with cuBLAS GEMMs, decode steps replayed as CUDA
 //! graphs, and next-token sampling on the device.
@@ -16,7 +17,9 @@ pub mod graphs;
 pub mod kernel_sources;
 pub mod kernels;
 pub mod kv_cache;
+pub mod linear;
 pub mod module_loader;
+pub mod quant;
 pub mod step_inputs;
 pub mod weights;
 pub mod workspace;

@@ -9,6 +9,7 @@ use ferrite_model::config::ModelConfig;
 
 use crate::buffer::{DeviceBuffer, Layout};
 use crate::device_ptr::DevicePtr;
+use crate::gemm::Scratch;
 use crate::kernels::{decode_splits, Kernels, SampleParams};
 
 /// Sizes the workspace is laid out for.
@@ -49,7 +50,13 @@ pub struct Workspace {
     /// i32 [logit rows] and u32 [logit rows, ceil(vocab / 32)]: constrained rows' token masks.
     pub mask_rows: DevicePtr,
     pub mask_words: DevicePtr,
+    /// bf16 rows of a quantized matrix dequantized for cuBLAS (crate::gemm).
+    pub dequant: Scratch,
 }
+
+/// Most bytes of the dequantizing scratch: a larger matrix (an LM head) goes through it in
+/// slabs of rows.
+const DEQUANT_SCRATCH_MAX: usize = 256 << 20;
 
 impl Workspace {
     pub fn new(
@@ -57,6 +64,7 @@ impl Workspace {
         c: &ModelConfig,
         cap: Capacity,
         sm_count: usize,
+        largest_quantized: usize,
     ) -> anyhow::Result<Workspace> {
         let (t, hidden, inter) = (cap.tokens, c.hidden_size, c.intermediate_size);
         let (q_dim, kv_dim) = (c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim);
@@ -82,6 +90,8 @@ impl Workspace {
         let sample_partials = l.take(Kernels::sample_partials_len(cap.logit_rows, c.vocab_size));
         let mask_rows = l.take(cap.logit_rows * 4);
         let mask_words = l.take(cap.logit_rows * c.vocab_size.div_ceil(32) * 4);
+        let dequant_bytes = largest_quantized.min(DEQUANT_SCRATCH_MAX);
+        let dequant = l.take(dequant_bytes);
         let buf = DeviceBuffer::new(stream, l.bytes())?;
         Ok(Workspace {
             x: buf.at(x),
@@ -101,6 +111,10 @@ impl Workspace {
             sample_partials: buf.at(sample_partials),
             mask_rows: buf.at(mask_rows),
             mask_words: buf.at(mask_words),
+            dequant: Scratch {
+                ptr: buf.at(dequant),
+                bytes: dequant_bytes,
+            },
             cap,
             buf,
         })

@@ -335,8 +335,9 @@ fn gemv_and_cublas_match_reference() {
                 n,
                 rows,
                 k,
+                ldy: rows,
             };
-            gemm.linear(&ctx.kernels, &product(&y)).unwrap();
+            gemm.bf16_product(&ctx.kernels, &product(&y)).unwrap();
             check(
                 &format!("linear {rows}x{k} n={n}"),
                 &read_f32(&ctx, &y, n * rows),

@@ -5,7 +5,8 @@ use super::launch::{grid1, Args, Kernels};
 use super::names::{GEMV_MAX_TOKENS, GEMV_NAMES};
 use crate::device_ptr::DevicePtr;
 
-/// y[n, rows] (f32) = x[n, k] (bf16) · w[rows, k]^T (bf16); all row-major, contiguous.
+/// y[n, rows] (f32, row stride `ldy`) = x[n, k] (bf16) · w[rows, k]^T (bf16); row-major, x and
+/// w contiguous, y a block of `rows` columns inside rows of `ldy` (a part of a fused output).
 #[derive(Debug, Clone, Copy)]
 pub struct LinearArgs {
     pub x: DevicePtr,
@@ -17,6 +18,8 @@ pub struct LinearArgs {
     pub rows: usize,
     /// Input features.
     pub k: usize,
+    /// Distance between y's rows, in elements (`rows` when y is just this product).
+    pub ldy: usize,
 }
 
 /// Warps per row of the GEMV: 8 or 4 where rows are long and few (the down projection: 1,536
@@ -41,8 +44,14 @@ impl Kernels {
         );
         let split = gemv_split(rows, k);
         let rows_per_block = 8 / split;
-        // gemv_bf16_<n>_s<split>(w, x, y, rows, k)
-        let args = Args::new().ptr(a.w).ptr(a.x).ptr(a.y).usize(rows).usize(k);
+        // gemv_bf16_<n>_s<split>(w, x, y, rows, k, ldy)
+        let args = Args::new()
+            .ptr(a.w)
+            .ptr(a.x)
+            .ptr(a.y)
+            .usize(rows)
+            .usize(k)
+            .usize(a.ldy);
         let variant = match split {
             1 => 0,
             4 => 1,

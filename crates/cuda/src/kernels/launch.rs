@@ -8,6 +8,7 @@ use std::sync::Arc;
 use cudarc::driver::{sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
 
 use super::names::{GEMV_NAMES, NAMES};
+use super::quant::quant_names;
 use crate::device_ptr::DevicePtr;
 use crate::kernel_sources::MODULES;
 use crate::module_loader;
@@ -77,6 +78,15 @@ pub struct Kernels {
     _modules: Vec<Arc<CudaModule>>,
 }
 
+/// Every kernel the backend launches.
+fn all_names() -> impl Iterator<Item = &'static str> {
+    NAMES
+        .iter()
+        .chain(GEMV_NAMES.iter().flatten())
+        .copied()
+        .chain(quant_names())
+}
+
 impl Kernels {
     pub fn load(stream: &Arc<CudaStream>) -> anyhow::Result<Kernels> {
         let ctx = stream.context();
@@ -84,15 +94,14 @@ impl Kernels {
         let mut functions = HashMap::new();
         for source in MODULES {
             let module = module_loader::load(ctx, source)?;
-            for &name in NAMES.iter().chain(GEMV_NAMES.iter().flatten()) {
+            for name in all_names() {
                 if let Ok(f) = module.load_function(name) {
                     functions.insert(name, f);
                 }
             }
             modules.push(module);
         }
-        let mut needed = NAMES.iter().chain(GEMV_NAMES.iter().flatten());
-        if let Some(missing) = needed.find(|n| !functions.contains_key(*n)) {
+        if let Some(missing) = all_names().find(|n| !functions.contains_key(*n)) {
             anyhow::bail!("kernel `{missing}` is in no loaded module");
         }
         let major =

@@ -1,0 +1,245 @@
+// GGUF quantized weight formats as the CUDA backend keeps them on the device: the same bits as
+// the file, with some blocks split into planes (crates/cuda/src/quant.rs says which bytes go
+// where) so that every load is a naturally aligned 16-, 4- or 2-byte word.
+//
+// Each format is a struct with the same static interface, used by quant_gemv.cu (GEMV that
+// dequantizes in registers) and quant_dequant.cu (dequantize to bf16 for cuBLAS, embedding):
+//   BLOCK      elements per quantization block (32 or 256)
+//   UNITS      units per block: a unit is what one thread decodes at a time (32 or 64 elements)
+//   GROUPS     groups of 8 consecutive elements per unit
+//   Unit       the raw words of one unit, in registers
+//   load(p, block, part) -> Unit      block = row * blocks_per_row + block in row
+//   col(part, g)         first element of group g inside the block
+//   group(u, part, g, w) the 8 values of group g, in f32
+// The arithmetic of `group` is the host dequantizer's (crates/model/src/dequant), operation by
+// operation with the rounding spelled out (no fused multiply-add), so a dequantized weight
+// equals the CPU's bit for bit.
+#pragma once
+#include "common.cuh"
+#include <cuda_fp16.h>
+
+// Up to three planes of one matrix; a format uses the first one, two or three.
+struct Planes {
+    const unsigned char* p0;
+    const unsigned char* p1;
+    const unsigned char* p2;
+};
+
+__device__ __forceinline__ float half_at(const unsigned char* p, i64 index) {
+    return __half2float(reinterpret_cast<const __half*>(p)[index]);
+}
+
+// Byte i (0..15) of a 16-byte word.
+__device__ __forceinline__ u32 byte_of(const uint4& v, int i) {
+    const u32 w = i < 4 ? v.x : i < 8 ? v.y : i < 12 ? v.z : v.w;
+    return (w >> (8 * (i & 3))) & 0xffu;
+}
+
+__device__ __forceinline__ float dq_mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ float dq_add(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ float dq_sub(float a, float b) { return __fsub_rn(a, b); }
+
+// Q4_0: planes d (f16), qs (16 bytes). Element j < 16 is the low nibble of byte j, element
+// j + 16 its high nibble; value (q - 8) * d.
+struct Q4_0 {
+    static constexpr int BLOCK = 32, UNITS = 1, GROUPS = 4;
+    struct Unit {
+        float d;
+        uint4 qs;
+    };
+    static __device__ __forceinline__ Unit load(const Planes& p, i64 block, int) {
+        return {half_at(p.p0, block), reinterpret_cast<const uint4*>(p.p1)[block]};
+    }
+    static __device__ __forceinline__ int col(int, int g) { return 8 * g; }
+    static __device__ __forceinline__ void group(const Unit& u, int, int g, float w[8]) {
+        const int first = 8 * (g & 1), shift = 4 * (g >> 1);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int q = (int)((byte_of(u.qs, first + j) >> shift) & 0xf) - 8;
+            w[j] = dq_mul((float)q, u.d);
+        }
+    }
+};
+
+// Q4_1: planes d and m (two f16), qs; value q * d + m.
+struct Q4_1 {
+    static constexpr int BLOCK = 32, UNITS = 1, GROUPS = 4;
+    struct Unit {
+        float d, m;
+        uint4 qs;
+    };
+    static __device__ __forceinline__ Unit load(const Planes& p, i64 block, int) {
+        return {half_at(p.p0, 2 * block), half_at(p.p0, 2 * block + 1),
+                reinterpret_cast<const uint4*>(p.p1)[block]};
+    }
+    static __device__ __forceinline__ int col(int, int g) { return 8 * g; }
+    static __device__ __forceinline__ void group(const Unit& u, int, int g, float w[8]) {
+        const int first = 8 * (g & 1), shift = 4 * (g >> 1);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const u32 q = (byte_of(u.qs, first + j) >> shift) & 0xf;
+            w[j] = dq_add(dq_mul((float)q, u.d), u.m);
+        }
+    }
+};
+
+// Q5_0: planes d (f16), qh (32 fifth bits), qs; element j takes bit j of qh (j + 16 for the
+// high nibbles); value (q - 16) * d.
+struct Q5_0 {
+    static constexpr int BLOCK = 32, UNITS = 1, GROUPS = 4;
+    struct Unit {
+        float d;
+        u32 qh;
+        uint4 qs;
+    };
+    static __device__ __forceinline__ Unit load(const Planes& p, i64 block, int) {
+        return {half_at(p.p0, block), reinterpret_cast<const u32*>(p.p1)[block],
+                reinterpret_cast<const uint4*>(p.p2)[block]};
+    }
+    static __device__ __forceinline__ int col(int, int g) { return 8 * g; }
+    static __device__ __forceinline__ void group(const Unit& u, int, int g, float w[8]) {
+        const int first = 8 * (g & 1), high = g >> 1;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int e = first + j;
+            const u32 lo = (byte_of(u.qs, e) >> (4 * high)) & 0xf;
+            const u32 h = (u.qh >> (e + 16 * high)) & 1u;
+            w[j] = dq_mul((float)((int)(lo | (h << 4)) - 16), u.d);
+        }
+    }
+};
+
+// Q8_0: planes d (f16), qs (32 signed bytes); value q * d.
+struct Q8_0 {
+    static constexpr int BLOCK = 32, UNITS = 1, GROUPS = 4;
+    struct Unit {
+        float d;
+        uint4 lo, hi;
+    };
+    static __device__ __forceinline__ Unit load(const Planes& p, i64 block, int) {
+        const uint4* qs = reinterpret_cast<const uint4*>(p.p1) + 2 * block;
+        return {half_at(p.p0, block), qs[0], qs[1]};
+    }
+    static __device__ __forceinline__ int col(int, int g) { return 8 * g; }
+    static __device__ __forceinline__ void group(const Unit& u, int, int g, float w[8]) {
+        const uint4& v = g < 2 ? u.lo : u.hi;
+        const int first = 8 * (g & 1);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int q = (int)(signed char)byte_of(v, first + j);
+            w[j] = dq_mul((float)q, u.d);
+        }
+    }
+};
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block (12 packed bytes).
+__device__ __forceinline__ void scale_min_k4(const uint4& head, int j, u32& sc, u32& m) {
+    // head: d, dmin (4 bytes), then the 12 scale bytes: scale byte i is byte 4 + i of head.
+    if (j < 4) {
+        sc = byte_of(head, 4 + j) & 63;
+        m = byte_of(head, 4 + j + 4) & 63;
+    } else {
+        sc = (byte_of(head, 4 + j + 4) & 0xf) | ((byte_of(head, 4 + j - 4) >> 6) << 4);
+        m = (byte_of(head, 4 + j + 4) >> 4) | ((byte_of(head, 4 + j) >> 6) << 4);
+    }
+}
+
+__device__ __forceinline__ float half_lo(u32 w) { return __half2float(__ushort_as_half(w & 0xffff)); }
+__device__ __forceinline__ float half_hi(u32 w) { return __half2float(__ushort_as_half(w >> 16)); }
+
+// Q4_K, stored as in the file (144-byte blocks, 16-byte aligned): d, dmin, 12 scale bytes, then
+// 128 bytes of nibbles. Unit `part` (0..3) is bytes 32 part .. 32 part + 32 of the nibbles:
+// low nibbles are elements 64 part + l (sub-block 2 part), high nibbles 64 part + 32 + l
+// (sub-block 2 part + 1); value d * sc * q - dmin * m.
+struct Q4_K {
+    static constexpr int BLOCK = 256, UNITS = 4, GROUPS = 8;
+    struct Unit {
+        uint4 head, a, b;
+    };
+    static __device__ __forceinline__ Unit load(const Planes& p, i64 block, int part) {
+        const uint4* blk = reinterpret_cast<const uint4*>(p.p0 + block * 144);
+        return {blk[0], blk[1 + 2 * part], blk[2 + 2 * part]};
+    }
+    static __device__ __forceinline__ int col(int part, int g) { return 64 * part + 8 * g; }
+    static __device__ __forceinline__ void group(const Unit& u, int part, int g, float w[8]) {
+        const int high = g >> 2;  // 0: low nibbles (sub-block 2 part), 1: high
+        u32 sc, m;
+        scale_min_k4(u.head, 2 * part + high, sc, m);
+        const float d1 = dq_mul(half_lo(u.head.x), (float)sc);
+        const float m1 = dq_mul(half_hi(u.head.x), (float)m);
+        const int first = 8 * (g & 3);
+        const uint4& v = first < 16 ? u.a : u.b;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const u32 q = (byte_of(v, (first & 15) + j) >> (4 * high)) & 0xf;
+            w[j] = dq_sub(dq_mul(d1, (float)q), m1);
+        }
+    }
+};
+
+// Q5_K, as in the file (176 bytes): d, dmin, 12 scale bytes, 32 bytes of fifth bits, 128 of
+// nibbles. As Q4_K, plus bit 2 part (low) or 2 part + 1 (high) of qh[l] worth 16.
+struct Q5_K {
+    static constexpr int BLOCK = 256, UNITS = 4, GROUPS = 8;
+    struct Unit {
+        uint4 head, h0, h1, a, b;
+    };
+    static __device__ __forceinline__ Unit load(const Planes& p, i64 block, int part) {
+        const uint4* blk = reinterpret_cast<const uint4*>(p.p0 + block * 176);
+        return {blk[0], blk[1], blk[2], blk[3 + 2 * part], blk[4 + 2 * part]};
+    }
+    static __device__ __forceinline__ int col(int part, int g) { return 64 * part + 8 * g; }
+    static __device__ __forceinline__ void group(const Unit& u, int part, int g, float w[8]) {
+        const int high = g >> 2;
+        u32 sc, m;
+        scale_min_k4(u.head, 2 * part + high, sc, m);
+        const float d1 = dq_mul(half_lo(u.head.x), (float)sc);
+        const float m1 = dq_mul(half_hi(u.head.x), (float)m);
+        const int first = 8 * (g & 3);  // l of the group's first element
+        const uint4& v = first < 16 ? u.a : u.b;
+        const uint4& h = first < 16 ? u.h0 : u.h1;
+        const int bit = 2 * part + high;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int l = (first & 15) + j;
+            const u32 q = ((byte_of(v, l) >> (4 * high)) & 0xf) + (((byte_of(h, l) >> bit) & 1u) << 4);
+            w[j] = dq_sub(dq_mul(d1, (float)q), m1);
+        }
+    }
+};
+
+// Q6_K: planes [ql 128 | qh 64 | scales 16] (208 bytes) and d (f16). In half h (128 elements),
+// for l in 0..32: element 32 r + l (r = 0..3) takes the low (r = 0, 1) or high (r = 2, 3)
+// nibble of ql[64 h + l + 32 (r & 1)] and bits 2r, 2r+1 of qh[32 h + l], scale
+// sc[8 h + l / 16 + 2 r]; value d * sc * (q - 32). Unit `part` = half part / 2, l in
+// 16 (part % 2) .. + 16: four runs of 16 elements.
+struct Q6_K {
+    static constexpr int BLOCK = 256, UNITS = 4, GROUPS = 8;
+    struct Unit {
+        uint4 lo, hi, qh, scales;
+        float d;
+    };
+    static __device__ __forceinline__ Unit load(const Planes& p, i64 block, int part) {
+        const uint4* blk = reinterpret_cast<const uint4*>(p.p0 + block * 208);
+        const int h = part >> 1, s = part & 1;
+        return {blk[4 * h + s], blk[4 * h + 2 + s], blk[8 + 2 * h + s], blk[12],
+                half_at(p.p1, block)};
+    }
+    // Group g: run r = g / 2, first l = 16 (part % 2) + 8 (g % 2).
+    static __device__ __forceinline__ int col(int part, int g) {
+        return 128 * (part >> 1) + 32 * (g >> 1) + 16 * (part & 1) + 8 * (g & 1);
+    }
+    static __device__ __forceinline__ void group(const Unit& u, int part, int g, float w[8]) {
+        const int r = g >> 1, first = 8 * (g & 1);
+        const int h = part >> 1, s = part & 1;
+        const int sc = (int)(signed char)byte_of(u.scales, 8 * h + s + 2 * r);
+        const float dsc = dq_mul(u.d, (float)sc);
+        const uint4& v = (r & 1) ? u.hi : u.lo;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const u32 ql = (byte_of(v, first + j) >> (4 * (r >> 1))) & 0xf;
+            const u32 qh = (byte_of(u.qh, first + j) >> (2 * r)) & 3u;
+            w[j] = dq_mul(dsc, (float)((int)(ql | (qh << 4)) - 32));
+        }
+    }
+};

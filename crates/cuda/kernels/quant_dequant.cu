@@ -1,0 +1,76 @@
+// Dequantizing GGUF-quantized weights (quant.cuh) on the device:
+// - qdequant_*: rows [row0, row0 + rows) of a matrix into a bf16 scratch matrix [rows, k], for
+//   the cuBLAS path of larger batches (one layer's matrix at a time: the model itself stays
+//   quantized);
+// - qembed_*: the embedding lookup, x[t, :] = table[tokens[t], :] * scale in f32.
+#include "common.cuh"
+#include "quant.cuh"
+
+// One thread per unit; grid-stride over rows * units per row.
+template <class Q>
+__device__ __forceinline__ void qdequant_rows(const Planes p, bf16* __restrict__ out, int row0,
+                                              int rows, int k) {
+    pdl_enter();
+    const int blocks_per_row = k / Q::BLOCK;
+    const i64 units_per_row = (i64)blocks_per_row * Q::UNITS;
+    const i64 total = units_per_row * rows;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (i64)gridDim.x * blockDim.x) {
+        const i64 r = i / units_per_row;
+        const int u = (int)(i - r * units_per_row);
+        const int part = u % Q::UNITS;
+        const typename Q::Unit unit =
+            Q::load(p, (row0 + r) * blocks_per_row + u / Q::UNITS, part);
+        bf16* dst = out + r * k + (u / Q::UNITS) * Q::BLOCK;
+#pragma unroll
+        for (int g = 0; g < Q::GROUPS; ++g) {
+            float w[8];
+            Q::group(unit, part, g, w);
+            *reinterpret_cast<uint4*>(dst + Q::col(part, g)) = pack8(w);
+        }
+    }
+}
+
+// grid = tokens, block = any multiple of 32.
+template <class Q>
+__device__ __forceinline__ void qembed_rows(const Planes p, const i32* __restrict__ tokens,
+                                            float* __restrict__ x, int hidden, float scale) {
+    pdl_enter();
+    const int t = blockIdx.x;
+    const int blocks_per_row = hidden / Q::BLOCK;
+    const i64 first_block = (i64)tokens[t] * blocks_per_row;
+    float* out = x + (i64)t * hidden;
+    for (int u = threadIdx.x; u < blocks_per_row * Q::UNITS; u += blockDim.x) {
+        const int part = u % Q::UNITS;
+        const typename Q::Unit unit = Q::load(p, first_block + u / Q::UNITS, part);
+        float* dst = out + (u / Q::UNITS) * Q::BLOCK;
+#pragma unroll
+        for (int g = 0; g < Q::GROUPS; ++g) {
+            float w[8];
+            Q::group(unit, part, g, w);
+            float4* o = reinterpret_cast<float4*>(dst + Q::col(part, g));
+            o[0] = make_float4(w[0] * scale, w[1] * scale, w[2] * scale, w[3] * scale);
+            o[1] = make_float4(w[4] * scale, w[5] * scale, w[6] * scale, w[7] * scale);
+        }
+    }
+}
+
+#define QUANT_DEQUANT_KERNELS(TYPE, NAME)                                                        \
+    extern "C" __global__ void qdequant_##NAME(const unsigned char* p0, const unsigned char* p1,  \
+                                               const unsigned char* p2, bf16* __restrict__ out,  \
+                                               int row0, int rows, int k) {                      \
+        qdequant_rows<TYPE>(Planes{p0, p1, p2}, out, row0, rows, k);                             \
+    }                                                                                            \
+    extern "C" __global__ void qembed_##NAME(const unsigned char* p0, const unsigned char* p1,    \
+                                             const unsigned char* p2,                            \
+                                             const i32* __restrict__ tokens,                     \
+                                             float* __restrict__ x, int hidden, float scale) {   \
+        qembed_rows<TYPE>(Planes{p0, p1, p2}, tokens, x, hidden, scale);                         \
+    }
+QUANT_DEQUANT_KERNELS(Q4_0, q4_0)
+QUANT_DEQUANT_KERNELS(Q4_1, q4_1)
+QUANT_DEQUANT_KERNELS(Q5_0, q5_0)
+QUANT_DEQUANT_KERNELS(Q8_0, q8_0)
+QUANT_DEQUANT_KERNELS(Q4_K, q4_k)
+QUANT_DEQUANT_KERNELS(Q5_K, q5_k)
+QUANT_DEQUANT_KERNELS(Q6_K, q6_k)

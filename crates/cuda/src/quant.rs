@@ -1,0 +1,157 @@
+//! The GGUF quantized formats the CUDA backend keeps quantized on the device, and how their
+//! blocks are laid out there: the file's bits, each block cut into planes at fixed byte
+//! offsets so that every load the kernels make (kernels/quant.cuh) is a naturally aligned
+//! 16-, 4- or 2-byte word. Q4_K and Q5_K blocks (144 and 176 bytes) are already aligned and
+//! stay whole; Q6_K's 210-byte block becomes 208 bytes of quants and scales plus its f16 scale;
+//! the 32-element formats put their f16 scales apart from their quants. Same bytes, same
+//! count: a quantized matrix takes exactly its file size on the device.
+
+use ferrite_model::weights::DType;
+
+/// A GGUF block format with device kernels (quant_gemv.cu, quant_dequant.cu).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QuantType {
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q8_0,
+    Q4K,
+    Q5K,
+    Q6K,
+}
+
+impl QuantType {
+    pub const ALL: [QuantType; 7] = [
+        QuantType::Q4_0,
+        QuantType::Q4_1,
+        QuantType::Q5_0,
+        QuantType::Q8_0,
+        QuantType::Q4K,
+        QuantType::Q5K,
+        QuantType::Q6K,
+    ];
+
+    /// The device format of a file dtype, if it has one (other types are widened to bf16).
+    pub fn of(dtype: DType) -> Option<QuantType> {
+        Some(match dtype {
+            DType::Q4_0 => QuantType::Q4_0,
+            DType::Q4_1 => QuantType::Q4_1,
+            DType::Q5_0 => QuantType::Q5_0,
+            DType::Q8_0 => QuantType::Q8_0,
+            DType::Q4_K => QuantType::Q4K,
+            DType::Q5_K => QuantType::Q5K,
+            DType::Q6_K => QuantType::Q6K,
+            _ => return None,
+        })
+    }
+
+    pub fn dtype(self) -> DType {
+        match self {
+            QuantType::Q4_0 => DType::Q4_0,
+            QuantType::Q4_1 => DType::Q4_1,
+            QuantType::Q5_0 => DType::Q5_0,
+            QuantType::Q8_0 => DType::Q8_0,
+            QuantType::Q4K => DType::Q4_K,
+            QuantType::Q5K => DType::Q5_K,
+            QuantType::Q6K => DType::Q6_K,
+        }
+    }
+
+    /// The suffix of its kernels' names (`qgemv_q4_k_1_s1`).
+    pub fn kernel_suffix(self) -> &'static str {
+        match self {
+            QuantType::Q4_0 => "q4_0",
+            QuantType::Q4_1 => "q4_1",
+            QuantType::Q5_0 => "q5_0",
+            QuantType::Q8_0 => "q8_0",
+            QuantType::Q4K => "q4_k",
+            QuantType::Q5K => "q5_k",
+            QuantType::Q6K => "q6_k",
+        }
+    }
+
+    /// Elements per block (32 or 256).
+    pub fn block_len(self) -> usize {
+        self.dtype().block_len()
+    }
+
+    /// Bytes of each plane per block, in the order the block's bytes are cut (they sum to the
+    /// file's block size).
+    pub fn plane_bytes(self) -> &'static [usize] {
+        match self {
+            QuantType::Q4_0 => &[2, 16],
+            QuantType::Q4_1 => &[4, 16],
+            QuantType::Q5_0 => &[2, 4, 16],
+            QuantType::Q8_0 => &[2, 32],
+            QuantType::Q4K => &[144],
+            QuantType::Q5K => &[176],
+            QuantType::Q6K => &[208, 2],
+        }
+    }
+
+    /// Whether a matrix with rows of `k` elements can be kept in this format: whole blocks.
+    pub fn fits(self, k: usize) -> bool {
+        k.is_multiple_of(self.block_len())
+    }
+}
+
+/// `bytes` (whole blocks of `q`, as in the file) cut into `q`'s planes: plane j holds the j-th
+/// piece of every block, blocks in order.
+pub fn split_planes(q: QuantType, bytes: &[u8]) -> Vec<Vec<u8>> {
+    let sizes = q.plane_bytes();
+    let block: usize = sizes.iter().sum();
+    let blocks = bytes.len() / block;
+    if sizes.len() == 1 {
+        return vec![bytes[..blocks * block].to_vec()];
+    }
+    let mut planes: Vec<Vec<u8>> = sizes
+        .iter()
+        .map(|s| Vec::with_capacity(s * blocks))
+        .collect();
+    for b in bytes.chunks_exact(block) {
+        let mut at = 0;
+        for (plane, &size) in planes.iter_mut().zip(sizes) {
+            plane.extend_from_slice(&b[at..at + size]);
+            at += size;
+        }
+    }
+    planes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn planes_cover_the_block_and_keep_every_byte() {
+        for q in QuantType::ALL {
+            let block = q.dtype().block_bytes();
+            assert_eq!(q.plane_bytes().iter().sum::<usize>(), block, "{q:?}");
+            assert_eq!(QuantType::of(q.dtype()), Some(q));
+            // Every plane but a 2-byte scale plane is 4-byte aligned; quant planes 16-byte.
+            let bytes: Vec<u8> = (0..3 * block).map(|i| (i * 7 + 3) as u8).collect();
+            let planes = split_planes(q, &bytes);
+            let mut rebuilt = Vec::new();
+            for b in 0..3 {
+                for (plane, &size) in planes.iter().zip(q.plane_bytes()) {
+                    rebuilt.extend_from_slice(&plane[b * size..(b + 1) * size]);
+                }
+            }
+            assert_eq!(rebuilt, bytes, "{q:?}");
+        }
+    }
+
+    #[test]
+    fn quant_planes_are_whole_16_byte_words() {
+        for q in QuantType::ALL {
+            let last = *q.plane_bytes().iter().max().unwrap();
+            assert_eq!(
+                last % 16,
+                0,
+                "{q:?}: the largest plane must be 16-byte loads"
+            );
+        }
+        assert_eq!(QuantType::of(DType::Q5_1), None);
+        assert!(QuantType::Q4K.fits(4096) && !QuantType::Q4K.fits(896));
+    }
+}

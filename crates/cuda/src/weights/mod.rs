@@ -1,0 +1,295 @@
+//! The model's weights on the device, in one allocation. Matrices are bf16 (BF16 stored as is,
+//! F16/F32 and the GGUF types without device kernels widened at load), or kept in their GGUF
+//! block format (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K: crate::quant), so a quantized file
+//! takes its own size on the device. Norm weights and biases are f32. Q/K/V form one linear
+//! layer and gate/up another (crate::linear), each part in its file tensor's format (plan.rs).
+//! Norm weights get the config's `norm_weight_offset` added at load (gemma's `x * (1 + w)`),
+//! and each layer gets its RoPE frequencies (`ModelConfig::rope_inv_freq`).
+//! `--load-format dummy` draws bf16 weights directly on the device with the same formula as
+//! the host generator (ferrite_model::dummy), without materialising them on the host.
+//! `FERRITE_CUDA_WIDEN_QUANT=1` widens quantized files to bf16 as before (for A/B timing).
+
+mod plan;
+mod upload;
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
+use ferrite_model::config::ModelConfig;
+use ferrite_model::dummy::tensor_inits;
+use ferrite_model::weights as host;
+
+use crate::buffer::{upload, DeviceBuffer};
+use crate::device_ptr::DevicePtr;
+use crate::kernels::{DummyFormat, Kernels};
+use crate::linear::{Linear, Matrix, MatrixFormat, Part};
+use crate::quant::QuantType;
+use plan::Plan;
+use upload::{upload_matrix, upload_vector};
+
+/// Where a backend's weights come from.
+pub enum WeightSource {
+    /// Loaded on the host (GGUF or safetensors), any dtype the dequantizer knows.
+    Host(host::ModelWeights),
+    /// `--load-format dummy` with this seed, drawn on the device.
+    Dummy { seed: u64 },
+}
+
+/// One layer's weights on the device.
+#[derive(Debug, Clone)]
+pub struct LayerWeights {
+    pub attn_norm: DevicePtr,
+    /// [q_dim + 2 kv_dim, hidden]: Q rows, then K, then V.
+    pub wqkv: Linear,
+    /// [q_dim + 2 kv_dim] f32; `None` without QKV bias.
+    pub bqkv: Option<DevicePtr>,
+    pub wo: Linear,
+    pub ffn_norm: DevicePtr,
+    /// [2 inter, hidden]: gate rows, then up rows.
+    pub w_gate_up: Linear,
+    pub w_down: Linear,
+    /// Per-head RMSNorm weights of Q and K, f32 [head_dim] each (`BlockVariant::qk_norm`).
+    pub qk_norm: Option<QkNormWeights>,
+    /// Norms of the attention and MLP outputs, f32 [hidden] each (`BlockVariant::post_norms`).
+    pub post_norms: Option<PostNormWeights>,
+    /// This layer's RoPE inverse frequencies, f32 [head_dim / 2].
+    pub inv_freq: DevicePtr,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct QkNormWeights {
+    pub q: DevicePtr,
+    pub k: DevicePtr,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct PostNormWeights {
+    pub attention: DevicePtr,
+    pub mlp: DevicePtr,
+}
+
+/// The model's weights on the device (the CPU backend's counterpart has the same name).
+pub struct ModelWeights {
+    arena: DeviceBuffer,
+    /// The token embedding table [vocab, hidden].
+    pub embed: Matrix,
+    pub layers: Vec<LayerWeights>,
+    pub output_norm: DevicePtr,
+    /// The output projection [vocab, hidden] (the embedding when tied).
+    pub lm_head: Linear,
+    /// Bytes of the largest quantized matrix dequantized at once (0 when nothing is
+    /// quantized): what the cuBLAS path's scratch buffer needs.
+    pub largest_quantized: usize,
+}
+
+/// How a file tensor is kept on the device.
+fn device_format(tensor: &host::WeightTensor, k: usize, widen: bool) -> MatrixFormat {
+    match QuantType::of(tensor.dtype) {
+        Some(q) if q.fits(k) && !widen => MatrixFormat::Quant(q),
+        _ => MatrixFormat::Bf16,
+    }
+}
+
+/// What loading adds to a tensor stored in f32: the norm weight offset to norm weights
+/// (gemma's `1 + w`, folded so that the kernels compute `x * w` for every family).
+fn shift_of(c: &ModelConfig, name: &str) -> f32 {
+    if name.ends_with("norm.weight") {
+        c.block.norm_weight_offset
+    } else {
+        0.0
+    }
+}
+
+impl ModelWeights {
+    pub fn load(
+        stream: &Arc<CudaStream>,
+        kernels: &Kernels,
+        config: &ModelConfig,
+        source: &WeightSource,
+    ) -> anyhow::Result<ModelWeights> {
+        let widen = std::env::var("FERRITE_CUDA_WIDEN_QUANT").is_ok_and(|v| v == "1");
+        let plan = match source {
+            WeightSource::Dummy { .. } => Plan::new(config, &|_, _| MatrixFormat::Bf16),
+            WeightSource::Host(weights) => Plan::new(config, &|name, k| {
+                weights
+                    .get(name)
+                    .map_or(MatrixFormat::Bf16, |t| device_format(t, k, widen))
+            }),
+        };
+        let arena = DeviceBuffer::new(stream, plan.layout.bytes())?;
+        let seed = match source {
+            WeightSource::Dummy { seed } => *seed,
+            WeightSource::Host(_) => 0, // only the names and shapes are used
+        };
+        for init in tensor_inits(config, seed) {
+            let shift = shift_of(config, &init.name);
+            if let Some(slot) = plan.matrices.get(&init.name) {
+                let linear = &plan.linears[&slot.linear];
+                let part = &linear.parts[slot.part];
+                match source {
+                    WeightSource::Dummy { .. } => {
+                        let dst = arena.at(part.planes[0] + slot.row_in_part * linear.k * 2);
+                        let (key, scale, offset) = (init.key, init.scale, init.offset);
+                        kernels.dummy_fill(
+                            dst,
+                            init.len(),
+                            key,
+                            scale,
+                            offset,
+                            DummyFormat::Bf16,
+                        )?;
+                    }
+                    WeightSource::Host(weights) => {
+                        let tensor = weights.get(&init.name)?;
+                        check_shape(&init.name, tensor, &init.shape)?;
+                        let planes: Vec<DevicePtr> =
+                            part.planes.iter().map(|&at| arena.at(at)).collect();
+                        upload_matrix(stream, &planes, part.format, slot.row_in_part, tensor)?;
+                    }
+                }
+                continue;
+            }
+            let at = plan
+                .vector_slot(config, &init.name)
+                .ok_or_else(|| anyhow::anyhow!("no place for `{}`", init.name))?;
+            match source {
+                WeightSource::Dummy { .. } => {
+                    let format = DummyFormat::F32 { shift };
+                    kernels.dummy_fill(
+                        arena.at(at),
+                        init.len(),
+                        init.key,
+                        init.scale,
+                        init.offset,
+                        format,
+                    )?;
+                }
+                WeightSource::Host(weights) => {
+                    let tensor = weights.get(&init.name)?;
+                    check_shape(&init.name, tensor, &init.shape)?;
+                    upload_vector(stream, arena.at(at), tensor, shift)?;
+                }
+            }
+        }
+        for l in 0..config.num_layers {
+            let at = plan.vectors[&format!("blk.{l}.rope_inv_freq")];
+            upload(stream, arena.at(at), &config.rope_inv_freq(l))?;
+        }
+        stream.synchronize()?;
+        Self::assemble(config, &plan, arena)
+    }
+
+    /// The device addresses of every tensor, from the plan.
+    fn assemble(
+        config: &ModelConfig,
+        plan: &Plan,
+        arena: DeviceBuffer,
+    ) -> anyhow::Result<ModelWeights> {
+        let vector = |name: &str| -> anyhow::Result<DevicePtr> {
+            let at = plan.vectors.get(name);
+            Ok(arena.at(*at.ok_or_else(|| anyhow::anyhow!("no place for `{name}`"))?))
+        };
+        let linear = |name: &str| -> anyhow::Result<Linear> {
+            let lp = plan
+                .linears
+                .get(name)
+                .ok_or_else(|| anyhow::anyhow!("no linear layer `{name}`"))?;
+            let parts = lp.parts.iter().map(|p| {
+                let mut planes = [None; 3];
+                for (slot, &at) in planes.iter_mut().zip(&p.planes) {
+                    *slot = Some(arena.at(at));
+                }
+                let matrix = Matrix {
+                    format: p.format,
+                    planes,
+                };
+                Part {
+                    row0: p.row0,
+                    rows: p.rows,
+                    matrix,
+                }
+            });
+            Ok(Linear {
+                rows: lp.rows,
+                k: lp.k,
+                parts: parts.collect(),
+            })
+        };
+        let mut layers = Vec::with_capacity(config.num_layers);
+        for l in 0..config.num_layers {
+            let n = |p: &str| format!("blk.{l}.{p}");
+            let both = |a: &str, b: &str| -> anyhow::Result<(DevicePtr, DevicePtr)> {
+                Ok((vector(&n(a))?, vector(&n(b))?))
+            };
+            layers.push(LayerWeights {
+                attn_norm: vector(&n("attn_norm.weight"))?,
+                wqkv: linear(&n("attn_qkv"))?,
+                bqkv: config
+                    .qkv_bias
+                    .then(|| vector(&n("attn_qkv_bias")))
+                    .transpose()?,
+                wo: linear(&n("attn_output"))?,
+                ffn_norm: vector(&n("ffn_norm.weight"))?,
+                w_gate_up: linear(&n("ffn_gate_up"))?,
+                w_down: linear(&n("ffn_down"))?,
+                qk_norm: if config.block.qk_norm {
+                    let (q, k) = both("attn_q_norm.weight", "attn_k_norm.weight")?;
+                    Some(QkNormWeights { q, k })
+                } else {
+                    None
+                },
+                post_norms: if config.block.post_norms {
+                    let (attention, mlp) =
+                        both("post_attention_norm.weight", "post_ffw_norm.weight")?;
+                    Some(PostNormWeights { attention, mlp })
+                } else {
+                    None
+                },
+                inv_freq: vector(&n("rope_inv_freq"))?,
+            });
+        }
+        let embed_linear = linear("token_embd")?;
+        let embed = match embed_linear.parts.as_slice() {
+            [only] => only.matrix,
+            _ => anyhow::bail!("the embedding table must be one matrix"),
+        };
+        let lm_head = if config.tie_word_embeddings {
+            embed_linear
+        } else {
+            linear("output")?
+        };
+        let largest_quantized = plan
+            .linears
+            .values()
+            .flat_map(|lp| lp.parts.iter().map(move |p| (lp.k, p)))
+            .filter(|(_, p)| matches!(p.format, MatrixFormat::Quant(_)))
+            .map(|(k, p)| p.rows * k * 2)
+            .max()
+            .unwrap_or(0);
+        Ok(ModelWeights {
+            embed,
+            layers,
+            output_norm: vector("output_norm.weight")?,
+            lm_head,
+            largest_quantized,
+            arena,
+        })
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.arena.bytes()
+    }
+}
+
+fn check_shape(name: &str, tensor: &host::WeightTensor, shape: &[usize]) -> anyhow::Result<()> {
+    let numel: usize = tensor.shape.iter().product();
+    let want: usize = shape.iter().product();
+    let rows_ok = shape.len() == 1 || tensor.rows() == shape[0];
+    if numel != want || !rows_ok {
+        anyhow::bail!(
+            "`{name}` has shape {:?}, the config says {shape:?}",
+            tensor.shape
+        );
+    }
+    Ok(())
+}

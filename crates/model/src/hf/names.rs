@@ -23,6 +23,9 @@ pub fn canonical_name(arch: Arch, hf: &str) -> Option<String> {
     if kind != "weight" && kind != "bias" {
         return None;
     }
+    if let Some((expert, proj)) = expert_of(module) {
+        return Some(format!("blk.{layer}.{proj}.{expert}.{kind}"));
+    }
     let gguf = match module {
         "input_layernorm" => "attn_norm",
         "post_attention_layernorm" if arch == Arch::Gemma3 => "post_attention_norm",
@@ -38,9 +41,33 @@ pub fn canonical_name(arch: Arch, hf: &str) -> Option<String> {
         "mlp.gate_proj" => "ffn_gate",
         "mlp.up_proj" => "ffn_up",
         "mlp.down_proj" => "ffn_down",
+        // Mixture of experts: the router, qwen2_moe's shared expert and its gate.
+        "mlp.gate" | "block_sparse_moe.gate" => "ffn_gate_inp",
+        "mlp.shared_expert.gate_proj" => "ffn_gate_shexp",
+        "mlp.shared_expert.up_proj" => "ffn_up_shexp",
+        "mlp.shared_expert.down_proj" => "ffn_down_shexp",
+        "mlp.shared_expert_gate" => "ffn_gate_inp_shexp",
         _ => return None,
     };
     Some(format!("blk.{layer}.{gguf}.{kind}"))
+}
+
+/// `(expert, projection)` of one expert's matrix: `mlp.experts.{e}.gate_proj` (qwen MoE) or
+/// `block_sparse_moe.experts.{e}.w1` (Mixtral: w1 gate, w3 up, w2 down). The canonical name is
+/// llama.cpp's per-expert one, `blk.{i}.ffn_gate.{e}.weight` (as older Mixtral GGUF files have
+/// it); `ModelWeights::expert` reads it or a slice of a stacked `ffn_gate_exps`.
+fn expert_of(module: &str) -> Option<(usize, &'static str)> {
+    let rest = module
+        .strip_prefix("mlp.experts.")
+        .or_else(|| module.strip_prefix("block_sparse_moe.experts."))?;
+    let (expert, proj) = rest.split_once('.')?;
+    let proj = match proj {
+        "gate_proj" | "w1" => "ffn_gate",
+        "up_proj" | "w3" => "ffn_up",
+        "down_proj" | "w2" => "ffn_down",
+        _ => return None,
+    };
+    Some((expert.parse().ok()?, proj))
 }
 
 /// llama.cpp's `permute(w, n_head)` (convert_hf_to_gguf.py): within each head of `head_dim`

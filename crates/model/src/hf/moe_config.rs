@@ -23,7 +23,7 @@ const QWEN_DEFAULT_SPARSE_STEP: usize = 1;
 #[derive(Debug, Default, Deserialize)]
 pub struct MoeFields {
     num_experts: Option<usize>,
-    /// Mixtral's name for `num_experts`.
+    /// Mixtral's name for `num_experts` (and the name transformers 5 writes for every family).
     num_local_experts: Option<usize>,
     num_experts_per_tok: Option<usize>,
     moe_intermediate_size: Option<usize>,
@@ -51,18 +51,14 @@ pub fn moe_of(
     num_layers: usize,
     intermediate_size: usize,
 ) -> Result<Option<MoeConfig>, HfError> {
-    let (num_experts, expert_width) = match family {
-        MoeFamily::Qwen3Moe | MoeFamily::Qwen2Moe => (
-            fields.num_experts.ok_or_else(|| missing("num_experts"))?,
-            fields.moe_intermediate_size,
-        ),
-        MoeFamily::Mixtral => (
-            fields
-                .num_local_experts
-                .or(fields.num_experts)
-                .ok_or_else(|| missing("num_local_experts"))?,
-            Some(intermediate_size),
-        ),
+    // transformers 5 writes every family's expert count as `num_local_experts`.
+    let num_experts = fields
+        .num_experts
+        .or(fields.num_local_experts)
+        .ok_or_else(|| missing("num_experts"))?;
+    let expert_width = match family {
+        MoeFamily::Qwen3Moe | MoeFamily::Qwen2Moe => fields.moe_intermediate_size,
+        MoeFamily::Mixtral => Some(intermediate_size),
     };
     if num_experts == 0 {
         return Ok(None);

@@ -95,3 +95,38 @@ pub fn permute_rows_for_interleaved_rope(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn experts_routers_and_shared_experts_get_llama_cpp_names() {
+        let name = |hf: &str| canonical_name(Arch::Qwen3, hf);
+        assert_eq!(
+            name("model.layers.3.mlp.experts.17.down_proj.weight").as_deref(),
+            Some("blk.3.ffn_down.17.weight")
+        );
+        assert_eq!(
+            name("model.layers.0.block_sparse_moe.experts.2.w1.weight").as_deref(),
+            Some("blk.0.ffn_gate.2.weight")
+        );
+        assert_eq!(
+            name("model.layers.0.block_sparse_moe.experts.2.w3.weight").as_deref(),
+            Some("blk.0.ffn_up.2.weight")
+        );
+        assert_eq!(
+            name("model.layers.1.mlp.gate.weight").as_deref(),
+            Some("blk.1.ffn_gate_inp.weight")
+        );
+        assert_eq!(
+            name("model.layers.1.mlp.shared_expert_gate.weight").as_deref(),
+            Some("blk.1.ffn_gate_inp_shexp.weight")
+        );
+        assert_eq!(
+            name("model.layers.1.mlp.shared_expert.up_proj.weight").as_deref(),
+            Some("blk.1.ffn_up_shexp.weight")
+        );
+        assert_eq!(name("model.layers.1.mlp.experts.x.w9.weight"), None);
+    }
+}

@@ -2,7 +2,8 @@
 """Make ferrite's per-architecture Hugging Face fixtures with `transformers` as the oracle.
 
 For each architecture (llama with Llama 3.x rope scaling, qwen2, qwen3, mistral with a sliding
-window, gemma3 with alternating sliding/global layers) this script:
+window, gemma3 with alternating sliding/global layers, and the mixtures of experts qwen3_moe,
+qwen2_moe with its shared expert and mixtral) this script:
   1. writes a tiny config.json that keeps the structure of the real family's config (the legacy
      hub layout: rope_theta / rope_scaling / rope_local_base_freq, as the real checkpoints have it),
   2. builds the model with `transformers` from that config, fills every parameter with seeded random
@@ -14,7 +15,9 @@ window, gemma3 with alternating sliding/global layers) this script:
      and a 16-token greedy continuation (full recompute at every step, EOS ignored) with the
      top-1 minus top-2 logit margin at every step, into reference.json; config.transformers5.json is
      the same config in the layout transformers >= 5 writes (rope_parameters).
-Then it checks its own work (see check_*): the reference reproduces from a fresh load, generate()
+For qwen3_moe it also writes model-experts-q8_0.gguf, llama.cpp's layout of the same weights
+(see write_gguf; needs gguf-py: pip install gguf). Then it checks its own work (see check_*): the
+reference reproduces from a fresh load, generate()
 with the KV cache gives the same greedy tokens, and the features each fixture is meant to exercise
 (sliding window, rope scaling, local rope base, ...) really change the logits.
 

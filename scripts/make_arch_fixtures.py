@@ -2,7 +2,8 @@
 """Make ferrite's per-architecture Hugging Face fixtures with `transformers` as the oracle.
 
 For each architecture (llama with Llama 3.x rope scaling, qwen2, qwen3, mistral with a sliding
-window, gemma3 with alternating sliding/global layers) this script:
+window, gemma3 with alternating sliding/global layers, and the mixtures of experts qwen3_moe,
+qwen2_moe with its shared expert and mixtral) this script:
   1. writes a tiny config.json that keeps the structure of the real family's config (the legacy
      hub layout: rope_theta / rope_scaling / rope_local_base_freq, as the real checkpoints have it),
   2. builds the model with `transformers` from that config, fills every parameter with seeded random
@@ -14,7 +15,9 @@ window, gemma3 with alternating sliding/global layers) this script:
      and a 16-token greedy continuation (full recompute at every step, EOS ignored) with the
      top-1 minus top-2 logit margin at every step, into reference.json; config.transformers5.json is
      the same config in the layout transformers >= 5 writes (rope_parameters).
-Then it checks its own work (see check_*): the reference reproduces from a fresh load, generate()
+For qwen3_moe it also writes model-experts-q8_0.gguf, llama.cpp's layout of the same weights
+(see write_gguf; needs gguf-py: pip install gguf). Then it checks its own work (see check_*): the
+reference reproduces from a fresh load, generate()
 with the KV cache gives the same greedy tokens, and the features each fixture is meant to exercise
 (sliding window, rope scaling, local rope base, ...) really change the logits.
 
@@ -43,7 +46,8 @@ LOW_MARGIN = 0.25
 CANDIDATES = 24  # random prompts tried per length (see pick_prompt)
 FINAL_NORM = 4.0  # scale of the final norm weights: lets tied embeddings stay small
 GEMMA_POST_NORM = 3.0
-LOGIT_STD = 5.0  # target std of the output logits (flat logits would make greedy margins tiny)
+LOGIT_STD = 5.0
+ROUTER_SCALE = 2.0  # target std of the output logits (flat logits would make greedy margins tiny)
 
 # Tiny configs in the layout of the real hub config.json of each family. Comments name the real
 # model whose structure is kept.
@@ -198,6 +202,110 @@ CONFIGS = {
         "use_cache": True,
         "vocab_size": 1024,
     },
+    # Qwen3-30B-A3B (Qwen3MoeForCausalLM): every layer sparse (decoder_sparse_step 1, no
+    # mlp_only_layers), softmax router over 8 experts (real 128), top-2 (real 8), norm_topk_prob true,
+    # q/k norms as qwen3, untied. intermediate_size is the (unused here) dense MLP width. Kept small:
+    # vocab 256, expert width 32 (a Q8_0 block, for the GGUF copy made from it, see write_gguf).
+    "qwen3_moe": {
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "model_type": "qwen3_moe",
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "bos_token_id": 1,
+        "decoder_sparse_step": 1,
+        "eos_token_id": 2,
+        "head_dim": 16,
+        "hidden_act": "silu",
+        "hidden_size": 64,
+        "initializer_range": 0.02,
+        "intermediate_size": 128,
+        "max_position_embeddings": 40960,
+        "max_window_layers": 3,
+        "mlp_only_layers": [],
+        "moe_intermediate_size": 32,
+        "norm_topk_prob": True,
+        "num_attention_heads": 4,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "num_hidden_layers": 3,
+        "num_key_value_heads": 2,
+        "output_router_logits": False,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": None,
+        "rope_theta": 1000000.0,
+        "router_aux_loss_coef": 0.001,
+        "sliding_window": None,
+        "tie_word_embeddings": False,
+        "use_cache": True,
+        "use_sliding_window": False,
+        "vocab_size": 256,
+    },
+    # Qwen1.5-MoE-A2.7B / Qwen2-57B-A14B (Qwen2MoeForCausalLM): the shared-expert family. Every
+    # layer has a shared expert (width shared_expert_intermediate_size) scaled by
+    # sigmoid(shared_expert_gate(x)) next to the routed ones; norm_topk_prob false (the chosen
+    # softmax probabilities are used as they are); QKV bias. Layer 1 is a dense MLP (mlp_only_layers)
+    # so the per-layer switch is exercised.
+    "qwen2_moe": {
+        "architectures": ["Qwen2MoeForCausalLM"],
+        "model_type": "qwen2_moe",
+        "attention_dropout": 0.0,
+        "bos_token_id": 1,
+        "decoder_sparse_step": 1,
+        "eos_token_id": 2,
+        "hidden_act": "silu",
+        "hidden_size": 64,
+        "initializer_range": 0.02,
+        "intermediate_size": 96,
+        "max_position_embeddings": 8192,
+        "max_window_layers": 3,
+        "mlp_only_layers": [1],
+        "moe_intermediate_size": 32,
+        "norm_topk_prob": False,
+        "num_attention_heads": 4,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "num_hidden_layers": 3,
+        "num_key_value_heads": 2,
+        "output_router_logits": False,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": None,
+        "rope_theta": 1000000.0,
+        "router_aux_loss_coef": 0.001,
+        "shared_expert_intermediate_size": 64,
+        "sliding_window": 32,
+        "tie_word_embeddings": True,
+        "use_cache": True,
+        "use_sliding_window": False,
+        "vocab_size": 256,
+    },
+    # Mixtral-8x7B (MixtralForCausalLM): llama attention, 8 experts, top-2 with the softmax taken
+    # over the two chosen logits (softmax, top-2, renormalised), untied, no sliding window.
+    "mixtral": {
+        "architectures": ["MixtralForCausalLM"],
+        "model_type": "mixtral",
+        "attention_dropout": 0.0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "hidden_act": "silu",
+        "hidden_size": 64,
+        "initializer_range": 0.02,
+        "intermediate_size": 32,
+        "max_position_embeddings": 32768,
+        "num_attention_heads": 4,
+        "num_experts_per_tok": 2,
+        "num_hidden_layers": 2,
+        "num_key_value_heads": 2,
+        "num_local_experts": 8,
+        "output_router_logits": False,
+        "rms_norm_eps": 1e-05,
+        "rope_theta": 1000000.0,
+        "router_aux_loss_coef": 0.02,
+        "router_jitter_noise": 0.0,
+        "sliding_window": None,
+        "tie_word_embeddings": False,
+        "use_cache": True,
+        "vocab_size": 256,
+    },
 }
 
 # generation_config.json per family (EOS ids as the real ones are laid out; no sampling defaults
@@ -208,9 +316,14 @@ GENERATION = {
     "qwen3": {"bos_token_id": 1, "eos_token_id": 2},
     "mistral": {"bos_token_id": 1, "eos_token_id": 2},
     "gemma3": {"bos_token_id": 2, "eos_token_id": [1, 106], "pad_token_id": 0},
+    "qwen3_moe": {"bos_token_id": 1, "eos_token_id": 2},
+    "qwen2_moe": {"bos_token_id": 1, "eos_token_id": 2},
+    "mixtral": {"bos_token_id": 1, "eos_token_id": 2},
 }
 
-SEEDS = {"llama": 101, "qwen2": 102, "qwen3": 103, "mistral": 104, "gemma3": 105}
+SEEDS = {"llama": 101, "qwen2": 102, "qwen3": 103, "mistral": 104, "gemma3": 105, "qwen3_moe": 106,
+         "qwen2_moe": 107, "mixtral": 109}
+MOE = ("qwen3_moe", "qwen2_moe", "mixtral")
 
 
 def write_json(path, obj):
@@ -251,9 +364,12 @@ def randomize(model, arch, seed):
                 v = (LOGIT_STD / (hidden**0.5 * FINAL_NORM)) * torch.randn(shape, generator=g)
             elif name.endswith(".bias"):
                 v = 0.5 * torch.randn(shape, generator=g)
-            elif p.dim() == 2:
-                fan_in = shape[1]
+            elif p.dim() in (2, 3):
+                # [out, in], or transformers 5's stacked experts [E, out, in]
+                fan_in = shape[-1]
                 v = torch.randn(shape, generator=g) / fan_in**0.5
+                if name.endswith("mlp.gate.weight") or name.endswith("block_sparse_moe.gate.weight"):
+                    v = ROUTER_SCALE * v  # decisive routing: top-k gaps far above f32 noise
             else:
                 raise RuntimeError(f"unexpected parameter {name} {tuple(shape)}")
             p.copy_(v.to(p.dtype))
@@ -477,6 +593,103 @@ def check_window_edge(arch, d, W):
     assert inside > 1e-4 and outside == 0.0
 
 
+@torch.no_grad()
+def check_moe(arch, ref):
+    """Routing is decisive (a near-tie between the k-th and (k+1)-th router logit would let f32
+    rounding pick another expert, which no engine could be blamed for) and the MoE switches the
+    fixture carries really change the logits."""
+    d = OUT / arch
+    base = load_f32(d)
+    k = base.config.num_experts_per_tok
+    gaps = []
+    for p in ref["prompts"]:
+        out = base(torch.tensor([p["ids"] + p["greedy"]]), use_cache=False, output_router_logits=True)
+        for layer_logits in out.router_logits:
+            top = torch.topk(layer_logits.float(), k + 1, dim=-1).values
+            gaps.append(float((top[:, k - 1] - top[:, k]).min()))
+    print(f"  {arch}: least gap between router logits {k} and {k + 1} over all tokens and sparse layers: "
+          f"{min(gaps):.2e} ({len(gaps)} prompt x layer)")
+    assert min(gaps) > 1e-4, arch  # f32 rounding of O(1) logits is ~1e-6
+    ids = ref["prompts"][-1]["ids"]
+    flipped = load_f32(d, norm_topk_prob=not base.config.norm_topk_prob) if arch != "mixtral" else None
+    if flipped is not None:
+        diff = max_lp_diff(base, flipped, ids)
+        print(f"  {arch}: norm_topk_prob flipped: max |dlogprob| {diff:.3f}")
+        assert diff > 0.1
+    if arch == "qwen2_moe":
+        kinds = [type(layer.mlp).__name__ for layer in base.model.layers]
+        print(f"  qwen2_moe: MLP per layer {kinds}")
+        assert kinds[1] == "Qwen2MoeMLP" and "SparseMoeBlock" in kinds[0]
+        dense_all = load_f32(d, mlp_only_layers=[])
+        assert any(type(layer.mlp).__name__ != "Qwen2MoeMLP" for layer in dense_all.model.layers)
+
+
+def write_gguf(arch):
+    """The qwen3_moe checkpoint in llama.cpp's GGUF layout, as convert_hf_to_gguf.py writes it
+    (names from gguf-py's TensorNameMap, the experts of a layer stacked [E, rows, cols] into
+    blk.N.ffn_{gate,up,down}_exps), then quantized the way a GGUF user would have it: the experts
+    Q8_0 (gguf-py's reference quantizer), the router and norms F32, everything else BF16 (exact:
+    the checkpoint is bf16). No tokenizer: the engine test reads the weights only."""
+    import re
+    import gguf
+    from safetensors.torch import load_file
+    assert arch == "qwen3_moe"
+    d = OUT / arch
+    cfg = CONFIGS[arch]
+    layers, experts = cfg["num_hidden_layers"], cfg["num_experts"]
+    name_map = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN3MOE, layers)
+    per_expert, out = {}, {}
+    for name, t in load_file(d / "model.safetensors").items():
+        m = re.fullmatch(r"model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(\w+)\.weight", name)
+        if m:
+            per_expert.setdefault((int(m[1]), m[3]), {})[int(m[2])] = t
+            continue
+        out[name_map.get_name(name, try_suffixes=(".weight", ".bias"))] = t
+    for (bid, proj), by_id in per_expert.items():
+        stacked = torch.stack([by_id[e] for e in range(experts)], dim=0)
+        merged = f"model.layers.{bid}.mlp.experts.{proj}.weight"
+        out[name_map.get_name(merged, try_suffixes=(".weight",))] = stacked
+    path = d / "model-experts-q8_0.gguf"
+    w = gguf.GGUFWriter(path, "qwen3moe")
+    w.add_block_count(layers)
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    w.add_key_length(cfg["head_dim"])
+    w.add_value_length(cfg["head_dim"])
+    w.add_rope_freq_base(cfg["rope_theta"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_expert_count(experts)
+    w.add_expert_used_count(cfg["num_experts_per_tok"])
+    w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+    Q = gguf.GGMLQuantizationType
+    types = {}
+    for name in sorted(out):
+        data = out[name].float().numpy()
+        if "_exps." in name:
+            qtype = Q.Q8_0
+        elif data.ndim == 1 or name.endswith("ffn_gate_inp.weight"):
+            qtype = Q.F32
+        else:
+            qtype = Q.BF16
+        types[qtype.name] = types.get(qtype.name, 0) + 1
+        if qtype == Q.F32:
+            w.add_tensor(name, data)
+        else:
+            w.add_tensor(name, gguf.quants.quantize(data, qtype), raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    r = gguf.GGUFReader(path)
+    exps = [t for t in r.tensors if t.name == "blk.0.ffn_down_exps.weight"][0]
+    print(f"  {arch}: wrote {path.name}: {len(r.tensors)} tensors {types}, "
+          f"blk.0.ffn_down_exps ne {list(exps.shape)}, {path.stat().st_size / 1e6:.2f} MB")
+    assert list(exps.shape) == [cfg["moe_intermediate_size"], cfg["hidden_size"], experts]
+
+
 def margins_report(arch, ref):
     m = [x for p in ref["prompts"] for x in p["greedy_margins"]]
     low = sum(x < LOW_MARGIN for x in m)
@@ -497,6 +710,10 @@ def main():
         margins_report(arch, ref)
         check_reproduces(arch, ref)
         check_features(arch, ref)
+        if arch in MOE:
+            check_moe(arch, ref)
+        if arch == "qwen3_moe":
+            write_gguf(arch)
         size = sum(f.stat().st_size for f in (OUT / arch).iterdir())
         print(f"  {arch}: {size / 1e6:.2f} MB")
 

@@ -95,6 +95,12 @@ impl CpuBackend {
         self.model.weight_bytes()
     }
 
+    /// Tokens routed to each expert of each layer since load (empty lists for dense layers), to
+    /// see whether a mixture's experts are balanced. Speculative and prompt tokens count alike.
+    pub fn expert_load(&self) -> Vec<Vec<u64>> {
+        self.model.expert_load()
+    }
+
     /// The instruction set the kernels run with.
     pub fn isa(&self) -> Isa {
         self.isa

@@ -1,6 +1,6 @@
 //! ferrite CPU backend: quantized weights dequantized on the fly, batch-invariant f32 kernels,
-//! and the one config-driven decoder forward pass (llama, qwen2, qwen3, mistral, gemma3) over a
-//! paged KV cache.
+//! and the one config-driven decoder forward pass (llama, qwen2, qwen3, mistral, gemma3, and
+//! their mixture-of-experts MLPs: qwen3_moe, qwen2_moe, mixtral) over a paged KV cache.
 //!
 //! The roles carry the same names as in the CUDA backend: `Model` (the forward pass, model.rs),
 //! `ModelWeights` (the weights as it reads them), `KvCache` (the paged K/V storage) and
@@ -11,6 +11,7 @@ pub mod kernels;
 pub mod kv_cache;
 mod model;
 mod model_weights;
+mod moe;
 pub mod quant;
 pub mod simd;
 

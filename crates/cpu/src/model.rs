@@ -1,6 +1,7 @@
 //! `Model`: the one decoder forward pass (llama, qwen2, qwen3, mistral, gemma3: the config's
-//! `BlockVariant` and per-layer attention say where they differ) over a batch of sequences and
-//! a paged KV cache, with its per-step `Workspace`.
+//! `BlockVariant` and per-layer attention say where they differ; a layer's MLP is dense or a
+//! mixture of experts, `moe`) over a batch of sequences and a paged KV cache, with its per-step
+//! `Workspace`.
 //!
 //! All tokens of the step are stacked into one `[tokens, hidden]` activation matrix, so each
 //! matmul runs once per step; attention runs per (token, head). Every kernel is batch-invariant,
@@ -11,6 +12,7 @@ use ferrite_engine::{
 };
 use ferrite_model::config::ModelConfig;
 use rayon::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::kernels::activation::gated;
 use crate::kernels::attention::{attend_group, Window};
@@ -18,7 +20,8 @@ use crate::kernels::matmul::{matmul, matmul_group, MatmulJob};
 use crate::kernels::norm::{rms_norm, rms_norm_in_place};
 use crate::kernels::rope::Rope;
 use crate::kv_cache::KvCache;
-use crate::model_weights::ModelWeights;
+use crate::model_weights::{Mlp, ModelWeights};
+use crate::moe::{moe_mlp, MoeScratch};
 use crate::simd::Isa;
 
 /// Rows per parallel task for the element-wise kernels.
@@ -34,6 +37,8 @@ pub struct Model {
     layer_rope: Vec<usize>,
     /// Token ids the LM head scores: the vocabulary, or its first ids (`limit_logits`).
     logits_vocab: usize,
+    /// Per layer, per expert: tokens routed to it since load (empty for a dense layer).
+    expert_load: Vec<Vec<AtomicU64>>,
 }
 
 /// Per-step scratch: activation buffers reused from step to step (they only ever grow).
@@ -53,6 +58,7 @@ pub struct Workspace {
     /// Per rope of `Model::ropes`, a cos/sin table per token.
     cos_sin: Vec<f32>,
     logit_rows: Vec<usize>,
+    moe: MoeScratch,
 }
 
 fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
@@ -77,8 +83,17 @@ impl Model {
             };
             layer_rope.push(index);
         }
+        let expert_load = weights
+            .layers
+            .iter()
+            .map(|layer| match &layer.mlp {
+                Mlp::Moe(moe) => moe.experts.iter().map(|_| AtomicU64::new(0)).collect(),
+                Mlp::Dense { .. } => Vec::new(),
+            })
+            .collect();
         Model {
             logits_vocab: config.vocab_size,
+            expert_load,
             config,
             weights,
             ropes,
@@ -88,6 +103,15 @@ impl Model {
 
     pub fn config(&self) -> &ModelConfig {
         &self.config
+    }
+
+    /// Tokens routed to each expert of each layer since load (an empty list for a dense layer):
+    /// whether the experts are balanced.
+    pub fn expert_load(&self) -> Vec<Vec<u64>> {
+        self.expert_load
+            .iter()
+            .map(|layer| layer.iter().map(|c| c.load(Ordering::Relaxed)).collect())
+            .collect()
     }
 
     pub fn weight_bytes(&self) -> usize {
@@ -225,27 +249,45 @@ impl Model {
             );
 
             rms_norm(isa, x, &layer.ffn_norm, c.rms_norm_eps, normed);
-            let inter = c.intermediate_size;
-            let (gate, up) = (sized(&mut ws.gate, n * inter), sized(&mut ws.up, n * inter));
-            matmul_group(
-                isa,
-                normed,
-                n,
-                &mut [
-                    MatmulJob {
-                        matrix: &layer.w_gate,
-                        out: gate,
-                    },
-                    MatmulJob {
-                        matrix: &layer.w_up,
-                        out: up,
-                    },
-                ],
-            );
-            gate.par_chunks_mut(ROWS_PER_TASK * inter)
-                .zip(up.par_chunks(ROWS_PER_TASK * inter))
-                .for_each(|(g, u)| gated(c.block.activation, g, u));
-            matmul(isa, gate, n, &layer.w_down, proj);
+            match &layer.mlp {
+                Mlp::Moe(moe) => moe_mlp(
+                    isa,
+                    moe,
+                    c.block.activation,
+                    normed,
+                    n,
+                    &mut ws.moe,
+                    proj,
+                    Some(&self.expert_load[layer_index]),
+                ),
+                Mlp::Dense {
+                    gate: w_gate,
+                    up: w_up,
+                    down: w_down,
+                } => {
+                    let inter = c.intermediate_size;
+                    let (gate, up) = (sized(&mut ws.gate, n * inter), sized(&mut ws.up, n * inter));
+                    matmul_group(
+                        isa,
+                        normed,
+                        n,
+                        &mut [
+                            MatmulJob {
+                                matrix: w_gate,
+                                out: gate,
+                            },
+                            MatmulJob {
+                                matrix: w_up,
+                                out: up,
+                            },
+                        ],
+                    );
+                    gate.par_chunks_mut(ROWS_PER_TASK * inter)
+                        .zip(up.par_chunks(ROWS_PER_TASK * inter))
+                        .for_each(|(g, u)| gated(c.block.activation, g, u));
+                    matmul(isa, gate, n, w_down, proj);
+                }
+            }
             self.add_block_output(
                 isa,
                 x,

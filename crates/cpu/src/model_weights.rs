@@ -1,12 +1,14 @@
 //! `ModelWeights`: the decoder's weights in the form the forward pass reads (matrices stay
 //! quantized, or bf16/f16 as stored, and are dequantized panel by panel; vectors such as norms
 //! and biases are dequantized to f32 once, with gemma's `1 + w` norm offset folded in), built
-//! from the model crate's tensors as loaded (`LoadedWeights` here).
+//! from the model crate's tensors as loaded (`LoadedWeights` here). A mixture-of-experts
+//! layer's MLP is `moe::MoeWeights`.
 
 use ferrite_model::config::ModelConfig;
 use ferrite_model::weights::{ModelWeights as LoadedWeights, WeightTensor};
 
-use crate::kernels::quant_matrix::QuantMatrix;
+use crate::kernels::quant_matrix::{load_matrix as matrix, QuantMatrix};
+use crate::moe::MoeWeights;
 use crate::quant::dequantize_row;
 
 #[derive(Debug)]
@@ -24,9 +26,18 @@ pub struct LayerWeights {
     pub post_norms: Option<[Vec<f32>; 2]>,
     /// The norm before the MLP (gemma3's pre_feedforward_layernorm).
     pub ffn_norm: Vec<f32>,
-    pub w_gate: QuantMatrix,
-    pub w_up: QuantMatrix,
-    pub w_down: QuantMatrix,
+    pub mlp: Mlp,
+}
+
+/// A layer's MLP: dense SwiGLU/GeGLU, or a mixture of experts.
+#[derive(Debug)]
+pub enum Mlp {
+    Dense {
+        gate: QuantMatrix,
+        up: QuantMatrix,
+        down: QuantMatrix,
+    },
+    Moe(MoeWeights),
 }
 
 #[derive(Debug)]
@@ -36,23 +47,6 @@ pub struct ModelWeights {
     pub output_norm: Vec<f32>,
     /// `output.weight`, or the embedding when tied.
     pub lm_head: QuantMatrix,
-}
-
-fn matrix(
-    weights: &LoadedWeights,
-    name: &str,
-    rows: usize,
-    cols: usize,
-) -> anyhow::Result<QuantMatrix> {
-    let m = QuantMatrix::new(weights.get(name)?).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-    if m.rows() != rows || m.cols() != cols {
-        anyhow::bail!(
-            "{name} is {}x{}, the config says {rows}x{cols}",
-            m.rows(),
-            m.cols()
-        );
-    }
-    Ok(m)
 }
 
 fn vector(weights: &LoadedWeights, name: &str, len: usize) -> anyhow::Result<Vec<f32>> {
@@ -120,6 +114,14 @@ impl ModelWeights {
             } else {
                 None
             };
+            let mlp = match config.moe_at(i) {
+                Some(moe) => Mlp::Moe(MoeWeights::new(weights, i, moe, hidden)?),
+                None => Mlp::Dense {
+                    gate: matrix(weights, &name("ffn_gate.weight"), inter, hidden)?,
+                    up: matrix(weights, &name("ffn_up.weight"), inter, hidden)?,
+                    down: matrix(weights, &name("ffn_down.weight"), hidden, inter)?,
+                },
+            };
             layers.push(LayerWeights {
                 attn_norm: norm(weights, &name("attn_norm.weight"), hidden, offset)?,
                 wq: matrix(weights, &name("attn_q.weight"), q_dim, hidden)?,
@@ -130,9 +132,7 @@ impl ModelWeights {
                 wo: matrix(weights, &name("attn_output.weight"), hidden, q_dim)?,
                 post_norms,
                 ffn_norm: norm(weights, &name("ffn_norm.weight"), hidden, offset)?,
-                w_gate: matrix(weights, &name("ffn_gate.weight"), inter, hidden)?,
-                w_up: matrix(weights, &name("ffn_up.weight"), inter, hidden)?,
-                w_down: matrix(weights, &name("ffn_down.weight"), hidden, inter)?,
+                mlp,
             });
         }
         let output_norm = norm(weights, "output_norm.weight", hidden, offset)?;
@@ -147,21 +147,20 @@ impl ModelWeights {
 
 impl LayerWeights {
     fn bytes(&self) -> usize {
-        let matrices = [
-            &self.wq,
-            &self.wk,
-            &self.wv,
-            &self.wo,
-            &self.w_gate,
-            &self.w_up,
-            &self.w_down,
-        ];
+        let matrices = [&self.wq, &self.wk, &self.wv, &self.wo];
+        let mlp = match &self.mlp {
+            Mlp::Dense { gate, up, down } => {
+                gate.bytes().len() + up.bytes().len() + down.bytes().len()
+            }
+            Mlp::Moe(moe) => moe.bytes(),
+        };
         let vectors = [&self.attn_norm, &self.ffn_norm]
             .into_iter()
             .chain(self.qkv_bias.iter().flatten())
             .chain(self.qk_norm.iter().flatten())
             .chain(self.post_norms.iter().flatten());
         matrices.iter().map(|m| m.bytes().len()).sum::<usize>()
+            + mlp
             + vectors.map(|v| v.len() * 4).sum::<usize>()
     }
 }

@@ -1,6 +1,8 @@
-//! Issue 12's oracle on the CPU: the tiny random-weight Hugging Face checkpoints of
+//! Issues 12 and 13's oracle on the CPU: the tiny random-weight Hugging Face checkpoints of
 //! fixtures/arch (llama with Llama 3 rope scaling, qwen2, qwen3, mistral with a sliding window,
-//! gemma3), loaded from their directories, against transformers in f32 on the same bf16 weights.
+//! gemma3, and the mixtures of experts qwen3_moe, qwen2_moe with its shared expert and a dense
+//! layer, mixtral), loaded from their directories, against transformers in f32 on the same bf16
+//! weights; and qwen3_moe's GGUF copy with stacked, quantized experts.
 //!
 //! - teacher-forced prompt log-probabilities: mean |Δ| <= 0.02, max <= 0.3;
 //! - greedy continuations identical up to the first step whose reference top-2 margin is below
@@ -16,6 +18,8 @@ mod common;
 use common::*;
 use ferrite_cpu::CpuBackend;
 use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
+use ferrite_model::dequant::dequantize;
+use ferrite_model::gguf::GgufFile;
 use ferrite_model::hf;
 use serde_json::Value;
 
@@ -53,9 +57,14 @@ fn load(arch: &str) -> (CpuBackend, Vec<Case>, f64) {
         resident <= 1.1 * checkpoint,
         "{arch}: weights take {resident} bytes in memory, the checkpoint {checkpoint}"
     );
+    (backend, cases(arch), resident / checkpoint)
+}
+
+fn cases(arch: &str) -> Vec<Case> {
+    let dir = repo_root().join("fixtures/arch").join(arch);
     let text = std::fs::read_to_string(dir.join("reference.json")).unwrap();
     let doc: Value = serde_json::from_str(&text).unwrap();
-    let cases = doc["prompts"]
+    doc["prompts"]
         .as_array()
         .unwrap()
         .iter()
@@ -75,8 +84,7 @@ fn load(arch: &str) -> (CpuBackend, Vec<Case>, f64) {
                 .map(|m| m.as_f64().unwrap())
                 .collect(),
         })
-        .collect();
-    (backend, cases, resident / checkpoint)
+        .collect()
 }
 
 fn log_softmax_at(row: &[f32], token: u32) -> f64 {
@@ -108,16 +116,22 @@ fn prompt_deltas(backend: &mut CpuBackend, case: &Case) -> Vec<f64> {
 
 fn check_arch(arch: &str) {
     let (mut backend, cases, weights_ratio) = load(arch);
+    check_backend(arch, &mut backend, &cases, weights_ratio);
+}
+
+/// Parity with the reference (log-probabilities, greedy) and batch invariance.
+fn check_backend(arch: &str, backend: &mut CpuBackend, cases: &[Case], weights_ratio: f64) {
+    let backend = &mut *backend;
     let deltas: Vec<f64> = cases
         .iter()
-        .flat_map(|c| prompt_deltas(&mut backend, c))
+        .flat_map(|c| prompt_deltas(backend, c))
         .collect();
     let mean = deltas.iter().sum::<f64>() / deltas.len() as f64;
     let max = deltas.iter().copied().fold(0.0, f64::max);
 
     let mut identical = 0;
     for (i, case) in cases.iter().enumerate() {
-        let got = greedy(&mut backend, &case.prompt, case.greedy.len(), PAGE_SIZE);
+        let got = greedy(backend, &case.prompt, case.greedy.len(), PAGE_SIZE);
         match got.iter().zip(&case.greedy).position(|(g, e)| g != e) {
             None => identical += 1,
             Some(step) => assert!(
@@ -142,20 +156,25 @@ fn check_arch(arch: &str) {
         "{arch}: mean |Δ| {mean} (bar {MEAN_BAR}), max {max} (bar {MAX_BAR})"
     );
 
-    // Batch invariance on the prompts with their continuations (past every window).
+    check_batch_invariance(arch, backend, cases);
+}
+
+/// The prompts with their continuations (past every window), batched together with mixed
+/// chunks and decodes, and one by one in chunks, give the bits each gives alone.
+fn check_batch_invariance(arch: &str, backend: &mut CpuBackend, cases: &[Case]) {
     let seqs: Vec<Vec<u32>> = cases
         .iter()
         .map(|c| c.prompt.iter().chain(&c.greedy).copied().collect())
         .collect();
     let alone = run_schedule(
-        &mut backend,
+        backend,
         PAGE_SIZE,
         &seqs,
         &chunked_schedule(&seqs, usize::MAX),
     );
-    let chunked = run_schedule(&mut backend, PAGE_SIZE, &seqs, &chunked_schedule(&seqs, 7));
+    let chunked = run_schedule(backend, PAGE_SIZE, &seqs, &chunked_schedule(&seqs, 7));
     assert_bitwise_equal(&alone, &chunked, &format!("{arch}: chunks of 7"));
-    let mixed = run_schedule(&mut backend, PAGE_SIZE, &seqs, &mixed_schedule(&seqs, 12));
+    let mixed = run_schedule(backend, PAGE_SIZE, &seqs, &mixed_schedule(&seqs, 12));
     assert_bitwise_equal(&alone, &mixed, &format!("{arch}: mixed batch"));
 }
 
@@ -182,4 +201,140 @@ fn mistral_sliding_window_matches_transformers() {
 #[test]
 fn gemma3_matches_transformers() {
     check_arch("gemma3");
+}
+
+#[test]
+fn qwen3_moe_matches_transformers() {
+    check_arch("qwen3_moe");
+}
+
+#[test]
+fn qwen2_moe_shared_expert_and_dense_layer_match_transformers() {
+    check_arch("qwen2_moe");
+}
+
+#[test]
+fn mixtral_matches_transformers() {
+    check_arch("mixtral");
+}
+
+/// The router's counts: every prompt token of every sparse layer goes to exactly k experts,
+/// and dense layers count nothing.
+#[test]
+fn expert_load_counts_k_experts_per_token_in_sparse_layers() {
+    let (mut backend, cases, _) = load("qwen2_moe");
+    let tokens: usize = cases.iter().map(|c| c.prompt.len()).sum();
+    for case in &cases {
+        prompt_deltas(&mut backend, case);
+    }
+    let load = backend.expert_load();
+    let per_layer: Vec<u64> = load.iter().map(|l| l.iter().sum()).collect();
+    // qwen2_moe fixture: layer 1 is dense (mlp_only_layers), top-2 of 8 experts elsewhere.
+    assert_eq!(load.iter().map(Vec::len).collect::<Vec<_>>(), [8, 0, 8]);
+    assert_eq!(per_layer, [2 * tokens as u64, 0, 2 * tokens as u64]);
+    assert!(load[0].iter().filter(|&&c| c > 0).count() > 1, "{load:?}");
+}
+
+/// llama.cpp's layout of the qwen3_moe checkpoint (written by gguf-py as convert_hf_to_gguf.py
+/// does: experts stacked into `blk.N.ffn_*_exps`, [E, rows, cols]), its experts Q8_0:
+/// - the same config as the checkpoint's;
+/// - every expert matrix read from the stack is the checkpoint's expert within Q8_0 rounding
+///   (about half a quantization step of its block of 32): the layout oracle,
+///   since a transposed or misordered expert is off by the size of the weights;
+/// - the experts stay quantized in memory;
+/// - log-probabilities near the safetensors path: Q8_0 rounding is the only difference, and it
+///   moves them about as much as running transformers itself in bf16 does (mean 0.12 for this
+///   fixture, see make_arch_fixtures.py), so the bar is that mean;
+/// - batch invariance.
+#[test]
+fn qwen3_moe_gguf_with_stacked_q8_0_experts_matches_the_checkpoint() {
+    const GGUF_MEAN_BAR: f64 = 0.1;
+    let dir = repo_root().join("fixtures/arch/qwen3_moe");
+    let gguf = GgufFile::open(&dir.join("model-experts-q8_0.gguf")).unwrap();
+    let config = gguf.config().unwrap();
+    let (hf_config, hf_weights) = hf::load_dir(&dir).unwrap();
+    assert_eq!(config.moe, hf_config.moe);
+    assert_eq!(
+        (
+            config.arch,
+            config.head_dim,
+            config.rope_style,
+            config.block
+        ),
+        (
+            hf_config.arch,
+            hf_config.head_dim,
+            hf_config.rope_style,
+            hf_config.block
+        )
+    );
+    let moe = config.moe.clone().unwrap();
+    let gguf_weights = gguf.weights();
+    for layer in 0..config.num_layers {
+        for proj in ["ffn_gate", "ffn_up", "ffn_down"] {
+            for expert in 0..moe.num_experts {
+                let q = gguf_weights.expert(layer, proj, expert).unwrap();
+                let w = hf_weights.expert(layer, proj, expert).unwrap();
+                assert_eq!(q.shape, w.shape, "blk.{layer}.{proj} expert {expert}");
+                let (q, w) = (dequantize(&q), dequantize(&w));
+                // Per Q8_0 block of 32: d = max|w| / 127 stored as f16, so the rounding error is
+                // half a step plus up to 127 f16 roundings of d (127 * 2^-11 d).
+                for (qr, wr) in q.chunks(32).zip(w.chunks(32)) {
+                    let step = wr.iter().fold(0.0f32, |m, v| m.max(v.abs())) / 127.0;
+                    let err = qr
+                        .iter()
+                        .zip(wr)
+                        .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+                    assert!(
+                        err <= 0.6 * step + 1e-7,
+                        "blk.{layer}.{proj} expert {expert}: |Δ| {err} > half a Q8_0 step {step}"
+                    );
+                }
+            }
+        }
+    }
+    let mut from_gguf = CpuBackend::new(config, gguf_weights, 2).unwrap();
+    let mut from_hf = CpuBackend::new(hf_config, hf_weights, 2).unwrap();
+    // Q8_0 is 34 bytes per 32 weights (36 as repacked with an f32 scale), bf16 64: the experts,
+    // most of the model, must not have been widened.
+    let ratio = from_gguf.weight_bytes() as f64 / from_hf.weight_bytes() as f64;
+    assert!(
+        ratio < 0.75,
+        "GGUF weights take {ratio:.3}x the bf16 checkpoint's"
+    );
+
+    let cases = cases("qwen3_moe");
+    let (mut sum, mut max, mut count) = (0.0f64, 0.0f64, 0);
+    for case in &cases {
+        let pages = case.prompt.len().div_ceil(PAGE_SIZE);
+        let table: Vec<u32> = (0..pages as u32).collect();
+        let batch = [SeqBatch {
+            tokens: &case.prompt,
+            start_pos: 0,
+            block_table: &table,
+            logits: LogitsRequest::All,
+        }];
+        from_gguf.init_kv_cache(pages, PAGE_SIZE).unwrap();
+        from_hf.init_kv_cache(pages, PAGE_SIZE).unwrap();
+        let a = from_gguf.forward(&batch).unwrap();
+        let b = from_hf.forward(&batch).unwrap();
+        for i in 1..case.prompt.len() {
+            let token = case.prompt[i];
+            let d =
+                (log_softmax_at(a.row(i - 1), token) - log_softmax_at(b.row(i - 1), token)).abs();
+            sum += d;
+            max = max.max(d);
+            count += 1;
+        }
+    }
+    let mean = sum / count as f64;
+    println!(
+        "qwen3_moe GGUF (Q8_0 experts) vs safetensors: logprob mean |Δ| {mean:.2e} max {max:.2e} \
+         over {count} tokens; weights in memory {ratio:.3}x the bf16 path's"
+    );
+    assert!(
+        mean <= GGUF_MEAN_BAR,
+        "mean |Δ| {mean} (bar {GGUF_MEAN_BAR})"
+    );
+    check_batch_invariance("qwen3_moe GGUF", &mut from_gguf, &cases);
 }

@@ -33,6 +33,7 @@ fn llama_small() -> ModelConfig {
         block: BlockVariant::llama(128),
         rope_scaling: None,
         layer_attention: Vec::new(),
+        moe: None,
     }
 }
 

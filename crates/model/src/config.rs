@@ -50,6 +50,36 @@ pub struct ModelConfig {
     /// One entry per layer: its attention window and rope base. Empty means every layer is
     /// full attention with `rope_theta` (llama, qwen2, qwen3 and GGUF files of those).
     pub layer_attention: Vec<LayerAttention>,
+    /// Mixture-of-experts MLPs (qwen3_moe, qwen2_moe, mixtral); `None`: every MLP is dense.
+    pub moe: Option<MoeConfig>,
+}
+
+/// A mixture-of-experts MLP: a router scores `num_experts` SwiGLU experts per token
+/// (softmax over all of them, in f32), the `experts_per_token` best run and their outputs are
+/// summed weighted by their probabilities. The dense layers of the same model (`sparse_layers`
+/// false) use `ModelConfig::intermediate_size`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MoeConfig {
+    pub num_experts: usize,
+    pub experts_per_token: usize,
+    /// Width of one expert's MLP (`moe_intermediate_size`; Mixtral's `intermediate_size`).
+    pub expert_intermediate_size: usize,
+    /// The chosen probabilities are divided by their sum (qwen3's `norm_topk_prob`; always for
+    /// Mixtral, whose softmax over the chosen logits is the same thing); else used as they are.
+    pub norm_topk_prob: bool,
+    /// qwen2_moe's shared expert: a dense SwiGLU MLP of this width run on every token, its output
+    /// scaled by `sigmoid(shared_expert_gate · x)` and added to the experts'.
+    pub shared_expert_intermediate_size: Option<usize>,
+    /// One entry per layer: whether its MLP is the sparse one (`decoder_sparse_step`,
+    /// `mlp_only_layers`).
+    pub sparse_layers: Vec<bool>,
+}
+
+impl MoeConfig {
+    /// Whether layer `layer`'s MLP is a mixture of experts.
+    pub fn is_sparse(&self, layer: usize) -> bool {
+        self.sparse_layers.get(layer).copied().unwrap_or(false)
+    }
 }
 
 /// The MLP's activation: `act(gate(x)) * up(x)`.
@@ -118,6 +148,11 @@ pub struct LayerAttention {
 }
 
 impl ModelConfig {
+    /// The mixture of experts of layer `layer`, `None` when its MLP is dense.
+    pub fn moe_at(&self, layer: usize) -> Option<&MoeConfig> {
+        self.moe.as_ref().filter(|m| m.is_sparse(layer))
+    }
+
     /// The attention pattern of layer `layer`.
     pub fn attention(&self, layer: usize) -> LayerAttention {
         self.layer_attention

@@ -5,6 +5,12 @@
 //! `blk.{i}.attn_v.weight`, `blk.{i}.attn_output.weight`, `blk.{i}.attn_norm.weight`,
 //! `blk.{i}.ffn_norm.weight`, `blk.{i}.ffn_gate.weight`, `blk.{i}.ffn_up.weight`,
 //! `blk.{i}.ffn_down.weight`, `output_norm.weight`, `output.weight` (absent when tied)).
+//! Mixtures of experts add `blk.{i}.ffn_gate_inp.weight` (the router, `[experts, hidden]`), the
+//! experts either stacked as llama.cpp's GGUF files have them (`blk.{i}.ffn_gate_exps.weight`,
+//! `ffn_up_exps`, `ffn_down_exps`: `[experts, rows, cols]`) or one matrix per expert
+//! (`blk.{i}.ffn_gate.{e}.weight`, as read from Hugging Face checkpoints; see
+//! [`ModelWeights::expert`]), and qwen2_moe's shared expert (`ffn_{gate,up,down}_shexp`,
+//! `ffn_gate_inp_shexp`).
 //! A matrix is `[rows = out_features, cols = in_features]`, rows contiguous, each row quantized
 //! in blocks along `cols` (GGUF's `ne0` is `cols`).
 
@@ -86,6 +92,21 @@ impl Storage {
     }
 }
 
+impl Storage {
+    /// Bytes `start..start + len` as storage of their own: a narrower view of a mapped file, a
+    /// copy of owned bytes.
+    pub fn slice(&self, start: usize, len: usize) -> Storage {
+        match self {
+            Storage::Mapped { map, offset, .. } => Storage::Mapped {
+                map: Arc::clone(map),
+                offset: offset + start,
+                len,
+            },
+            Storage::Owned(v) => Storage::Owned(Arc::new(v[start..start + len].to_vec())),
+        }
+    }
+}
+
 impl std::fmt::Debug for Storage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Storage({} bytes)", self.bytes().len())
@@ -129,5 +150,40 @@ impl ModelWeights {
         self.tensors
             .get(name)
             .ok_or_else(|| anyhow::anyhow!("weight `{name}` is missing from the model file"))
+    }
+
+    /// Expert `expert`'s `proj` matrix (`ffn_gate`, `ffn_up` or `ffn_down`) of layer `layer`,
+    /// `[rows, cols]`: a slice of the stacked `blk.{layer}.{proj}_exps.weight` when the file has
+    /// one (GGUF; no copy for a mapped file), else the per-expert `blk.{layer}.{proj}.{expert}.weight`.
+    pub fn expert(&self, layer: usize, proj: &str, expert: usize) -> anyhow::Result<WeightTensor> {
+        let stacked = format!("blk.{layer}.{proj}_exps.weight");
+        let Some(stack) = self.tensors.get(&stacked) else {
+            return self
+                .get(&format!("blk.{layer}.{proj}.{expert}.weight"))
+                .cloned();
+        };
+        let [experts, rows, cols] = stack.shape[..] else {
+            anyhow::bail!(
+                "`{stacked}` has shape {:?}, expected [experts, rows, cols]",
+                stack.shape
+            );
+        };
+        if expert >= experts {
+            anyhow::bail!("`{stacked}` holds {experts} experts, expert {expert} was asked for");
+        }
+        let bytes = rows * stack.dtype.row_bytes(cols);
+        if stack.storage.bytes().len() != experts * bytes {
+            anyhow::bail!(
+                "`{stacked}` has {} bytes, its shape {:?} needs {}",
+                stack.storage.bytes().len(),
+                stack.shape,
+                experts * bytes
+            );
+        }
+        Ok(WeightTensor {
+            dtype: stack.dtype,
+            shape: vec![rows, cols],
+            storage: stack.storage.slice(expert * bytes, bytes),
+        })
     }
 }

@@ -50,15 +50,45 @@ fn rows_per_task(m: usize, k: usize, n: usize) -> usize {
 pub fn matmul_group(isa: Isa, x: &[f32], m: usize, jobs: &mut [MatmulJob<'_>]) {
     let Some(first) = jobs.first() else { return };
     let k = first.matrix.cols();
-    assert!(x.len() >= m * k, "matmul: x is shorter than m * k");
+    let mut segments: Vec<SegmentJob<'_>> = jobs
+        .iter_mut()
+        .map(|job| {
+            assert_eq!(
+                job.matrix.cols(),
+                k,
+                "matmul: matrices of one group must share k"
+            );
+            SegmentJob {
+                x,
+                m,
+                matrix: job.matrix,
+                out: &mut *job.out,
+            }
+        })
+        .collect();
+    matmul_segments(isa, &mut segments);
+}
+
+/// One product of a segmented matmul: `out = x · matrixᵀ` with its own `x` (`[m, k]`).
+pub struct SegmentJob<'a> {
+    pub x: &'a [f32],
+    pub m: usize,
+    pub matrix: &'a QuantMatrix,
+    pub out: &'a mut [f32],
+}
+
+/// Runs products of different inputs in one parallel region: the experts of a mixture, each
+/// over the tokens routed to it. Tasks are cut by weight rows within each product, so threads
+/// spread over products and rows alike, and every output element stays one canonical dot
+/// product (the same bits whatever the other jobs are).
+pub fn matmul_segments(isa: Isa, jobs: &mut [SegmentJob<'_>]) {
     let mut tasks = Vec::new();
     for job in jobs.iter_mut() {
-        assert_eq!(
-            job.matrix.cols(),
-            k,
-            "matmul: matrices of one group must share k"
-        );
-        let n = job.matrix.rows();
+        let (m, k, n) = (job.m, job.matrix.cols(), job.matrix.rows());
+        if m == 0 {
+            continue;
+        }
+        assert!(job.x.len() >= m * k, "matmul: x is shorter than m * k");
         assert!(
             job.out.len() >= m * n,
             "matmul: output is shorter than m * n"
@@ -71,7 +101,7 @@ pub fn matmul_group(isa: Isa, x: &[f32], m: usize, jobs: &mut [MatmulJob<'_>]) {
         let step = rows_per_task(m, k, n);
         tasks.extend((0..n).step_by(step).map(|c0| Task {
             matrix: job.matrix,
-            x,
+            x: job.x,
             m,
             c0,
             c1: (c0 + step).min(n),
@@ -79,10 +109,10 @@ pub fn matmul_group(isa: Isa, x: &[f32], m: usize, jobs: &mut [MatmulJob<'_>]) {
         }));
     }
     let run = |task: &Task<'_>| PANEL.with(|panel| qgemm::run(isa, task, &mut panel.borrow_mut()));
-    if tasks.len() == 1 {
-        run(&tasks[0]);
-    } else {
-        tasks.par_iter().for_each(run);
+    match tasks.len() {
+        0 => {}
+        1 => run(&tasks[0]),
+        _ => tasks.par_iter().for_each(run),
     }
 }
 

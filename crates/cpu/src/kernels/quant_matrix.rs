@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ferrite_model::weights::{DType, Storage, WeightTensor};
+use ferrite_model::weights::{DType, ModelWeights as LoadedWeights, Storage, WeightTensor};
 
 use crate::quant::{check_row, kernel_row_dequantizer, portable_kernel_row_dequantizer};
 use crate::quant::{repack, QuantError, RowDequantizer};
@@ -92,4 +92,32 @@ impl QuantMatrix {
         let bytes = &self.bytes()[first * self.row_bytes..(first + count) * self.row_bytes];
         (self.dequantize_portable)(bytes, &mut out[..count * self.cols]);
     }
+}
+
+/// Matrix `name` of `weights`, which must be `rows x cols`.
+pub fn load_matrix(
+    weights: &LoadedWeights,
+    name: &str,
+    rows: usize,
+    cols: usize,
+) -> anyhow::Result<QuantMatrix> {
+    checked_matrix(weights.get(name)?, name, rows, cols)
+}
+
+/// `tensor` as a kernel matrix, which must be `rows x cols` (`name` for the error).
+pub fn checked_matrix(
+    tensor: &WeightTensor,
+    name: &str,
+    rows: usize,
+    cols: usize,
+) -> anyhow::Result<QuantMatrix> {
+    let m = QuantMatrix::new(tensor).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    if m.rows() != rows || m.cols() != cols {
+        anyhow::bail!(
+            "{name} is {}x{}, the config says {rows}x{cols}",
+            m.rows(),
+            m.cols()
+        );
+    }
+    Ok(m)
 }

@@ -58,6 +58,7 @@ pub fn tiny_config(arch: Arch) -> ModelConfig {
         block: BlockVariant::llama(16),
         rope_scaling: None,
         layer_attention: Vec::new(),
+        moe: None,
     }
 }
 

@@ -9,6 +9,10 @@ use super::attention::{HEAD_DIMS, MAX_GROUP};
 /// intermediate sizes suit the kernels' vector loads (up to 8 bf16 at a time).
 pub fn check_supported(c: &ModelConfig) -> anyhow::Result<()> {
     anyhow::ensure!(
+        c.moe.is_none(),
+        "mixture-of-experts models run on the CPU backend only for now (--device cpu)"
+    );
+    anyhow::ensure!(
         c.num_kv_heads > 0 && c.num_heads.is_multiple_of(c.num_kv_heads),
         "{} attention heads cannot share {} KV heads",
         c.num_heads,

@@ -33,6 +33,7 @@ fn base(arch: Arch, hidden: usize, inter: usize, layers: usize) -> ModelConfig {
         block: BlockVariant::llama(HEAD_DIM),
         rope_scaling: None,
         layer_attention: Vec::new(),
+        moe: None,
     }
 }
 

@@ -24,6 +24,7 @@ pub fn preset(name: &str) -> Option<ModelConfig> {
         block: BlockVariant::llama(head_dim),
         rope_scaling: None,
         layer_attention: Vec::new(),
+        moe: None,
     };
     Some(match name {
         "qwen2.5-0.5b" => qwen(896, 4864, 24, 14, 64),
@@ -46,6 +47,7 @@ pub fn preset(name: &str) -> Option<ModelConfig> {
             block: BlockVariant::llama(128),
             rope_scaling: None,
             layer_attention: Vec::new(),
+            moe: None,
         },
         // Small enough for tests on the CPU, with GQA (group 3) and the qwen2 bias path.
         "tiny" => ModelConfig {

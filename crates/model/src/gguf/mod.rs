@@ -3,6 +3,7 @@
 
 mod metadata;
 mod model_config;
+mod moe_config;
 mod reader;
 
 use std::path::Path;
@@ -42,7 +43,7 @@ pub enum GgufError {
         expected: &'static str,
         found: &'static str,
     },
-    #[error("architecture `{0}` is not supported (llama, qwen2, qwen3 and gemma3 are)")]
+    #[error("architecture `{0}` is not supported (llama, qwen2, qwen3, gemma3, qwen2moe and qwen3moe are)")]
     UnsupportedArch(String),
     #[error("unsupported GGUF model: {0}")]
     Unsupported(String),

@@ -1,6 +1,7 @@
 //! `ModelConfig` from GGUF metadata (`{arch}.*` keys) and the tensor list.
 
 use super::metadata::Metadata;
+use super::moe_config::moe_from_metadata;
 use super::reader::TensorInfo;
 use super::GgufError;
 use crate::config::{Activation, Arch, BlockVariant, LayerAttention, ModelConfig, RopeStyle};
@@ -16,6 +17,9 @@ pub fn config_from_metadata(
         "llama" => Arch::Llama,
         "qwen2" => Arch::Qwen2,
         "qwen3" => Arch::Qwen3,
+        // The MoE families keep their dense sibling's attention; `moe_config` reads the rest.
+        "qwen2moe" => Arch::Qwen2,
+        "qwen3moe" => Arch::Qwen3,
         "gemma3" => Arch::Gemma3,
         other => return Err(GgufError::UnsupportedArch(other.to_string())),
     };
@@ -54,12 +58,13 @@ pub fn config_from_metadata(
         .or(meta.opt_usize(&key("vocab_size"))?)
         .ok_or_else(|| GgufError::MissingKey("tokenizer.ggml.tokens".to_string()))?;
 
+    let num_layers = meta.usize(&key("block_count"))?;
     Ok(ModelConfig {
         arch,
         vocab_size,
         hidden_size,
         intermediate_size: meta.usize(&key("feed_forward_length"))?,
-        num_layers: meta.usize(&key("block_count"))?,
+        num_layers,
         num_heads,
         num_kv_heads,
         head_dim,
@@ -79,6 +84,7 @@ pub fn config_from_metadata(
         block: block_variant(arch, hidden_size, head_dim),
         rope_scaling: None,
         layer_attention: layer_attention(meta, arch, &key)?,
+        moe: moe_from_metadata(meta, tensors, arch_name, num_layers)?,
     })
 }
 

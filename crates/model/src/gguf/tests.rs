@@ -276,3 +276,55 @@ fn qwen_config_and_tensors() {
     ));
     assert_eq!(weights.get("blk.0.attn_k.bias").unwrap().shape, vec![128]);
 }
+
+/// A Mixtral-style llama file: router and stacked experts, no expert width key (read from the
+/// stack's dims), each expert's slice of the stack at its own offset.
+#[test]
+fn stacked_experts_configure_the_mixture_and_slice_per_expert() {
+    let experts = 4u64;
+    let (embd, router, stack) = (32 * 2 * 4, 32 * experts * 4, 32 * 64 * experts * 4);
+    let build = |extra: &dyn Fn(&mut Writer)| {
+        let mut w = tiny_llama(None);
+        w.kv_u32("llama.expert_count", experts as u32);
+        w.kv_u32("llama.expert_used_count", 2);
+        extra(&mut w);
+        w.tensor("token_embd.weight", &[32, 2], 0, 0);
+        w.tensor("blk.0.ffn_gate_inp.weight", &[32, experts], 0, embd);
+        w.tensor(
+            "blk.0.ffn_gate_exps.weight",
+            &[32, 64, experts],
+            0,
+            embd + router,
+        );
+        // Every element of expert e's matrix is e.
+        let mut data = vec![0u8; (embd + router) as usize];
+        for e in 0..experts {
+            data.extend((0..32 * 64).flat_map(|_| (e as f32).to_le_bytes()));
+        }
+        assert_eq!(data.len() as u64, embd + router + stack);
+        parse_bytes(&w.finish(32, &data)).unwrap()
+    };
+    let file = build(&|_| {});
+    let moe = file.config().unwrap().moe.unwrap();
+    assert_eq!(
+        (
+            moe.num_experts,
+            moe.experts_per_token,
+            moe.expert_intermediate_size
+        ),
+        (4, 2, 64)
+    );
+    assert!(moe.norm_topk_prob && moe.shared_expert_intermediate_size.is_none());
+    assert_eq!(moe.sparse_layers, [true]);
+    let weights = file.weights();
+    let third = weights.expert(0, "ffn_gate", 3).unwrap();
+    assert_eq!(third.shape, [64, 32]);
+    assert_eq!(&third.row_bytes(63)[124..], &3f32.to_le_bytes());
+    assert_eq!(&third.storage.bytes()[..4], &3f32.to_le_bytes());
+    assert!(weights.expert(0, "ffn_gate", 4).is_err());
+    assert!(weights.expert(0, "ffn_up", 0).is_err(), "no up stack");
+
+    let sigmoid = build(&|w| w.kv_u32("llama.expert_gating_func", 2));
+    let err = sigmoid.config().err().unwrap();
+    assert!(err.to_string().contains("expert_gating_func"), "{err}");
+}

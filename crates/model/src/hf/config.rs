@@ -1,11 +1,13 @@
 //! `ModelConfig` from a Hugging Face `config.json`: LlamaForCausalLM, Qwen2ForCausalLM,
-//! Qwen3ForCausalLM, MistralForCausalLM and Gemma3ForCausalLM, in the legacy layout the hub's
+//! Qwen3ForCausalLM, MistralForCausalLM, Gemma3ForCausalLM and the mixtures of experts
+//! Qwen3MoeForCausalLM, Qwen2MoeForCausalLM and MixtralForCausalLM (see `moe_config`), in the legacy layout the hub's
 //! checkpoints have (`rope_theta`, `rope_scaling`, `rope_local_base_freq`) and in the one
 //! transformers 5 writes (`rope_parameters`, per layer type for gemma3). A field that changes
 //! the math and is not implemented is an error naming it, never ignored.
 
 use serde::Deserialize;
 
+use super::moe_config::{moe_of, MoeFamily, MoeFields};
 use super::rope_config::{rope_of, LayerRope, RopeFields};
 use super::HfError;
 use crate::config::{Activation, Arch, BlockVariant, LayerAttention, ModelConfig, RopeStyle};
@@ -30,6 +32,10 @@ struct RawConfig {
     head_dim: Option<usize>,
     #[serde(flatten)]
     rope: RopeFields,
+    #[serde(flatten)]
+    moe: MoeFields,
+    /// qwen2_moe's switch for the Q/K/V biases (default on).
+    qkv_bias: Option<bool>,
     rms_norm_eps: f64,
     max_position_embeddings: usize,
     tie_word_embeddings: Option<bool>,
@@ -49,20 +55,39 @@ struct RawConfig {
     final_logit_softcapping: Option<f64>,
 }
 
-fn arch_of(raw: &RawConfig) -> Result<Arch, HfError> {
+/// The attention family of a config, and its MoE convention when it has experts.
+fn arch_of(raw: &RawConfig) -> Result<(Arch, Option<MoeFamily>), HfError> {
     let named = |a: &str| raw.architectures.iter().flatten().any(|x| x == a);
     let model_type = raw.model_type.as_deref();
     let known = [
-        ("LlamaForCausalLM", "llama", Arch::Llama),
-        ("Qwen2ForCausalLM", "qwen2", Arch::Qwen2),
-        ("Qwen3ForCausalLM", "qwen3", Arch::Qwen3),
-        ("MistralForCausalLM", "mistral", Arch::Mistral),
-        ("Gemma3ForCausalLM", "gemma3_text", Arch::Gemma3),
+        ("LlamaForCausalLM", "llama", Arch::Llama, None),
+        ("Qwen2ForCausalLM", "qwen2", Arch::Qwen2, None),
+        ("Qwen3ForCausalLM", "qwen3", Arch::Qwen3, None),
+        ("MistralForCausalLM", "mistral", Arch::Mistral, None),
+        ("Gemma3ForCausalLM", "gemma3_text", Arch::Gemma3, None),
+        (
+            "Qwen3MoeForCausalLM",
+            "qwen3_moe",
+            Arch::Qwen3,
+            Some(MoeFamily::Qwen3Moe),
+        ),
+        (
+            "Qwen2MoeForCausalLM",
+            "qwen2_moe",
+            Arch::Qwen2,
+            Some(MoeFamily::Qwen2Moe),
+        ),
+        (
+            "MixtralForCausalLM",
+            "mixtral",
+            Arch::Mistral,
+            Some(MoeFamily::Mixtral),
+        ),
     ];
     known
         .iter()
-        .find(|(class, kind, _)| named(class) || model_type == Some(kind))
-        .map(|&(_, _, arch)| arch)
+        .find(|(class, kind, _, _)| named(class) || model_type == Some(kind))
+        .map(|&(_, _, arch, moe)| (arch, moe))
         .ok_or_else(|| {
             let names = raw.architectures.as_deref().unwrap_or_default().join(", ");
             HfError::UnsupportedArch(format!(
@@ -184,7 +209,7 @@ fn windows_of(raw: &RawConfig, arch: Arch) -> Result<Vec<Option<usize>>, HfError
 
 pub fn config_from_json(text: &str) -> Result<ModelConfig, HfError> {
     let raw: RawConfig = serde_json::from_str(text).map_err(HfError::Config)?;
-    let arch = arch_of(&raw)?;
+    let (arch, moe_family) = arch_of(&raw)?;
     check_unimplemented(&raw, arch)?;
     let rope = rope_of(&raw.rope, arch)?;
     let windows = windows_of(&raw, arch)?;
@@ -255,10 +280,19 @@ pub fn config_from_json(text: &str) -> Result<ModelConfig, HfError> {
         max_position_embeddings: raw.max_position_embeddings,
         // transformers' configs default to untied, except gemma3's.
         tie_word_embeddings: raw.tie_word_embeddings.unwrap_or(arch == Arch::Gemma3),
-        qkv_bias: arch == Arch::Qwen2,
+        qkv_bias: arch == Arch::Qwen2 && raw.qkv_bias != Some(false),
         block,
         rope_scaling: rope.scaling,
         layer_attention,
+        moe: match moe_family {
+            Some(family) => moe_of(
+                &raw.moe,
+                family,
+                raw.num_hidden_layers,
+                raw.intermediate_size,
+            )?,
+            None => None,
+        },
     })
 }
 

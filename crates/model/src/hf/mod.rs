@@ -3,6 +3,7 @@
 
 mod config;
 mod generation;
+mod moe_config;
 mod names;
 mod rope_config;
 mod safetensors;
@@ -31,7 +32,7 @@ pub enum HfError {
     Config(serde_json::Error),
     #[error("generation_config.json is not valid: {0}")]
     GenerationConfig(serde_json::Error),
-    #[error("architecture {0} is not supported (Llama, Qwen2, Qwen3, Mistral and Gemma3ForCausalLM are)")]
+    #[error("architecture {0} is not supported (Llama, Qwen2, Qwen3, Mistral, Gemma3, Qwen3Moe, Qwen2Moe and MixtralForCausalLM are)")]
     UnsupportedArch(String),
     #[error("not supported: {0}")]
     Unsupported(String),

@@ -23,6 +23,9 @@ pub fn canonical_name(arch: Arch, hf: &str) -> Option<String> {
     if kind != "weight" && kind != "bias" {
         return None;
     }
+    if let Some((expert, proj)) = expert_of(module) {
+        return Some(format!("blk.{layer}.{proj}.{expert}.{kind}"));
+    }
     let gguf = match module {
         "input_layernorm" => "attn_norm",
         "post_attention_layernorm" if arch == Arch::Gemma3 => "post_attention_norm",
@@ -38,9 +41,33 @@ pub fn canonical_name(arch: Arch, hf: &str) -> Option<String> {
         "mlp.gate_proj" => "ffn_gate",
         "mlp.up_proj" => "ffn_up",
         "mlp.down_proj" => "ffn_down",
+        // Mixture of experts: the router, qwen2_moe's shared expert and its gate.
+        "mlp.gate" | "block_sparse_moe.gate" => "ffn_gate_inp",
+        "mlp.shared_expert.gate_proj" => "ffn_gate_shexp",
+        "mlp.shared_expert.up_proj" => "ffn_up_shexp",
+        "mlp.shared_expert.down_proj" => "ffn_down_shexp",
+        "mlp.shared_expert_gate" => "ffn_gate_inp_shexp",
         _ => return None,
     };
     Some(format!("blk.{layer}.{gguf}.{kind}"))
+}
+
+/// `(expert, projection)` of one expert's matrix: `mlp.experts.{e}.gate_proj` (qwen MoE) or
+/// `block_sparse_moe.experts.{e}.w1` (Mixtral: w1 gate, w3 up, w2 down). The canonical name is
+/// llama.cpp's per-expert one, `blk.{i}.ffn_gate.{e}.weight` (as older Mixtral GGUF files have
+/// it); `ModelWeights::expert` reads it or a slice of a stacked `ffn_gate_exps`.
+fn expert_of(module: &str) -> Option<(usize, &'static str)> {
+    let rest = module
+        .strip_prefix("mlp.experts.")
+        .or_else(|| module.strip_prefix("block_sparse_moe.experts."))?;
+    let (expert, proj) = rest.split_once('.')?;
+    let proj = match proj {
+        "gate_proj" | "w1" => "ffn_gate",
+        "up_proj" | "w3" => "ffn_up",
+        "down_proj" | "w2" => "ffn_down",
+        _ => return None,
+    };
+    Some((expert.parse().ok()?, proj))
 }
 
 /// llama.cpp's `permute(w, n_head)` (convert_hf_to_gguf.py): within each head of `head_dim`
@@ -67,4 +94,39 @@ pub fn permute_rows_for_interleaved_rope(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn experts_routers_and_shared_experts_get_llama_cpp_names() {
+        let name = |hf: &str| canonical_name(Arch::Qwen3, hf);
+        assert_eq!(
+            name("model.layers.3.mlp.experts.17.down_proj.weight").as_deref(),
+            Some("blk.3.ffn_down.17.weight")
+        );
+        assert_eq!(
+            name("model.layers.0.block_sparse_moe.experts.2.w1.weight").as_deref(),
+            Some("blk.0.ffn_gate.2.weight")
+        );
+        assert_eq!(
+            name("model.layers.0.block_sparse_moe.experts.2.w3.weight").as_deref(),
+            Some("blk.0.ffn_up.2.weight")
+        );
+        assert_eq!(
+            name("model.layers.1.mlp.gate.weight").as_deref(),
+            Some("blk.1.ffn_gate_inp.weight")
+        );
+        assert_eq!(
+            name("model.layers.1.mlp.shared_expert_gate.weight").as_deref(),
+            Some("blk.1.ffn_gate_inp_shexp.weight")
+        );
+        assert_eq!(
+            name("model.layers.1.mlp.shared_expert.up_proj.weight").as_deref(),
+            Some("blk.1.ffn_up_shexp.weight")
+        );
+        assert_eq!(name("model.layers.1.mlp.experts.x.w9.weight"), None);
+    }
 }

@@ -3,7 +3,7 @@ use std::path::PathBuf;
 use super::*;
 use serde_json::Value;
 
-use crate::config::RopeScaling;
+use crate::config::{MoeConfig, RopeScaling};
 
 fn fixture(arch: &str, file: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -169,4 +169,70 @@ fn unknown_architecture_is_refused() {
         config_from_json(&v.to_string()),
         Err(HfError::UnsupportedArch(_))
     ));
+}
+
+#[test]
+fn qwen3_moe_parses_from_both_layouts() {
+    let c = parse("qwen3_moe");
+    assert_eq!(c.arch, Arch::Qwen3);
+    assert!(c.block.qk_norm && !c.qkv_bias);
+    assert_eq!(
+        c.moe,
+        Some(MoeConfig {
+            num_experts: 8,
+            experts_per_token: 2,
+            expert_intermediate_size: 32,
+            norm_topk_prob: true,
+            shared_expert_intermediate_size: None,
+            sparse_layers: vec![true; 3],
+        })
+    );
+}
+
+#[test]
+fn qwen2_moe_has_a_shared_expert_and_a_dense_layer() {
+    let c = parse("qwen2_moe");
+    assert_eq!(c.arch, Arch::Qwen2);
+    assert!(c.qkv_bias);
+    let moe = c.moe.unwrap();
+    assert_eq!(moe.shared_expert_intermediate_size, Some(64));
+    assert!(!moe.norm_topk_prob);
+    assert_eq!(moe.sparse_layers, [true, false, true]);
+    assert_eq!(c.intermediate_size, 96);
+    let stepped = with("qwen2_moe", "decoder_sparse_step", "2").unwrap();
+    assert_eq!(stepped.moe.unwrap().sparse_layers, [false, false, false]);
+    let stepped = with("qwen2_moe", "mlp_only_layers", "[]").unwrap();
+    assert_eq!(stepped.moe.unwrap().sparse_layers, [true, true, true]);
+}
+
+#[test]
+fn mixtral_experts_are_intermediate_size_wide_and_renormalised() {
+    let c = parse("mixtral");
+    assert_eq!(c.arch, Arch::Mistral);
+    assert_eq!(c.rope_style, RopeStyle::Halves);
+    assert!(c.layer_attention.is_empty(), "no sliding window");
+    let moe = c.moe.unwrap();
+    assert_eq!(
+        (
+            moe.num_experts,
+            moe.experts_per_token,
+            moe.expert_intermediate_size
+        ),
+        (8, 2, 32)
+    );
+    assert!(moe.norm_topk_prob);
+    assert_eq!(moe.sparse_layers, [true, true]);
+}
+
+#[test]
+fn bad_moe_fields_are_refused_by_name() {
+    for (arch, key, value) in [
+        ("qwen3_moe", "num_experts_per_tok", "9"),
+        ("qwen3_moe", "decoder_sparse_step", "0"),
+        ("qwen2_moe", "shared_expert_intermediate_size", "0"),
+        ("mixtral", "num_experts_per_tok", "0"),
+    ] {
+        let message = error_of(with(arch, key, value));
+        assert!(message.contains(key), "{arch} {key}: {message}");
+    }
 }

@@ -1,0 +1,104 @@
+//! Mixture-of-experts MLPs (qwen3_moe, qwen2_moe, mixtral): the weights as the forward pass
+//! reads them (every expert a `QuantMatrix`, so GGUF experts stay quantized and a stacked
+//! tensor of a mapped file is sliced, not copied) and the MLP itself (`forward`).
+
+mod forward;
+mod routing;
+
+pub use forward::{moe_mlp, MoeScratch};
+
+use ferrite_model::config::MoeConfig;
+use ferrite_model::weights::ModelWeights as LoadedWeights;
+
+use crate::kernels::quant_matrix::{checked_matrix as checked, load_matrix as matrix, QuantMatrix};
+
+/// One SwiGLU expert.
+#[derive(Debug)]
+pub struct Expert {
+    pub gate: QuantMatrix,
+    pub up: QuantMatrix,
+    pub down: QuantMatrix,
+}
+
+/// qwen2_moe's shared expert and its gate (`sigmoid(gate · x)` scales its output).
+#[derive(Debug)]
+pub struct SharedExpert {
+    pub mlp: Expert,
+    /// `[1, hidden]`.
+    pub gate: QuantMatrix,
+}
+
+#[derive(Debug)]
+pub struct MoeWeights {
+    /// `[experts, hidden]`: the router's logits are `x · routerᵀ`.
+    pub router: QuantMatrix,
+    pub experts_per_token: usize,
+    /// The chosen probabilities are divided by their sum (see `MoeConfig::norm_topk_prob`).
+    pub norm_topk_prob: bool,
+    pub experts: Vec<Expert>,
+    pub shared: Option<SharedExpert>,
+}
+
+impl MoeWeights {
+    pub fn new(
+        weights: &LoadedWeights,
+        layer: usize,
+        moe: &MoeConfig,
+        hidden: usize,
+    ) -> anyhow::Result<Self> {
+        let name = |part: &str| format!("blk.{layer}.{part}");
+        let inter = moe.expert_intermediate_size;
+        let expert = |e: usize| -> anyhow::Result<Expert> {
+            let part = |proj: &str, rows: usize, cols: usize| {
+                let tensor = weights.expert(layer, proj, e)?;
+                checked(
+                    &tensor,
+                    &format!("blk.{layer}.{proj} expert {e}"),
+                    rows,
+                    cols,
+                )
+            };
+            Ok(Expert {
+                gate: part("ffn_gate", inter, hidden)?,
+                up: part("ffn_up", inter, hidden)?,
+                down: part("ffn_down", hidden, inter)?,
+            })
+        };
+        let shared = match moe.shared_expert_intermediate_size {
+            None => None,
+            Some(width) => Some(SharedExpert {
+                mlp: Expert {
+                    gate: matrix(weights, &name("ffn_gate_shexp.weight"), width, hidden)?,
+                    up: matrix(weights, &name("ffn_up_shexp.weight"), width, hidden)?,
+                    down: matrix(weights, &name("ffn_down_shexp.weight"), hidden, width)?,
+                },
+                gate: matrix(weights, &name("ffn_gate_inp_shexp.weight"), 1, hidden)?,
+            }),
+        };
+        Ok(MoeWeights {
+            router: matrix(
+                weights,
+                &name("ffn_gate_inp.weight"),
+                moe.num_experts,
+                hidden,
+            )?,
+            experts_per_token: moe.experts_per_token,
+            norm_topk_prob: moe.norm_topk_prob,
+            experts: (0..moe.num_experts)
+                .map(expert)
+                .collect::<anyhow::Result<_>>()?,
+            shared,
+        })
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        let expert = |e: &Expert| e.gate.bytes().len() + e.up.bytes().len() + e.down.bytes().len();
+        self.router.bytes().len()
+            + self.experts.iter().map(expert).sum::<usize>()
+            + self
+                .shared
+                .as_ref()
+                .map_or(0, |s| expert(&s.mlp) + s.gate.bytes().len())
+    }
+}

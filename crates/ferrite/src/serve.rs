@@ -5,6 +5,7 @@ use ferrite_server::reasoning::ReasoningFormat;
 use ferrite_server::tool_calls::ToolCallFormat;
 use std::time::Duration;
 
+use ferrite_server::kv_events::KvEventsConfig;
 use ferrite_server::{
     Loaded, MetricNames, ParserChoice, RequestLogConfig, SamplingDefaults, ScaleOutConfig,
     ServeOptions, ServerConfig, TextModel,
@@ -30,6 +31,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             preemptions_per_second: ops.scale_out_preemption_rate,
         },
         unready_on_scale_out: ops.unready_on_scale_out,
+        kv_events: match &ops.kv_events_config {
+            Some(json) => KvEventsConfig::parse(json).map_err(anyhow::Error::msg)?,
+            None => None,
+        },
+        otlp_traces_endpoint: ops.otlp_traces_endpoint.clone(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -65,6 +71,7 @@ fn load(args: ServeArgs) -> anyhow::Result<Loaded> {
         },
         tool_call_parser: tool_call_parser(args.served.tool_call_parser),
         reasoning_parser: reasoning_parser(args.served.reasoning_parser),
+        tracer: None,
     };
     Ok(Loaded {
         config,

@@ -16,6 +16,7 @@ pub mod finished_request;
 mod generation;
 pub mod incremental;
 mod json_body;
+pub mod kv_events;
 pub mod lifecycle;
 pub mod metrics;
 pub mod openai;
@@ -36,6 +37,7 @@ mod testing;
 pub mod token_text;
 pub mod tokenizer_pool;
 pub mod tool_calls;
+pub mod traces;
 
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
@@ -85,7 +87,8 @@ pub fn start_pipeline(
         registry.clone(),
         outputs,
         Box::new(move |id| aborter.abort(id)),
-        RequestTracker::new(Arc::clone(&metrics), config.request_log),
+        RequestTracker::new(Arc::clone(&metrics), config.request_log)
+            .with_tracer(config.tracer.clone()),
     )?;
     let state = AppState::new(
         engine,

@@ -24,10 +24,12 @@ use tower::ServiceExt;
 
 use crate::config::ServerConfig;
 use crate::error::ApiError;
+use crate::kv_events::{self, KvEventsConfig};
 use crate::lifecycle::{Lifecycle, Phase, RETRY_AFTER_DRAINING, RETRY_AFTER_LOADING};
 use crate::scale_out::{spawn_monitor, ScaleOutConfig};
 use crate::state::AppState;
 use crate::tokenizer_pool::TextModel;
+use crate::traces::{self, Tracer};
 use crate::{readiness, router, start_pipeline};
 
 /// How the HTTP side lives, besides what [`ServerConfig`] says about answering.
@@ -40,6 +42,10 @@ pub struct ServeOptions {
     pub scale_out: ScaleOutConfig,
     /// The scale-out signal also turns `/ready` false.
     pub unready_on_scale_out: bool,
+    /// Publish KV-cache events (`--kv-events-config`).
+    pub kv_events: Option<KvEventsConfig>,
+    /// Export a span per request over OTLP/HTTP (`--otlp-traces-endpoint`).
+    pub otlp_traces_endpoint: Option<String>,
 }
 
 /// What loading the model produces: everything [`start_pipeline`] needs.
@@ -59,7 +65,13 @@ const DRAIN_POLL: Duration = Duration::from_millis(50);
 #[derive(Clone)]
 struct Outer {
     lifecycle: Arc<Lifecycle>,
-    app: Arc<OnceLock<Router>>,
+    app: Arc<OnceLock<App>>,
+}
+
+/// What exists once the model is loaded.
+struct App {
+    router: Router,
+    tracer: Option<Arc<Tracer>>,
 }
 
 /// Binds, loads the model with `load` (on a thread of its own), serves, and drains on
@@ -121,11 +133,32 @@ fn start(
     options: &ServeOptions,
     loaded: Loaded,
     lifecycle: &Lifecycle,
-    app: &OnceLock<Router>,
+    app: &OnceLock<App>,
     local: SocketAddr,
 ) -> anyhow::Result<Arc<AppState>> {
+    let mut loaded = loaded;
+    if let Some(endpoint) = &options.otlp_traces_endpoint {
+        let tracer = traces::start(endpoint, loaded.config.served_model_name.clone())?;
+        tracing::info!(endpoint, "exporting a span per request (OTLP/HTTP JSON)");
+        loaded.config.tracer = Some(tracer);
+    }
+    if let Some(config) = options.kv_events.clone() {
+        if !loaded.engine.enable_prefix_caching() {
+            tracing::warn!(
+                "KV-cache events on without prefix caching: no block is ever cached, none reported"
+            );
+        }
+        tracing::info!(endpoint = %config.endpoint, topic = %config.topic, "publishing KV-cache events");
+        // Before any request: the engine receives the sink ahead of every block.
+        loaded
+            .engine
+            .set_kv_event_sink(Box::new(kv_events::start(config)?))?;
+    }
     let state = start_pipeline(&loaded.config, &loaded.model, loaded.engine, loaded.outputs)?;
-    let _ = app.set(router(Arc::clone(&state)));
+    let _ = app.set(App {
+        router: router(Arc::clone(&state)),
+        tracer: loaded.config.tracer.clone(),
+    });
     let signal = state.metrics.scale_out_signal();
     spawn_monitor(
         options.scale_out,
@@ -168,8 +201,10 @@ async fn dispatch(State(outer): State<Outer>, request: Request) -> Response {
     }
 }
 
-async fn forward(app: &Router, request: Request) -> Response {
-    match app.clone().oneshot(request).await {
+async fn forward(app: &App, request: Request) -> Response {
+    let headers = request.headers().clone();
+    let call = app.router.clone().oneshot(request);
+    match traces::scope(app.tracer.as_ref(), &headers, call).await {
         Ok(response) => response,
         Err(never) => match never {},
     }

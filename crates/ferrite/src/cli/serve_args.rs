@@ -65,6 +65,16 @@ pub struct OperationsArgs {
     /// would leave the pool).
     #[arg(long)]
     pub unready_on_scale_out: bool,
+    /// Publish KV-cache events as vLLM does, for KV-aware routers (llm-d, Dynamo): vLLM's
+    /// JSON, e.g. '{"enable_kv_cache_events": true, "publisher": "zmq", "endpoint":
+    /// "tcp://*:5557", "topic": "kv@POD@MODEL", "replay_endpoint": "tcp://*:5558"}'.
+    #[arg(long, value_name = "JSON")]
+    pub kv_events_config: Option<String>,
+    /// Export a span per request (name llm_request, vLLM's gen_ai.* attributes, parent from
+    /// the W3C traceparent header) over OTLP/HTTP with JSON encoding: http://HOST:4318, or the
+    /// full .../v1/traces URL.
+    #[arg(long, value_name = "URL")]
+    pub otlp_traces_endpoint: Option<String>,
 }
 
 /// The model a server answers with and how its answers are read: shared by `ferrite serve` and

@@ -202,9 +202,15 @@ async fn dispatch(State(outer): State<Outer>, request: Request) -> Response {
 }
 
 async fn forward(app: &App, request: Request) -> Response {
-    let headers = request.headers().clone();
-    let call = app.router.clone().oneshot(request);
-    match traces::scope(app.tracer.as_ref(), &headers, call).await {
+    let result = match &app.tracer {
+        Some(tracer) => {
+            let headers = request.headers().clone();
+            let call = app.router.clone().oneshot(request);
+            traces::scope(Some(tracer), &headers, call).await
+        }
+        None => app.router.clone().oneshot(request).await,
+    };
+    match result {
         Ok(response) => response,
         Err(never) => match never {},
     }

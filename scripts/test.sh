@@ -24,6 +24,9 @@ export CUDA_HOME PATH="$CUDA_HOME/bin:$PATH" FERRITE_REQUIRE_NVCC=1
 echo "== build (release: the tests run real models)"
 cargo build --release --locked -p ferrite
 
+echo "== Kubernetes manifests (offline schema validation, flags checked against the binary)"
+deploy/kubernetes/validate.sh "${CARGO_TARGET_DIR:-target}/release/ferrite"
+
 echo "== rust tests"
 cargo test --release --locked --workspace
 

@@ -7,10 +7,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 venv="$here/.venv-e2e"
 # numpy and gguf: scripts/make_hf_test_dir.py, for the Hugging Face directory tests;
-# jsonschema: validating structured outputs; anthropic: the /v1/messages tests.
-if ! "$venv/bin/python" -c "import openai, anthropic, pytest, httpx, numpy, gguf, jsonschema" 2>/dev/null; then
+# jsonschema: validating structured outputs; anthropic: the /v1/messages tests; pyzmq and
+# msgpack: the KV-events subscriber (test_ops_kv_events.py).
+if ! "$venv/bin/python" -c "import openai, anthropic, pytest, httpx, numpy, gguf, jsonschema, zmq, msgpack" 2>/dev/null; then
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/pip" install -q "openai>=1.40" "anthropic>=0.40" "pytest>=8" httpx numpy gguf jsonschema
+  "$venv/bin/pip" install -q "openai>=1.40" "anthropic>=0.40" "pytest>=8" httpx numpy gguf jsonschema pyzmq msgpack
 fi
 if [ -z "${FERRITE_BIN:-}" ]; then
   (cd "$root" && cargo build --release -p ferrite)

@@ -35,10 +35,13 @@ VLLM_SERIES = {
     "time_to_first_token_seconds": "histogram", "inter_token_latency_seconds": "histogram",
     "e2e_request_latency_seconds": "histogram", "request_queue_time_seconds": "histogram",
     "request_prefill_time_seconds": "histogram", "request_decode_time_seconds": "histogram",
+    "request_inference_time_seconds": "histogram",
     "request_prompt_tokens": "histogram", "request_generation_tokens": "histogram",
     "iteration_tokens_total": "histogram",
 }
-FERRITE_ONLY = {"ferrite:scheduler_step_seconds": "histogram"}
+FERRITE_ONLY = {"ferrite:scheduler_step_seconds": "histogram", "ferrite:scale_out_needed": "gauge"}
+# Under vLLM's names only: what endpoint pickers built against older vLLM read.
+VLLM_COMPATIBILITY = {"vllm:gpu_cache_usage_perc": "gauge", "vllm:lora_requests_info": "gauge"}
 HISTOGRAMS = [n for n, t in VLLM_SERIES.items() if t == "histogram"]
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
@@ -223,11 +226,11 @@ def vllm_server(tmp_path_factory):
 
 def test_vllm_names_replace_ferrite_names(vllm_server):
     s = scrape(vllm_server.url)
-    expected = {"vllm:" + n: t for n, t in VLLM_SERIES.items()} | FERRITE_ONLY
+    expected = {"vllm:" + n: t for n, t in VLLM_SERIES.items()} | FERRITE_ONLY | VLLM_COMPATIBILITY
     assert s.types == expected
     assert {n.split("{")[0] for n, _, _ in s.samples if n.startswith("ferrite:")} <= {
         "ferrite:scheduler_step_seconds_bucket", "ferrite:scheduler_step_seconds_sum",
-        "ferrite:scheduler_step_seconds_count"}
+        "ferrite:scheduler_step_seconds_count", "ferrite:scale_out_needed"}
 
 
 def test_stop_strings_and_abandoned_streams_are_counted_by_reason(vllm_server):

@@ -15,6 +15,7 @@ use crate::admission;
 use crate::backend::Backend;
 use crate::commit::{commit_step, CommitContext};
 use crate::forward::{check_shape, device_sampling, forward_catching_panics};
+use crate::kv::KvEventSink;
 use crate::request::{EngineOutput, EngineStep, FinishReason, GenerationRequest, RequestId};
 use crate::sampler::Sampler;
 use crate::scheduler::{Scheduler, StepPlan};
@@ -27,6 +28,8 @@ use crate::stats::{EngineStats, Occupancy, StepStats};
 pub enum EngineCommand {
     Add(GenerationRequest),
     Abort(RequestId),
+    /// Report the prefix cache's stored and evicted blocks from now on.
+    SetKvEventSink(Box<dyn KvEventSink>),
 }
 
 pub struct EngineCore {
@@ -94,6 +97,7 @@ impl EngineCore {
         match command {
             EngineCommand::Add(request) => self.add_request(request),
             EngineCommand::Abort(id) => self.abort(id),
+            EngineCommand::SetKvEventSink(sink) => self.scheduler.kv_mut().set_event_sink(sink),
         }
     }
 

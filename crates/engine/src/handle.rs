@@ -10,6 +10,7 @@ use crate::backend::Backend;
 use crate::config::EngineConfig;
 use crate::engine_loop::{self, EngineCommand};
 use crate::error::EngineError;
+use crate::kv::KvEventSink;
 use crate::request::{EngineStep, GenerationRequest, RequestId};
 use crate::setup::build_engine_core;
 use crate::speculative::Proposer;
@@ -40,6 +41,13 @@ impl EngineHandle {
     pub fn abort(&self, id: RequestId) {
         // A stopped engine has nothing left to abort.
         let _ = self.commands.send(EngineCommand::Abort(id));
+    }
+    /// Report the prefix cache's stored and evicted blocks to `sink` (KV-cache events). Sent
+    /// like a request, so that it takes effect before any request sent after it.
+    pub fn set_kv_event_sink(&self, sink: Box<dyn KvEventSink>) -> Result<(), EngineError> {
+        self.commands
+            .send(EngineCommand::SetKvEventSink(sink))
+            .map_err(|_| EngineError::Stopped)
     }
     pub fn stats(&self) -> &EngineStats {
         &self.stats

@@ -107,6 +107,10 @@ impl Scheduler {
         &self.kv
     }
 
+    pub fn kv_mut(&mut self) -> &mut KvManager {
+        &mut self.kv
+    }
+
     pub fn num_waiting(&self) -> usize {
         self.waiting.len()
     }

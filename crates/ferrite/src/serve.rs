@@ -3,8 +3,12 @@
 use ferrite_model::hf::GenerationDefaults;
 use ferrite_server::reasoning::ReasoningFormat;
 use ferrite_server::tool_calls::ToolCallFormat;
+use std::time::Duration;
+
+use ferrite_server::kv_events::KvEventsConfig;
 use ferrite_server::{
-    MetricNames, ParserChoice, RequestLogConfig, SamplingDefaults, ServerConfig, TextModel,
+    Loaded, MetricNames, ParserChoice, RequestLogConfig, SamplingDefaults, ScaleOutConfig,
+    ServeOptions, ServerConfig, TextModel,
 };
 
 use crate::cli::{
@@ -14,6 +18,35 @@ use crate::engine_setup::start_engine;
 use crate::model_source::{self, LoadedModel};
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let ops = &args.operations;
+    if !(ops.shutdown_timeout >= 0.0 && ops.shutdown_timeout.is_finite()) {
+        anyhow::bail!("--shutdown-timeout must be a number of seconds >= 0");
+    }
+    let options = ServeOptions {
+        host: args.host.clone(),
+        port: args.port,
+        shutdown_timeout: Duration::from_secs_f64(ops.shutdown_timeout),
+        scale_out: ScaleOutConfig {
+            window: Duration::from_secs(ops.scale_out_window),
+            preemptions_per_second: ops.scale_out_preemption_rate,
+        },
+        unready_on_scale_out: ops.unready_on_scale_out,
+        kv_events: match &ops.kv_events_config {
+            Some(json) => KvEventsConfig::parse(json).map_err(anyhow::Error::msg)?,
+            None => None,
+        },
+        otlp_traces_endpoint: ops.otlp_traces_endpoint.clone(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(ferrite_server::serve(options, move || load(args)))
+}
+
+/// Everything that takes time before the first request can be answered: the weights, the
+/// engine, the tokenizer (on the loader thread, while the listener answers 503).
+fn load(args: ServeArgs) -> anyhow::Result<Loaded> {
     let spec = args.served.spec();
     let mut model = load_model(spec, &args.engine)?;
     let engine = start_engine(&mut model, &args.engine)?;
@@ -38,17 +71,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
         tool_call_parser: tool_call_parser(args.served.tool_call_parser),
         reasoning_parser: reasoning_parser(args.served.reasoning_parser),
+        tracer: None,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    runtime.block_on(ferrite_server::serve(
+    Ok(Loaded {
         config,
-        text,
-        engine.handle,
-        engine.outputs,
-    ))
+        model: text,
+        engine: engine.handle,
+        outputs: engine.outputs,
+    })
 }
 
 /// The model the flags name, with its tokenizer (`ferrite serve` and `run-batch`).

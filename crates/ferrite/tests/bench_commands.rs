@@ -5,6 +5,7 @@
 //! usage must count exactly the asked prompt length; a shared prefix must show up in the
 //! server's prefix-cache counters and nowhere else.
 
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -51,7 +52,8 @@ impl Server {
             .spawn()
             .unwrap();
         let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        // The port answers while the model loads (503); /health is 200 once it is loaded.
+        while !healthy(port) {
             assert!(
                 started.elapsed() < Duration::from_secs(120),
                 "the server did not start"
@@ -77,6 +79,18 @@ impl Server {
         );
         serde_json::from_slice(&out.stdout).unwrap()
     }
+}
+
+fn healthy(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let mut answer = String::new();
+    stream
+        .write_all(b"GET /health HTTP/1.0\r\n\r\n")
+        .and_then(|()| stream.read_to_string(&mut answer))
+        .is_ok()
+        && answer.split_whitespace().nth(1) == Some("200")
 }
 
 impl Drop for Server {

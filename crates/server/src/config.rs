@@ -5,6 +5,8 @@ use crate::openai::sampling::SamplingDefaults;
 use crate::reasoning::ReasoningFormat;
 use crate::request_log::RequestLogConfig;
 use crate::tool_calls::ToolCallFormat;
+use crate::traces::Tracer;
+use std::sync::Arc;
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -28,6 +30,8 @@ pub struct ServerConfig {
     pub tool_call_parser: ParserChoice<ToolCallFormat>,
     /// How reasoning is told from the answer (`--reasoning-parser`).
     pub reasoning_parser: ParserChoice<ReasoningFormat>,
+    /// Where finished requests' spans go (`--otlp-traces-endpoint`).
+    pub tracer: Option<Arc<Tracer>>,
 }
 
 /// A parser named on the command line, or detected from the chat template.

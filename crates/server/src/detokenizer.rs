@@ -105,6 +105,11 @@ impl Registry {
         self.len() == 0
     }
 
+    /// Every registered request (what a shutdown that ran out of time aborts).
+    pub fn live_ids(&self) -> Vec<RequestId> {
+        self.lock().keys().copied().collect()
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<RequestId, LiveRequest>> {
         // A poisoned lock only means another thread panicked mid-insert; the map is still usable.
         self.live.lock().unwrap_or_else(|p| p.into_inner())

@@ -151,6 +151,7 @@ pub fn submit(
             prompt_logprobs,
             ..sampling.params.clone()
         };
+        crate::traces::on_submit(id, &params, sampling.n);
         let request = GenerationRequest {
             id,
             prompt: prompt_ids.to_vec(),

@@ -16,13 +16,18 @@ pub mod finished_request;
 mod generation;
 pub mod incremental;
 mod json_body;
+pub mod kv_events;
+pub mod lifecycle;
 pub mod metrics;
 pub mod openai;
+mod readiness;
 pub mod reasoning;
 pub mod request_log;
 pub mod request_tracker;
 pub mod responses;
 mod routes;
+pub mod scale_out;
+pub mod serving;
 pub mod state;
 pub mod stop_strings;
 mod strftime;
@@ -32,8 +37,8 @@ mod testing;
 pub mod token_text;
 pub mod tokenizer_pool;
 pub mod tool_calls;
+pub mod traces;
 
-use std::net::SocketAddr;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
@@ -51,6 +56,8 @@ pub use metrics::{MetricNames, Metrics, MetricsConfig};
 pub use openai::sampling::SamplingDefaults;
 pub use request_log::RequestLogConfig;
 use request_tracker::RequestTracker;
+pub use scale_out::ScaleOutConfig;
+pub use serving::{serve, Loaded, ServeOptions};
 pub use state::AppState;
 pub use stop_strings::{StopCheck, StopMatcher};
 pub use tokenizer_pool::{ChatPrompt, TextModel, TokenizerPool};
@@ -80,7 +87,8 @@ pub fn start_pipeline(
         registry.clone(),
         outputs,
         Box::new(move |id| aborter.abort(id)),
-        RequestTracker::new(Arc::clone(&metrics), config.request_log),
+        RequestTracker::new(Arc::clone(&metrics), config.request_log)
+            .with_tracer(config.tracer.clone()),
     )?;
     let state = AppState::new(
         engine,
@@ -127,47 +135,4 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(routes::info::metrics))
         .fallback(routes::not_found)
         .with_state(state)
-}
-
-/// Serves until Ctrl-C / SIGTERM.
-pub async fn serve(
-    config: ServerConfig,
-    model: TextModel,
-    engine: EngineHandle,
-    outputs: Receiver<EngineStep>,
-) -> anyhow::Result<()> {
-    let state = start_pipeline(&config, &model, engine, outputs)?;
-    let addr: SocketAddr = format!("{}:{}", config.host, config.port).parse()?;
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(
-        "serving {} on http://{}",
-        config.served_model_name,
-        listener.local_addr()?
-    );
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
-    Ok(())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
-    }
-    tracing::info!("shutting down");
 }

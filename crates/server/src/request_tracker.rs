@@ -17,6 +17,7 @@ use tokenizers::Tokenizer;
 use crate::finished_request::FinishedRequest;
 use crate::metrics::Metrics;
 use crate::request_log::{self, RequestLogConfig};
+use crate::traces::Tracer;
 
 struct Timeline {
     arrival: Instant,
@@ -66,6 +67,7 @@ pub struct RequestTracker {
     log: RequestLogConfig,
     live: HashMap<RequestId, Timeline>,
     finished: Vec<FinishedRequest>,
+    tracer: Option<Arc<Tracer>>,
 }
 
 impl RequestTracker {
@@ -75,7 +77,14 @@ impl RequestTracker {
             log,
             live: HashMap::new(),
             finished: Vec::new(),
+            tracer: None,
         }
+    }
+
+    /// Also hand every finished request to `tracer` (its span).
+    pub fn with_tracer(mut self, tracer: Option<Arc<Tracer>>) -> Self {
+        self.tracer = tracer;
+        self
     }
 
     pub fn on_step(&mut self, step: &EngineStep) {
@@ -151,6 +160,9 @@ impl RequestTracker {
             // Log first: once a scrape counts a request, its line is written.
             request_log::log_finished(&r, &self.log, tokenizer);
             self.metrics.observe_finished(&r);
+            if let Some(tracer) = &self.tracer {
+                tracer.on_finished(&r);
+            }
         }
     }
 

@@ -1,9 +1,11 @@
 //! The KV manager the scheduler uses: pages for a sequence's next tokens, prefix sharing,
 //! release, and eviction of cached pages when the pool runs short.
 
+pub mod events;
 pub mod page_pool;
 pub mod radix_cache;
 
+pub use events::{block_hash, BlockHash, KvEvent, KvEventSink};
 pub use page_pool::{PageId, PagePool};
 pub use radix_cache::{NoPrefixCache, PrefixCache, RadixCache};
 
@@ -29,6 +31,11 @@ impl KvManager {
 
     pub fn page_size(&self) -> usize {
         self.page_size
+    }
+
+    /// Report the prefix cache's stored and evicted pages to `sink` (`events`).
+    pub fn set_event_sink(&mut self, sink: Box<dyn KvEventSink>) {
+        self.cache.set_event_sink(sink);
     }
 
     pub fn num_pages(&self) -> usize {

@@ -5,9 +5,12 @@
 //! find the same pages. The tree holds pages without a reference: a page nobody references stays
 //! cached until the pool needs room, and then the least recently used leaf goes first. Pages
 //! referenced by live sequences are never evicted (the caller says which pages are evictable).
+//! With an event sink, pages entering and leaving the tree are reported (`super::events`).
 
 use std::collections::{BTreeSet, HashMap};
+use std::fmt;
 
+use super::events::{block_hash, BlockHash, KvEvent, KvEventSink};
 use super::page_pool::PageId;
 
 /// What the KV manager needs from a prefix cache; [`NoPrefixCache`] turns sharing off.
@@ -26,6 +29,9 @@ pub trait PrefixCache: Send {
     fn num_cached_pages(&self) -> usize;
     /// Every cached page (for accounting checks).
     fn cached_pages(&self) -> Vec<PageId>;
+    /// Report pages entering and leaving the cache to `sink` from now on (a cache that
+    /// keeps nothing has nothing to report).
+    fn set_event_sink(&mut self, _sink: Box<dyn KvEventSink>) {}
 }
 
 /// Prefix caching disabled: nothing is ever shared or kept.
@@ -61,8 +67,39 @@ struct Node {
     parent: NodeId,
     key: Vec<u32>,
     page: PageId,
+    /// Names the prefix that ends with this page (`events::block_hash`).
+    hash: BlockHash,
     children: HashMap<Vec<u32>, NodeId>,
     last_used: u64,
+}
+
+/// The optional sink, so that the cache stays `Debug`.
+struct Events(Option<Box<dyn KvEventSink>>);
+
+impl fmt::Debug for Events {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Events(on)"
+        } else {
+            "Events(off)"
+        })
+    }
+}
+
+impl Events {
+    fn emit(&mut self, event: impl FnOnce() -> KvEvent) {
+        if let Some(sink) = &mut self.0 {
+            sink.emit(event());
+        }
+    }
+}
+
+/// Pages one `insert` added: they form one run below `parent` (a new node has no children,
+/// so every page after the first new one is new too).
+struct StoredRun {
+    parent: Option<BlockHash>,
+    hashes: Vec<BlockHash>,
+    tokens: Vec<u32>,
 }
 
 #[derive(Debug)]
@@ -75,6 +112,7 @@ pub struct RadixCache {
     /// Leaves (nodes without children, root excluded) ordered by last use: eviction candidates.
     leaves: BTreeSet<(u64, NodeId)>,
     clock: u64,
+    events: Events,
 }
 
 impl RadixCache {
@@ -83,6 +121,7 @@ impl RadixCache {
             parent: ROOT,
             key: Vec::new(),
             page: PageId::MAX,
+            hash: 0,
             children: HashMap::new(),
             last_used: 0,
         };
@@ -93,7 +132,13 @@ impl RadixCache {
             page_to_node: HashMap::new(),
             leaves: BTreeSet::new(),
             clock: 0,
+            events: Events(None),
         }
+    }
+
+    /// The hash of the prefix ending at `id` (`None` for the root: nothing before).
+    fn prefix_hash(&self, id: NodeId) -> Option<BlockHash> {
+        (id != ROOT).then(|| self.node(id).hash)
     }
 
     fn node(&self, id: NodeId) -> &Node {
@@ -117,6 +162,7 @@ impl RadixCache {
             parent,
             key: key.to_vec(),
             page,
+            hash: block_hash(self.prefix_hash(parent), key),
             children: HashMap::new(),
             last_used: now,
         };
@@ -195,6 +241,7 @@ impl PrefixCache for RadixCache {
         });
         let (mut current, first) = resume.unwrap_or((ROOT, 0));
         let mut canonical = Vec::with_capacity(pages.len() - first);
+        let mut stored: Option<StoredRun> = None;
         let new_pages = tokens.chunks_exact(self.page_size).zip(pages).skip(first);
         for (chunk, &page) in new_pages {
             let existing = self.node(current).children.get(chunk).copied();
@@ -210,9 +257,29 @@ impl PrefixCache for RadixCache {
                     canonical.extend_from_slice(&pages[first + canonical.len()..]);
                     break;
                 }
-                None => self.add_child(current, chunk, page, now),
+                None => {
+                    let parent = self.prefix_hash(current);
+                    let child = self.add_child(current, chunk, page, now);
+                    let run = stored.get_or_insert_with(|| StoredRun {
+                        parent,
+                        hashes: Vec::new(),
+                        tokens: Vec::new(),
+                    });
+                    run.hashes.push(self.node(child).hash);
+                    run.tokens.extend_from_slice(chunk);
+                    child
+                }
             };
             canonical.push(self.node(current).page);
+        }
+        if let Some(run) = stored {
+            let block_size = self.page_size;
+            self.events.emit(|| KvEvent::BlockStored {
+                block_hashes: run.hashes,
+                parent_block_hash: run.parent,
+                token_ids: run.tokens,
+                block_size,
+            });
         }
         // Pages before `first` are the caller's business; report only those asked about.
         let skip = already_cached.saturating_sub(first);
@@ -229,6 +296,10 @@ impl PrefixCache for RadixCache {
             .iter()
             .map(|&(_, id)| id)
             .find(|&id| is_evictable(self.node(id).page))?;
+        let hash = self.node(victim).hash;
+        self.events.emit(|| KvEvent::BlockRemoved {
+            block_hashes: vec![hash],
+        });
         Some(self.remove_leaf(victim))
     }
 
@@ -238,6 +309,10 @@ impl PrefixCache for RadixCache {
 
     fn cached_pages(&self) -> Vec<PageId> {
         self.page_to_node.keys().copied().collect()
+    }
+
+    fn set_event_sink(&mut self, sink: Box<dyn KvEventSink>) {
+        self.events = Events(Some(sink));
     }
 }
 

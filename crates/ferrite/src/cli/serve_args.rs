@@ -38,7 +38,43 @@ pub struct ServeArgs {
     #[arg(long)]
     pub log_prompts: bool,
     #[command(flatten)]
+    pub operations: OperationsArgs,
+    #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+/// Running as one replica among many (Kubernetes, llm-d): drain, scale-out signal.
+#[derive(Debug, Args)]
+pub struct OperationsArgs {
+    /// Seconds a drain (after SIGTERM or Ctrl-C) may take: new requests get 503 with
+    /// Retry-After while running ones finish; those still running then are aborted
+    /// (finish_reason "abort"). Keep it below Kubernetes' terminationGracePeriodSeconds.
+    #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
+    pub shutdown_timeout: f64,
+    /// Seconds the waiting queue must stay non-empty without shrinking before
+    /// ferrite:scale_out_needed{reason="waiting_queue_growth"} turns 1; also the window over
+    /// which preemptions are averaged. 0 turns the scale-out signal off.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    pub scale_out_window: u64,
+    /// Preemptions per second (averaged over --scale-out-window) above which
+    /// ferrite:scale_out_needed{reason="preemptions"} turns 1: the KV cache thrashes.
+    #[arg(long, default_value_t = 0.5, value_name = "PER_SECOND")]
+    pub scale_out_preemption_rate: f64,
+    /// Also answer /ready with 503 while the scale-out signal is on, so that the load
+    /// balancer prefers other replicas (off: when every replica is saturated, all of them
+    /// would leave the pool).
+    #[arg(long)]
+    pub unready_on_scale_out: bool,
+    /// Publish KV-cache events as vLLM does, for KV-aware routers (llm-d, Dynamo): vLLM's
+    /// JSON, e.g. '{"enable_kv_cache_events": true, "publisher": "zmq", "endpoint":
+    /// "tcp://*:5557", "topic": "kv@POD@MODEL", "replay_endpoint": "tcp://*:5558"}'.
+    #[arg(long, value_name = "JSON")]
+    pub kv_events_config: Option<String>,
+    /// Export a span per request (name llm_request, vLLM's gen_ai.* attributes, parent from
+    /// the W3C traceparent header) over OTLP/HTTP with JSON encoding: http://HOST:4318, or the
+    /// full .../v1/traces URL.
+    #[arg(long, value_name = "URL")]
+    pub otlp_traces_endpoint: Option<String>,
 }
 
 /// The model a server answers with and how its answers are read: shared by `ferrite serve` and

@@ -13,11 +13,13 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
-use super::MetricsConfig;
+use super::{MetricNames, MetricsConfig};
 
 pub struct EngineCollector {
     stats: Arc<EngineStats>,
     prefix: &'static str,
+    /// The vLLM names are asked for: also the series older endpoint pickers read.
+    vllm_names: bool,
     /// `cache_config_info`'s labels, as vLLM spells them (Python's `str` of each value).
     cache_config: [(&'static str, String); 3],
 }
@@ -40,6 +42,7 @@ impl EngineCollector {
         Self {
             stats,
             prefix: config.names.prefix(),
+            vllm_names: config.names == MetricNames::Vllm,
             cache_config: [
                 ("block_size", config.page_size.to_string()),
                 ("num_gpu_blocks", config.num_pages.to_string()),
@@ -62,6 +65,37 @@ impl EngineCollector {
 }
 
 impl EngineCollector {
+    /// What endpoint pickers built against older vLLM read: the KV usage under its former
+    /// name (the Gateway API Inference Extension's model-server protocol still names it), and
+    /// `lora_requests_info`, which the endpoint picker scrapes by default for LoRA affinity
+    /// and logs an error for when absent. ferrite serves no adapters: `max_lora` is 0 and
+    /// none run or wait; the value is the time of the scrape, as vLLM's is the time its
+    /// numbers were taken.
+    fn encode_vllm_compatibility(&self, e: &mut DescriptorEncoder) -> fmt::Result {
+        self.encode_one(
+            e,
+            "gpu_cache_usage_perc",
+            "KV-cache usage. 1 means 100 percent usage (vLLM's former name of kv_cache_usage_perc).",
+            ConstGauge::new(self.stats.kv_cache_usage()),
+        )?;
+        let name = format!("{}lora_requests_info", self.prefix);
+        let mut info = e.encode_descriptor(
+            &name,
+            "Running stats on lora requests (ferrite serves no LoRA adapters).",
+            None,
+            MetricType::Gauge,
+        )?;
+        let labels = [
+            ("max_lora", "0"),
+            ("running_lora_adapters", ""),
+            ("waiting_lora_adapters", ""),
+        ];
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        ConstGauge::new(now).encode(info.encode_family(&labels)?)
+    }
+
     /// vLLM's speculative-decoding counters (only when the engine speculates).
     fn encode_speculation(&self, e: &mut DescriptorEncoder) -> fmt::Result {
         let s = &self.stats.speculation;
@@ -135,6 +169,9 @@ impl Collector for EngineCollector {
              cached pages nobody references count as free).",
             ConstGauge::new(s.kv_cache_usage()),
         )?;
+        if self.vllm_names {
+            self.encode_vllm_compatibility(e)?;
+        }
         self.encode_one(
             e,
             "prompt_tokens",

@@ -12,6 +12,7 @@
 
 mod buckets;
 mod engine_collector;
+mod scale_out;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -26,6 +27,8 @@ use prometheus_client::registry::Registry;
 
 use crate::finished_request::{reason_label, FinishedRequest};
 use engine_collector::EngineCollector;
+use scale_out::ScaleOutCollector;
+pub use scale_out::ScaleOutSignal;
 
 /// The `Content-Type` of what [`Metrics::render`] returns.
 pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
@@ -76,6 +79,7 @@ pub struct Metrics {
     queue_time: Histogram,
     prefill_time: Histogram,
     decode_time: Histogram,
+    inference_time: Histogram,
     prompt_tokens: Histogram,
     generation_tokens: Histogram,
     iteration_tokens: Histogram,
@@ -85,6 +89,7 @@ pub struct Metrics {
     step_draft: Histogram,
     step_forward: Histogram,
     step_sample: Histogram,
+    scale_out: Arc<ScaleOutSignal>,
 }
 
 fn reason_index(reason: FinishReason) -> usize {
@@ -108,6 +113,8 @@ impl Metrics {
         let mut registry = Registry::with_labels(std::iter::once(model_label));
         let p = config.names.prefix();
         registry.register_collector(Box::new(EngineCollector::new(config, engine)));
+        let scale_out = Arc::new(ScaleOutSignal::default());
+        registry.register_collector(Box::new(ScaleOutCollector(Arc::clone(&scale_out))));
 
         let token_counts = buckets::one_two_five(config.max_model_len);
         let mut add = |name: &str, help: &str, bounds: &[f64]| {
@@ -143,6 +150,11 @@ impl Metrics {
         let decode_time = add(
             "request_decode_time_seconds",
             "Histogram of time spent in DECODE phase for request: first token to last token",
+            buckets::REQUEST_LATENCY,
+        );
+        let inference_time = add(
+            "request_inference_time_seconds",
+            "Histogram of time spent in RUNNING phase for request: first scheduling to finish",
             buckets::REQUEST_LATENCY,
         );
         let prompt_tokens = add(
@@ -194,6 +206,7 @@ impl Metrics {
             queue_time,
             prefill_time,
             decode_time,
+            inference_time,
             prompt_tokens,
             generation_tokens,
             iteration_tokens,
@@ -202,6 +215,7 @@ impl Metrics {
             step_draft: phase("draft"),
             step_forward: phase("forward"),
             step_sample: phase("sample"),
+            scale_out,
             registry,
         }
     }
@@ -211,6 +225,11 @@ impl Metrics {
         let mut out = String::new();
         prometheus_text::encode(&mut out, &self.registry)?;
         Ok(out)
+    }
+
+    /// What the scale-out monitor sets and `ferrite:scale_out_needed` reports.
+    pub fn scale_out_signal(&self) -> Arc<ScaleOutSignal> {
+        Arc::clone(&self.scale_out)
     }
 
     pub fn observe_step(&self, step: &StepStats) {
@@ -238,6 +257,8 @@ impl Metrics {
         self.queue_time.observe(r.queue.as_secs_f64());
         self.prefill_time.observe(r.prefill.as_secs_f64());
         self.decode_time.observe(r.decode.as_secs_f64());
+        self.inference_time
+            .observe((r.prefill + r.decode).as_secs_f64());
         self.prompt_tokens.observe(r.num_prompt_tokens as f64);
         self.generation_tokens
             .observe(r.num_generation_tokens as f64);

@@ -36,11 +36,23 @@ fn main() -> anyhow::Result<()> {
         cuda_graph_max_bs: 512,
         gpu_memory_utilization: 0.9,
     };
-    let backend = CudaBackend::new(
-        config.clone(),
-        WeightSource::Dummy { seed: 0 },
-        options.clone(),
-    )?;
+    // FERRITE_BENCH_QUANT=q4_k_m (or one type: q8_0, q6_k, ...): random GGUF-quantized
+    // weights of the preset's shapes, loaded from the host as a quantized file would be.
+    let source = match std::env::var("FERRITE_BENCH_QUANT") {
+        Ok(scheme) => {
+            let t = Instant::now();
+            let w = ferrite_model::dummy::quantized::random_quantized(&config, &scheme, 0)?;
+            let bytes: usize = w.tensors.values().map(|t| t.storage.bytes().len()).sum();
+            eprintln!(
+                "random {scheme} weights: {:.2} GB of tensors in {:.1} s",
+                bytes as f64 / 1e9,
+                t.elapsed().as_secs_f64()
+            );
+            WeightSource::Host(w)
+        }
+        Err(_) => WeightSource::Dummy { seed: 0 },
+    };
+    let backend = CudaBackend::new(config.clone(), source, options.clone())?;
     let kv = backend.kv_cache_budget()?;
     let engine_config = EngineConfig {
         page_size: 16,

@@ -13,6 +13,7 @@ use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
 use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
 use ferrite_model::config::{Arch, BlockVariant, ModelConfig, RopeStyle};
 use ferrite_model::dummy::{generate, preset};
+use ferrite_model::weights::{DType, ModelWeights};
 
 fn llama_small() -> ModelConfig {
     ModelConfig {
@@ -75,6 +76,11 @@ fn run_pair(config: &ModelConfig, page_size: usize, eager: bool) {
 }
 
 fn compare_backends(config: &ModelConfig, run: &Run) {
+    compare_backends_on(config, run, None);
+}
+
+/// As [`compare_backends`], on `host` weights when given (else the dummy weights).
+fn compare_backends_on(config: &ModelConfig, run: &Run, host: Option<ModelWeights>) {
     let Run {
         page_size, eager, ..
     } = *run;
@@ -82,7 +88,8 @@ fn compare_backends(config: &ModelConfig, run: &Run) {
         return;
     };
     let seed = 5;
-    let mut cpu = CpuBackend::new(config.clone(), generate(config, seed), 2).unwrap();
+    let cpu_weights = host.clone().unwrap_or_else(|| generate(config, seed));
+    let mut cpu = CpuBackend::new(config.clone(), cpu_weights, 2).unwrap();
     let options = CudaOptions {
         device: 0,
         max_num_seqs: 8,
@@ -91,7 +98,8 @@ fn compare_backends(config: &ModelConfig, run: &Run) {
         cuda_graph_max_bs: 8,
         gpu_memory_utilization: 0.9,
     };
-    let mut gpu = CudaBackend::new(config.clone(), WeightSource::Dummy { seed }, options).unwrap();
+    let source = host.map_or(WeightSource::Dummy { seed }, WeightSource::Host);
+    let mut gpu = CudaBackend::new(config.clone(), source, options).unwrap();
     let num_pages = 4096 / page_size;
     cpu.init_kv_cache(num_pages, page_size).unwrap();
     gpu.init_kv_cache(num_pages, page_size).unwrap();
@@ -303,4 +311,70 @@ fn llama_small_page16_eager() {
 #[test]
 fn llama_small_page1_graphs() {
     run_pair(&llama_small(), 1, false);
+}
+
+/// A llama-shaped model whose sizes are whole K-quant blocks (hidden 512, intermediate 1536).
+fn quant_config() -> ModelConfig {
+    ModelConfig {
+        intermediate_size: 1536,
+        ..llama_small()
+    }
+}
+
+/// The dummy weights with every matrix replaced by random blocks of `pick(name)`.
+fn quantized(config: &ModelConfig, pick: &dyn Fn(&str) -> Option<DType>) -> ModelWeights {
+    ferrite_model::dummy::quantized::quantize_matrices(&generate(config, 5), pick, 0.05, 17)
+}
+
+/// Every device quantized format alone: prefill chunks (dequantize + cuBLAS) and decodes (the
+/// quantized GEMVs) against the CPU backend on the same file bytes.
+#[test]
+fn quantized_weights_each_type_match_the_cpu() {
+    let config = quant_config();
+    for dtype in [
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q8_0,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+    ] {
+        println!("all matrices {dtype:?}:");
+        let weights = quantized(&config, &|_| Some(dtype));
+        compare_backends_on(&config, &arch_run(16, false), Some(weights));
+    }
+}
+
+/// A Q4_K_M-like mix inside each layer: Q/K/V and gate/up fused from tensors of different
+/// formats (one part each), a Q6_K embedding table and a Q8_0 output projection; eager and
+/// with graphs.
+#[test]
+fn quantized_weights_mixed_types_match_the_cpu() {
+    let config = quant_config();
+    let pick = |name: &str| {
+        Some(match name.rsplit_once('.').map_or(name, |(n, _)| n) {
+            n if n.ends_with("attn_q") => DType::Q4_K,
+            n if n.ends_with("attn_k") => DType::Q5_0,
+            n if n.ends_with("attn_v") => DType::Q6_K,
+            n if n.ends_with("attn_output") => DType::Q4_0,
+            n if n.ends_with("ffn_gate") => DType::Q4_1,
+            n if n.ends_with("ffn_up") => DType::Q8_0,
+            n if n.ends_with("ffn_down") => DType::Q5_K,
+            "token_embd" => DType::Q6_K,
+            "output" => DType::Q8_0,
+            _ => return None,
+        })
+    };
+    for eager in [false, true] {
+        let weights = quantized(&config, &pick);
+        compare_backends_on(&config, &arch_run(16, eager), Some(weights));
+    }
+    // A tied embedding: the LM head is the quantized table itself.
+    let tied = ModelConfig {
+        tie_word_embeddings: true,
+        ..config.clone()
+    };
+    let weights = quantized(&tied, &pick);
+    compare_backends_on(&tied, &arch_run(16, false), Some(weights));
 }

@@ -32,6 +32,8 @@ pub fn gpu(test: &str) -> Option<Ctx> {
     }
 }
 
+pub mod quant;
+
 pub fn rng(seed: u64) -> StdRng {
     StdRng::seed_from_u64(seed)
 }

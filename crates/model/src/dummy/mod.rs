@@ -10,6 +10,7 @@
 
 pub mod philox;
 mod presets;
+pub mod quantized;
 
 use std::path::Path;
 use std::sync::Arc;

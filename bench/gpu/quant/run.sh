@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Issue 15 on the H200: quantized GGUF weights kept quantized on the device. Runs from the
+# repository root with .gpu/ (bench/gpu/build.sh) unpacked: the quantized-kernel tests and the
+# CPU/CUDA parity tests (every format alone and a Q4_K_M-like mix), then offline_bench on random
+# Q4_K_M weights of the Qwen2.5-1.5B and Llama-3.1-8B shapes, each beside the same shape in
+# bf16 and beside the old path that widened the file to bf16 at load
+# (FERRITE_CUDA_WIDEN_QUANT=1). Logs under $OUT.
+set -u
+cd "$(dirname "$0")/../../.."
+OUT=${OUT:-/tmp/ferrite-gpu-out}
+mkdir -p "$OUT"
+G=.gpu
+declare -a ROWS
+row() { ROWS+=("$1"); }
+
+run_tests() {  # name, limit, filter...
+  local name=$1 limit=$2; shift 2
+  echo "== test $name $*"
+  timeout "$limit" "$G/tests/$name" --test-threads=1 --nocapture "$@" >>"$OUT/test-$name.log" 2>&1
+  local rc=$?
+  grep -E "relative error|parity|agree|all matrices|SKIPPED|panicked|test result|FAILED" "$OUT/test-$name.log" | tail -40
+  row "test $name $* | rc=$rc | $(grep -E '^test result' "$OUT/test-$name.log" | tail -1)"
+}
+PHASE=${1:-all}
+if [ "$PHASE" != bench ]; then
+  run_tests quant_kernels 120
+  run_tests parity 240 quantized
+  run_tests ferrite_cuda 30
+  run_tests kernels 90 linear
+fi
+
+bench() {  # label, limit, env, args...
+  local label=$1 limit=$2 envs=$3; shift 3
+  echo "== bench $label: $envs offline_bench $*"
+  timeout "$limit" env $envs $G/offline_bench "$@" >>"$OUT/bench.log" 2>&1
+  local rc=$?
+  local line; line=$(grep RESULT "$OUT/bench.log" | tail -1)
+  grep -E "random .* weights|loaded|ERROR|Error|panicked" "$OUT/bench.log" | tail -2
+  echo "$line"
+  row "$label | rc=$rc | ${line#RESULT }"
+}
+if [ "$PHASE" != tests ]; then
+  Q=FERRITE_BENCH_QUANT=q4_k_m
+  bench "1.5B Q4_K_M batch-1 decode" 120 "$Q" qwen2.5-1.5b 1 128 512
+  bench "1.5B bf16 batch-1 decode" 90 "X=1" qwen2.5-1.5b 1 128 512
+  bench "1.5B Q4_K_M widened (old) batch-1 decode" 120 "$Q FERRITE_CUDA_WIDEN_QUANT=1" qwen2.5-1.5b 1 128 512
+  bench "1.5B Q4_K_M prefill 4096" 120 "$Q" qwen2.5-1.5b 1 4096 1
+  bench "8B Q4_K_M batch-1 decode" 180 "$Q" llama-3.1-8b 1 128 256
+  bench "8B bf16 batch-1 decode" 120 "X=1" llama-3.1-8b 1 128 256
+  bench "8B Q4_K_M prefill 4096" 180 "$Q" llama-3.1-8b 1 4096 1
+  bench "8B Q4_K_M 64x(512,128)" 180 "$Q" llama-3.1-8b 64 512 128
+fi
+echo "== summary"
+printf '%s\n' "${ROWS[@]}" | tee "$OUT/summary.txt"

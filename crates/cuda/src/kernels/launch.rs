@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
 
-use super::names::{GEMV_NAMES, NAMES};
-use super::quant::quant_names;
+use super::names::{quant_names, GEMV_NAMES, NAMES};
 use crate::device_ptr::DevicePtr;
 use crate::kernel_sources::MODULES;
 use crate::module_loader;

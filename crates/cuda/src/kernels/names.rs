@@ -1,6 +1,10 @@
 //! The names of the kernels the backend launches, checked at load so that a missing one fails
 //! at start-up rather than at its first launch.
 
+use std::sync::LazyLock;
+
+use crate::quant::QuantType;
+
 /// Every kernel but the GEMVs.
 pub(super) const NAMES: &[&str] = &[
     "embedding_gather",
@@ -63,3 +67,61 @@ pub(super) const GEMV_NAMES: [[&str; GEMV_MAX_TOKENS]; 3] = [
         "gemv_bf16_8_s8",
     ],
 ];
+
+/// GEMV splits the quantized kernels are built for (warps per row).
+pub(super) const QGEMV_SPLITS: [usize; 2] = [1, 4];
+
+/// Every quantized kernel's name: per type, the GEMVs by token count and split, then the
+/// dequantizer and the embedding lookup.
+static QUANT_NAMES: LazyLock<Vec<String>> = LazyLock::new(|| {
+    let mut names = Vec::new();
+    for q in QuantType::ALL {
+        let s = q.kernel_suffix();
+        for n in 1..=GEMV_MAX_TOKENS {
+            for split in QGEMV_SPLITS {
+                names.push(format!("qgemv_{s}_{n}_s{split}"));
+            }
+        }
+        names.push(format!("qdequant_{s}"));
+        names.push(format!("qembed_{s}"));
+    }
+    names
+});
+
+const PER_TYPE: usize = GEMV_MAX_TOKENS * QGEMV_SPLITS.len() + 2;
+
+fn type_index(q: QuantType) -> usize {
+    QuantType::ALL.iter().position(|&t| t == q).unwrap_or(0)
+}
+
+pub(super) fn quant_names() -> impl Iterator<Item = &'static str> {
+    QUANT_NAMES.iter().map(String::as_str)
+}
+
+pub(super) fn qgemv_name(q: QuantType, n: usize, split_index: usize) -> &'static str {
+    let i = type_index(q) * PER_TYPE + (n - 1) * QGEMV_SPLITS.len() + split_index;
+    &QUANT_NAMES[i]
+}
+
+pub(super) fn qdequant_name(q: QuantType) -> &'static str {
+    &QUANT_NAMES[type_index(q) * PER_TYPE + PER_TYPE - 2]
+}
+
+pub(super) fn qembed_name(q: QuantType) -> &'static str {
+    &QUANT_NAMES[type_index(q) * PER_TYPE + PER_TYPE - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_index_the_table() {
+        assert_eq!(qgemv_name(QuantType::Q4_0, 1, 0), "qgemv_q4_0_1_s1");
+        assert_eq!(qgemv_name(QuantType::Q6K, 8, 1), "qgemv_q6_k_8_s4");
+        assert_eq!(qgemv_name(QuantType::Q4K, 3, 1), "qgemv_q4_k_3_s4");
+        assert_eq!(qdequant_name(QuantType::Q5K), "qdequant_q5_k");
+        assert_eq!(qembed_name(QuantType::Q8_0), "qembed_q8_0");
+        assert_eq!(quant_names().count(), 7 * PER_TYPE);
+    }
+}

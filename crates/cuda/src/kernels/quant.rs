@@ -1,56 +1,11 @@
 //! Launchers of kernels/quant_gemv.cu and kernels/quant_dequant.cu: products, dequantization
 //! and embedding lookups on GGUF-quantized matrices kept in their own bits (crate::quant).
 
-use std::sync::LazyLock;
-
 use super::gemv::gemv_split;
 use super::launch::{grid1, Args, Kernels};
-use super::names::GEMV_MAX_TOKENS;
+use super::names::{qdequant_name, qembed_name, qgemv_name, GEMV_MAX_TOKENS, QGEMV_SPLITS};
 use crate::device_ptr::DevicePtr;
 use crate::quant::QuantType;
-
-/// GEMV splits the quantized kernels are built for (warps per row).
-const QGEMV_SPLITS: [usize; 2] = [1, 4];
-
-/// Every quantized kernel's name: per type, the GEMVs by token count and split, then the
-/// dequantizer and the embedding lookup.
-static QUANT_NAMES: LazyLock<Vec<String>> = LazyLock::new(|| {
-    let mut names = Vec::new();
-    for q in QuantType::ALL {
-        let s = q.kernel_suffix();
-        for n in 1..=GEMV_MAX_TOKENS {
-            for split in QGEMV_SPLITS {
-                names.push(format!("qgemv_{s}_{n}_s{split}"));
-            }
-        }
-        names.push(format!("qdequant_{s}"));
-        names.push(format!("qembed_{s}"));
-    }
-    names
-});
-
-const PER_TYPE: usize = GEMV_MAX_TOKENS * QGEMV_SPLITS.len() + 2;
-
-fn type_index(q: QuantType) -> usize {
-    QuantType::ALL.iter().position(|&t| t == q).unwrap_or(0)
-}
-
-pub(super) fn quant_names() -> impl Iterator<Item = &'static str> {
-    QUANT_NAMES.iter().map(String::as_str)
-}
-
-fn qgemv_name(q: QuantType, n: usize, split_index: usize) -> &'static str {
-    let i = type_index(q) * PER_TYPE + (n - 1) * QGEMV_SPLITS.len() + split_index;
-    &QUANT_NAMES[i]
-}
-
-fn qdequant_name(q: QuantType) -> &'static str {
-    &QUANT_NAMES[type_index(q) * PER_TYPE + PER_TYPE - 2]
-}
-
-fn qembed_name(q: QuantType) -> &'static str {
-    &QUANT_NAMES[type_index(q) * PER_TYPE + PER_TYPE - 1]
-}
 
 /// A quantized matrix's planes as kernel arguments (unused ones NULL).
 fn with_planes(args: Args, planes: [Option<DevicePtr>; 3]) -> Args {
@@ -132,20 +87,5 @@ impl Kernels {
             .usize(hidden)
             .f32(scale);
         self.launch(qembed_name(format), grid1(n, 128), args)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_index_the_table() {
-        assert_eq!(qgemv_name(QuantType::Q4_0, 1, 0), "qgemv_q4_0_1_s1");
-        assert_eq!(qgemv_name(QuantType::Q6K, 8, 1), "qgemv_q6_k_8_s4");
-        assert_eq!(qgemv_name(QuantType::Q4K, 3, 1), "qgemv_q4_k_3_s4");
-        assert_eq!(qdequant_name(QuantType::Q5K), "qdequant_q5_k");
-        assert_eq!(qembed_name(QuantType::Q8_0), "qembed_q8_0");
-        assert_eq!(quant_names().count(), 7 * PER_TYPE);
     }
 }

@@ -35,9 +35,23 @@ __device__ __forceinline__ u32 byte_of(const uint4& v, int i) {
     return (w >> (8 * (i & 3))) & 0xffu;
 }
 
+// A file that defines QUANT_EXACT_ROUNDING before including this header (the dequantizer and
+// the embedding lookup) gets the host's rounding exactly: no fused multiply-add, integer to
+// float by conversion. The GEMVs leave it undefined: multiply-adds fuse, and a small unsigned
+// integer becomes a float by its bits (2^23 + q, less 2^23: exact, and two full-rate
+// instructions where a conversion runs at a sixteenth of the FMA rate), so a product there
+// differs from the host's by f32 rounding only.
+#ifdef QUANT_EXACT_ROUNDING
 __device__ __forceinline__ float dq_mul(float a, float b) { return __fmul_rn(a, b); }
 __device__ __forceinline__ float dq_add(float a, float b) { return __fadd_rn(a, b); }
 __device__ __forceinline__ float dq_sub(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ float qf(u32 q) { return (float)q; }
+#else
+__device__ __forceinline__ float dq_mul(float a, float b) { return a * b; }
+__device__ __forceinline__ float dq_add(float a, float b) { return a + b; }
+__device__ __forceinline__ float dq_sub(float a, float b) { return a - b; }
+__device__ __forceinline__ float qf(u32 q) { return __int_as_float(0x4B000000u | q) - 8388608.0f; }
+#endif
 
 // Q4_0: planes d (f16), qs (16 bytes). Element j < 16 is the low nibble of byte j, element
 // j + 16 its high nibble; value (q - 8) * d.
@@ -55,8 +69,8 @@ struct Q4_0 {
         const int first = 8 * (g & 1), shift = 4 * (g >> 1);
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-            const int q = (int)((byte_of(u.qs, first + j) >> shift) & 0xf) - 8;
-            w[j] = dq_mul((float)q, u.d);
+            const u32 q = (byte_of(u.qs, first + j) >> shift) & 0xf;
+            w[j] = dq_mul(qf(q) - 8.0f, u.d);
         }
     }
 };
@@ -78,7 +92,7 @@ struct Q4_1 {
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
             const u32 q = (byte_of(u.qs, first + j) >> shift) & 0xf;
-            w[j] = dq_add(dq_mul((float)q, u.d), u.m);
+            w[j] = dq_add(dq_mul(qf(q), u.d), u.m);
         }
     }
 };
@@ -104,7 +118,7 @@ struct Q5_0 {
             const int e = first + j;
             const u32 lo = (byte_of(u.qs, e) >> (4 * high)) & 0xf;
             const u32 h = (u.qh >> (e + 16 * high)) & 1u;
-            w[j] = dq_mul((float)((int)(lo | (h << 4)) - 16), u.d);
+            w[j] = dq_mul(qf(lo | (h << 4)) - 16.0f, u.d);
         }
     }
 };
@@ -126,8 +140,9 @@ struct Q8_0 {
         const int first = 8 * (g & 1);
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-            const int q = (int)(signed char)byte_of(v, first + j);
-            w[j] = dq_mul((float)q, u.d);
+            // The signed byte plus 128, as an unsigned one.
+            const u32 q = byte_of(v, first + j) ^ 0x80u;
+            w[j] = dq_mul(qf(q) - 128.0f, u.d);
         }
     }
 };
@@ -172,7 +187,7 @@ struct Q4_K {
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
             const u32 q = (byte_of(v, (first & 15) + j) >> (4 * high)) & 0xf;
-            w[j] = dq_sub(dq_mul(d1, (float)q), m1);
+            w[j] = dq_sub(dq_mul(d1, qf(q)), m1);
         }
     }
 };
@@ -203,7 +218,7 @@ struct Q5_K {
         for (int j = 0; j < 8; ++j) {
             const int l = (first & 15) + j;
             const u32 q = ((byte_of(v, l) >> (4 * high)) & 0xf) + (((byte_of(h, l) >> bit) & 1u) << 4);
-            w[j] = dq_sub(dq_mul(d1, (float)q), m1);
+            w[j] = dq_sub(dq_mul(d1, qf(q)), m1);
         }
     }
 };
@@ -239,7 +254,7 @@ struct Q6_K {
         for (int j = 0; j < 8; ++j) {
             const u32 ql = (byte_of(v, first + j) >> (4 * (r >> 1))) & 0xf;
             const u32 qh = (byte_of(u.qh, first + j) >> (2 * r)) & 3u;
-            w[j] = dq_mul(dsc, (float)((int)(ql | (qh << 4)) - 32));
+            w[j] = dq_mul(dsc, qf(ql | (qh << 4)) - 32.0f);
         }
     }
 };

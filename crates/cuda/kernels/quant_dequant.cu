@@ -3,6 +3,8 @@
 //   the cuBLAS path of larger batches (one layer's matrix at a time: the model itself stays
 //   quantized);
 // - qembed_*: the embedding lookup, x[t, :] = table[tokens[t], :] * scale in f32.
+// Bit for bit the host dequantizer's values (quant.cuh).
+#define QUANT_EXACT_ROUNDING
 #include "common.cuh"
 #include "quant.cuh"
 

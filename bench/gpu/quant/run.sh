@@ -22,7 +22,7 @@ run_tests() {  # name, limit, filter...
   row "test $name $* | rc=$rc | $(grep -E '^test result' "$OUT/test-$name.log" | tail -1)"
 }
 PHASE=${1:-all}
-if [ "$PHASE" != bench ]; then
+if [ "$PHASE" = tests ] || [ "$PHASE" = all ]; then
   run_tests quant_kernels 120
   run_tests parity 240 quantized
   run_tests ferrite_cuda 30
@@ -39,7 +39,7 @@ bench() {  # label, limit, env, args...
   echo "$line"
   row "$label | rc=$rc | ${line#RESULT }"
 }
-if [ "$PHASE" != tests ]; then
+if [ "$PHASE" = bench ] || [ "$PHASE" = all ]; then
   Q=FERRITE_BENCH_QUANT=q4_k_m
   bench "1.5B Q4_K_M batch-1 decode" 120 "$Q" qwen2.5-1.5b 1 128 512
   bench "1.5B bf16 batch-1 decode" 90 "X=1" qwen2.5-1.5b 1 128 512
@@ -49,6 +49,18 @@ if [ "$PHASE" != tests ]; then
   bench "8B bf16 batch-1 decode" 120 "X=1" llama-3.1-8b 1 128 256
   bench "8B Q4_K_M prefill 4096" 180 "$Q" llama-3.1-8b 1 4096 1
   bench "8B Q4_K_M 64x(512,128)" 180 "$Q" llama-3.1-8b 64 512 128
+fi
+if [ "$PHASE" = profile ]; then
+  # Per-kernel GPU time and throughput over eager batch-1 decode steps (Nsight Compute).
+  for shape in llama-3.1-8b qwen2.5-1.5b; do
+    echo "== ncu $shape q4_k_m"
+    timeout 150 env FERRITE_BENCH_QUANT=q4_k_m ncu --clock-control none \
+      --metrics gpu__time_duration.sum \
+      --print-summary per-kernel --launch-skip 1200 --launch-count 400 \
+      $G/offline_bench $shape 1 16 24 eager >"$OUT/ncu-$shape.log" 2>&1
+    echo "ncu rc=$?"
+    grep -E "^\s+[a-z_0-9]+.*\(|gpu__time_duration|Invocations" "$OUT/ncu-$shape.log" | head -90
+  done
 fi
 echo "== summary"
 printf '%s\n' "${ROWS[@]}" | tee "$OUT/summary.txt"

@@ -10,7 +10,12 @@
 //   Unit       the raw words of one unit, in registers
 //   load(p, block, part) -> Unit      block = row * blocks_per_row + block in row
 //   col(part, g)         first element of group g inside the block
-//   group(u, part, g, w) the 8 values of group g, in f32
+//   group(u, part, g, w) the 8 values of group g, in f32 (the dequantizer's path)
+// and, for the GEMVs, the same values as an affine map of small unsigned integers:
+//   SUBS, SUB_GROUPS     a unit is SUBS runs of SUB_GROUPS groups sharing one scale
+//   raw(u, part, g, q)   the 8 integers of group g as floats (exact)
+//   affine(u, part, s, a, b)   value = a * q + b for every q of run s
+// so that a product sums a * (q . x) + b * sum(x) per run: one multiply-add per weight.
 // The arithmetic of `group` is the host dequantizer's (crates/model/src/dequant), operation by
 // operation with the rounding spelled out (no fused multiply-add), so a dequantized weight
 // equals the CPU's bit for bit.
@@ -53,10 +58,67 @@ __device__ __forceinline__ float dq_sub(float a, float b) { return a - b; }
 __device__ __forceinline__ float qf(u32 q) { return __int_as_float(0x4B000000u | q) - 8388608.0f; }
 #endif
 
+// (a & MASK) | bits in one instruction: written as (a & MASK) | BITS with both constants
+// immediate, the compiler emits two, as an instruction takes one immediate.
+template <u32 MASK>
+__device__ __forceinline__ u32 and_or(u32 a, u32 bits) {
+    u32 d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "n"(MASK), "r"(bits));
+    return d;
+}
+
+// Nibble I (0..7) of a word as a float, exact: the nibble's bits go into the mantissa of
+// 2^(23 - 4 I) (a mask and an OR), and that power of two is subtracted. Nibbles 5..7 would
+// reach the exponent, so they are shifted down by 12 bits first.
+template <int I>
+__device__ __forceinline__ float nibble_f(u32 w) {
+    if constexpr (I > 4) {
+        return nibble_f<I - 3>(w >> 12);
+    } else {
+        return __uint_as_float(and_or<(0xfu << (4 * I))>(w, (150u - 4 * I) << 23)) -
+               (float)(1u << (23 - 4 * I));
+    }
+}
+
+// Byte I (0..3) of a word as a float, exact, the same way (bytes 2, 3 shifted down first).
+template <int I>
+__device__ __forceinline__ float byte_f(u32 w) {
+    if constexpr (I > 1) {
+        return byte_f<I - 2>(w >> 16);
+    } else {
+        return __uint_as_float(and_or<(0xffu << (8 * I))>(w, (150u - 8 * I) << 23)) -
+               (float)(1u << (23 - 8 * I));
+    }
+}
+
+// Word i (0..3) of a 16-byte word.
+__device__ __forceinline__ u32 word_of(const uint4& v, int i) {
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// The low (high = 0) or high (high = 1) nibbles of 8 consecutive bytes (words w0, w1), in
+// byte order, as floats.
+__device__ __forceinline__ void nibbles8(u32 w0, u32 w1, int high, float q[8]) {
+    if (high) {
+        q[0] = nibble_f<1>(w0); q[1] = nibble_f<3>(w0); q[2] = nibble_f<5>(w0); q[3] = nibble_f<7>(w0);
+        q[4] = nibble_f<1>(w1); q[5] = nibble_f<3>(w1); q[6] = nibble_f<5>(w1); q[7] = nibble_f<7>(w1);
+    } else {
+        q[0] = nibble_f<0>(w0); q[1] = nibble_f<2>(w0); q[2] = nibble_f<4>(w0); q[3] = nibble_f<6>(w0);
+        q[4] = nibble_f<0>(w1); q[5] = nibble_f<2>(w1); q[6] = nibble_f<4>(w1); q[7] = nibble_f<6>(w1);
+    }
+}
+
+// 8 bytes (words w0, w1) as floats.
+__device__ __forceinline__ void bytes8(u32 w0, u32 w1, float q[8]) {
+    q[0] = byte_f<0>(w0); q[1] = byte_f<1>(w0); q[2] = byte_f<2>(w0); q[3] = byte_f<3>(w0);
+    q[4] = byte_f<0>(w1); q[5] = byte_f<1>(w1); q[6] = byte_f<2>(w1); q[7] = byte_f<3>(w1);
+}
+
 // Q4_0: planes d (f16), qs (16 bytes). Element j < 16 is the low nibble of byte j, element
 // j + 16 its high nibble; value (q - 8) * d.
 struct Q4_0 {
     static constexpr int BLOCK = 32, UNITS = 1, GROUPS = 4;
+    static constexpr int SUBS = 1, SUB_GROUPS = 4;
     struct Unit {
         float d;
         uint4 qs;
@@ -73,11 +135,20 @@ struct Q4_0 {
             w[j] = dq_mul(qf(q) - 8.0f, u.d);
         }
     }
+    static __device__ __forceinline__ void raw(const Unit& u, int, int g, float q[8]) {
+        const int w = 2 * (g & 1);
+        nibbles8(word_of(u.qs, w), word_of(u.qs, w + 1), g >> 1, q);
+    }
+    static __device__ __forceinline__ void affine(const Unit& u, int, int, float& a, float& b) {
+        a = u.d;
+        b = -8.0f * u.d;
+    }
 };
 
 // Q4_1: planes d and m (two f16), qs; value q * d + m.
 struct Q4_1 {
     static constexpr int BLOCK = 32, UNITS = 1, GROUPS = 4;
+    static constexpr int SUBS = 1, SUB_GROUPS = 4;
     struct Unit {
         float d, m;
         uint4 qs;
@@ -95,12 +166,21 @@ struct Q4_1 {
             w[j] = dq_add(dq_mul(qf(q), u.d), u.m);
         }
     }
+    static __device__ __forceinline__ void raw(const Unit& u, int, int g, float q[8]) {
+        const int w = 2 * (g & 1);
+        nibbles8(word_of(u.qs, w), word_of(u.qs, w + 1), g >> 1, q);
+    }
+    static __device__ __forceinline__ void affine(const Unit& u, int, int, float& a, float& b) {
+        a = u.d;
+        b = u.m;
+    }
 };
 
 // Q5_0: planes d (f16), qh (32 fifth bits), qs; element j takes bit j of qh (j + 16 for the
 // high nibbles); value (q - 16) * d.
 struct Q5_0 {
     static constexpr int BLOCK = 32, UNITS = 1, GROUPS = 4;
+    static constexpr int SUBS = 1, SUB_GROUPS = 4;
     struct Unit {
         float d;
         u32 qh;
@@ -121,11 +201,26 @@ struct Q5_0 {
             w[j] = dq_mul(qf(lo | (h << 4)) - 16.0f, u.d);
         }
     }
+    static __device__ __forceinline__ void raw(const Unit& u, int, int g, float q[8]) {
+        const int first = 8 * (g & 1), high = g >> 1;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int e = first + j;
+            const u32 lo = (byte_of(u.qs, e) >> (4 * high)) & 0xf;
+            const u32 h = (u.qh >> (e + 16 * high)) & 1u;
+            q[j] = qf(lo | (h << 4));
+        }
+    }
+    static __device__ __forceinline__ void affine(const Unit& u, int, int, float& a, float& b) {
+        a = u.d;
+        b = -16.0f * u.d;
+    }
 };
 
 // Q8_0: planes d (f16), qs (32 signed bytes); value q * d.
 struct Q8_0 {
     static constexpr int BLOCK = 32, UNITS = 1, GROUPS = 4;
+    static constexpr int SUBS = 1, SUB_GROUPS = 4;
     struct Unit {
         float d;
         uint4 lo, hi;
@@ -144,6 +239,16 @@ struct Q8_0 {
             const u32 q = byte_of(v, first + j) ^ 0x80u;
             w[j] = dq_mul(qf(q) - 128.0f, u.d);
         }
+    }
+    static __device__ __forceinline__ void raw(const Unit& u, int, int g, float q[8]) {
+        // The signed bytes plus 128, as unsigned ones.
+        const uint4& v = g < 2 ? u.lo : u.hi;
+        const int w = 2 * (g & 1);
+        bytes8(word_of(v, w) ^ 0x80808080u, word_of(v, w + 1) ^ 0x80808080u, q);
+    }
+    static __device__ __forceinline__ void affine(const Unit& u, int, int, float& a, float& b) {
+        a = u.d;
+        b = -128.0f * u.d;
     }
 };
 
@@ -168,6 +273,7 @@ __device__ __forceinline__ float half_hi(u32 w) { return __half2float(__ushort_a
 // (sub-block 2 part + 1); value d * sc * q - dmin * m.
 struct Q4_K {
     static constexpr int BLOCK = 256, UNITS = 4, GROUPS = 8;
+    static constexpr int SUBS = 2, SUB_GROUPS = 4;
     struct Unit {
         uint4 head, a, b;
     };
@@ -190,12 +296,25 @@ struct Q4_K {
             w[j] = dq_sub(dq_mul(d1, qf(q)), m1);
         }
     }
+    static __device__ __forceinline__ void raw(const Unit& u, int, int g, float q[8]) {
+        const int first = 8 * (g & 3);
+        const uint4& v = first < 16 ? u.a : u.b;
+        const int w = (first & 15) >> 2;
+        nibbles8(word_of(v, w), word_of(v, w + 1), g >> 2, q);
+    }
+    static __device__ __forceinline__ void affine(const Unit& u, int part, int s, float& a, float& b) {
+        u32 sc, m;
+        scale_min_k4(u.head, 2 * part + s, sc, m);
+        a = half_lo(u.head.x) * qf(sc);
+        b = -(half_hi(u.head.x) * qf(m));
+    }
 };
 
 // Q5_K, as in the file (176 bytes): d, dmin, 12 scale bytes, 32 bytes of fifth bits, 128 of
 // nibbles. As Q4_K, plus bit 2 part (low) or 2 part + 1 (high) of qh[l] worth 16.
 struct Q5_K {
     static constexpr int BLOCK = 256, UNITS = 4, GROUPS = 8;
+    static constexpr int SUBS = 2, SUB_GROUPS = 4;
     struct Unit {
         uint4 head, h0, h1, a, b;
     };
@@ -221,6 +340,23 @@ struct Q5_K {
             w[j] = dq_sub(dq_mul(d1, qf(q)), m1);
         }
     }
+    static __device__ __forceinline__ void raw(const Unit& u, int part, int g, float q[8]) {
+        const int high = g >> 2, first = 8 * (g & 3);
+        const uint4& v = first < 16 ? u.a : u.b;
+        const uint4& h = first < 16 ? u.h0 : u.h1;
+        const int bit = 2 * part + high;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int l = (first & 15) + j;
+            q[j] = qf(((byte_of(v, l) >> (4 * high)) & 0xf) + (((byte_of(h, l) >> bit) & 1u) << 4));
+        }
+    }
+    static __device__ __forceinline__ void affine(const Unit& u, int part, int s, float& a, float& b) {
+        u32 sc, m;
+        scale_min_k4(u.head, 2 * part + s, sc, m);
+        a = half_lo(u.head.x) * qf(sc);
+        b = -(half_hi(u.head.x) * qf(m));
+    }
 };
 
 // Q6_K: planes [ql 128 | qh 64 | scales 16] (208 bytes) and d (f16). In half h (128 elements),
@@ -230,6 +366,7 @@ struct Q5_K {
 // 16 (part % 2) .. + 16: four runs of 16 elements.
 struct Q6_K {
     static constexpr int BLOCK = 256, UNITS = 4, GROUPS = 8;
+    static constexpr int SUBS = 4, SUB_GROUPS = 2;
     struct Unit {
         uint4 lo, hi, qh, scales;
         float d;
@@ -256,5 +393,23 @@ struct Q6_K {
             const u32 qh = (byte_of(u.qh, first + j) >> (2 * r)) & 3u;
             w[j] = dq_mul(dsc, qf(ql | (qh << 4)) - 32.0f);
         }
+    }
+    static __device__ __forceinline__ void raw(const Unit& u, int, int g, float q[8]) {
+        const int r = g >> 1, w = 2 * (g & 1);
+        const uint4& v = (r & 1) ? u.hi : u.lo;
+        // Four 6-bit values per word: the nibbles of ql beside bits 2r, 2r+1 of qh.
+        u32 six[2];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const u32 lo = (word_of(v, w + i) >> (4 * (r >> 1))) & 0x0f0f0f0fu;
+            const u32 hi = ((word_of(u.qh, w + i) >> (2 * r)) << 4) & 0x30303030u;
+            six[i] = lo | hi;
+        }
+        bytes8(six[0], six[1], q);
+    }
+    static __device__ __forceinline__ void affine(const Unit& u, int part, int s, float& a, float& b) {
+        const int sc = (int)(signed char)byte_of(u.scales, 8 * (part >> 1) + (part & 1) + 2 * s);
+        a = u.d * (qf((u32)(sc + 128)) - 128.0f);
+        b = -32.0f * a;
     }
 };

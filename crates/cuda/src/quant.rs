@@ -75,6 +75,16 @@ impl QuantType {
         self.dtype().block_len()
     }
 
+    /// Elements one GPU thread decodes at a time (a "unit" in kernels/quant.cuh): a whole
+    /// 32-element block, or a quarter of a 256-element one.
+    pub fn unit_len(self) -> usize {
+        if self.block_len() == 32 {
+            32
+        } else {
+            64
+        }
+    }
+
     /// Bytes of each plane per block, in the order the block's bytes are cut (they sum to the
     /// file's block size).
     pub fn plane_bytes(self) -> &'static [usize] {

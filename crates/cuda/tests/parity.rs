@@ -81,11 +81,20 @@ fn compare_backends(config: &ModelConfig, run: &Run) {
 
 /// As [`compare_backends`], on `host` weights when given (else the dummy weights).
 fn compare_backends_on(config: &ModelConfig, run: &Run, host: Option<ModelWeights>) {
+    let failures = compare_and_report(config, run, host);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Runs the comparison to the end, printing the worst errors of steps with more tokens than
+/// the GEMVs take (prefill chunks: the dequantize + cuBLAS path on quantized weights) and of
+/// the others apart; returns what broke the tolerances.
+fn compare_and_report(config: &ModelConfig, run: &Run, host: Option<ModelWeights>) -> Vec<String> {
+    let mut failures = Vec::new();
     let Run {
         page_size, eager, ..
     } = *run;
     let Some(_) = common::gpu("parity") else {
-        return;
+        return failures;
     };
     let seed = 5;
     let cpu_weights = host.clone().unwrap_or_else(|| generate(config, seed));
@@ -127,6 +136,7 @@ fn compare_backends_on(config: &ModelConfig, run: &Run, host: Option<ModelWeight
         })
         .collect();
     let (mut worst, mut mismatches, mut steps) = (0.0f64, 0, 0);
+    let (mut worst_wide, mut worst_narrow) = (0.0f64, 0.0f64);
     // Prompts in chunks of at most 48 tokens, decodes sharing the steps.
     while !seqs.iter().all(Seq::done) {
         let mut batch = Vec::new();
@@ -152,6 +162,7 @@ fn compare_backends_on(config: &ModelConfig, run: &Run, host: Option<ModelWeight
         if batch.is_empty() {
             break;
         }
+        let wide = batch.iter().map(|s| s.tokens.len()).sum::<usize>() > 8;
         let a = cpu.forward(&batch).unwrap();
         let b = gpu.forward(&batch).unwrap();
         let lasts: Vec<bool> = batch
@@ -172,25 +183,32 @@ fn compare_backends_on(config: &ModelConfig, run: &Run, host: Option<ModelWeight
             let want: Vec<f64> = ra.iter().map(|&v| v as f64).collect();
             let e = common::rel_err(rb, &want);
             worst = worst.max(e);
-            assert!(
-                e <= run.max_rel_err,
-                "{:?} step {steps} seq {i} (position {}): logits relative error {e:.3e} > {:.1e}",
-                config.arch,
-                end - 1,
-                run.max_rel_err
-            );
+            if wide {
+                worst_wide = worst_wide.max(e);
+            } else {
+                worst_narrow = worst_narrow.max(e);
+            }
+            if e > run.max_rel_err {
+                failures.push(format!(
+                    "{:?} step {steps} seq {i} (position {}): logits relative error {e:.3e} > {:.1e}",
+                    config.arch,
+                    end - 1,
+                    run.max_rel_err
+                ));
+            }
             let ta = ferrite_engine::sampler::argmax(ra);
             let tb = ferrite_engine::sampler::argmax(rb);
             if ta != tb {
                 // Allowed only when the CPU's top two are within the tolerance of each other.
                 let gap = (ra[ta as usize] - ra[tb as usize]).abs();
-                assert!(
-                    gap < 0.05,
-                    "{:?} step {steps} seq {i} (position {}): greedy CPU {ta} vs CUDA {tb}, \
-                     CPU logit gap {gap} >= 0.05",
-                    config.arch,
-                    end - 1
-                );
+                if gap >= 0.05 {
+                    failures.push(format!(
+                        "{:?} step {steps} seq {i} (position {}): greedy CPU {ta} vs CUDA {tb}, \
+                         CPU logit gap {gap} >= 0.05",
+                        config.arch,
+                        end - 1
+                    ));
+                }
                 mismatches += 1;
             }
             seqs[i].computed = end;
@@ -207,6 +225,8 @@ fn compare_backends_on(config: &ModelConfig, run: &Run, host: Option<ModelWeight
         "parity {:?} hd={} page={page_size} eager={eager} graphs={:?}: {steps} steps, worst logits rel err {worst:.2e}, {mismatches} near-tie greedy mismatches",
         config.arch, config.head_dim, gpu.graph_sizes()
     );
+    println!("  worst of steps over 8 tokens {worst_wide:.2e}, of the others {worst_narrow:.2e}");
+    failures
 }
 
 /// The issue-12 architectures: prompts of 70 to 100 tokens (beyond the window of 32), chunked
@@ -322,8 +342,22 @@ fn quant_config() -> ModelConfig {
 }
 
 /// The dummy weights with every matrix replaced by random blocks of `pick(name)`.
+///
+/// Block scales of 0.02 keep the random model from amplifying rounding: at 0.05, Q8_0 and
+/// Q5_0 weights made models whose logits moved by 2e-2 from the bf16 rounding of activations
+/// alone (H200, 2026-12-04: all-Q8_0 at 2.13e-2 through the quantized kernels and 2.76e-2 with
+/// the same weights widened to bf16 at load; Q4_0 at 7.7e-4, Q4_K at 1.7e-4), which hides
+/// rather than shows a kernel's mistakes.
 fn quantized(config: &ModelConfig, pick: &dyn Fn(&str) -> Option<DType>) -> ModelWeights {
-    ferrite_model::dummy::quantized::quantize_matrices(&generate(config, 5), pick, 0.05, 17)
+    quantized_at(config, pick, 0.02)
+}
+
+fn quantized_at(
+    config: &ModelConfig,
+    pick: &dyn Fn(&str) -> Option<DType>,
+    scale: f32,
+) -> ModelWeights {
+    ferrite_model::dummy::quantized::quantize_matrices(&generate(config, 5), pick, scale, 17)
 }
 
 /// Every device quantized format alone: prefill chunks (dequantize + cuBLAS) and decodes (the
@@ -331,6 +365,7 @@ fn quantized(config: &ModelConfig, pick: &dyn Fn(&str) -> Option<DType>) -> Mode
 #[test]
 fn quantized_weights_each_type_match_the_cpu() {
     let config = quant_config();
+    let mut failures = Vec::new();
     for dtype in [
         DType::Q4_0,
         DType::Q4_1,
@@ -342,8 +377,20 @@ fn quantized_weights_each_type_match_the_cpu() {
     ] {
         println!("all matrices {dtype:?}:");
         let weights = quantized(&config, &|_| Some(dtype));
-        compare_backends_on(&config, &arch_run(16, false), Some(weights));
+        let broke = compare_and_report(&config, &arch_run(16, false), Some(weights.clone()));
+        if !broke.is_empty() {
+            // The same weights widened to bf16 at load (every product through cuBLAS or the
+            // bf16 GEMV): how much of the error the model's own rounding explains.
+            println!("  {dtype:?} widened to bf16 at load, for comparison:");
+            // SAFETY: the test binary runs its tests one at a time (--test-threads=1 on the
+            // device) and nothing else reads the environment meanwhile.
+            unsafe { std::env::set_var("FERRITE_CUDA_WIDEN_QUANT", "1") };
+            compare_and_report(&config, &arch_run(16, false), Some(weights));
+            unsafe { std::env::remove_var("FERRITE_CUDA_WIDEN_QUANT") };
+        }
+        failures.extend(broke.into_iter().map(|f| format!("{dtype:?}: {f}")));
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// A Q4_K_M-like mix inside each layer: Q/K/V and gate/up fused from tensors of different
@@ -365,6 +412,12 @@ fn quantized_weights_mixed_types_match_the_cpu() {
             "output" => DType::Q8_0,
             _ => return None,
         })
+    };
+    // The mix at 0.02 still amplified rounding on one prompt (H200, 2026-12-04: 4.27e-2 on
+    // one sequence of four through the quantized kernels, 5.23e-2 and a greedy flip with the
+    // same weights widened to bf16 at load), hence 0.01.
+    let quantized = |config: &ModelConfig, pick: &dyn Fn(&str) -> Option<DType>| {
+        quantized_at(config, pick, 0.01)
     };
     for eager in [false, true] {
         let weights = quantized(&config, &pick);

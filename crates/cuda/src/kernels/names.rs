@@ -68,8 +68,8 @@ pub(super) const GEMV_NAMES: [[&str; GEMV_MAX_TOKENS]; 3] = [
     ],
 ];
 
-/// GEMV splits the quantized kernels are built for (warps per row).
-pub(super) const QGEMV_SPLITS: [usize; 2] = [1, 4];
+/// GEMV splits the quantized kernels are built for (warps sharing a row group along k).
+pub(super) const QGEMV_SPLITS: [usize; 4] = [1, 2, 4, 8];
 
 /// Every quantized kernel's name: per type, the GEMVs by token count and split, then the
 /// dequantizer and the embedding lookup.
@@ -118,8 +118,9 @@ mod tests {
     #[test]
     fn names_index_the_table() {
         assert_eq!(qgemv_name(QuantType::Q4_0, 1, 0), "qgemv_q4_0_1_s1");
-        assert_eq!(qgemv_name(QuantType::Q6K, 8, 1), "qgemv_q6_k_8_s4");
-        assert_eq!(qgemv_name(QuantType::Q4K, 3, 1), "qgemv_q4_k_3_s4");
+        assert_eq!(qgemv_name(QuantType::Q6K, 8, 2), "qgemv_q6_k_8_s4");
+        assert_eq!(qgemv_name(QuantType::Q4K, 3, 3), "qgemv_q4_k_3_s8");
+        assert_eq!(qgemv_name(QuantType::Q4K, 2, 1), "qgemv_q4_k_2_s2");
         assert_eq!(qdequant_name(QuantType::Q5K), "qdequant_q5_k");
         assert_eq!(qembed_name(QuantType::Q8_0), "qembed_q8_0");
         assert_eq!(quant_names().count(), 7 * PER_TYPE);

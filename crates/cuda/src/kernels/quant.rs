@@ -1,7 +1,6 @@
 //! Launchers of kernels/quant_gemv.cu and kernels/quant_dequant.cu: products, dequantization
 //! and embedding lookups on GGUF-quantized matrices kept in their own bits (crate::quant).
 
-use super::gemv::gemv_split;
 use super::launch::{grid1, Args, Kernels};
 use super::names::{qdequant_name, qembed_name, qgemv_name, GEMV_MAX_TOKENS, QGEMV_SPLITS};
 use crate::device_ptr::DevicePtr;
@@ -26,6 +25,34 @@ pub struct QuantGemvArgs {
     pub ldy: usize,
 }
 
+/// Rows one warp of the quantized GEMV takes for `n` tokens (`RowsPerWarp` in
+/// quant_gemv.cu): each x value loaded serves that many rows, while x's registers allow.
+fn qgemv_rows_per_warp(n: usize) -> usize {
+    match n {
+        1..=2 => 4,
+        3..=4 => 2,
+        _ => 1,
+    }
+}
+
+/// Which split (warps sharing a row group along k) fills the GPU: the smallest that gives two
+/// blocks per SM of a large GPU, as long as every warp keeps at least 16 units (a lane decodes
+/// one unit at a time, so fewer leave lanes idle).
+fn qgemv_split_index(rows: usize, units: usize, n: usize) -> usize {
+    const ENOUGH_BLOCKS: usize = 264;
+    let groups = rows.div_ceil(qgemv_rows_per_warp(n));
+    let mut index = 0;
+    while index + 1 < QGEMV_SPLITS.len() {
+        let split = QGEMV_SPLITS[index];
+        let blocks = groups.div_ceil(8 / split);
+        if blocks >= ENOUGH_BLOCKS || units / QGEMV_SPLITS[index + 1] < 16 {
+            break;
+        }
+        index += 1;
+    }
+    index
+}
+
 impl Kernels {
     pub fn qgemv(&self, a: &QuantGemvArgs) -> anyhow::Result<()> {
         let (rows, k, n) = (a.rows, a.k, a.n);
@@ -33,8 +60,9 @@ impl Kernels {
             (1..=GEMV_MAX_TOKENS).contains(&n),
             "qgemv takes 1..=8 tokens, not {n}"
         );
-        let split_index = usize::from(gemv_split(rows, k) > 1);
-        let rows_per_block = 8 / QGEMV_SPLITS[split_index];
+        let units = k / a.format.unit_len();
+        let split_index = qgemv_split_index(rows, units, n);
+        let rows_per_block = 8 / QGEMV_SPLITS[split_index] * qgemv_rows_per_warp(n);
         // qgemv_<type>_<n>_s<split>(p0, p1, p2, x, y, rows, k, ldy)
         let args = with_planes(Args::new(), a.planes)
             .ptr(a.x)
@@ -56,8 +84,7 @@ impl Kernels {
         rows: usize,
         k: usize,
     ) -> anyhow::Result<()> {
-        let unit_elems = if format.block_len() == 32 { 32 } else { 64 };
-        let units = rows * k / unit_elems;
+        let units = rows * k / format.unit_len();
         let blocks = units.div_ceil(256).clamp(1, 65_535);
         // qdequant_<type>(p0, p1, p2, out, row0, rows, k)
         let args = with_planes(Args::new(), planes)
@@ -87,5 +114,22 @@ impl Kernels {
             .usize(hidden)
             .f32(scale);
         self.launch(qembed_name(format), grid1(n, 128), args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_fills_the_gpu_without_idling_lanes() {
+        // Llama-3.1-8B Q4_K (64 elements a unit): gate/up has rows to spare,
+        assert_eq!(qgemv_split_index(28_672, 4096 / 64, 1), 0);
+        // down (k 14,336) splits until two blocks per SM,
+        assert_eq!(QGEMV_SPLITS[qgemv_split_index(4096, 14_336 / 64, 1)], 4);
+        // the K projection (1,024 rows) splits until a warp would have under 16 units.
+        assert_eq!(QGEMV_SPLITS[qgemv_split_index(1024, 4096 / 64, 1)], 4);
+        // One warp per row for 8 tokens: more row groups, less need to split.
+        assert_eq!(QGEMV_SPLITS[qgemv_split_index(4096, 4096 / 64, 8)], 1);
     }
 }

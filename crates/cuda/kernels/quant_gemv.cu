@@ -12,10 +12,12 @@
 #include "common.cuh"
 #include "quant.cuh"
 
-// Rows per warp for NT tokens (the host's qgemv_rows_per_warp): fewer as x takes registers.
+// Rows per warp for NT tokens (the host's qgemv_rows_per_warp). Two, not four: four rows took
+// 192 registers (one block per SM) and decoded batch-1 8% slower on the H200 (2026-12-04,
+// 8B Q4_K_M 244.6 vs 265.5 tok/s); one for more tokens, as x takes registers.
 template <int NT>
 struct RowsPerWarp {
-    static constexpr int R = NT <= 2 ? 4 : NT <= 4 ? 2 : 1;
+    static constexpr int R = NT <= 4 ? 2 : 1;
 };
 
 template <class Q, int NT, int SPLIT>

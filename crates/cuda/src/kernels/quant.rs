@@ -26,11 +26,11 @@ pub struct QuantGemvArgs {
 }
 
 /// Rows one warp of the quantized GEMV takes for `n` tokens (`RowsPerWarp` in
-/// quant_gemv.cu): each x value loaded serves that many rows, while x's registers allow.
+/// quant_gemv.cu): each x value loaded serves that many rows, while registers allow two blocks
+/// per SM.
 fn qgemv_rows_per_warp(n: usize) -> usize {
     match n {
-        1..=2 => 4,
-        3..=4 => 2,
+        1..=4 => 2,
         _ => 1,
     }
 }
@@ -126,7 +126,7 @@ mod tests {
         // Llama-3.1-8B Q4_K (64 elements a unit): gate/up has rows to spare,
         assert_eq!(qgemv_split_index(28_672, 4096 / 64, 1), 0);
         // down (k 14,336) splits until two blocks per SM,
-        assert_eq!(QGEMV_SPLITS[qgemv_split_index(4096, 14_336 / 64, 1)], 4);
+        assert_eq!(QGEMV_SPLITS[qgemv_split_index(4096, 14_336 / 64, 1)], 2);
         // the K projection (1,024 rows) splits until a warp would have under 16 units.
         assert_eq!(QGEMV_SPLITS[qgemv_split_index(1024, 4096 / 64, 1)], 4);
         // One warp per row for 8 tokens: more row groups, less need to split.

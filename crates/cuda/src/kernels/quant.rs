@@ -84,8 +84,8 @@ impl Kernels {
         rows: usize,
         k: usize,
     ) -> anyhow::Result<()> {
-        let units = rows * k / format.unit_len();
-        let blocks = units.div_ceil(256).clamp(1, 65_535);
+        // A thread per 8 elements (quant_dequant.cu), grid-stride beyond 65,535 blocks.
+        let blocks = (rows * k / 8).div_ceil(256).clamp(1, 65_535);
         // qdequant_<type>(p0, p1, p2, out, row0, rows, k)
         let args = with_planes(Args::new(), planes)
             .ptr(out)

@@ -67,29 +67,25 @@ __device__ __forceinline__ u32 and_or(u32 a, u32 bits) {
     return d;
 }
 
-// Nibble I (0..7) of a word as a float, exact: the nibble's bits go into the mantissa of
-// 2^(23 - 4 I) (a mask and an OR), and that power of two is subtracted. Nibbles 5..7 would
-// reach the exponent, so they are shifted down by 12 bits first.
-template <int I>
-__device__ __forceinline__ float nibble_f(u32 w) {
-    if constexpr (I > 4) {
-        return nibble_f<I - 3>(w >> 12);
+// Field I of WIDTH (4 or 8) bits of a word as a float, exact: the field's bits go into the
+// mantissa of 2^(23 - WIDTH I) (a mask and an OR), and that power of two is subtracted. A field
+// that would reach the exponent (bit 23 up) is shifted down by 12 (nibbles 5..7) or 16 (bytes
+// 2, 3) bits first.
+template <int WIDTH, int I>
+__device__ __forceinline__ float field_f(u32 w) {
+    constexpr int DROP = WIDTH == 4 ? 3 : 2;
+    if constexpr (WIDTH * (I + 1) > 23) {
+        return field_f<WIDTH, I - DROP>(w >> (WIDTH * DROP));
     } else {
-        return __uint_as_float(and_or<(0xfu << (4 * I))>(w, (150u - 4 * I) << 23)) -
-               (float)(1u << (23 - 4 * I));
+        return __uint_as_float(and_or<(((1u << WIDTH) - 1) << (WIDTH * I))>(
+                   w, (150u - WIDTH * I) << 23)) -
+               (float)(1u << (23 - WIDTH * I));
     }
 }
-
-// Byte I (0..3) of a word as a float, exact, the same way (bytes 2, 3 shifted down first).
 template <int I>
-__device__ __forceinline__ float byte_f(u32 w) {
-    if constexpr (I > 1) {
-        return byte_f<I - 2>(w >> 16);
-    } else {
-        return __uint_as_float(and_or<(0xffu << (8 * I))>(w, (150u - 8 * I) << 23)) -
-               (float)(1u << (23 - 8 * I));
-    }
-}
+__device__ __forceinline__ float nibble_f(u32 w) { return field_f<4, I>(w); }
+template <int I>
+__device__ __forceinline__ float byte_f(u32 w) { return field_f<8, I>(w); }
 
 // Word i (0..3) of a 16-byte word.
 __device__ __forceinline__ u32 word_of(const uint4& v, int i) {

@@ -112,7 +112,7 @@ __device__ __forceinline__ void qgemv_rows(const Planes p, const bf16* __restric
     for (int r = 0; r < R; ++r)
 #pragma unroll
         for (int t = 0; t < NT; ++t) acc[r][t] = warp_sum(acc[r][t]);
-    if (SPLIT > 1) {
+    if constexpr (SPLIT > 1) {
         if (lane == 0) {
 #pragma unroll
             for (int r = 0; r < R; ++r)
@@ -120,22 +120,21 @@ __device__ __forceinline__ void qgemv_rows(const Planes p, const bf16* __restric
                 for (int t = 0; t < NT; ++t) partial[warp][r * NT + t] = acc[r][t];
         }
         __syncthreads();
-        if (split_part != 0) return;
-        if (lane < R * NT) {
+        if (split_part == 0 && lane < R * NT) {
             float total = 0.0f;
 #pragma unroll
             for (int s = 0; s < SPLIT; ++s) total += partial[warp + s][lane];
             const int r = lane / NT, t = lane % NT;
             if (row0 + r < rows) y[(i64)t * ldy + row0 + r] = total;
         }
-        return;
+    } else {
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int t = 0; t < NT; ++t) {
+                if (lane == r * NT + t && row0 + r < rows) y[(i64)t * ldy + row0 + r] = acc[r][t];
+            }
     }
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            if (lane == r * NT + t && row0 + r < rows) y[(i64)t * ldy + row0 + r] = acc[r][t];
-        }
 }
 
 // grid = ceil(rows / (8 / SPLIT * R)), block = 256 (8 warps).

@@ -2,7 +2,8 @@
 //! fixtures/arch (llama with Llama 3 rope scaling, qwen2, qwen3, mistral with a sliding window,
 //! gemma3, and the mixtures of experts qwen3_moe, qwen2_moe with its shared expert and a dense
 //! layer, mixtral), loaded from their directories, against transformers in f32 on the same bf16
-//! weights; and qwen3_moe's GGUF copy with stacked, quantized experts.
+//! weights; qwen3_moe's GGUF copy with stacked, quantized experts; and FP8 copies of qwen3 and
+//! llama (block and per-channel scales) against transformers on their dequantized weights.
 //!
 //! - teacher-forced prompt log-probabilities: mean |Δ| <= 0.02, max <= 0.3;
 //! - greedy continuations identical up to the first step whose reference top-2 margin is below
@@ -53,8 +54,10 @@ fn load(arch: &str) -> (CpuBackend, Vec<Case>, f64) {
         .unwrap()
         .len() as f64;
     let resident = backend.weight_bytes() as f64;
+    // FP8 checkpoints are dequantized to f32 at load (hf::fp8): four bytes per FP8 byte.
+    let bound = if arch.ends_with("_fp8") { 4.4 } else { 1.1 };
     assert!(
-        resident <= 1.1 * checkpoint,
+        resident <= bound * checkpoint,
         "{arch}: weights take {resident} bytes in memory, the checkpoint {checkpoint}"
     );
     (backend, cases(arch), resident / checkpoint)
@@ -216,6 +219,19 @@ fn qwen2_moe_shared_expert_and_dense_layer_match_transformers() {
 #[test]
 fn mixtral_matches_transformers() {
     check_arch("mixtral");
+}
+
+/// FP8 checkpoints (scripts/make_fp8_fixtures.py): qwen3's weights in Hugging Face's `fp8`
+/// layout (16 x 32 block scales, `weight_scale_inv`) and llama's in compressed-tensors'
+/// (per-channel `weight_scale`), against transformers in f32 on the dequantized weights.
+#[test]
+fn fp8_block_scaled_checkpoint_matches_transformers() {
+    check_arch("qwen3_fp8");
+}
+
+#[test]
+fn fp8_channel_scaled_compressed_tensors_checkpoint_matches_transformers() {
+    check_arch("llama_fp8");
 }
 
 /// The router's counts: every prompt token of every sparse layer goes to exactly k experts,

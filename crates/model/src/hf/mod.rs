@@ -2,12 +2,14 @@
 //! canonical names and llama's Q/K rows permuted for interleaved RoPE.
 
 mod config;
+pub mod fp8;
 mod generation;
 mod moe_config;
 mod names;
 mod rope_config;
 mod safetensors;
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -16,6 +18,7 @@ pub use self::generation::{
     generation_defaults_from_json, load_generation_defaults, GenerationDefaults,
 };
 pub use self::names::{canonical_name, permute_rows_for_interleaved_rope};
+use self::safetensors::Stored;
 pub use self::safetensors::{shards_of_index, weight_files};
 
 use crate::config::{Arch, ModelConfig};
@@ -50,24 +53,58 @@ impl HfError {
 }
 
 pub fn load_config(dir: &Path) -> Result<ModelConfig, HfError> {
+    config_from_json(&read_config(dir)?)
+}
+
+fn read_config(dir: &Path) -> Result<String, HfError> {
     let path = dir.join("config.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| HfError::io(&path, e))?;
-    config_from_json(&text)
+    std::fs::read_to_string(&path).map_err(|e| HfError::io(&path, e))
 }
 
 /// The config and every weight of a directory. Tensors stay memory-mapped except llama's
-/// Q/K, which are permuted into owned copies.
+/// Q/K, which are permuted into owned copies, and FP8 weights, dequantized to f32 (`fp8`).
 pub fn load_dir(dir: &Path) -> Result<(ModelConfig, ModelWeights), HfError> {
-    let config = load_config(dir)?;
-    let mut weights = ModelWeights::default();
+    let config_text = read_config(dir)?;
+    let config = config_from_json(&config_text)?;
+    let fp8_config = fp8::fp8_config(&config_text)?;
+    let mut by_hf_name = HashMap::new();
+    let mut fp8_weights = Vec::new();
     for file in weight_files(dir)? {
-        for (hf_name, tensor) in safetensors::read_file(&file)? {
-            let Some(name) = canonical_name(config.arch, &hf_name) else {
-                tracing::debug!(tensor = %hf_name, "ignoring tensor ferrite does not use");
-                continue;
-            };
-            weights.tensors.insert(name, tensor);
+        for (hf_name, stored) in safetensors::read_file(&file)? {
+            match stored {
+                Stored::Tensor(t) => {
+                    by_hf_name.insert(hf_name, t);
+                }
+                Stored::Fp8(t) => fp8_weights.push((hf_name, t)),
+            }
         }
+    }
+    // Scales may sit in another shard than their weight: dequantize once all are read.
+    for (hf_name, weight) in fp8_weights {
+        let Some(fp8_config) = fp8_config else {
+            return Err(HfError::Weights(format!(
+                "`{hf_name}` is FP8 but config.json has no quantization_config"
+            )));
+        };
+        let scale_name = [format!("{hf_name}_scale_inv"), format!("{hf_name}_scale")]
+            .into_iter()
+            .find(|n| by_hf_name.contains_key(n))
+            .ok_or_else(|| {
+                HfError::Weights(format!(
+                    "`{hf_name}` is FP8 without a `{hf_name}_scale_inv` or `_scale` tensor"
+                ))
+            })?;
+        let scale = by_hf_name.remove(&scale_name).expect("found above");
+        let dequantized = fp8::dequantize(&weight, &scale_name, &scale, fp8_config)?;
+        by_hf_name.insert(hf_name, dequantized);
+    }
+    let mut weights = ModelWeights::default();
+    for (hf_name, tensor) in by_hf_name {
+        let Some(name) = canonical_name(config.arch, &hf_name) else {
+            tracing::debug!(tensor = %hf_name, "ignoring tensor ferrite does not use");
+            continue;
+        };
+        weights.tensors.insert(name, tensor);
     }
     if config.tie_word_embeddings {
         // A tied checkpoint may still carry a copy of the embedding as lm_head; the model

@@ -6,8 +6,16 @@ use std::sync::Arc;
 
 use safetensors::{Dtype, SafeTensors};
 
+use super::fp8::Fp8Tensor;
 use super::HfError;
 use crate::weights::{DType, Storage, WeightTensor};
+
+/// A tensor as a file holds it: one ferrite's backends read, or FP8 bytes to dequantize with
+/// their scale (hf::fp8) once every file is read.
+pub enum Stored {
+    Tensor(WeightTensor),
+    Fp8(Fp8Tensor),
+}
 
 /// The safetensors files of a model directory: those the index names, else `model.safetensors`,
 /// else every `*.safetensors` file.
@@ -66,13 +74,13 @@ fn dtype_of(dtype: Dtype, name: &str) -> Result<DType, HfError> {
         Dtype::F16 => Ok(DType::F16),
         Dtype::BF16 => Ok(DType::BF16),
         other => Err(HfError::Weights(format!(
-            "tensor `{name}` is {other:?}; only f32, f16 and bf16 are supported"
+            "tensor `{name}` is {other:?}; only f32, f16, bf16 and FP8 e4m3 are supported"
         ))),
     }
 }
 
 /// Every tensor of one file, by its Hugging Face name, backed by the file's map.
-pub fn read_file(path: &Path) -> Result<Vec<(String, WeightTensor)>, HfError> {
+pub fn read_file(path: &Path) -> Result<Vec<(String, Stored)>, HfError> {
     let file = std::fs::File::open(path).map_err(|e| HfError::io(path, e))?;
     // SAFETY: read-only map; as with any mmap loader the file must not change while served.
     let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.map_err(|e| HfError::io(path, e))?);
@@ -83,7 +91,6 @@ pub fn read_file(path: &Path) -> Result<Vec<(String, WeightTensor)>, HfError> {
         .tensors()
         .into_iter()
         .map(|(name, view)| {
-            let dtype = dtype_of(view.dtype(), &name)?;
             let data = view.data();
             let offset = data.as_ptr() as usize - base;
             let storage = Storage::Mapped {
@@ -91,14 +98,17 @@ pub fn read_file(path: &Path) -> Result<Vec<(String, WeightTensor)>, HfError> {
                 offset,
                 len: data.len(),
             };
-            Ok((
-                name,
-                WeightTensor {
-                    dtype,
-                    shape: view.shape().to_vec(),
+            let shape = view.shape().to_vec();
+            let stored = if view.dtype() == Dtype::F8_E4M3 {
+                Stored::Fp8(Fp8Tensor { shape, storage })
+            } else {
+                Stored::Tensor(WeightTensor {
+                    dtype: dtype_of(view.dtype(), &name)?,
+                    shape,
                     storage,
-                },
-            ))
+                })
+            };
+            Ok((name, stored))
         })
         .collect()
 }

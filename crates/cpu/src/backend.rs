@@ -1,7 +1,9 @@
 //! `CpuBackend`: the decoder forward pass on this machine's cores, behind the engine's
 //! `Backend` trait.
 
-use ferrite_engine::{Backend, BackendError, ForwardOutput, SeqBatch};
+use std::sync::Arc;
+
+use ferrite_engine::{Backend, BackendError, ExpertLoad, ForwardOutput, SeqBatch};
 use ferrite_model::config::ModelConfig;
 // The model crate's tensors as loaded, named apart from this crate's `ModelWeights` (the same
 // tensors in the form the forward pass reads).
@@ -118,6 +120,11 @@ impl CpuBackend {
 impl Backend for CpuBackend {
     fn vocab_size(&self) -> usize {
         self.model.config().vocab_size
+    }
+
+    fn expert_load_counters(&self) -> Option<Arc<ExpertLoad>> {
+        let counters = self.model.expert_load_counters();
+        counters.has_experts().then_some(counters)
     }
 
     fn kv_bytes_per_token(&self) -> usize {

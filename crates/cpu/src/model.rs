@@ -8,11 +8,11 @@
 //! so a sequence's logits do not depend on its neighbours or on how its prompt was chunked.
 
 use ferrite_engine::{
-    validate_batch, BackendError, BatchLimits, ForwardOutput, LogitsRequest, SeqBatch,
+    validate_batch, BackendError, BatchLimits, ExpertLoad, ForwardOutput, LogitsRequest, SeqBatch,
 };
 use ferrite_model::config::ModelConfig;
 use rayon::prelude::*;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::kernels::activation::gated;
 use crate::kernels::attention::{attend_group, Window};
@@ -37,8 +37,8 @@ pub struct Model {
     layer_rope: Vec<usize>,
     /// Token ids the LM head scores: the vocabulary, or its first ids (`limit_logits`).
     logits_vocab: usize,
-    /// Per layer, per expert: tokens routed to it since load (empty for a dense layer).
-    expert_load: Vec<Vec<AtomicU64>>,
+    /// Per layer, per expert: tokens routed to it since load (no experts in a dense layer).
+    expert_load: Arc<ExpertLoad>,
 }
 
 /// Per-step scratch: activation buffers reused from step to step (they only ever grow).
@@ -83,14 +83,13 @@ impl Model {
             };
             layer_rope.push(index);
         }
-        let expert_load = weights
-            .layers
-            .iter()
-            .map(|layer| match &layer.mlp {
-                Mlp::Moe(moe) => moe.experts.iter().map(|_| AtomicU64::new(0)).collect(),
-                Mlp::Dense { .. } => Vec::new(),
-            })
-            .collect();
+        let expert_load =
+            Arc::new(ExpertLoad::new(weights.layers.iter().map(
+                |layer| match &layer.mlp {
+                    Mlp::Moe(moe) => moe.experts.len(),
+                    Mlp::Dense { .. } => 0,
+                },
+            )));
         Model {
             logits_vocab: config.vocab_size,
             expert_load,
@@ -108,10 +107,12 @@ impl Model {
     /// Tokens routed to each expert of each layer since load (an empty list for a dense layer):
     /// whether the experts are balanced.
     pub fn expert_load(&self) -> Vec<Vec<u64>> {
-        self.expert_load
-            .iter()
-            .map(|layer| layer.iter().map(|c| c.load(Ordering::Relaxed)).collect())
-            .collect()
+        self.expert_load.snapshot()
+    }
+
+    /// The same counters, shared (for /metrics).
+    pub fn expert_load_counters(&self) -> Arc<ExpertLoad> {
+        Arc::clone(&self.expert_load)
     }
 
     pub fn weight_bytes(&self) -> usize {
@@ -258,7 +259,7 @@ impl Model {
                     n,
                     &mut ws.moe,
                     proj,
-                    Some(&self.expert_load[layer_index]),
+                    Some(self.expert_load.layer(layer_index)),
                 ),
                 Mlp::Dense {
                     gate: w_gate,

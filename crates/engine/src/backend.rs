@@ -3,9 +3,12 @@
 //! The scheduler decides *what* runs (which tokens of which sequences, into which KV pages);
 //! a [`Backend`] decides *how* (CPU kernels, CUDA graphs). Nothing here knows about tensors.
 
+use std::sync::Arc;
+
 use thiserror::Error;
 
 use crate::constraint::DeviceMask;
+use crate::stats::ExpertLoad;
 
 #[derive(Debug, Error)]
 #[error("backend: {0}")]
@@ -168,5 +171,11 @@ pub trait Backend: Send {
         _sampling: &[Option<DeviceSampling>],
     ) -> Result<SampledOutput, BackendError> {
         Err(BackendError("this backend does not sample".into()))
+    }
+
+    /// The counters of tokens routed to each expert, for a model with mixture-of-experts
+    /// layers (shared with /metrics; the backend adds to them as it runs).
+    fn expert_load_counters(&self) -> Option<Arc<ExpertLoad>> {
+        None
     }
 }

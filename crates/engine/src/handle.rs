@@ -14,7 +14,7 @@ use crate::kv::KvEventSink;
 use crate::request::{EngineStep, GenerationRequest, RequestId};
 use crate::setup::build_engine_core;
 use crate::speculative::Proposer;
-use crate::stats::EngineStats;
+use crate::stats::{EngineStats, ExpertLoad};
 
 /// Cheap to clone; every clone talks to the same scheduler thread.
 #[derive(Clone)]
@@ -27,6 +27,8 @@ pub struct EngineHandle {
     page_size: usize,
     num_pages: usize,
     enable_prefix_caching: bool,
+    /// The backend's per-expert token counts, for a mixture-of-experts model.
+    expert_load: Option<Arc<ExpertLoad>>,
 }
 
 impl EngineHandle {
@@ -69,6 +71,10 @@ impl EngineHandle {
     pub fn enable_prefix_caching(&self) -> bool {
         self.enable_prefix_caching
     }
+    /// Tokens routed to each expert since load; `None` for a model without experts.
+    pub fn expert_load(&self) -> Option<Arc<ExpertLoad>> {
+        self.expert_load.clone()
+    }
     /// Stops the engine and waits for its thread to finish, so that the backend (a GPU
     /// context with it) is torn down before the process exits rather than during its exit.
     /// Only the last handle waits: while clones are alive the engine keeps running for them.
@@ -94,6 +100,7 @@ pub fn spawn_engine(
     outputs: Sender<EngineStep>,
 ) -> Result<EngineHandle, EngineError> {
     let stats = Arc::new(EngineStats::default());
+    let expert_load = backend.expert_load_counters();
     let core = build_engine_core(&config, backend, proposer, Arc::clone(&stats))?;
     let (max_model_len, num_pages) = (core.max_model_len(), core.scheduler().kv().num_pages());
     let (commands, receiver) = mpsc::channel();
@@ -115,6 +122,7 @@ pub fn spawn_engine(
         page_size: config.page_size,
         num_pages,
         enable_prefix_caching: config.enable_prefix_caching,
+        expert_load,
     })
 }
 

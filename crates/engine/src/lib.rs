@@ -46,4 +46,6 @@ pub use request::{
 };
 pub use setup::{build_engine_core, size_kv_pool};
 pub use speculative::{DraftModel, NgramConfig, NgramProposer, Proposer};
-pub use stats::{EngineStats, SpecCounters, SpecStats, SpecSummary, StepCounters, StepStats};
+pub use stats::{
+    EngineStats, ExpertLoad, SpecCounters, SpecStats, SpecSummary, StepCounters, StepStats,
+};

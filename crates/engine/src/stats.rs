@@ -1,7 +1,8 @@
 //! Every statistic the engine keeps: what the scheduler thread publishes for /metrics and
 //! admission ([`EngineStats`]), what one step cost ([`StepStats`]), what a plan learned about
 //! the prefix cache ([`StepCounters`]), speculative-decoding totals ([`SpecCounters`],
-//! published as [`SpecStats`]) and one request's speculation ([`SpecSummary`]).
+//! published as [`SpecStats`]), one request's speculation ([`SpecSummary`]), and the tokens a
+//! mixture-of-experts model routed to each expert ([`ExpertLoad`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -162,5 +163,42 @@ impl SpecSummary {
     /// Tokens per verification step (vLLM's "mean acceptance length"): 1 + accepted / rounds.
     pub fn mean_acceptance_length(&self) -> f64 {
         1.0 + self.accepted as f64 / self.rounds.max(1) as f64
+    }
+}
+
+/// Tokens the router sent to each expert of each layer since load, counted by a backend whose
+/// model has mixture-of-experts layers (a dense layer has no experts) and read by /metrics.
+#[derive(Debug, Default)]
+pub struct ExpertLoad {
+    layers: Vec<Vec<AtomicU64>>,
+}
+
+impl ExpertLoad {
+    /// Zeroed counters, `experts[l]` of them for layer `l` (0 for a dense layer).
+    pub fn new(experts: impl IntoIterator<Item = usize>) -> Self {
+        Self {
+            layers: experts
+                .into_iter()
+                .map(|n| (0..n).map(|_| AtomicU64::new(0)).collect())
+                .collect(),
+        }
+    }
+
+    /// The counters of layer `layer`, one per expert, for the backend to add to.
+    pub fn layer(&self, layer: usize) -> &[AtomicU64] {
+        &self.layers[layer]
+    }
+
+    /// Whether any layer has experts.
+    pub fn has_experts(&self) -> bool {
+        self.layers.iter().any(|l| !l.is_empty())
+    }
+
+    /// The counts now, per layer and expert.
+    pub fn snapshot(&self) -> Vec<Vec<u64>> {
+        self.layers
+            .iter()
+            .map(|l| l.iter().map(|c| c.load(Ordering::Relaxed)).collect())
+            .collect()
     }
 }

@@ -60,6 +60,7 @@ pub fn run(args: RunBatchArgs) -> anyhow::Result<()> {
         max_waiting: usize::MAX / 2,
         tokenizer_workers: args.served.tokenizer_workers,
         vocab_size: engine.vocab_size,
+        expert_load_metrics: false,
         metrics_names: MetricNames::Ferrite,
         sampling_defaults: serve::sampling_defaults(&model.generation),
         request_log: RequestLogConfig::default(),

@@ -60,6 +60,7 @@ fn load(args: ServeArgs) -> anyhow::Result<Loaded> {
         max_waiting: args.max_waiting,
         tokenizer_workers: args.served.tokenizer_workers,
         vocab_size: engine.vocab_size,
+        expert_load_metrics: args.expert_load_metrics,
         metrics_names: match args.metrics_names {
             MetricsNamesArg::Ferrite => MetricNames::Ferrite,
             MetricsNamesArg::Vllm => MetricNames::Vllm,

@@ -21,6 +21,8 @@ pub struct ServerConfig {
     pub vocab_size: usize,
     /// `ferrite:` or vLLM's `vllm:` names on /metrics.
     pub metrics_names: MetricNames,
+    /// Export the tokens routed to each expert (`--expert-load-metrics`).
+    pub expert_load_metrics: bool,
     /// What the per-request log line carries besides counts and times.
     pub request_log: RequestLogConfig,
     /// What requests get for the sampling fields they leave out (the model's

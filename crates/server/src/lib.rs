@@ -79,6 +79,18 @@ pub fn start_pipeline(
         page_size: engine.page_size(),
         num_pages: engine.num_pages(),
         enable_prefix_caching: engine.enable_prefix_caching(),
+        expert_load: if config.expert_load_metrics {
+            let load = engine.expert_load();
+            if load.is_none() {
+                tracing::warn!(
+                    "--expert-load-metrics: the model has no mixture-of-experts layers (or its \
+                     backend does not count them), so there is nothing to export"
+                );
+            }
+            load
+        } else {
+            None
+        },
     };
     let metrics = Arc::new(Metrics::new(&metrics_config, engine.shared_stats()));
     let aborter = engine.clone();

@@ -70,6 +70,7 @@ pub fn metrics_config(names: MetricNames, model_name: &str) -> MetricsConfig {
         page_size: 16,
         num_pages: 1000,
         enable_prefix_caching: false,
+        expert_load: None,
     }
 }
 

@@ -27,6 +27,11 @@ pub struct ServeArgs {
     /// API Inference Extension read). ferrite's own series keep their ferrite: name.
     #[arg(long, value_enum, default_value_t = MetricsNamesArg::Ferrite)]
     pub metrics_names: MetricsNamesArg,
+    /// Export ferrite:moe_expert_tokens_total{layer,expert} on /metrics: the tokens a
+    /// mixture-of-experts model routed to each expert since load, to see whether the experts
+    /// are balanced (layers x experts series; CPU backend; nothing for a dense model).
+    #[arg(long)]
+    pub expert_load_metrics: bool,
     /// Log format on stderr: `text` for people, `json` for log pipelines (one object a line).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

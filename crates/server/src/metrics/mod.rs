@@ -12,13 +12,14 @@
 
 mod buckets;
 mod engine_collector;
+mod expert_load;
 mod scale_out;
 
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrite_engine::{EngineStats, FinishReason, StepStats};
+use ferrite_engine::{EngineStats, ExpertLoad, FinishReason, StepStats};
 use prometheus_client::encoding::prometheus_text;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -27,6 +28,7 @@ use prometheus_client::registry::Registry;
 
 use crate::finished_request::{reason_label, FinishedRequest};
 use engine_collector::EngineCollector;
+use expert_load::ExpertLoadCollector;
 use scale_out::ScaleOutCollector;
 pub use scale_out::ScaleOutSignal;
 
@@ -67,6 +69,8 @@ pub struct MetricsConfig {
     pub page_size: usize,
     pub num_pages: usize,
     pub enable_prefix_caching: bool,
+    /// Export `ferrite:moe_expert_tokens_total` from these counters (`--expert-load-metrics`).
+    pub expert_load: Option<Arc<ExpertLoad>>,
 }
 
 type Labels = [(&'static str, &'static str); 1];
@@ -113,6 +117,9 @@ impl Metrics {
         let mut registry = Registry::with_labels(std::iter::once(model_label));
         let p = config.names.prefix();
         registry.register_collector(Box::new(EngineCollector::new(config, engine)));
+        if let Some(load) = &config.expert_load {
+            registry.register_collector(Box::new(ExpertLoadCollector(Arc::clone(load))));
+        }
         let scale_out = Arc::new(ScaleOutSignal::default());
         registry.register_collector(Box::new(ScaleOutCollector(Arc::clone(&scale_out))));
 

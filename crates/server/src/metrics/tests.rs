@@ -3,7 +3,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrite_engine::{EngineStats, FinishReason, StepStats};
+use ferrite_engine::{EngineStats, ExpertLoad, FinishReason, StepStats};
 
 use super::*;
 use crate::finished_request::FinishedRequest;
@@ -308,4 +308,52 @@ fn a_scrape_takes_well_under_a_millisecond() {
         bytes / scrapes as usize
     );
     assert!(per_scrape < Duration::from_millis(1), "{per_scrape:?}");
+}
+
+#[test]
+fn expert_load_is_exported_per_layer_and_expert_when_asked() {
+    let load = Arc::new(ExpertLoad::new([2, 0, 3]));
+    load.layer(0)[1].fetch_add(5, Ordering::Relaxed);
+    load.layer(2)[2].fetch_add(7, Ordering::Relaxed);
+    let asked = MetricsConfig {
+        expert_load: Some(Arc::clone(&load)),
+        ..config(MetricNames::Vllm, "m")
+    };
+    let text = Metrics::new(&asked, Arc::new(EngineStats::default()))
+        .render()
+        .unwrap();
+    let get = |s: &str| sample(&text, s);
+    assert_eq!(
+        get(r#"ferrite:moe_expert_tokens_total{layer="0",expert="1"}"#),
+        Some(5.0)
+    );
+    assert_eq!(
+        get(r#"ferrite:moe_expert_tokens_total{layer="0",expert="0"}"#),
+        Some(0.0)
+    );
+    assert_eq!(
+        get(r#"ferrite:moe_expert_tokens_total{layer="2",expert="2"}"#),
+        Some(7.0)
+    );
+    // The dense layer 1 has no series; five in all.
+    assert_eq!(
+        text.matches("ferrite:moe_expert_tokens_total{").count(),
+        5,
+        "{text}"
+    );
+    // Read at scrape time.
+    load.layer(0)[1].fetch_add(1, Ordering::Relaxed);
+    let again = Metrics::new(&asked, Arc::new(EngineStats::default()));
+    load.layer(0)[1].fetch_add(1, Ordering::Relaxed);
+    let text = again.render().unwrap();
+    assert_eq!(
+        sample(
+            &text,
+            r#"ferrite:moe_expert_tokens_total{layer="0",expert="1"}"#
+        ),
+        Some(7.0)
+    );
+    // Not asked: no series.
+    let text = test_metrics().render().unwrap();
+    assert!(!text.contains("moe_expert_tokens"), "{text}");
 }

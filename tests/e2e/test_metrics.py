@@ -296,3 +296,42 @@ def test_the_grafana_dashboard_queries_only_exported_series(scripted_run):
         assert {"id", "type", "title", "gridPos"} <= p.keys()
         for t in p.get("targets", []):
             assert t["expr"].count("(") == t["expr"].count(")"), t["expr"]
+
+
+def test_expert_load_counts_k_experts_per_forwarded_token_in_sparse_layers(tmp_path):
+    """--expert-load-metrics on a mixture of experts (random weights of the qwen2_moe fixture's
+    shape: 3 layers, layer 1 dense, top-2 of 8 experts): after one request, each sparse layer's
+    experts together got 2 tokens for every token the model ran (the prompt and every
+    generated token but the last), the dense layer none."""
+    config = json.loads((ROOT / "fixtures/arch/qwen2_moe/config.json").read_text())
+    config["vocab_size"] = 512  # --load-format dummy's byte-level tokenizer has 259 tokens
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    s = Server(["--load-format", "dummy", "--expert-load-metrics"], tmp_path, "moe",
+               model_file=str(path))
+    try:
+        deadline = time.time() + 60
+        while httpx.get(s.url + "/ready", timeout=5).status_code != 200:
+            assert time.time() < deadline, s.log_text()
+            time.sleep(0.2)
+        before = httpx.get(s.url + "/metrics", timeout=10).text
+        assert "ferrite:moe_expert_tokens_total{" in before, before
+        body = {"model": MODEL_NAME, "prompt": "experts, balanced?", "max_tokens": 5,
+                "ignore_eos": True, "temperature": 0}
+        r = httpx.post(s.url + "/v1/completions", json=body, timeout=60)
+        assert r.status_code == 200, r.text
+        usage = r.json()["usage"]
+        forwarded = usage["prompt_tokens"] + usage["completion_tokens"] - 1
+        text = httpx.get(s.url + "/metrics", timeout=10).text
+        per_layer, series = {}, 0
+        for line in text.splitlines():
+            m = re.match(r'ferrite:moe_expert_tokens_total\{(.*)\} (\S+)$', line)
+            if m:
+                labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+                layer = int(labels["layer"])
+                per_layer[layer] = per_layer.get(layer, 0) + float(m.group(2))
+                series += 1
+        assert series == 2 * 8, text
+        assert per_layer == {0: 2 * forwarded, 2: 2 * forwarded}, (per_layer, usage)
+    finally:
+        s.stop()

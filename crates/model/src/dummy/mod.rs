@@ -109,7 +109,8 @@ fn tensor_key(seed: u64, name: &str) -> u64 {
 }
 
 /// Every tensor the forward pass reads, with how it is drawn (Q/K norms and post norms when
-/// the config's `BlockVariant` has them, under llama.cpp's gemma3 names).
+/// the config's `BlockVariant` has them, under llama.cpp's gemma3 names; a mixture of experts'
+/// router and stacked experts in its sparse layers).
 pub fn tensor_inits(config: &ModelConfig, seed: u64) -> Vec<TensorInit> {
     let (hidden, inter, hd) = (
         config.hidden_size,
@@ -160,9 +161,32 @@ pub fn tensor_inits(config: &ModelConfig, seed: u64) -> Vec<TensorInit> {
             out.push(norm(n("post_attention_norm.weight")));
         }
         out.push(norm(n("ffn_norm.weight")));
-        out.push(matrix(n("ffn_gate.weight"), inter, hidden));
-        out.push(matrix(n("ffn_up.weight"), inter, hidden));
-        out.push(matrix(n("ffn_down.weight"), hidden, inter));
+        match &config.moe {
+            Some(moe) if moe.is_sparse(l) => {
+                // The router and the experts stacked as llama.cpp's GGUF files hold them
+                // ([experts, rows, cols]), and qwen2_moe's shared expert with its gate.
+                let (experts, width) = (moe.num_experts, moe.expert_intermediate_size);
+                out.push(matrix(n("ffn_gate_inp.weight"), experts, hidden));
+                for (part, rows, cols) in [
+                    ("ffn_gate_exps.weight", width, hidden),
+                    ("ffn_up_exps.weight", width, hidden),
+                    ("ffn_down_exps.weight", hidden, width),
+                ] {
+                    out.push(init(n(part), vec![experts, rows, cols], MATRIX_SCALE, 0.0));
+                }
+                if let Some(shared) = moe.shared_expert_intermediate_size {
+                    out.push(matrix(n("ffn_gate_shexp.weight"), shared, hidden));
+                    out.push(matrix(n("ffn_up_shexp.weight"), shared, hidden));
+                    out.push(matrix(n("ffn_down_shexp.weight"), hidden, shared));
+                    out.push(matrix(n("ffn_gate_inp_shexp.weight"), 1, hidden));
+                }
+            }
+            _ => {
+                out.push(matrix(n("ffn_gate.weight"), inter, hidden));
+                out.push(matrix(n("ffn_up.weight"), inter, hidden));
+                out.push(matrix(n("ffn_down.weight"), hidden, inter));
+            }
+        }
         if config.block.post_norms {
             out.push(norm(n("post_ffw_norm.weight")));
         }

@@ -187,25 +187,20 @@ struct Q5_0 {
                 reinterpret_cast<const uint4*>(p.p2)[block]};
     }
     static __device__ __forceinline__ int col(int, int g) { return 8 * g; }
+    // The 5-bit integer of element j of group g.
+    static __device__ __forceinline__ u32 five(const Unit& u, int g, int j) {
+        const int e = 8 * (g & 1) + j, high = g >> 1;
+        const u32 lo = (byte_of(u.qs, e) >> (4 * high)) & 0xf;
+        const u32 h = (u.qh >> (e + 16 * high)) & 1u;
+        return lo | (h << 4);
+    }
     static __device__ __forceinline__ void group(const Unit& u, int, int g, float w[8]) {
-        const int first = 8 * (g & 1), high = g >> 1;
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            const int e = first + j;
-            const u32 lo = (byte_of(u.qs, e) >> (4 * high)) & 0xf;
-            const u32 h = (u.qh >> (e + 16 * high)) & 1u;
-            w[j] = dq_mul(qf(lo | (h << 4)) - 16.0f, u.d);
-        }
+        for (int j = 0; j < 8; ++j) w[j] = dq_mul(qf(five(u, g, j)) - 16.0f, u.d);
     }
     static __device__ __forceinline__ void raw(const Unit& u, int, int g, float q[8]) {
-        const int first = 8 * (g & 1), high = g >> 1;
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            const int e = first + j;
-            const u32 lo = (byte_of(u.qs, e) >> (4 * high)) & 0xf;
-            const u32 h = (u.qh >> (e + 16 * high)) & 1u;
-            q[j] = qf(lo | (h << 4));
-        }
+        for (int j = 0; j < 8; ++j) q[j] = qf(five(u, g, j));
     }
     static __device__ __forceinline__ void affine(const Unit& u, int, int, float& a, float& b) {
         a = u.d;
@@ -319,33 +314,26 @@ struct Q5_K {
         return {blk[0], blk[1], blk[2], blk[3 + 2 * part], blk[4 + 2 * part]};
     }
     static __device__ __forceinline__ int col(int part, int g) { return 64 * part + 8 * g; }
-    static __device__ __forceinline__ void group(const Unit& u, int part, int g, float w[8]) {
-        const int high = g >> 2;
-        u32 sc, m;
-        scale_min_k4(u.head, 2 * part + high, sc, m);
-        const float d1 = dq_mul(half_lo(u.head.x), (float)sc);
-        const float m1 = dq_mul(half_hi(u.head.x), (float)m);
-        const int first = 8 * (g & 3);  // l of the group's first element
-        const uint4& v = first < 16 ? u.a : u.b;
-        const uint4& h = first < 16 ? u.h0 : u.h1;
-        const int bit = 2 * part + high;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            const int l = (first & 15) + j;
-            const u32 q = ((byte_of(v, l) >> (4 * high)) & 0xf) + (((byte_of(h, l) >> bit) & 1u) << 4);
-            w[j] = dq_sub(dq_mul(d1, qf(q)), m1);
-        }
-    }
-    static __device__ __forceinline__ void raw(const Unit& u, int part, int g, float q[8]) {
+    // The 5-bit integer of element j of group g: the nibble plus the fifth bit worth 16.
+    static __device__ __forceinline__ u32 five(const Unit& u, int part, int g, int j) {
         const int high = g >> 2, first = 8 * (g & 3);
         const uint4& v = first < 16 ? u.a : u.b;
         const uint4& h = first < 16 ? u.h0 : u.h1;
-        const int bit = 2 * part + high;
+        const int l = (first & 15) + j;
+        return ((byte_of(v, l) >> (4 * high)) & 0xf) +
+               (((byte_of(h, l) >> (2 * part + high)) & 1u) << 4);
+    }
+    static __device__ __forceinline__ void group(const Unit& u, int part, int g, float w[8]) {
+        u32 sc, m;
+        scale_min_k4(u.head, 2 * part + (g >> 2), sc, m);
+        const float d1 = dq_mul(half_lo(u.head.x), (float)sc);
+        const float m1 = dq_mul(half_hi(u.head.x), (float)m);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            const int l = (first & 15) + j;
-            q[j] = qf(((byte_of(v, l) >> (4 * high)) & 0xf) + (((byte_of(h, l) >> bit) & 1u) << 4));
-        }
+        for (int j = 0; j < 8; ++j) w[j] = dq_sub(dq_mul(d1, qf(five(u, part, g, j))), m1);
+    }
+    static __device__ __forceinline__ void raw(const Unit& u, int part, int g, float q[8]) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) q[j] = qf(five(u, part, g, j));
     }
     static __device__ __forceinline__ void affine(const Unit& u, int part, int s, float& a, float& b) {
         u32 sc, m;

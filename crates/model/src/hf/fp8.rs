@@ -12,6 +12,7 @@
 use std::sync::Arc;
 
 use half::{bf16, f16};
+use rayon::prelude::*;
 use serde_json::Value;
 
 use super::HfError;
@@ -146,19 +147,21 @@ pub fn dequantize(
     let s = scale_values(scale_name, scale)?;
     let [br, bc] = config.block;
     let (srows, scols) = (rows.div_ceil(br), cols.div_ceil(bc));
-    let scale_at: Box<dyn Fn(usize, usize) -> f32> = if s.len() == 1 {
-        Box::new(|_, _| s[0])
-    } else if scale.shape[..] == [rows] || scale.shape[..] == [rows, 1] {
-        Box::new(|r, _| s[r])
-    } else if scale.shape[..] == [srows, scols] {
-        Box::new(move |r, c| s[(r / br) * scols + c / bc])
-    } else {
-        return Err(HfError::Weights(format!(
-            "scale `{scale_name}` of shape {:?} fits neither one value, {rows} rows, nor \
-             {srows} x {scols} blocks of {br} x {bc}",
-            scale.shape
-        )));
-    };
+    // Each row's run of scales (`s[first..first + count]`), each covering `width` columns.
+    let (row_first, count, width): (fn(usize, usize, usize) -> usize, usize, usize) =
+        if s.len() == 1 {
+            (|_, _, _| 0, 1, cols)
+        } else if scale.shape[..] == [rows] || scale.shape[..] == [rows, 1] {
+            (|r, _, _| r, 1, cols)
+        } else if scale.shape[..] == [srows, scols] {
+            (|r, br, scols| (r / br) * scols, scols, bc)
+        } else {
+            return Err(HfError::Weights(format!(
+                "scale `{scale_name}` of shape {:?} fits neither one value, {rows} rows, nor \
+                 {srows} x {scols} blocks of {br} x {bc}",
+                scale.shape
+            )));
+        };
     let bytes = weight.storage.bytes();
     if bytes.len() != rows * cols {
         return Err(HfError::Weights(format!(
@@ -166,13 +169,21 @@ pub fn dequantize(
             bytes.len()
         )));
     }
-    let mut out = Vec::with_capacity(4 * rows * cols);
-    for r in 0..rows {
-        for (c, &b) in bytes[r * cols..(r + 1) * cols].iter().enumerate() {
-            let v = e4m3_to_f32(b) * scale_at(r, c);
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-    }
+    let table: [f32; 256] = std::array::from_fn(|b| e4m3_to_f32(b as u8));
+    let mut out = vec![0u8; 4 * rows * cols];
+    // Rows in parallel: a real checkpoint's matrices hold billions of weights, at load.
+    out.par_chunks_mut(4 * cols.max(1))
+        .zip(bytes.par_chunks(cols.max(1)))
+        .enumerate()
+        .for_each(|(r, (dst, src))| {
+            let first = row_first(r, br, scols);
+            let runs = src.chunks(width.max(1)).zip(&s[first..first + count]);
+            for ((run, &scale), dst) in runs.zip(dst.chunks_mut(4 * width.max(1))) {
+                for (&b, d) in run.iter().zip(dst.chunks_exact_mut(4)) {
+                    d.copy_from_slice(&(table[b as usize] * scale).to_le_bytes());
+                }
+            }
+        });
     Ok(WeightTensor {
         dtype: DType::F32,
         shape: weight.shape.clone(),

@@ -97,12 +97,6 @@ impl CpuBackend {
         self.model.weight_bytes()
     }
 
-    /// Tokens routed to each expert of each layer since load (empty lists for dense layers), to
-    /// see whether a mixture's experts are balanced. Speculative and prompt tokens count alike.
-    pub fn expert_load(&self) -> Vec<Vec<u64>> {
-        self.model.expert_load()
-    }
-
     /// The instruction set the kernels run with.
     pub fn isa(&self) -> Isa {
         self.isa
@@ -122,6 +116,8 @@ impl Backend for CpuBackend {
         self.model.config().vocab_size
     }
 
+    /// Tokens routed to each expert of each layer since load, for a model with experts.
+    /// Speculative and prompt tokens count alike.
     fn expert_load_counters(&self) -> Option<Arc<ExpertLoad>> {
         let counters = self.model.expert_load_counters();
         counters.has_experts().then_some(counters)

@@ -104,13 +104,8 @@ impl Model {
         &self.config
     }
 
-    /// Tokens routed to each expert of each layer since load (an empty list for a dense layer):
-    /// whether the experts are balanced.
-    pub fn expert_load(&self) -> Vec<Vec<u64>> {
-        self.expert_load.snapshot()
-    }
-
-    /// The same counters, shared (for /metrics).
+    /// Tokens routed to each expert of each layer since load (no experts in a dense layer):
+    /// whether the experts are balanced; shared with /metrics.
     pub fn expert_load_counters(&self) -> Arc<ExpertLoad> {
         Arc::clone(&self.expert_load)
     }

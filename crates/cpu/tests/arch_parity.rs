@@ -243,7 +243,7 @@ fn expert_load_counts_k_experts_per_token_in_sparse_layers() {
     for case in &cases {
         prompt_deltas(&mut backend, case);
     }
-    let load = backend.expert_load();
+    let load = backend.expert_load_counters().unwrap().snapshot();
     let per_layer: Vec<u64> = load.iter().map(|l| l.iter().sum()).collect();
     // qwen2_moe fixture: layer 1 is dense (mlp_only_layers), top-2 of 8 experts elsewhere.
     assert_eq!(load.iter().map(Vec::len).collect::<Vec<_>>(), [8, 0, 8]);

@@ -258,6 +258,15 @@ __device__ __forceinline__ void scale_min_k4(const uint4& head, int j, u32& sc, 
 __device__ __forceinline__ float half_lo(u32 w) { return __half2float(__ushort_as_half(w & 0xffff)); }
 __device__ __forceinline__ float half_hi(u32 w) { return __half2float(__ushort_as_half(w >> 16)); }
 
+// Sub-block j's value map of a Q4_K / Q5_K block for the GEMVs: value = a * q + b with
+// a = d * sc, b = -dmin * m.
+__device__ __forceinline__ void affine_k4(const uint4& head, int j, float& a, float& b) {
+    u32 sc, m;
+    scale_min_k4(head, j, sc, m);
+    a = half_lo(head.x) * qf(sc);
+    b = -(half_hi(head.x) * qf(m));
+}
+
 // Q4_K, stored as in the file (144-byte blocks, 16-byte aligned): d, dmin, 12 scale bytes, then
 // 128 bytes of nibbles. Unit `part` (0..3) is bytes 32 part .. 32 part + 32 of the nibbles:
 // low nibbles are elements 64 part + l (sub-block 2 part), high nibbles 64 part + 32 + l
@@ -294,10 +303,7 @@ struct Q4_K {
         nibbles8(word_of(v, w), word_of(v, w + 1), g >> 2, q);
     }
     static __device__ __forceinline__ void affine(const Unit& u, int part, int s, float& a, float& b) {
-        u32 sc, m;
-        scale_min_k4(u.head, 2 * part + s, sc, m);
-        a = half_lo(u.head.x) * qf(sc);
-        b = -(half_hi(u.head.x) * qf(m));
+        affine_k4(u.head, 2 * part + s, a, b);
     }
 };
 
@@ -336,10 +342,7 @@ struct Q5_K {
         for (int j = 0; j < 8; ++j) q[j] = qf(five(u, part, g, j));
     }
     static __device__ __forceinline__ void affine(const Unit& u, int part, int s, float& a, float& b) {
-        u32 sc, m;
-        scale_min_k4(u.head, 2 * part + s, sc, m);
-        a = half_lo(u.head.x) * qf(sc);
-        b = -(half_hi(u.head.x) * qf(m));
+        affine_k4(u.head, 2 * part + s, a, b);
     }
 };
 

@@ -37,6 +37,7 @@ __device__ __forceinline__ void qdequant_rows(const Planes p, bf16* __restrict__
     }
 }
 
+// grid = tokens, block = any multiple of 32.
 template <class Q>
 __device__ __forceinline__ void qembed_rows(const Planes p, const i32* __restrict__ tokens,
                                             float* __restrict__ x, int hidden, float scale) {

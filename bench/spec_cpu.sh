@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Speculative decoding on the CPU, side by side in one run: ferrite plain / n-gram / draft model
+# Speculative decoding on the CPU, side by side in one run: ferrite plain / n-gram / suffix / draft model
 # (whole vocabulary, and scoring the first --draft-vocab ids)
 # against llama-server plain / with its draft model, same GGUF files, same threads.
 #
@@ -24,7 +24,7 @@ DRAFT="$MODELS_DIR/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 THREADS=2
 CONCURRENCY="1,4,16"
 WORKLOADS="code,edit"
-SERVERS="ferrite-plain,ferrite-ngram,ferrite-draft,ferrite-draftvocab,llama-plain,llama-draft"
+SERVERS="ferrite-plain,ferrite-ngram,ferrite-suffix,ferrite-draft,ferrite-draftvocab,llama-plain,llama-draft"
 DRAFT_VOCAB=32768
 K=""
 PORT=18441
@@ -34,13 +34,13 @@ OUT_DIR=""
 
 usage() {
     echo "usage: $0 [options]"
-    echo "  --servers LIST      of ferrite-plain,ferrite-ngram,ferrite-draft,ferrite-draftvocab,"
+    echo "  --servers LIST      of ferrite-plain,ferrite-ngram,ferrite-suffix,ferrite-draft,ferrite-draftvocab,"
     echo "                      llama-plain,llama-draft (draftvocab: --draft-vocab, below)"
     echo "  --draft-vocab N     ferrite-draftvocab's --draft-vocab (default: $DRAFT_VOCAB)"
     echo "  --workloads LIST    of code,edit (default: $WORKLOADS)"
     echo "  --concurrency LIST  (default: $CONCURRENCY)"
     echo "  --threads N         (default: $THREADS)"
-    echo "  --k N               ferrite's --num-speculative-tokens [default: 4 draft, 8 ngram]"
+    echo "  --k N               ferrite's --num-speculative-tokens [default: 4 draft, 8 ngram, 24 suffix]"
     echo "  --no-build          use target/release/ferrite as it is"
     echo "  --out DIR           write into DIR (e.g. an earlier run's, to add servers to it)"
 }
@@ -90,6 +90,8 @@ start_server() {
         ferrite-plain) "${ferrite[@]}" >"$log" 2>&1 & ;;
         ferrite-ngram) "${ferrite[@]}" --speculative ngram \
                            --num-speculative-tokens "${K:-8}" >"$log" 2>&1 & ;;
+        ferrite-suffix) "${ferrite[@]}" --speculative suffix \
+                           --num-speculative-tokens "${K:-24}" >"$log" 2>&1 & ;;
         ferrite-draft) "${ferrite[@]}" --speculative draft --draft-model "$DRAFT" \
                            --num-speculative-tokens "${K:-4}" >"$log" 2>&1 & ;;
         ferrite-draftvocab) "${ferrite[@]}" --speculative draft --draft-model "$DRAFT" \

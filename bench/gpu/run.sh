@@ -35,10 +35,13 @@ fi
 bench() {  # label, limit, args...
   local label=$1 limit=$2; shift 2
   echo "== bench $label: offline_bench $*"
+  local before; before=$(wc -l <"$OUT/bench.log" 2>/dev/null || echo 0)
   timeout "$limit" env ${BENCH_ENV:-} $G/offline_bench "$@" >>"$OUT/bench.log" 2>&1
   local rc=$?
-  local line; line=$(grep RESULT "$OUT/bench.log" | tail -1)
-  grep -E "captured|loaded|KV pool|ERROR|Error|panicked" "$OUT/bench.log" | tail -4
+  # One request also reports the warm prefill on a second RESULT line: keep both.
+  local line; line=$(tail -n +"$((before + 1))" "$OUT/bench.log" | grep RESULT | sed 's/^RESULT //' | paste -sd' ')
+  line="RESULT $line"
+  grep -E "captured|warmed|loaded|KV pool|ERROR|Error|panicked" "$OUT/bench.log" | tail -5
   echo "$line"
   row "$label | rc=$rc | ${line#RESULT }"
 }

@@ -1,5 +1,5 @@
 """Speculative decoding through the server: greedy answers are the same text as without it
-(n-gram and draft-model proposers), structured outputs included (drafts checked against the
+(n-gram, suffix and draft-model proposers), structured outputs included (drafts checked against the
 grammar), a request can opt out, and /metrics carries vLLM's spec_decode_* counters."""
 
 import json
@@ -55,7 +55,7 @@ def plain(tmp_path_factory):
     s.stop()
 
 
-@pytest.fixture(scope="module", params=["ngram", "draft"])
+@pytest.fixture(scope="module", params=["ngram", "suffix", "draft"])
 def speculative(request, tmp_path_factory):
     # No batch-size limit: the point is speculation inside a batch of concurrent requests.
     args = ["--speculative", request.param, "--speculative-fixed-k", "--num-speculative-tokens", "3",

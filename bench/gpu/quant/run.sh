@@ -32,10 +32,13 @@ fi
 bench() {  # label, limit, env, args...
   local label=$1 limit=$2 envs=$3; shift 3
   echo "== bench $label: $envs offline_bench $*"
+  local before; before=$(wc -l <"$OUT/bench.log" 2>/dev/null || echo 0)
   timeout "$limit" env $envs $G/offline_bench "$@" >>"$OUT/bench.log" 2>&1
   local rc=$?
-  local line; line=$(grep RESULT "$OUT/bench.log" | tail -1)
-  grep -E "random .* weights|loaded|ERROR|Error|panicked" "$OUT/bench.log" | tail -2
+  # One request also reports the warm prefill on a second RESULT line: keep both.
+  local line; line=$(tail -n +"$((before + 1))" "$OUT/bench.log" | grep RESULT | sed 's/^RESULT //' | paste -sd' ')
+  line="RESULT $line"
+  grep -E "random .* weights|warmed|loaded|ERROR|Error|panicked" "$OUT/bench.log" | tail -3
   echo "$line"
   row "$label | rc=$rc | ${line#RESULT }"
 }

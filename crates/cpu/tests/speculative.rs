@@ -13,7 +13,7 @@ use ferrite_cpu::CpuBackend;
 use ferrite_engine::{
     build_engine_core, EngineConfig, EngineStats, GenerationRequest, SamplingParams, SpecOptions,
 };
-use ferrite_engine::{DraftModel, NgramProposer, Proposer};
+use ferrite_engine::{DraftModel, NgramProposer, Proposer, SuffixProposer};
 use ferrite_model::gguf::GgufFile;
 
 const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -125,8 +125,11 @@ fn smollm2_with_ngram_and_a_draft_model_is_plain_greedy() {
 }
 
 #[test]
-fn qwen_with_ngram_is_plain_greedy() {
+fn qwen_with_ngram_and_suffix_decoding_is_plain_greedy() {
     check(QWEN, "qwen2.5-coder-0.5b.json", || {
         Box::new(NgramProposer::default())
+    });
+    check(QWEN, "qwen2.5-coder-0.5b.json", || {
+        Box::new(SuffixProposer::new(Default::default()))
     });
 }

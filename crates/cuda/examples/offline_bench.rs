@@ -74,7 +74,7 @@ fn main() -> anyhow::Result<()> {
     let ready = started.elapsed().as_secs_f64();
     let vocab = config.vocab_size as u64;
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = || {
+    let mut next = move || {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
@@ -130,5 +130,44 @@ fn main() -> anyhow::Result<()> {
         1e6 * host / decode_steps.max(1) as f64,
         1e6 * forward / decode_steps.max(1) as f64,
     );
+    if n == 1 {
+        // The same shape again, now that the engine has served a request: the warm prefill,
+        // reported beside the first one (issue 16 asks for the first request <= 1.1x this).
+        let warm = (0..3)
+            .map(|i| {
+                let prompt: Vec<u32> = (0..input_len).map(|_| next()).collect();
+                time_to_first_token(&mut core, 1_000 + i, prompt)
+            })
+            .fold(f64::INFINITY, f64::min);
+        println!(
+            "RESULT preset={preset} warm_first_token_s={warm:.4} first_over_warm={:.2}",
+            ttft / warm
+        );
+    }
     Ok(())
+}
+
+/// Seconds from adding one request to its first token (it then runs to its end).
+fn time_to_first_token(core: &mut ferrite_engine::EngineCore, id: u64, prompt: Vec<u32>) -> f64 {
+    let t0 = Instant::now();
+    core.add_request(GenerationRequest {
+        id,
+        prompt,
+        params: SamplingParams {
+            temperature: 0.0,
+            max_tokens: 1,
+            ignore_eos: true,
+            ..Default::default()
+        },
+        arrival: Instant::now(),
+    });
+    let mut first = None;
+    while core.has_work() {
+        for out in core.step_with_stats().outputs {
+            if !out.tokens.is_empty() && first.is_none() {
+                first = Some(t0.elapsed().as_secs_f64());
+            }
+        }
+    }
+    first.unwrap_or_else(|| t0.elapsed().as_secs_f64())
 }

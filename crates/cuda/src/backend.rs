@@ -16,6 +16,7 @@ use crate::kernel_sources::has_prebuilt_cubins;
 use crate::kernels::{check_supported, decode_splits, Kernels, SampleArgs, SampleParams};
 use crate::kv_cache::{bytes_per_token, KvCache};
 use crate::step_inputs::StepInputs;
+use crate::warm_up::warm_up;
 use crate::weights::{ModelWeights, WeightSource};
 use crate::workspace::{Capacity, Workspace};
 
@@ -397,6 +398,16 @@ impl Backend for CudaBackend {
         if !self.options.enforce_eager {
             self.capture_graphs().map_err(err)?;
         }
+        let started = std::time::Instant::now();
+        let (budget, vocab_size) = (self.ws.cap.tokens, self.config.vocab_size);
+        let sizes = warm_up(budget, num_pages, page_size, vocab_size, |batch| {
+            self.run(batch, &[]).map(|_| ())
+        })?;
+        tracing::info!(
+            ?sizes,
+            seconds = started.elapsed().as_secs_f64(),
+            "warmed up the prefill shapes"
+        );
         Ok(())
     }
 

@@ -21,6 +21,7 @@ pub mod linear;
 pub mod module_loader;
 pub mod quant;
 pub mod step_inputs;
+pub mod warm_up;
 pub mod weights;
 pub mod workspace;
 

@@ -1,7 +1,7 @@
 //! How an engine is configured: pool, batch and context limits, EOS ids, speculation.
 
 /// The most drafts per step the engine accepts (and reports per position).
-pub const MAX_SPEC_TOKENS: usize = 16;
+pub const MAX_SPEC_TOKENS: usize = 32;
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {

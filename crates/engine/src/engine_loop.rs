@@ -204,6 +204,11 @@ impl EngineCore {
                 num_seqs: plan.chunks.len(),
             });
         }
+        if let Some(speculation) = &mut self.speculation {
+            for output in outputs.iter().filter(|o| o.finish.is_some()) {
+                speculation.finished(output.id);
+            }
+        }
         let at = Instant::now();
         self.publish_stats();
         EngineStep { outputs, stats, at }

@@ -45,7 +45,9 @@ pub use request::{
     SamplingParams, TokenLogprob,
 };
 pub use setup::{build_engine_core, size_kv_pool};
-pub use speculative::{DraftModel, NgramConfig, NgramProposer, Proposer};
+pub use speculative::{
+    DraftModel, NgramConfig, NgramProposer, Proposer, SuffixConfig, SuffixProposer,
+};
 pub use stats::{
     EngineStats, ExpertLoad, SpecCounters, SpecStats, SpecSummary, StepCounters, StepStats,
 };

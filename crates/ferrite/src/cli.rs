@@ -103,9 +103,11 @@ pub struct EngineArgs {
     /// the CPU; on a GPU what --gpu-memory-utilization leaves after weights and activations].
     #[arg(long, value_parser = parse_byte_size)]
     pub kv_cache_memory: Option<usize>,
-    /// Tokens per scheduler step, shared by prefill chunks and decodes.
-    #[arg(long, default_value_t = 2048)]
-    pub max_num_batched_tokens: usize,
+    /// Tokens per scheduler step, shared by prefill chunks and decodes [default: 2048 on the
+    /// CPU, 8192 on CUDA (vLLM's default on large GPUs): a GGUF-quantized matrix is widened
+    /// to bf16 once per prompt chunk, so bigger chunks widen it less often]
+    #[arg(long)]
+    pub max_num_batched_tokens: Option<usize>,
     /// Sequences running at once, at most.
     #[arg(long, default_value_t = 64)]
     pub max_num_seqs: usize,
@@ -132,6 +134,20 @@ pub enum SpecMethod {
     Ngram,
     /// A smaller model with the same tokenizer (--draft-model).
     Draft,
+    /// Suffix decoding: continuations read from suffix tries over the request's own tokens
+    /// and this server's recent outputs (no model), as long as they are likely to be kept.
+    Suffix,
+}
+
+impl SpecMethod {
+    /// --num-speculative-tokens when not given: suffix decoding chooses each step how many of
+    /// its drafts pay, so it may offer many.
+    pub fn default_num_tokens(self) -> usize {
+        match self {
+            SpecMethod::Ngram | SpecMethod::Draft => 4,
+            SpecMethod::Suffix => 24,
+        }
+    }
 }
 
 /// Speculative decoding: drafts checked by the model in one pass; outputs keep the model's
@@ -141,9 +157,9 @@ pub struct SpecArgs {
     /// Decode speculatively with this proposer [default: off].
     #[arg(long, value_enum)]
     pub speculative: Option<SpecMethod>,
-    /// Drafts per sequence and step, at most.
-    #[arg(long, default_value_t = 4)]
-    pub num_speculative_tokens: usize,
+    /// Drafts per sequence and step, at most [default: 4; 24 for suffix].
+    #[arg(long)]
+    pub num_speculative_tokens: Option<usize>,
     /// Always draft --num-speculative-tokens tokens, instead of choosing 0..=K each step by
     /// measured cost (the default turns speculation off where it would be a loss).
     #[arg(long)]
@@ -170,4 +186,20 @@ pub struct SpecArgs {
     /// `--speculative ngram`: longest run of latest tokens to look up (tried first).
     #[arg(long, default_value_t = 4)]
     pub prompt_lookup_max: usize,
+    /// `--speculative suffix`: longest substring the suffix tries index, so the longest
+    /// context matched (memory: at most 16 bytes x this per token indexed).
+    #[arg(long, default_value_t = 24)]
+    pub suffix_max_depth: usize,
+    /// `--speculative suffix`: output tokens of finished requests kept to draft from (the
+    /// oldest requests are dropped first); 0: draft from each request's own tokens only.
+    #[arg(long, default_value_t = 1 << 18)]
+    pub suffix_cache_tokens: usize,
+}
+
+impl SpecArgs {
+    /// The drafts per step asked for, or the method's default.
+    pub fn num_tokens(&self) -> usize {
+        self.num_speculative_tokens
+            .unwrap_or_else(|| self.speculative.map_or(4, SpecMethod::default_num_tokens))
+    }
 }

@@ -8,7 +8,9 @@ use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
 use ferrite_engine::{
     spawn_engine, Backend, EngineConfig, EngineHandle, EngineStep, SpecOptions, MAX_SPEC_TOKENS,
 };
-use ferrite_engine::{DraftModel, NgramConfig, NgramProposer, Proposer};
+use ferrite_engine::{
+    DraftModel, NgramConfig, NgramProposer, Proposer, SuffixConfig, SuffixProposer,
+};
 
 use crate::cli::{Device, EngineArgs, LoadFormat, SpecArgs, SpecMethod};
 use crate::model_source::{self, LoadedModel};
@@ -19,6 +21,20 @@ const CPU_KV_CACHE_BYTES: usize = 1 << 30;
 /// prompts are fed in small chunks beside decodes; a GPU runs a few hundred tokens in the
 /// time of one, so it takes whole chunks.
 const CPU_PREFILL_PER_DECODE: usize = 4;
+
+/// `--max-num-batched-tokens` when not given. On CUDA a 4,096-token prompt of the 8B shape
+/// with Q4_K_M weights took 187 ms in two chunks of 2048 and 158 ms in one (H200,
+/// 2026-12-04): each chunk dequantizes every matrix again.
+const CPU_MAX_NUM_BATCHED_TOKENS: usize = 2048;
+const CUDA_MAX_NUM_BATCHED_TOKENS: usize = 8192;
+
+/// The step token budget the flags ask for, or the device's default.
+pub fn max_num_batched_tokens(args: &EngineArgs) -> usize {
+    args.max_num_batched_tokens.unwrap_or(match args.device {
+        Device::Cpu => CPU_MAX_NUM_BATCHED_TOKENS,
+        Device::Cuda => CUDA_MAX_NUM_BATCHED_TOKENS,
+    })
+}
 
 /// On the CPU, speculation lost throughput at 4 and 16 concurrent requests in every
 /// measured configuration (bench/spec_cpu.sh, docs/performance.md) and won at 1.
@@ -56,7 +72,7 @@ impl Built {
                 let options = CudaOptions {
                     device: 0,
                     max_num_seqs: args.max_num_seqs,
-                    max_num_batched_tokens: args.max_num_batched_tokens,
+                    max_num_batched_tokens: max_num_batched_tokens(args),
                     enforce_eager: args.enforce_eager,
                     cuda_graph_max_bs: args.cuda_graph_max_bs,
                     gpu_memory_utilization: args.gpu_memory_utilization,
@@ -119,14 +135,14 @@ pub fn engine_config(
     EngineConfig {
         page_size: args.page_size,
         kv_cache_memory_bytes,
-        max_num_batched_tokens: args.max_num_batched_tokens,
+        max_num_batched_tokens: max_num_batched_tokens(args),
         max_num_seqs: args.max_num_seqs,
         prefill_per_decode,
         enable_prefix_caching: !args.no_prefix_caching,
         max_model_len: args.max_model_len,
         eos_token_ids: model.tokenizer.eos_token_ids.clone(),
         speculation: SpecOptions {
-            num_tokens: args.speculation.num_speculative_tokens,
+            num_tokens: args.speculation.num_tokens(),
             adaptive: !args.speculation.speculative_fixed_k,
             disable_by_batch_size: match args.speculation.speculative_disable_by_batch_size {
                 Some(0) => None,
@@ -153,10 +169,22 @@ pub fn build_proposer(
         }
         return Ok(None);
     };
-    if !(1..=MAX_SPEC_TOKENS).contains(&spec.num_speculative_tokens) {
+    if !(1..=MAX_SPEC_TOKENS).contains(&spec.num_tokens()) {
         bail!("--num-speculative-tokens must be in 1..={MAX_SPEC_TOKENS}");
     }
     Ok(Some(match method {
+        SpecMethod::Suffix => {
+            if spec.draft_model.is_some() || spec.draft_vocab.is_some() {
+                bail!("--draft-model and --draft-vocab are for --speculative draft");
+            }
+            if spec.suffix_max_depth < 2 {
+                bail!("--suffix-max-depth must be at least 2");
+            }
+            Box::new(SuffixProposer::new(SuffixConfig {
+                max_depth: spec.suffix_max_depth,
+                cache_tokens: spec.suffix_cache_tokens,
+            }))
+        }
         SpecMethod::Ngram => {
             if spec.draft_model.is_some() || spec.draft_vocab.is_some() {
                 bail!("--draft-model and --draft-vocab are for --speculative draft");

@@ -137,6 +137,7 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(1);
         let block_table: Vec<u32> = (0..8).collect();
         let mut requests = [DraftRequest {
+            id: 1,
             tokens,
             num_prompt_tokens: tokens.len(),
             draft_computed,

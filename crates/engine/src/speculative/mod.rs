@@ -8,6 +8,8 @@ pub mod ngram;
 pub mod policy;
 pub mod proposer;
 pub mod speculation;
+pub mod suffix;
+pub mod suffix_trie;
 pub mod verify;
 
 pub use crate::distribution::Distribution;
@@ -16,4 +18,5 @@ pub use draft_model::DraftModel;
 pub use ngram::NgramConfig;
 pub use proposer::{DraftRequest, Drafts, NgramProposer, Proposer};
 pub use speculation::Speculation;
+pub use suffix::{SuffixConfig, SuffixProposer};
 pub use verify::{verify_greedy, verify_sampled, Verdict};

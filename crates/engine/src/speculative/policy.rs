@@ -104,6 +104,41 @@ impl SpecPolicy {
         self.draft.record(seqs, seconds);
     }
 
+    /// Drafts to ask of a proposer that scores them, for a step of `rows` rows without drafts:
+    /// `max_k`, once a plain step of that size has been measured (0 before, so that it is).
+    pub fn cap_for_scored_drafts(&mut self, rows: usize) -> usize {
+        self.steps += 1;
+        if self.fixed {
+            return self.max_k;
+        }
+        match self.target.estimate(rows) {
+            Some(_) => self.max_k,
+            None => 0,
+        }
+    }
+
+    /// How many of a sequence's scored drafts to keep, where `chances[i]` is the chance that
+    /// drafts `0..=i` are all accepted: the count with the most expected tokens per second
+    /// for a step that, without these drafts, runs `rows` rows and emits `tokens` tokens.
+    pub fn best_length(&self, chances: &[f64], rows: usize, tokens: f64) -> usize {
+        let Some(plain) = self.target.estimate(rows) else {
+            return 0;
+        };
+        let mut best = (0, tokens / plain.max(1e-9));
+        let mut expected = tokens;
+        for (j, &chance) in chances.iter().enumerate() {
+            expected += chance;
+            let Some(verify) = self.target.estimate(rows + j + 1) else {
+                break;
+            };
+            let rate = expected / verify.max(1e-9);
+            if rate > best.1 {
+                best = (j + 1, rate);
+            }
+        }
+        best.0
+    }
+
     /// Drafts per sequence this step, for sequences with acceptance rates `alphas`, sharing
     /// the step with `other_rows` rows of other work.
     pub fn choose_k(&mut self, alphas: &[f64], other_rows: usize) -> usize {
@@ -175,6 +210,20 @@ mod tests {
         // An expensive draft model (half a target step per draft step) at modest acceptance.
         let mut p = policy_with(&[(1, 0.040), (2, 0.044), (4, 0.050), (5, 0.052)], 0.020);
         assert_eq!(p.choose_k(&[0.5], 0), 0);
+    }
+
+    #[test]
+    fn scored_drafts_are_kept_while_their_chances_pay_for_their_rows() {
+        // Each extra row costs a tenth of a plain step.
+        let costs: Vec<(usize, f64)> = (1..=9).map(|r| (r, 0.9 + 0.1 * r as f64)).collect();
+        let p = policy_with(&costs, 0.0);
+        assert_eq!(p.best_length(&[0.95, 0.9, 0.85, 0.8], 1, 1.0), 4);
+        // Chances that fall off a cliff: keep the likely head only.
+        assert_eq!(p.best_length(&[0.95, 0.9, 0.03, 0.01], 1, 1.0), 2);
+        assert_eq!(p.best_length(&[0.05, 0.01], 1, 1.0), 0);
+        // Unmeasured plain step: nothing (measure first).
+        let fresh = SpecPolicy::new(4);
+        assert_eq!(fresh.best_length(&[0.99], 1, 1.0), 0);
     }
 
     #[test]

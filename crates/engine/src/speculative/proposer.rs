@@ -5,10 +5,11 @@ use rand::rngs::StdRng;
 use super::ngram::{self, NgramConfig};
 use crate::backend::{BackendError, SeqBatch};
 use crate::distribution::Distribution;
-use crate::request::SamplingParams;
+use crate::request::{RequestId, SamplingParams};
 
 /// One sequence asking for drafts.
 pub struct DraftRequest<'a> {
+    pub id: RequestId,
     /// The sequence so far (prompt and output). Its last token has not run through the target
     /// yet: the target will score it together with the drafts.
     pub tokens: &'a [u32],
@@ -33,6 +34,9 @@ pub struct Drafts {
     /// The proposer's cache now holds K/V for this many leading tokens of
     /// `tokens ++ drafts` (valid as long as the drafts before that point are accepted).
     pub draft_computed: usize,
+    /// From a proposer that [`Proposer::scores_drafts`]: the chance that drafts `0..=i` are
+    /// all accepted, for each `i` (non-increasing). Empty otherwise.
+    pub chances: Vec<f64>,
 }
 
 pub trait Proposer: Send {
@@ -57,6 +61,16 @@ pub trait Proposer: Send {
     fn step_seconds(&self, propose_seconds: f64, k: usize) -> Option<f64> {
         Some(propose_seconds / k.max(1) as f64)
     }
+    /// Whether its drafts come with calibrated chances ([`Drafts::chances`]): the step then
+    /// asks for as many as allowed and keeps the number that pays, instead of choosing k from
+    /// the sequence's past acceptance.
+    fn scores_drafts(&self) -> bool {
+        false
+    }
+    /// The target kept `accepted` of the `drafted` drafts last proposed for request `id`.
+    fn verdict(&mut self, _id: RequestId, _drafted: usize, _accepted: usize) {}
+    /// Request `id` is gone (finished or aborted): whatever is kept for it can go.
+    fn finished(&mut self, _id: RequestId) {}
 }
 
 /// Prompt lookup: no model, no cache; proposals are certain (point masses).
@@ -87,6 +101,7 @@ impl Proposer for NgramProposer {
                     q: tokens.iter().map(|&t| Distribution::point(t)).collect(),
                     tokens,
                     draft_computed: r.draft_computed,
+                    chances: Vec::new(),
                 }
             })
             .collect())

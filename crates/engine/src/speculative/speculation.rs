@@ -93,6 +93,10 @@ impl Speculation {
         if let Some(seconds) = per_step {
             self.policy.record_draft_step(drafts.len(), seconds);
         }
+        let mut drafts = drafts;
+        if !self.policy.fixed {
+            self.keep_what_pays(plan, &mut drafts);
+        }
         for (index, d) in drafts {
             let Some(position) = plan.chunks.iter().position(|c| c.index == index) else {
                 continue;
@@ -107,6 +111,31 @@ impl Speculation {
             self.pending.push((chunk.id, d.q, d.tokens.len()));
         }
         Ok(())
+    }
+
+    /// Drafts that come with their chances are cut to the number that maximizes the step's
+    /// expected tokens per second, one sequence after another (each seeing the rows the
+    /// earlier ones kept).
+    fn keep_what_pays(&self, plan: &StepPlan, drafts: &mut [(usize, Drafts)]) {
+        let mut rows = plan.num_tokens();
+        let mut tokens = plan.chunks.len() as f64;
+        for (_, d) in drafts.iter_mut() {
+            if d.chances.is_empty() {
+                rows += d.tokens.len();
+                continue;
+            }
+            let keep = self.policy.best_length(&d.chances, rows, tokens);
+            d.tokens.truncate(keep);
+            d.q.truncate(keep);
+            d.chances.truncate(keep);
+            rows += keep;
+            tokens += d.chances.iter().sum::<f64>();
+        }
+    }
+
+    /// Request `id` is gone: the proposer may drop what it kept for it.
+    pub fn finished(&mut self, id: RequestId) {
+        self.proposer.finished(id);
     }
 
     /// A proposer with a cache computes this step's prefill chunks too, so that it knows the
@@ -173,7 +202,12 @@ impl Speculation {
             .map(|&index| running[index].spec.acceptance.rate())
             .collect();
         let other_rows = plan.num_tokens() - candidates.len();
-        let k = self.policy.choose_k(&alphas, other_rows);
+        let k = if self.proposer.scores_drafts() {
+            // Its drafts carry their chances: ask for all, keep what pays (keep_what_pays).
+            self.policy.cap_for_scored_drafts(plan.num_tokens())
+        } else {
+            self.policy.choose_k(&alphas, other_rows)
+        };
         if k == 0 {
             return None;
         }
@@ -212,9 +246,10 @@ impl Speculation {
                 continue;
             }
             want.next();
-            let draft_computed = sequence.spec.draft_computed;
+            let (id, draft_computed) = (sequence.id, sequence.spec.draft_computed);
             let parts = sequence.sampling_parts();
             requests.push(DraftRequest {
+                id,
                 tokens: parts.tokens,
                 num_prompt_tokens: parts.num_prompt_tokens,
                 draft_computed,
@@ -277,6 +312,7 @@ impl Speculation {
 
     fn record(&mut self, sequence: &mut Sequence, drafted: usize, accepted: usize) {
         sequence.spec.record_round(drafted, accepted);
+        self.proposer.verdict(sequence.id, drafted, accepted);
         let c = &mut self.counters;
         c.num_drafts += 1;
         c.num_draft_tokens += drafted as u64;

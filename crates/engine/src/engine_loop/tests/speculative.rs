@@ -1,6 +1,6 @@
 //! Speculative decoding through the whole engine, on the fake model (whose logits come from
 //! the token history it reads back from its KV pages, so a wrong rollback or a stale page
-//! changes its answers): greedy output is exactly plain greedy output, for both proposers,
+//! changes its answers): greedy output is exactly plain greedy output, for every proposer,
 //! alone and batched, with page sizes 1 and 16, under KV pressure, with an EOS inside the
 //! accepted drafts; and the page accounting holds after every step (the harness checks it).
 
@@ -8,7 +8,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::request::SamplingParams;
-use crate::speculative::{DraftModel, NgramProposer, Proposer, Speculation};
+use crate::speculative::{DraftModel, NgramProposer, Proposer, Speculation, SuffixProposer};
 use crate::testing::fake_backend::{expected_greedy, FakeBackend, VOCAB};
 use crate::testing::fake_constraint::FakeGrammar;
 use crate::testing::harness::{greedy, request, Harness, Setup};
@@ -22,6 +22,8 @@ fn draft_model(salt: u64) -> Box<dyn Proposer> {
 #[derive(Clone, Copy, Debug)]
 enum Method {
     Ngram,
+    /// Suffix decoding (tries over the request and over finished requests' outputs).
+    Suffix,
     /// A draft model identical to the target (everything accepted).
     PerfectDraft,
     /// A draft model that agrees with the target on about half of all histories.
@@ -31,6 +33,7 @@ enum Method {
 fn proposer(method: Method) -> Box<dyn Proposer> {
     match method {
         Method::Ngram => Box::new(NgramProposer::default()),
+        Method::Suffix => Box::new(SuffixProposer::new(Default::default())),
         Method::PerfectDraft => draft_model(0),
         Method::Draft => draft_model(7),
     }
@@ -104,7 +107,12 @@ fn check_greedy(setup: Setup, method: Method, k: usize, batched: bool, eos: Vec<
 
 #[test]
 fn greedy_output_is_plain_greedy_for_every_proposer_alone_and_batched() {
-    for method in [Method::Ngram, Method::PerfectDraft, Method::Draft] {
+    for method in [
+        Method::Ngram,
+        Method::Suffix,
+        Method::PerfectDraft,
+        Method::Draft,
+    ] {
         for page_size in [1, 16] {
             for (k, batched) in [(1, true), (3, false), (5, true)] {
                 let setup = Setup {
@@ -127,7 +135,12 @@ fn greedy_output_survives_kv_pressure_and_eos_inside_drafts() {
         budget: 64,
         ..Setup::default()
     };
-    for method in [Method::Ngram, Method::Draft, Method::PerfectDraft] {
+    for method in [
+        Method::Ngram,
+        Method::Suffix,
+        Method::Draft,
+        Method::PerfectDraft,
+    ] {
         check_greedy(tight, method, 4, true, vec![]);
         // Tokens 3 and 17 end generations, often in the middle of an accepted run.
         check_greedy(Setup::default(), method, 4, true, vec![3, 17]);
@@ -268,17 +281,22 @@ fn constrained_output_with_drafts_is_constrained_output_without() {
         h
     };
     let plain = run(None, &|_| greedy(30));
-    for method in [Method::Ngram, Method::PerfectDraft, Method::Draft] {
+    for method in [
+        Method::Ngram,
+        Method::Suffix,
+        Method::PerfectDraft,
+        Method::Draft,
+    ] {
         let spec = run(Some(method), &|_| greedy(30));
         for i in 0..prompts.len() as u64 {
             let (a, b) = (&plain.received[&i], &spec.received[&i]);
             assert_eq!(a.tokens, b.tokens, "{method:?} request {i}");
             assert_eq!(a.finish, b.finish, "{method:?} request {i}");
         }
-        // Prompt lookup finds little to copy in these short constrained outputs; the draft
-        // models always propose.
+        // Prompt lookup and suffix tries find little to copy in these short constrained
+        // outputs; the draft models always propose.
         let c = &spec.core.speculation().unwrap().counters;
-        if !matches!(method, Method::Ngram) {
+        if !matches!(method, Method::Ngram | Method::Suffix) {
             assert!(
                 c.num_draft_tokens > 0,
                 "{method:?}: constrained requests drafted for"
@@ -302,5 +320,23 @@ fn constrained_output_with_drafts_is_constrained_output_without() {
             let ends = eos.contains(&t) && pos >= 6;
             assert!(grammar.allows(pos, t) || ends, "request {i}: {t} at {pos}");
         }
+    }
+}
+
+#[test]
+fn suffix_drafts_cut_to_what_pays_keep_greedy_output() {
+    // Adaptive: the step keeps as many scored drafts as its measured costs say pay (the cut
+    // depends on wall-clock timings, the output must not).
+    let prompts = prompts(8, 11);
+    let mut h = Harness::new(Setup::default(), vec![]);
+    h.core
+        .set_speculation(Speculation::new(proposer(Method::Suffix), 8, true));
+    for (i, p) in prompts.iter().enumerate() {
+        h.add(request(i as u64, p.clone(), greedy(40)));
+    }
+    h.run_to_completion();
+    for (i, p) in prompts.iter().enumerate() {
+        let want = expected_greedy(p, 40, &[]);
+        assert_eq!(h.received[&(i as u64)].tokens, want, "request {i}");
     }
 }

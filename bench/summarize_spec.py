@@ -33,7 +33,7 @@ def acceptance_length(report: Path):
     return 1.0 + accepted / drafts
 
 
-def main(out: Path):
+def main(out: Path, title: str = ""):
     rows = {}
     for report in sorted(out.glob("*-c*.json")):
         m = re.match(r"(.+?)-(code|edit)-c(\d+)\.json$", report.name)
@@ -53,8 +53,9 @@ def main(out: Path):
                                 text=True, cwd=out).stdout.strip()
     except OSError:
         commit = "?"
-    print(f"Speculative decoding, {out.name} (commit {commit}); target Qwen2.5-Coder-1.5B Q4_K_M,")
-    print("draft Qwen2.5-Coder-0.5B Q4_K_M, greedy, 2 threads.\n")
+    setup = title or ("target Qwen2.5-Coder-1.5B Q4_K_M, draft Qwen2.5-Coder-0.5B Q4_K_M, "
+                      "greedy, 2 threads.")
+    print(f"Speculative decoding, {out.name} (commit {commit}); {setup}\n")
     print("| workload | conc. | server | output tok/s | decode tok/s per request | speedup "
           "(decode, vs same engine plain) | mean acceptance length | requests |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -70,4 +71,5 @@ def main(out: Path):
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    # summarize_spec.py DIR [SETUP]: SETUP replaces the CPU run's description of the models.
+    main(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "")

@@ -5,10 +5,12 @@
 # streaming), as bench/spec_cpu.sh does on the CPU; then the greedy answers of each speculative
 # server are compared with plain decoding's, text for text.
 #
-# The model (98 MB) and the binary do not fit one device call's carry, so three steps:
-#   here:             bash bench/gpu/spec_suffix.sh prepare     # .gpu-sfx/a (binary + part 1), .gpu-sfx/b (part 2)
-#   device, call 1:   bash bench/gpu/spec_suffix.sh stage       # carry .gpu-sfx/a: copied to /root/w
-#   device, call 2:   bash bench/gpu/spec_suffix.sh run         # carry .gpu-sfx/b, within 30 s of call 1
+# The model (98 MB) and the binary do not fit one device call's carry (64 MiB, the repository's
+# ~13 MB included), so they travel in three calls, each within 30 s of the last:
+#   here:             bash bench/gpu/spec_suffix.sh prepare     # .gpu-sfx/1, 2, 3
+#   device, call 1:   bash bench/gpu/spec_suffix.sh stage 1     # carry .gpu-sfx/1: copied to /root/w
+#   device, call 2:   bash bench/gpu/spec_suffix.sh stage 2     # carry .gpu-sfx/2
+#   device, call 3:   bash bench/gpu/spec_suffix.sh stage 3 && bash bench/gpu/spec_suffix.sh run
 # Results go to $OUT; bench/summarize_spec.py tabulates them here.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,23 +23,24 @@ case "${1:-}" in
 prepare)
     src="${FERRITE_MODELS:-$HOME/.cache/ferrite/models}/$MODEL_NAME"
     [ -f .gpu/ferrite ] || { echo "run bench/gpu/build.sh first" >&2; exit 2; }
-    rm -rf .gpu-sfx && mkdir -p .gpu-sfx/a .gpu-sfx/b
-    xz -T2 -c .gpu/ferrite >.gpu-sfx/a/ferrite.xz
-    split -b 50000000 "$src" .gpu-sfx/part.
-    mv .gpu-sfx/part.aa .gpu-sfx/a/
-    mv .gpu-sfx/part.ab .gpu-sfx/b/
-    du -sh .gpu-sfx/a .gpu-sfx/b
+    rm -rf .gpu-sfx && mkdir -p .gpu-sfx/1 .gpu-sfx/2 .gpu-sfx/3
+    split -b 44000000 "$src" .gpu-sfx/part.
+    mv .gpu-sfx/part.aa .gpu-sfx/1/
+    mv .gpu-sfx/part.ab .gpu-sfx/2/
+    mv .gpu-sfx/part.ac .gpu-sfx/3/
+    xz -T2 -c .gpu/ferrite >.gpu-sfx/3/ferrite.xz
+    du -sh .gpu-sfx/*
     ;;
 stage)
     mkdir -p "$W"
-    xz -dc .gpu-sfx/a/ferrite.xz >"$W/ferrite" && chmod +x "$W/ferrite"
-    cp .gpu-sfx/a/part.aa "$W/"
+    cp .gpu-sfx/"$2"/* "$W/"
     ls -la "$W"
     ;;
 run)
     OUT=${OUT:-/tmp/ferrite-gpu-out}
     mkdir -p "$OUT"
-    cat "$W/part.aa" .gpu-sfx/b/part.ab >"$W/$MODEL_NAME"
+    xz -dc "$W/ferrite.xz" >"$W/ferrite" && chmod +x "$W/ferrite"
+    cat "$W"/part.a? >"$W/$MODEL_NAME"
     echo "$MODEL_SHA  $W/$MODEL_NAME" | sha256sum -c - || exit 1
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     server_pid=""
@@ -93,12 +96,13 @@ for s in ("ngram", "suffix"):
     same = sum(a == b for a, b in zip(plain, other))
     print(f"{s} greedy answers equal to plain: {same} of {len(plain)}")
 PY
-    for f in "$OUT"/ferrite-*-c1.json; do
-        python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[1].rsplit("/",1)[1], "output tok/s", round(d["output_token_throughput"],1), "mean TPOT ms", round(d["tpot_ms"]["mean"],2))' "$f"
-    done
+    python3 bench/summarize_spec.py "$OUT" "SmolLM2-135M-Instruct Q4_1 on the H200 (--device cuda), greedy." | tee "$OUT/summary.md"
+    # One file back instead of many (a device call returns a limited number of files).
+    tar -czf /tmp/spec-results.tgz -C "$OUT" . && mv /tmp/spec-results.tgz "$OUT/results.tgz" &&
+        find "$OUT" -type f ! -name results.tgz ! -name summary.md -delete
     ;;
 *)
-    echo "usage: $0 prepare|stage|run" >&2
+    echo "usage: $0 prepare | stage 1|2|3 | run" >&2
     exit 2
     ;;
 esac

@@ -40,16 +40,22 @@ pub struct Drafts {
 }
 
 pub trait Proposer: Send {
-    /// Short name for logs and metrics (`ngram`, `draft`).
+    /// Short name for logs and metrics (`ngram`, `suffix`, `draft`).
     fn name(&self) -> &'static str;
-    /// KV bytes per token the proposer keeps (0 when it has no cache).
-    fn kv_bytes_per_token(&self) -> usize;
+    /// KV bytes per token the proposer keeps (by default 0: no cache, no model).
+    fn kv_bytes_per_token(&self) -> usize {
+        0
+    }
     /// Allocates the proposer's KV cache with the target's page geometry: the same page ids
-    /// address both caches, so the scheduler's block tables serve both.
-    fn init_kv_cache(&mut self, num_pages: usize, page_size: usize) -> Result<(), BackendError>;
+    /// address both caches, so the scheduler's block tables serve both. Nothing by default.
+    fn init_kv_cache(&mut self, _num_pages: usize, _page_size: usize) -> Result<(), BackendError> {
+        Ok(())
+    }
     /// The target runs these prefill chunks this step; a proposer with a cache computes them
-    /// too, so that it knows the prompts when it is asked for drafts.
-    fn observe(&mut self, batch: &[SeqBatch<'_>]) -> Result<(), BackendError>;
+    /// too, so that it knows the prompts when it is asked for drafts. Nothing by default.
+    fn observe(&mut self, _batch: &[SeqBatch<'_>]) -> Result<(), BackendError> {
+        Ok(())
+    }
     /// Drafts for each request, in order.
     fn propose(&mut self, requests: &mut [DraftRequest<'_>]) -> Result<Vec<Drafts>, BackendError>;
     /// What one draft step cost in the last `propose`, which took `propose_seconds` for `k`
@@ -82,15 +88,6 @@ pub struct NgramProposer {
 impl Proposer for NgramProposer {
     fn name(&self) -> &'static str {
         "ngram"
-    }
-    fn kv_bytes_per_token(&self) -> usize {
-        0
-    }
-    fn init_kv_cache(&mut self, _num_pages: usize, _page_size: usize) -> Result<(), BackendError> {
-        Ok(())
-    }
-    fn observe(&mut self, _batch: &[SeqBatch<'_>]) -> Result<(), BackendError> {
-        Ok(())
     }
     fn propose(&mut self, requests: &mut [DraftRequest<'_>]) -> Result<Vec<Drafts>, BackendError> {
         Ok(requests

@@ -18,7 +18,7 @@ use std::collections::{HashMap, VecDeque};
 
 use super::proposer::{DraftRequest, Drafts, Proposer};
 use super::suffix_trie::{Appender, Match, SuffixTrie};
-use crate::backend::{BackendError, SeqBatch};
+use crate::backend::BackendError;
 use crate::distribution::Distribution;
 use crate::request::RequestId;
 
@@ -310,15 +310,6 @@ impl SuffixProposer {
 impl Proposer for SuffixProposer {
     fn name(&self) -> &'static str {
         "suffix"
-    }
-    fn kv_bytes_per_token(&self) -> usize {
-        0
-    }
-    fn init_kv_cache(&mut self, _num_pages: usize, _page_size: usize) -> Result<(), BackendError> {
-        Ok(())
-    }
-    fn observe(&mut self, _batch: &[SeqBatch<'_>]) -> Result<(), BackendError> {
-        Ok(())
     }
     fn propose(&mut self, requests: &mut [DraftRequest<'_>]) -> Result<Vec<Drafts>, BackendError> {
         Ok(requests.iter().map(|r| self.propose_one(r)).collect())

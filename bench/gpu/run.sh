@@ -22,8 +22,8 @@ run_tests() {  # name, limit
   grep -E "relative error|parity|fixture|switch|bitwise|SKIPPED|panicked|test result|FAILED|^test " "$OUT/test-$name.log" | tail -60
   row "test $name | rc=$rc | $(grep -E '^test result' "$OUT/test-$name.log" | tail -1)"
 }
-PHASE=${1:-all}   # tests | bench | all
-if [ "$PHASE" != bench ]; then
+PHASE=${1:-all}   # tests | bench | all (tests + bench) | spec
+if [ "$PHASE" = tests ] || [ "$PHASE" = all ]; then
 run_tests ferrite_cuda 30
 run_tests kernels 90
 run_tests sampling 90
@@ -45,7 +45,7 @@ bench() {  # label, limit, args...
   echo "$line"
   row "$label | rc=$rc | ${line#RESULT }"
 }
-if [ "$PHASE" != tests ]; then
+if [ "$PHASE" = bench ] || [ "$PHASE" = all ]; then
 bench "1.5B batch-1 decode (graphs)" 90 qwen2.5-1.5b 1 128 512
 BENCH_ENV=FERRITE_PDL=0 bench "1.5B batch-1 decode (graphs, no PDL)" 90 qwen2.5-1.5b 1 128 512
 bench "8B batch-1 decode (graphs)" 120 llama-3.1-8b 1 128 256
@@ -73,7 +73,7 @@ grep -E "captured|loaded|KV pool|serving" "$OUT/serve.log" | tail -5
 row "8B start->serving | ready_s=${ready:-never} | chat=$(echo "$chat" | grep -c choices)"
 fi
 
-if [ "$PHASE" != tests ]; then
+if [ "$PHASE" = bench ] || [ "$PHASE" = all ]; then
 echo "== speculative decoding on the GPU: greedy token ids with and without it (dummy 1.5B, draft dummy 0.5B)"
 spec_run() {  # label, flags...
   local label=$1; shift
@@ -91,6 +91,20 @@ for label in ngram draft; do
   same=$(python3 -c "a=open('/tmp/spec-plain.txt').read().split(); b=open('/tmp/spec-$label.txt').read().split(); n=next((i for i,(x,y) in enumerate(zip(a,b)) if x!=y), min(len(a),len(b))); print(f'{n} of {len(a)} token ids equal, {len(b)} generated')")
   echo "spec $label vs plain: $same"
   row "spec $label greedy tokens vs plain | rc=$(cat /tmp/spec-$label.rc) | $same"
+done
+fi
+
+if [ "$PHASE" = spec ]; then
+# Speculation with a controlled acceptance rate (offline_bench's FERRITE_BENCH_SPEC): a draft with
+# the target's own random weights (every draft accepted), one with other weights (almost none),
+# and suffix decoding on random prompts (nothing to copy), each against plain decoding at the
+# same batch size; the adaptive policy must keep each at >= 0.95x plain.
+for n in 1 16 64 256; do
+  out=128; [ "$n" = 1 ] && out=256
+  bench "1.5B ${n}x(128,$out) plain" 120 qwen2.5-1.5b $n 128 $out
+  for spec in self other suffix; do
+    BENCH_ENV="FERRITE_BENCH_SPEC=$spec" bench "1.5B ${n}x(128,$out) spec=$spec" 120 qwen2.5-1.5b $n 128 $out
+  done
 done
 fi
 

@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
 use ferrite_engine::{
-    build_engine_core, EngineConfig, EngineStats, GenerationRequest, SamplingParams,
+    build_engine_core, DraftModel, EngineConfig, EngineStats, GenerationRequest, NgramProposer,
+    Proposer, SamplingParams, SpecOptions, SuffixProposer,
 };
 
 fn main() -> anyhow::Result<()> {
@@ -53,6 +54,13 @@ fn main() -> anyhow::Result<()> {
         Err(_) => WeightSource::Dummy { seed: 0 },
     };
     let backend = CudaBackend::new(config.clone(), source, options.clone())?;
+    // FERRITE_BENCH_SPEC=self|other|ngram|suffix: speculative decoding with a controlled
+    // acceptance rate. `self` drafts with the same random weights as the target (every draft
+    // accepted), `other` with other random weights of the same shape (almost none accepted);
+    // `ngram` and `suffix` find little to copy in random prompts. The adaptive policy
+    // chooses k up to FERRITE_BENCH_SPEC_K (default 4): the point is to see it keep speculation
+    // off where it would lose.
+    let (proposer, spec_k) = speculative_proposer(&config, &options)?;
     let kv = backend.kv_cache_budget()?;
     let engine_config = EngineConfig {
         page_size: 16,
@@ -63,12 +71,16 @@ fn main() -> anyhow::Result<()> {
         enable_prefix_caching: false,
         max_model_len: Some((input_len + output_len + 16).min(config.max_position_embeddings)),
         eos_token_ids: Vec::new(),
-        speculation: Default::default(),
+        speculation: SpecOptions {
+            num_tokens: spec_k,
+            adaptive: true,
+            disable_by_batch_size: None,
+        },
     };
     let mut core = build_engine_core(
         &engine_config,
         Box::new(backend),
-        None,
+        proposer,
         Arc::new(EngineStats::default()),
     )?;
     let ready = started.elapsed().as_secs_f64();
@@ -130,6 +142,16 @@ fn main() -> anyhow::Result<()> {
         1e6 * host / decode_steps.max(1) as f64,
         1e6 * forward / decode_steps.max(1) as f64,
     );
+    if let Some(spec) = core.speculation() {
+        let c = &spec.counters;
+        println!(
+            "RESULT spec={} drafted={} accepted={} rounds={}",
+            spec.method(),
+            c.num_draft_tokens,
+            c.num_accepted_tokens,
+            c.num_drafts
+        );
+    }
     if n == 1 {
         // The same shape again, now that the engine has served a request: the warm prefill,
         // reported beside the first one (issue 16 asks for the first request <= 1.1x this).
@@ -145,6 +167,38 @@ fn main() -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The proposer FERRITE_BENCH_SPEC asks for (see `main`), and the drafts per step at most.
+fn speculative_proposer(
+    config: &ferrite_model::config::ModelConfig,
+    options: &CudaOptions,
+) -> anyhow::Result<(Option<Box<dyn Proposer>>, usize)> {
+    let k = match std::env::var("FERRITE_BENCH_SPEC_K") {
+        Ok(k) => k.parse()?,
+        Err(_) => 4,
+    };
+    let draft = |seed: u64| -> anyhow::Result<Box<dyn Proposer>> {
+        let backend = CudaBackend::new(
+            config.clone(),
+            WeightSource::Dummy { seed },
+            options.clone(),
+        )?;
+        Ok(Box::new(DraftModel::new(Box::new(backend))))
+    };
+    let proposer: Box<dyn Proposer> = match std::env::var("FERRITE_BENCH_SPEC").as_deref() {
+        Err(_) => return Ok((None, k)),
+        Ok("self") => draft(0)?,
+        Ok("other") => draft(1)?,
+        Ok("ngram") => Box::new(NgramProposer::default()),
+        Ok("suffix") => Box::new(SuffixProposer::new(Default::default())),
+        Ok(other) => anyhow::bail!("FERRITE_BENCH_SPEC={other}: self, other, ngram or suffix"),
+    };
+    eprintln!(
+        "speculative decoding: {} with up to {k} drafts",
+        proposer.name()
+    );
+    Ok((Some(proposer), k))
 }
 
 /// Seconds from adding one request to its first token (it then runs to its end).

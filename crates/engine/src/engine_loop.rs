@@ -174,12 +174,17 @@ impl EngineCore {
             });
             drop(batch);
             let forward_done = Instant::now();
-            if let Some(speculation) = &mut self.speculation {
-                let seconds = (forward_done - forward_started).as_secs_f64();
-                speculation.record_target(plan.num_tokens(), seconds);
-            }
             match result.and_then(|step| check_shape(&plan, step, self.backend.vocab_size())) {
-                Ok(step) => self.commit(&plan, &step, &mut outputs),
+                Ok(step) => {
+                    self.commit(&plan, &step, &mut outputs);
+                    // What a step of this many rows costs, as the policy must weigh it: the
+                    // pass and the commit (verification reads every scored row on the host,
+                    // where plain steps on a GPU sample on the device).
+                    if let Some(speculation) = &mut self.speculation {
+                        let seconds = (Instant::now() - forward_started).as_secs_f64();
+                        speculation.record_target(plan.num_tokens(), seconds);
+                    }
+                }
                 Err(error) => {
                     tracing::error!(%error, "forward pass failed; aborting the requests of its batch");
                     for chunk in &plan.chunks {

@@ -16,8 +16,12 @@
 
 /// Weight of a new observation in the running averages.
 const EMA_WEIGHT: f64 = 0.2;
-/// Steps between forced explorations of the largest k.
+/// Steps between forced explorations of the largest k, when such a step costs what a plain
+/// one does (more in proportion when it costs more).
 const EXPLORE_EVERY: u64 = 64;
+/// Below this many scored drafts kept per sequence asked (decayed), a proposer that scores
+/// its drafts is asked only every `EXPLORE_EVERY` steps.
+const MIN_SCORED_YIELD: f64 = 0.05;
 
 /// Expected tokens per step with `k` drafts at acceptance `alpha`: 1 + α + … + α^k.
 pub fn expected_tokens(alpha: f64, k: usize) -> f64 {
@@ -47,6 +51,14 @@ impl CostTable {
             Ok(i) => self.points[i].1 += EMA_WEIGHT * (seconds - self.points[i].1),
             Err(i) => self.points.insert(i, (k, seconds)),
         }
+    }
+
+    /// Whether some pass of at most `rows` rows was measured. Below the smallest measurement
+    /// the estimate is that measurement, which may be a whole prompt chunk's: on a GPU, a
+    /// 64-sequence decode step then looked as dear as an 8,192-token prefill, and every
+    /// speculative step as a bargain beside it (offline_bench, 2026-12-04: 0.03x plain).
+    pub fn covers(&self, rows: usize) -> bool {
+        self.points.first().is_some_and(|p| p.0 <= key(rows))
     }
 
     /// Estimated seconds for `rows`, `None` before any measurement: the measurement itself,
@@ -83,6 +95,11 @@ pub struct SpecPolicy {
     /// One draft step over n sequences (nothing recorded for model-free proposers).
     draft: CostTable,
     steps: u64,
+    /// The step of the last forced trial of `max_k`.
+    last_explored: u64,
+    /// Scored drafts kept per sequence asked, decayed: near 0 when the proposer's drafts never
+    /// pay (nothing to copy), and then asking at every step is host time for nothing.
+    scored_yield: f64,
 }
 
 impl SpecPolicy {
@@ -93,6 +110,8 @@ impl SpecPolicy {
             target: CostTable::default(),
             draft: CostTable::default(),
             steps: 0,
+            last_explored: 0,
+            scored_yield: 1.0,
         }
     }
 
@@ -111,9 +130,20 @@ impl SpecPolicy {
         if self.fixed {
             return self.max_k;
         }
-        match self.target.estimate(rows) {
-            Some(_) => self.max_k,
-            None => 0,
+        if !self.target.covers(rows) {
+            return 0;
+        }
+        if self.scored_yield < MIN_SCORED_YIELD && self.steps % EXPLORE_EVERY != 0 {
+            return 0;
+        }
+        self.max_k
+    }
+
+    /// A step kept `kept` scored drafts of the proposals for `asked` sequences.
+    pub fn record_scored_yield(&mut self, kept: usize, asked: usize) {
+        if asked > 0 {
+            let sample = kept as f64 / asked as f64;
+            self.scored_yield += EMA_WEIGHT * (sample - self.scored_yield);
         }
     }
 
@@ -139,6 +169,22 @@ impl SpecPolicy {
         best.0
     }
 
+    /// Whether to try `max_k` again now, to notice a workload that changed: every
+    /// `EXPLORE_EVERY` steps times how much dearer such a step is than a plain one, so that
+    /// trials cost at most ~1/EXPLORE_EVERY of the time. (At a fixed period a GPU with a draft
+    /// model lost half its throughput at 16 sequences to trials alone: each one moved every
+    /// row's logits to the host. offline_bench, 2026-12-04.)
+    fn exploration_due(&mut self, plain: f64, trial_rows: usize, draft_step: f64) -> bool {
+        let trial =
+            self.target.estimate(trial_rows).unwrap_or(plain) + self.max_k as f64 * draft_step;
+        let period = (EXPLORE_EVERY as f64 * (trial / plain.max(1e-12)).max(1.0)).ceil() as u64;
+        if self.steps - self.last_explored >= period {
+            self.last_explored = self.steps;
+            return true;
+        }
+        false
+    }
+
     /// Drafts per sequence this step, for sequences with acceptance rates `alphas`, sharing
     /// the step with `other_rows` rows of other work.
     pub fn choose_k(&mut self, alphas: &[f64], other_rows: usize) -> usize {
@@ -150,14 +196,17 @@ impl SpecPolicy {
         if self.fixed {
             return self.max_k;
         }
-        if self.steps % EXPLORE_EVERY == 0 {
-            return self.max_k;
+        if !self.target.covers(other_rows + seqs) {
+            // No plain step this small measured yet: measure one first.
+            return 0;
         }
         let Some(plain) = self.target.estimate(other_rows + seqs) else {
-            // Nothing measured yet: measure plain decoding first.
             return 0;
         };
         let draft_step = self.draft.estimate(seqs).unwrap_or(0.0);
+        if self.exploration_due(plain, other_rows + seqs * (self.max_k + 1), draft_step) {
+            return self.max_k;
+        }
         let mut best = (0, seqs as f64 / plain.max(1e-9));
         for k in 1..=self.max_k {
             let Some(verify) = self.target.estimate(other_rows + seqs * (k + 1)) else {
@@ -231,14 +280,42 @@ mod tests {
         let mut p = SpecPolicy::new(3);
         // Nothing measured: plain decoding first.
         assert_eq!(p.choose_k(&[0.9], 0), 0);
+        // Only a long prompt chunk measured: a plain decode step is measured before any draft
+        // is weighed against it (not guessed as dear as the chunk).
+        p.record_target(2048, 0.500);
+        assert_eq!(p.choose_k(&[0.9], 0), 0);
+        assert_eq!(p.cap_for_scored_drafts(1), 0);
         p.record_target(1, 0.040);
         // Larger passes unmeasured: assumed cheap, so speculation is tried.
         assert!(p.choose_k(&[0.9], 0) > 0);
-        // Measured as expensive: off, except for the periodic exploration.
+        // Measured as expensive: off, except for the periodic exploration, which comes back
+        // after EXPLORE_EVERY steps times the trial's cost ratio (4x here).
         p.record_target(4, 0.160);
         p.record_target(2, 0.080);
         p.record_target(3, 0.120);
-        let choices: Vec<usize> = (0..EXPLORE_EVERY).map(|_| p.choose_k(&[0.9], 0)).collect();
-        assert_eq!(choices.iter().filter(|&&k| k > 0).count(), 1, "{choices:?}");
+        let choices: Vec<usize> = (0..5 * EXPLORE_EVERY)
+            .map(|_| p.choose_k(&[0.9], 0))
+            .collect();
+        let trials: Vec<usize> = (0..choices.len()).filter(|&i| choices[i] > 0).collect();
+        assert_eq!(trials.len(), 1, "{choices:?}");
+        assert!(trials[0] >= 3 * EXPLORE_EVERY as usize, "{trials:?}");
+    }
+
+    #[test]
+    fn a_scored_proposer_whose_drafts_never_pay_is_asked_rarely() {
+        let mut p = policy_with(&[(1, 0.040), (2, 0.041)], 0.0);
+        assert_eq!(p.cap_for_scored_drafts(1), 4);
+        for _ in 0..40 {
+            p.record_scored_yield(0, 8);
+        }
+        let asked = (0..2 * EXPLORE_EVERY)
+            .filter(|_| p.cap_for_scored_drafts(1) > 0)
+            .count();
+        assert_eq!(asked, 2);
+        // Drafts kept again: asked at every step.
+        for _ in 0..40 {
+            p.record_scored_yield(8, 8);
+        }
+        assert!((0..10).all(|_| p.cap_for_scored_drafts(1) == 4));
     }
 }

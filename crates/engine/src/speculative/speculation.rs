@@ -116,9 +116,10 @@ impl Speculation {
     /// Drafts that come with their chances are cut to the number that maximizes the step's
     /// expected tokens per second, one sequence after another (each seeing the rows the
     /// earlier ones kept).
-    fn keep_what_pays(&self, plan: &StepPlan, drafts: &mut [(usize, Drafts)]) {
+    fn keep_what_pays(&mut self, plan: &StepPlan, drafts: &mut [(usize, Drafts)]) {
         let mut rows = plan.num_tokens();
         let mut tokens = plan.chunks.len() as f64;
+        let mut kept = 0;
         for (_, d) in drafts.iter_mut() {
             if d.chances.is_empty() {
                 rows += d.tokens.len();
@@ -129,7 +130,12 @@ impl Speculation {
             d.q.truncate(keep);
             d.chances.truncate(keep);
             rows += keep;
+            kept += keep;
             tokens += d.chances.iter().sum::<f64>();
+        }
+        if self.proposer.scores_drafts() {
+            // Every sequence asked counts, those offered nothing too.
+            self.policy.record_scored_yield(kept, drafts.len());
         }
     }
 

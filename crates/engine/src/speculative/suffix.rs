@@ -182,17 +182,17 @@ impl Proposal {
     }
 }
 
-/// Follows the trie from the longest match of `context`, the likeliest token each time.
+/// Follows the trie from `start`, the longest match of `context`, the likeliest token each time.
 fn walk(
     trie: &SuffixTrie,
     source: Source,
-    context: &[u32],
+    (context, start): (&[u32], Option<Match>),
     k: usize,
     calibration: (&Calibration, &Calibration),
 ) -> Proposal {
     let depth = trie.max_depth();
     let mut tail = context[context.len().saturating_sub(depth)..].to_vec();
-    let mut at = trie.longest_match(&tail);
+    let mut at = start;
     let mut proposal = Proposal::default();
     let mut chance = 1.0;
     while proposal.tokens.len() < k {
@@ -286,8 +286,31 @@ impl SuffixProposer {
         }
         index.catch_up(r.tokens);
         let calibration = (&self.calibration, &index.calibration);
-        let own = walk(&index.trie, Source::Request, r.tokens, r.k, calibration);
-        let shared = walk(&self.shared, Source::Shared, r.tokens, r.k, calibration);
+        // The request's trie is matched from its appender's open suffixes, and the shared one
+        // only when it holds something: this runs for every decoding sequence at every step.
+        let start = index.appender.longest_match(&index.trie);
+        let own = walk(
+            &index.trie,
+            Source::Request,
+            (r.tokens, start),
+            r.k,
+            calibration,
+        );
+        let shared = if self.cached_tokens > 0 {
+            let depth = self.shared.max_depth();
+            let start = self
+                .shared
+                .longest_match(&r.tokens[r.tokens.len().saturating_sub(depth)..]);
+            walk(
+                &self.shared,
+                Source::Shared,
+                (r.tokens, start),
+                r.k,
+                calibration,
+            )
+        } else {
+            Proposal::default()
+        };
         let best = if shared.expected_accepted() > own.expected_accepted() {
             shared
         } else {

@@ -186,9 +186,13 @@ impl SuffixTrie {
             for &t in &context[context.len() - len..] {
                 node = self.child(node, t)?;
             }
-            let has_next = self.nodes[node as usize].first_child != NONE;
-            has_next.then_some(Match { node, len })
+            self.has_next(node).then_some(Match { node, len })
         })
+    }
+
+    /// Whether anything followed `node`'s substring.
+    pub fn has_next(&self, node: u32) -> bool {
+        self.nodes[node as usize].first_child != NONE
     }
 
     /// The token that most often followed `node`'s substring (ties: the most recently
@@ -236,6 +240,16 @@ impl Appender {
         }
         next.truncate(trie.max_depth - 1);
         self.open = next;
+    }
+
+    /// [`SuffixTrie::longest_match`] of everything pushed so far, in `max_depth` steps instead
+    /// of a walk from the root per length: the open suffixes are the candidates.
+    pub fn longest_match(&self, trie: &SuffixTrie) -> Option<Match> {
+        self.open
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(i, &node)| trie.has_next(node).then_some(Match { node, len: i + 1 }))
     }
 }
 
@@ -320,6 +334,18 @@ mod tests {
         for end in 1..tokens.len() {
             let context = &tokens[..end];
             assert_eq!(next_after(&whole, context), next_after(&step, context));
+        }
+        // The appender's own lookup agrees with the walk from the root at every length.
+        let mut growing = SuffixTrie::new(6);
+        let mut appender = Appender::default();
+        for (end, &t) in tokens.iter().enumerate() {
+            appender.push(&mut growing, t);
+            let context = &tokens[..=end];
+            assert_eq!(
+                appender.longest_match(&growing),
+                growing.longest_match(context),
+                "{end}"
+            );
         }
     }
 }

@@ -3,6 +3,9 @@
 //! the CUDA backend with dummy weights. Prints one `RESULT` line per measurement.
 //!
 //! usage: offline_bench PRESET NUM_REQUESTS INPUT_LEN OUTPUT_LEN [eager]
+//! environment: FERRITE_BENCH_QUANT=q4_k_m|TYPE (random GGUF-quantized weights),
+//! FERRITE_BENCH_SPEC=self|other|ngram|suffix and FERRITE_BENCH_SPEC_K=N (speculative decoding
+//! with a controlled acceptance rate). One request also reports its warm prefill.
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -29,6 +29,10 @@ pub(super) const NAMES: &[&str] = &[
     "apply_token_mask",
     "dummy_fill_bf16",
     "dummy_fill_f32",
+    "qgemv_mma_q4_k_1_s1",
+    "qgemv_mma_q4_k_1_s2",
+    "qgemv_mma_q4_k_1_s4",
+    "qgemv_mma_q4_k_1_s8",
 ];
 
 /// Largest token count the GEMV kernels take.

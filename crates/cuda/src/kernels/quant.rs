@@ -1,4 +1,4 @@
-//! Launchers of kernels/quant_gemv.cu and kernels/quant_dequant.cu: products, dequantization
+//! Launchers of kernels/quant_gemv.cu, quant_gemv_mma.cu and quant_dequant.cu: products, dequantization
 //! and embedding lookups on GGUF-quantized matrices kept in their own bits (crate::quant).
 
 use super::launch::{grid1, Args, Kernels};
@@ -53,6 +53,34 @@ fn qgemv_split_index(rows: usize, units: usize, n: usize) -> usize {
     index
 }
 
+/// Largest k of the tensor-core Q4_K GEMV (quant_gemv_mma.cu stages x in static shared
+/// memory, 64 blocks of 256).
+const QMMA_MAX_K: usize = 64 * 256;
+/// The tensor-core GEMV's kernels by split (warps sharing a 16-row tile along k).
+const QMMA_NAMES: [&str; 4] = [
+    "qgemv_mma_q4_k_1_s1",
+    "qgemv_mma_q4_k_1_s2",
+    "qgemv_mma_q4_k_1_s4",
+    "qgemv_mma_q4_k_1_s8",
+];
+
+/// The tensor-core GEMV's split: the smallest that gives two thread blocks per SM of a large
+/// GPU, as long as every warp keeps at least two 256-element blocks of k.
+fn qmma_split_index(rows: usize, k: usize) -> usize {
+    const ENOUGH_BLOCKS: usize = 264;
+    let tiles = rows.div_ceil(16);
+    let blocks_of_k = k / 256;
+    let mut index = 0;
+    while index + 1 < QGEMV_SPLITS.len() {
+        let thread_blocks = tiles.div_ceil(8 / QGEMV_SPLITS[index]);
+        if thread_blocks >= ENOUGH_BLOCKS || blocks_of_k / QGEMV_SPLITS[index + 1] < 2 {
+            break;
+        }
+        index += 1;
+    }
+    index
+}
+
 impl Kernels {
     pub fn qgemv(&self, a: &QuantGemvArgs) -> anyhow::Result<()> {
         let (rows, k, n) = (a.rows, a.k, a.n);
@@ -60,6 +88,9 @@ impl Kernels {
             (1..=GEMV_MAX_TOKENS).contains(&n),
             "qgemv takes 1..=8 tokens, not {n}"
         );
+        if a.format == QuantType::Q4K && n == 1 && k % 256 == 0 && k <= QMMA_MAX_K {
+            return self.qgemv_mma(a);
+        }
         let units = k / a.format.unit_len();
         let split_index = qgemv_split_index(rows, units, n);
         let rows_per_block = 8 / QGEMV_SPLITS[split_index] * qgemv_rows_per_warp(n);
@@ -72,6 +103,23 @@ impl Kernels {
             .usize(a.ldy);
         let name = qgemv_name(a.format, n, split_index);
         self.launch(name, grid1(rows.div_ceil(rows_per_block), 256), args)
+    }
+
+    /// One token's product on a Q4_K matrix through the tensor cores (quant_gemv_mma.cu).
+    fn qgemv_mma(&self, a: &QuantGemvArgs) -> anyhow::Result<()> {
+        let split_index = qmma_split_index(a.rows, a.k);
+        let rows_per_block = 16 * 8 / QGEMV_SPLITS[split_index];
+        let weights = a.planes[0].ok_or_else(|| anyhow::anyhow!("Q4_K matrix without data"))?;
+        // qgemv_mma_q4_k_1_s<split>(w, x, y, rows, k, ldy)
+        let args = Args::new()
+            .ptr(weights)
+            .ptr(a.x)
+            .ptr(a.y)
+            .usize(a.rows)
+            .usize(a.k)
+            .usize(a.ldy);
+        let grid = grid1(a.rows.div_ceil(rows_per_block), 256);
+        self.launch(QMMA_NAMES[split_index], grid, args)
     }
 
     /// Rows `row0 .. row0 + rows` of a quantized [_, k] matrix into bf16 `out` [rows, k].
@@ -131,5 +179,16 @@ mod tests {
         assert_eq!(QGEMV_SPLITS[qgemv_split_index(1024, 4096 / 64, 1)], 4);
         // One warp per row for 8 tokens: more row groups, less need to split.
         assert_eq!(QGEMV_SPLITS[qgemv_split_index(4096, 4096 / 64, 8)], 1);
+    }
+
+    #[test]
+    fn tensor_core_split_fills_the_gpu() {
+        // 8B gate/up (1,792 tiles of 16 rows): two warps a tile give 448 thread blocks;
+        assert_eq!(QGEMV_SPLITS[qmma_split_index(28_672, 4096)], 2);
+        // down (256 tiles, 56 blocks of k) and O (16 blocks of k) split eight ways;
+        assert_eq!(QGEMV_SPLITS[qmma_split_index(4096, 14_336)], 8);
+        assert_eq!(QGEMV_SPLITS[qmma_split_index(4096, 4096)], 8);
+        // a short k keeps two blocks per warp.
+        assert_eq!(QGEMV_SPLITS[qmma_split_index(4096, 1024)], 2);
     }
 }

@@ -33,6 +33,10 @@ pub(super) const NAMES: &[&str] = &[
     "qgemv_mma_q4_k_1_s2",
     "qgemv_mma_q4_k_1_s4",
     "qgemv_mma_q4_k_1_s8",
+    "qgemv_mma_q6_k_1_s1",
+    "qgemv_mma_q6_k_1_s2",
+    "qgemv_mma_q6_k_1_s4",
+    "qgemv_mma_q6_k_1_s8",
 ];
 
 /// Largest token count the GEMV kernels take.

@@ -53,15 +53,21 @@ fn qgemv_split_index(rows: usize, units: usize, n: usize) -> usize {
     index
 }
 
-/// Largest k of the tensor-core Q4_K GEMV (quant_gemv_mma.cu stages x in static shared
-/// memory, 64 blocks of 256).
+/// Largest k of the tensor-core GEMVs (quant_gemv_mma.cu stages x in static shared memory,
+/// 64 blocks of 256).
 const QMMA_MAX_K: usize = 64 * 256;
-/// The tensor-core GEMV's kernels by split (warps sharing a 16-row tile along k).
-const QMMA_NAMES: [&str; 4] = [
+/// The tensor-core GEMVs by split (warps sharing a 16-row tile along k), Q4_K then Q6_K.
+const QMMA_Q4K_NAMES: [&str; 4] = [
     "qgemv_mma_q4_k_1_s1",
     "qgemv_mma_q4_k_1_s2",
     "qgemv_mma_q4_k_1_s4",
     "qgemv_mma_q4_k_1_s8",
+];
+const QMMA_Q6K_NAMES: [&str; 4] = [
+    "qgemv_mma_q6_k_1_s1",
+    "qgemv_mma_q6_k_1_s2",
+    "qgemv_mma_q6_k_1_s4",
+    "qgemv_mma_q6_k_1_s8",
 ];
 
 /// The tensor-core GEMV's split: the smallest that gives two thread blocks per SM of a large
@@ -88,7 +94,8 @@ impl Kernels {
             (1..=GEMV_MAX_TOKENS).contains(&n),
             "qgemv takes 1..=8 tokens, not {n}"
         );
-        if a.format == QuantType::Q4K && n == 1 && k % 256 == 0 && k <= QMMA_MAX_K {
+        let tensor_cores = matches!(a.format, QuantType::Q4K | QuantType::Q6K);
+        if tensor_cores && n == 1 && k % 256 == 0 && k <= QMMA_MAX_K {
             return self.qgemv_mma(a);
         }
         let units = k / a.format.unit_len();
@@ -105,21 +112,36 @@ impl Kernels {
         self.launch(name, grid1(rows.div_ceil(rows_per_block), 256), args)
     }
 
-    /// One token's product on a Q4_K matrix through the tensor cores (quant_gemv_mma.cu).
+    /// One token's product on a Q4_K or Q6_K matrix through the tensor cores
+    /// (quant_gemv_mma.cu).
     fn qgemv_mma(&self, a: &QuantGemvArgs) -> anyhow::Result<()> {
         let split_index = qmma_split_index(a.rows, a.k);
         let rows_per_block = 16 * 8 / QGEMV_SPLITS[split_index];
-        let weights = a.planes[0].ok_or_else(|| anyhow::anyhow!("Q4_K matrix without data"))?;
-        // qgemv_mma_q4_k_1_s<split>(w, x, y, rows, k, ldy)
-        let args = Args::new()
-            .ptr(weights)
-            .ptr(a.x)
-            .ptr(a.y)
-            .usize(a.rows)
-            .usize(a.k)
-            .usize(a.ldy);
+        let plane = |i: usize| {
+            a.planes[i].ok_or_else(|| anyhow::anyhow!("{:?} matrix without plane {i}", a.format))
+        };
         let grid = grid1(a.rows.div_ceil(rows_per_block), 256);
-        self.launch(QMMA_NAMES[split_index], grid, args)
+        if a.format == QuantType::Q4K {
+            // qgemv_mma_q4_k_1_s<split>(w, x, y, rows, k, ldy)
+            let args = Args::new()
+                .ptr(plane(0)?)
+                .ptr(a.x)
+                .ptr(a.y)
+                .usize(a.rows)
+                .usize(a.k)
+                .usize(a.ldy);
+            self.launch(QMMA_Q4K_NAMES[split_index], grid, args)
+        } else {
+            // qgemv_mma_q6_k_1_s<split>(quants and scales, d, x, y, rows, k)
+            let args = Args::new()
+                .ptr(plane(0)?)
+                .ptr(plane(1)?)
+                .ptr(a.x)
+                .ptr(a.y)
+                .usize(a.rows)
+                .usize(a.k);
+            self.launch(QMMA_Q6K_NAMES[split_index], grid, args)
+        }
     }
 
     /// Rows `row0 .. row0 + rows` of a quantized [_, k] matrix into bf16 `out` [rows, k].

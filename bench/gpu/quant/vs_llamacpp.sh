@@ -46,8 +46,9 @@ file_for() {  # shape, type -> path (written on first use)
   echo "$out"
 }
 
-for shape in qwen2.5-1.5b llama-3.1-8b-qv; do
-  for type in Q4_K_M F16; do
+# The quantized files first: they are the table's point, and a call cut short keeps them.
+for type in Q4_K_M F16; do
+  for shape in qwen2.5-1.5b llama-3.1-8b-qv; do
     f=$(file_for "$shape" "$type")
     [ -f "$f" ] || { say "no $f"; continue; }
     say "== $shape $type: $(stat -c %s "$f") bytes"

@@ -133,7 +133,7 @@ impl SpecPolicy {
         if !self.target.covers(rows) {
             return 0;
         }
-        if self.scored_yield < MIN_SCORED_YIELD && self.steps % EXPLORE_EVERY != 0 {
+        if self.scored_yield < MIN_SCORED_YIELD && !self.steps.is_multiple_of(EXPLORE_EVERY) {
             return 0;
         }
         self.max_k

@@ -3,7 +3,8 @@
 //! bandwidth unused. The threshold is `FERRITE_GEMV_MAX_TOKENS` (0..=8, default 8).
 //!
 //! Quantized matrices (crate::quant) go through their own GEMV kernels, which dequantize in
-//! registers; for larger batches a slab of rows at a time is dequantized into a bf16 scratch
+//! registers (one token on a Q4_K or Q6_K matrix: through the tensor cores, see
+//! kernels/quant_gemv_mma.cu); for larger batches a slab of rows at a time is dequantized into a bf16 scratch
 //! buffer and multiplied by cuBLAS, so no bf16 copy of the model is ever resident.
 
 use std::ffi::c_void;

@@ -24,10 +24,11 @@ MODELS_DIR="${FERRITE_MODELS:-$HOME/.cache/ferrite/models}"
 declare -A MODEL_FILES=(
     [smollm]="SmolLM2-135M-Instruct.Q4_1.gguf"
     [qwen05]="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    [qwen15]="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 )
 
 PARTS="speed,serving,prefix"
-MODELS="smollm,qwen05"
+MODELS="smollm,qwen05,qwen15"
 SERVE_MODEL="smollm"
 THREADS=2
 ROUNDS=3
@@ -51,7 +52,7 @@ usage() {
     cat <<EOF
 usage: $0 [options]
   --parts LIST           speed,serving,prefix (default: $PARTS)
-  --models LIST          models of the speed part: smollm,qwen05 (default: $MODELS)
+  --models LIST          models of the speed part: smollm,qwen05,qwen15 (default: $MODELS)
   --serve-model NAME     model of the serving and prefix parts (default: $SERVE_MODEL)
   --threads N            threads for every engine (default: $THREADS)
   --rounds N             A/B rounds of the speed and serving parts; medians are taken (default: $ROUNDS)
@@ -96,7 +97,7 @@ has_part() { [[ ",$PARTS," == *",$1,"* ]]; }
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 model_path() {
     local file="${MODEL_FILES[$1]:-}"
-    [[ -n "$file" ]] || { echo "unknown model $1 (smollm, qwen05)" >&2; exit 2; }
+    [[ -n "$file" ]] || { echo "unknown model $1 (smollm, qwen05, qwen15)" >&2; exit 2; }
     [[ -f "$MODELS_DIR/$file" ]] || { echo "missing $MODELS_DIR/$file: run scripts/fetch_models.sh" >&2; exit 2; }
     echo "$MODELS_DIR/$file"
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
 
-use super::names::{quant_names, GEMV_NAMES, NAMES};
+use super::names::{quant_names, GEMV_NAMES, NAMES, QMMA_NAMES};
 use crate::device_ptr::DevicePtr;
 use crate::kernel_sources::MODULES;
 use crate::module_loader;
@@ -82,6 +82,7 @@ fn all_names() -> impl Iterator<Item = &'static str> {
     NAMES
         .iter()
         .chain(GEMV_NAMES.iter().flatten())
+        .chain(QMMA_NAMES.iter().flatten())
         .copied()
         .chain(quant_names())
 }

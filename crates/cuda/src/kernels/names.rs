@@ -29,14 +29,6 @@ pub(super) const NAMES: &[&str] = &[
     "apply_token_mask",
     "dummy_fill_bf16",
     "dummy_fill_f32",
-    "qgemv_mma_q4_k_1_s1",
-    "qgemv_mma_q4_k_1_s2",
-    "qgemv_mma_q4_k_1_s4",
-    "qgemv_mma_q4_k_1_s8",
-    "qgemv_mma_q6_k_1_s1",
-    "qgemv_mma_q6_k_1_s2",
-    "qgemv_mma_q6_k_1_s4",
-    "qgemv_mma_q6_k_1_s8",
 ];
 
 /// Largest token count the GEMV kernels take.
@@ -78,6 +70,22 @@ pub(super) const GEMV_NAMES: [[&str; GEMV_MAX_TOKENS]; 3] = [
 
 /// GEMV splits the quantized kernels are built for (warps sharing a row group along k).
 pub(super) const QGEMV_SPLITS: [usize; 4] = [1, 2, 4, 8];
+
+/// The one-token tensor-core GEMVs (quant_gemv_mma.cu) by split, Q4_K then Q6_K.
+pub(super) const QMMA_NAMES: [[&str; 4]; 2] = [
+    [
+        "qgemv_mma_q4_k_1_s1",
+        "qgemv_mma_q4_k_1_s2",
+        "qgemv_mma_q4_k_1_s4",
+        "qgemv_mma_q4_k_1_s8",
+    ],
+    [
+        "qgemv_mma_q6_k_1_s1",
+        "qgemv_mma_q6_k_1_s2",
+        "qgemv_mma_q6_k_1_s4",
+        "qgemv_mma_q6_k_1_s8",
+    ],
+];
 
 /// Every quantized kernel's name: per type, the GEMVs by token count and split, then the
 /// dequantizer and the embedding lookup.

@@ -2,7 +2,9 @@
 //! and embedding lookups on GGUF-quantized matrices kept in their own bits (crate::quant).
 
 use super::launch::{grid1, Args, Kernels};
-use super::names::{qdequant_name, qembed_name, qgemv_name, GEMV_MAX_TOKENS, QGEMV_SPLITS};
+use super::names::{
+    qdequant_name, qembed_name, qgemv_name, GEMV_MAX_TOKENS, QGEMV_SPLITS, QMMA_NAMES,
+};
 use crate::device_ptr::DevicePtr;
 use crate::quant::QuantType;
 
@@ -35,17 +37,15 @@ fn qgemv_rows_per_warp(n: usize) -> usize {
     }
 }
 
-/// Which split (warps sharing a row group along k) fills the GPU: the smallest that gives two
-/// blocks per SM of a large GPU, as long as every warp keeps at least 16 units (a lane decodes
-/// one unit at a time, so fewer leave lanes idle).
-fn qgemv_split_index(rows: usize, units: usize, n: usize) -> usize {
+/// Which of `QGEMV_SPLITS` (warps sharing a row group along k) fills the GPU for `groups` row
+/// groups of 8 / split per thread block: the smallest that gives two thread blocks per SM of
+/// a large GPU, as long as every warp keeps at least `min_work` of the `work` pieces of k.
+fn split_index(groups: usize, work: usize, min_work: usize) -> usize {
     const ENOUGH_BLOCKS: usize = 264;
-    let groups = rows.div_ceil(qgemv_rows_per_warp(n));
     let mut index = 0;
     while index + 1 < QGEMV_SPLITS.len() {
-        let split = QGEMV_SPLITS[index];
-        let blocks = groups.div_ceil(8 / split);
-        if blocks >= ENOUGH_BLOCKS || units / QGEMV_SPLITS[index + 1] < 16 {
+        let blocks = groups.div_ceil(8 / QGEMV_SPLITS[index]);
+        if blocks >= ENOUGH_BLOCKS || work / QGEMV_SPLITS[index + 1] < min_work {
             break;
         }
         index += 1;
@@ -53,38 +53,20 @@ fn qgemv_split_index(rows: usize, units: usize, n: usize) -> usize {
     index
 }
 
+/// The CUDA-core GEMV's split: every warp keeps at least 16 units (a lane decodes one unit at
+/// a time, so fewer leave lanes idle).
+fn qgemv_split_index(rows: usize, units: usize, n: usize) -> usize {
+    split_index(rows.div_ceil(qgemv_rows_per_warp(n)), units, 16)
+}
+
 /// Largest k of the tensor-core GEMVs (quant_gemv_mma.cu stages x in static shared memory,
 /// 64 blocks of 256).
 const QMMA_MAX_K: usize = 64 * 256;
-/// The tensor-core GEMVs by split (warps sharing a 16-row tile along k), Q4_K then Q6_K.
-const QMMA_Q4K_NAMES: [&str; 4] = [
-    "qgemv_mma_q4_k_1_s1",
-    "qgemv_mma_q4_k_1_s2",
-    "qgemv_mma_q4_k_1_s4",
-    "qgemv_mma_q4_k_1_s8",
-];
-const QMMA_Q6K_NAMES: [&str; 4] = [
-    "qgemv_mma_q6_k_1_s1",
-    "qgemv_mma_q6_k_1_s2",
-    "qgemv_mma_q6_k_1_s4",
-    "qgemv_mma_q6_k_1_s8",
-];
 
-/// The tensor-core GEMV's split: the smallest that gives two thread blocks per SM of a large
-/// GPU, as long as every warp keeps at least two 256-element blocks of k.
+/// The tensor-core GEMV's split over its 16-row tiles: every warp keeps at least two
+/// 256-element blocks of k.
 fn qmma_split_index(rows: usize, k: usize) -> usize {
-    const ENOUGH_BLOCKS: usize = 264;
-    let tiles = rows.div_ceil(16);
-    let blocks_of_k = k / 256;
-    let mut index = 0;
-    while index + 1 < QGEMV_SPLITS.len() {
-        let thread_blocks = tiles.div_ceil(8 / QGEMV_SPLITS[index]);
-        if thread_blocks >= ENOUGH_BLOCKS || blocks_of_k / QGEMV_SPLITS[index + 1] < 2 {
-            break;
-        }
-        index += 1;
-    }
-    index
+    split_index(rows.div_ceil(16), k / 256, 2)
 }
 
 impl Kernels {
@@ -130,7 +112,7 @@ impl Kernels {
                 .usize(a.rows)
                 .usize(a.k)
                 .usize(a.ldy);
-            self.launch(QMMA_Q4K_NAMES[split_index], grid, args)
+            self.launch(QMMA_NAMES[0][split_index], grid, args)
         } else {
             // qgemv_mma_q6_k_1_s<split>(quants and scales, d, x, y, rows, k)
             let args = Args::new()
@@ -140,7 +122,7 @@ impl Kernels {
                 .ptr(a.y)
                 .usize(a.rows)
                 .usize(a.k);
-            self.launch(QMMA_Q6K_NAMES[split_index], grid, args)
+            self.launch(QMMA_NAMES[1][split_index], grid, args)
         }
     }
 

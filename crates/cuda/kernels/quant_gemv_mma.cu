@@ -101,10 +101,14 @@ struct MmaTile {
     }
 };
 
-// B pairs of four consecutive x values from e: (x[e], x[e + 2]), (x[e + 1], x[e + 3]), the
-// order in which nibble_pair takes bytes 0, 2 and then 1, 3 of a word.
-__device__ __forceinline__ uint2 b_pairs(const bf16* x, int e) {
-    const uint2 v = *reinterpret_cast<const uint2*>(x + e);
+// Four consecutive bf16 x values (x[e .. e + 4] as one 8-byte word).
+__device__ __forceinline__ uint2 x4_at(const bf16* x, int e) {
+    return *reinterpret_cast<const uint2*>(x + e);
+}
+
+// B pairs of four consecutive x values v: (v0, v2), (v1, v3), the order in which nibble_pair
+// takes bytes 0, 2 and then 1, 3 of a word.
+__device__ __forceinline__ uint2 b_pairs(uint2 v) {
     return make_uint2(__byte_perm(v.x, v.y, 0x5410), __byte_perm(v.x, v.y, 0x7632));
 }
 
@@ -147,8 +151,8 @@ __device__ __forceinline__ void q4k_mma_gemv(const unsigned char* __restrict__ w
         float sum = 0.0f;
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-            s_b[(b * 8 + j) * 8 + role] = b_pairs(x, e0 + 4 * j);
-            const uint2 v = *reinterpret_cast<const uint2*>(x + e0 + 4 * j);
+            const uint2 v = x4_at(x, e0 + 4 * j);
+            s_b[(b * 8 + j) * 8 + role] = b_pairs(v);
             const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.x));
             const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.y));
             sum += lo.x;
@@ -273,7 +277,7 @@ __device__ __forceinline__ void q6k_mma_gemv(const Planes p, const bf16* __restr
         const int b = task >> 4, r = (task >> 2) & 3, u = task & 3;
         const int e0 = b * 256 + 128 * (u >> 1) + 32 * r + 16 * (u & 1);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) s_b[((b * 4 + j) * 4 + r) * 4 + u] = b_pairs(x, e0 + 4 * j);
+        for (int j = 0; j < 4; ++j) s_b[((b * 4 + j) * 4 + r) * 4 + u] = b_pairs(x4_at(x, e0 + 4 * j));
     }
     if (threadIdx.x == 0) s_b[QMMA_ZERO_SLOT] = make_uint2(0, 0);
     __syncthreads();

@@ -1,6 +1,6 @@
 //! Times `matmul` on one random matrix of a real model's shape, for each ISA and a few batch
 //! sizes: `cargo run --release -p ferrite-cpu --example matmul_speed -- [DTYPE] [N] [K]
-//! [THREADS] [COPIES] [BATCH SIZES, comma-separated]`.
+//! [THREADS] [COPIES] [BATCH SIZES, comma-separated] [int8]` (`int8`: the opt-in int8 path).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -46,8 +46,15 @@ fn main() {
         shape: vec![n, k],
         storage: Storage::Owned(Arc::new(bytes)),
     };
+    let int8 = args.get(7).is_some_and(|a| a == "int8");
     let matrices: Vec<QuantMatrix> = (0..copies)
-        .map(|_| QuantMatrix::new(&tensor).expect("matrix"))
+        .map(|_| {
+            let mut matrix = QuantMatrix::new(&tensor).expect("matrix");
+            if int8 && !matrix.use_int8_activations() {
+                panic!("{dt:?} has no int8 path on this machine");
+            }
+            matrix
+        })
         .collect();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
@@ -66,7 +73,8 @@ fn main() {
             }
             let secs = t.elapsed().as_secs_f64() / reps as f64;
             println!(
-                "{dt:?} {n}x{k} {isa:?} m={m}: {:.3} ms, {:.2} GMAC/s, {:.1} GB/s of weights",
+                "{dt:?}{} {n}x{k} {isa:?} m={m}: {:.3} ms, {:.2} GMAC/s, {:.1} GB/s of weights",
+                if int8 { " int8" } else { "" },
                 secs * 1e3,
                 (m * n * k) as f64 / secs / 1e9,
                 (dt.row_bytes(k) * n) as f64 / secs / 1e9

@@ -9,6 +9,7 @@ use ferrite_model::config::ModelConfig;
 // tensors in the form the forward pass reads).
 use ferrite_model::weights::ModelWeights as LoadedWeights;
 
+use crate::kernels::int8_gemm;
 use crate::kv_cache::KvCache;
 use crate::model::{Model, Workspace};
 use crate::model_weights::ModelWeights;
@@ -95,6 +96,22 @@ impl CpuBackend {
     /// repacked, shared ones once; norm and bias vectors in f32). A bf16 checkpoint stays bf16.
     pub fn weight_bytes(&self) -> usize {
         self.model.weight_bytes()
+    }
+
+    /// Multiplies activations quantized to int8 by the Q4_K and Q6_K matrices (integer dot
+    /// products, AVX-512 VNNI): faster, and lossy — answers change. The other matrices keep
+    /// the exact f32 path. Fails on a machine without the instructions.
+    pub fn use_int8_activations(&mut self) -> anyhow::Result<()> {
+        if !int8_gemm::available() {
+            anyhow::bail!("int8 activations need AVX-512 BW, VL and VNNI, which this CPU lacks");
+        }
+        let (switched, total) = self.model.use_int8_activations();
+        tracing::info!(
+            switched,
+            total,
+            "matrices multiply int8 activations (Q4_K and Q6_K)"
+        );
+        Ok(())
     }
 
     /// The instruction set the kernels run with.

@@ -124,6 +124,18 @@ impl Model {
         validate_batch(batch, limits)
     }
 
+    /// Switches every matrix with an integer kernel to the int8 path (`int8_gemm`); returns
+    /// how many of how many matrices switched.
+    pub fn use_int8_activations(&mut self) -> (usize, usize) {
+        let matrices = self.weights.matrices_mut();
+        let total = matrices.len();
+        let switched = matrices
+            .into_iter()
+            .filter_map(|m| m.use_int8_activations().then_some(()))
+            .count();
+        (switched, total)
+    }
+
     /// Scores only token ids `0..n` from now on (logits rows `n` wide): the LM head of a draft
     /// model is a large part of its step, and most proposals come from the common ids.
     pub fn limit_logits(&mut self, n: usize) {

@@ -146,6 +146,16 @@ impl ModelWeights {
 }
 
 impl LayerWeights {
+    /// The matrices the layer multiplies by.
+    fn matrices_mut(&mut self) -> Vec<&mut QuantMatrix> {
+        let mut all = vec![&mut self.wq, &mut self.wk, &mut self.wv, &mut self.wo];
+        match &mut self.mlp {
+            Mlp::Dense { gate, up, down } => all.extend([gate, up, down]),
+            Mlp::Moe(moe) => all.extend(moe.matrices_mut()),
+        }
+        all
+    }
+
     fn bytes(&self) -> usize {
         let matrices = [&self.wq, &self.wk, &self.wv, &self.wo];
         let mlp = match &self.mlp {
@@ -166,6 +176,15 @@ impl LayerWeights {
 }
 
 impl ModelWeights {
+    /// Every matrix a product reads (not the embedding, which is looked up).
+    pub fn matrices_mut(&mut self) -> Vec<&mut QuantMatrix> {
+        let mut all = vec![&mut self.lm_head];
+        for layer in &mut self.layers {
+            all.extend(layer.matrices_mut());
+        }
+        all
+    }
+
     /// Bytes held (see `CpuBackend::weight_bytes`); a tied LM head shares the embedding's.
     pub fn bytes(&self) -> usize {
         let lm_head = if std::ptr::eq(self.lm_head.bytes().as_ptr(), self.embed.bytes().as_ptr()) {

@@ -22,6 +22,11 @@ pub fn load_backend(file: &str) -> CpuBackend {
 }
 
 fn check_fixture(fixture: &str) {
+    check_fixture_on(fixture, false)
+}
+
+/// `int8`: with `--int8-activations` (the Q4_K and Q6_K matrices multiply int8 activations).
+fn check_fixture_on(fixture: &str, int8: bool) {
     let path = repo_root().join("fixtures/reference").join(fixture);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
@@ -31,6 +36,9 @@ fn check_fixture(fixture: &str) {
     });
     let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
     let mut backend = load_backend(doc["model_file"].as_str().unwrap());
+    if int8 {
+        backend.use_int8_activations().unwrap();
+    }
     let ids = |v: &serde_json::Value| -> Vec<u32> {
         v.as_array()
             .unwrap()
@@ -81,6 +89,18 @@ fn smollm2_greedy_matches_transformers() {
 #[test]
 fn qwen2_5_coder_greedy_matches_transformers() {
     check_fixture("qwen2.5-coder-0.5b.json");
+}
+
+/// `--int8-activations` changes answers (it is opt-in for that), but no further than the
+/// float orders do: a divergence only where transformers' own margin is below 0.25.
+#[test]
+fn qwen2_5_coder_int8_activations_diverge_only_at_low_margins() {
+    check_fixture_on("qwen2.5-coder-0.5b.json", true);
+}
+
+#[test]
+fn gemma3_270m_int8_activations_diverge_only_at_low_margins() {
+    check_fixture_on("gemma3-270m.json", true);
 }
 
 #[test]

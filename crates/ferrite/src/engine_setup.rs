@@ -62,9 +62,16 @@ impl Built {
                     None => weights,
                 };
                 let threads = args.threads.unwrap_or(0);
-                Built::Cpu(CpuBackend::new(model.config.clone(), weights, threads)?)
+                let mut backend = CpuBackend::new(model.config.clone(), weights, threads)?;
+                if args.int8_activations {
+                    backend.use_int8_activations()?;
+                }
+                Built::Cpu(backend)
             }
             Device::Cuda => {
+                if args.int8_activations {
+                    anyhow::bail!("--int8-activations applies to the CPU backend (--device cpu)");
+                }
                 let source = match model.dummy_seed {
                     Some(seed) => WeightSource::Dummy { seed },
                     None => WeightSource::Host(weights),

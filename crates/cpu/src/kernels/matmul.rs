@@ -9,6 +9,8 @@ use std::cell::RefCell;
 
 use rayon::prelude::*;
 
+use super::int8_gemm;
+use super::q8_activations::Q8Activations;
 use super::qgemm::{self, OutMatrix, Task, FUSED_MAX_ROWS};
 use super::quant_matrix::QuantMatrix;
 use crate::simd::Isa;
@@ -27,6 +29,8 @@ pub struct MatmulJob<'a> {
 
 thread_local! {
     static PANEL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// Buffers of int8 activations, reused from call to call on the calling thread.
+    static INT8_ACTS: RefCell<Vec<Q8Activations>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Weight rows per task: small enough to spread over the threads, large enough to amortise
@@ -82,8 +86,30 @@ pub struct SegmentJob<'a> {
 /// spread over products and rows alike, and every output element stays one canonical dot
 /// product (the same bits whatever the other jobs are).
 pub fn matmul_segments(isa: Isa, jobs: &mut [SegmentJob<'_>]) {
+    // The inputs of the matrices that take the int8 path, quantized once each (a group's
+    // jobs share their x).
+    let mut acts = INT8_ACTS.with(|pool| std::mem::take(&mut *pool.borrow_mut()));
+    let mut quantized: Vec<(*const f32, usize)> = Vec::new();
+    let mut acts_of_job = Vec::with_capacity(jobs.len());
+    for job in jobs.iter() {
+        let int8 = job.m > 0 && job.matrix.int8_activations();
+        let key = (job.x.as_ptr(), job.m);
+        acts_of_job.push(
+            int8.then(|| match quantized.iter().position(|q| *q == key) {
+                Some(i) => i,
+                None => {
+                    if acts.len() <= quantized.len() {
+                        acts.push(Q8Activations::default());
+                    }
+                    acts[quantized.len()].quantize(job.x, job.m, job.matrix.cols());
+                    quantized.push(key);
+                    quantized.len() - 1
+                }
+            }),
+        );
+    }
     let mut tasks = Vec::new();
-    for job in jobs.iter_mut() {
+    for (job, acts_index) in jobs.iter_mut().zip(acts_of_job) {
         let (m, k, n) = (job.m, job.matrix.cols(), job.matrix.rows());
         if m == 0 {
             continue;
@@ -99,6 +125,7 @@ pub fn matmul_segments(isa: Isa, jobs: &mut [SegmentJob<'_>]) {
             n,
         };
         let step = rows_per_task(m, k, n);
+        let acts = acts_index.map(|i| &acts[i]);
         tasks.extend((0..n).step_by(step).map(|c0| Task {
             matrix: job.matrix,
             x: job.x,
@@ -106,14 +133,20 @@ pub fn matmul_segments(isa: Isa, jobs: &mut [SegmentJob<'_>]) {
             c0,
             c1: (c0 + step).min(n),
             out,
+            acts,
         }));
     }
-    let run = |task: &Task<'_>| PANEL.with(|panel| qgemm::run(isa, task, &mut panel.borrow_mut()));
+    let run = |task: &Task<'_>| match task.acts {
+        Some(acts) => int8_gemm::run(isa, task, acts),
+        None => PANEL.with(|panel| qgemm::run(isa, task, &mut panel.borrow_mut())),
+    };
     match tasks.len() {
         0 => {}
         1 => run(&tasks[0]),
         _ => tasks.par_iter().for_each(run),
     }
+    drop(tasks);
+    INT8_ACTS.with(|pool| *pool.borrow_mut() = acts);
 }
 
 /// A single product: `out = x · matrixᵀ`.

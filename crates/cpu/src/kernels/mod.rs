@@ -2,8 +2,10 @@
 
 pub mod activation;
 pub mod attention;
+pub mod int8_gemm;
 pub mod matmul;
 pub mod norm;
+pub mod q8_activations;
 pub(crate) mod qgemm;
 pub mod quant_matrix;
 pub mod rope;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use ferrite_model::weights::{DType, ModelWeights as LoadedWeights, Storage, WeightTensor};
 
+use super::{int8_gemm, q8_activations};
 use crate::quant::{check_row, kernel_row_dequantizer, portable_kernel_row_dequantizer};
 use crate::quant::{repack, QuantError, RowDequantizer};
 
@@ -19,6 +20,8 @@ pub struct QuantMatrix {
     rows: usize,
     cols: usize,
     row_bytes: usize,
+    /// Whether products quantize x to int8 first (`int8_gemm`; opt-in, changes results).
+    int8_activations: bool,
 }
 
 impl QuantMatrix {
@@ -52,7 +55,23 @@ impl QuantMatrix {
             rows,
             cols,
             row_bytes: repack::row_bytes(dtype, cols),
+            int8_activations: false,
         })
+    }
+
+    /// Makes products with this matrix take the int8 path (x quantized to int8 per block of
+    /// 256, integer dot products), if its type has an integer kernel and this machine the
+    /// instructions; returns whether it does.
+    pub fn use_int8_activations(&mut self) -> bool {
+        self.int8_activations = int8_gemm::supports(self.dtype)
+            && self.cols.is_multiple_of(q8_activations::BLOCK)
+            && int8_gemm::available();
+        self.int8_activations
+    }
+
+    /// Whether products with this matrix take the int8 path.
+    pub fn int8_activations(&self) -> bool {
+        self.int8_activations
     }
 
     pub fn rows(&self) -> usize {

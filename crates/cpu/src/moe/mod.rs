@@ -92,6 +92,18 @@ impl MoeWeights {
     }
 
     /// Bytes held.
+    /// The router's, the experts' and the shared expert's matrices.
+    pub fn matrices_mut(&mut self) -> Vec<&mut QuantMatrix> {
+        let mut all = vec![&mut self.router];
+        for e in &mut self.experts {
+            all.extend([&mut e.gate, &mut e.up, &mut e.down]);
+        }
+        if let Some(SharedExpert { mlp, gate }) = &mut self.shared {
+            all.extend([&mut mlp.gate, &mut mlp.up, &mut mlp.down, gate]);
+        }
+        all
+    }
+
     pub fn bytes(&self) -> usize {
         let expert = |e: &Expert| e.gate.bytes().len() + e.up.bytes().len() + e.down.bytes().len();
         self.router.bytes().len()

@@ -61,22 +61,24 @@ def is_kind(row, kind):
 
 def speed_section(run_dir, meta):
     files = rounds(run_dir, "speed-*-r*.json")
-    found = {re.match(r"speed-(.+)-(llamacpp|ferrite)-r\d+\.json", os.path.basename(f)).group(1) for f in files}
+    found = {re.match(r"speed-(.+)-(llamacpp|ferrite|ferrite-int8)-r\d+\.json", os.path.basename(f)).group(1) for f in files}
     models = [m for m in MODEL_NAMES if m in found] + sorted(found - set(MODEL_NAMES))
     if not models:
         return []
+    int8 = bool(rounds(run_dir, "speed-*-ferrite-int8-r*.json"))
     out = [
         f"## Batch-1 speed: llama-bench vs `ferrite bench-model` ({meta.get('threads')} threads)",
         "",
         f"Median of every repetition of {meta.get('rounds')} A/B rounds ({meta.get('reps')} per round and tool): "
         "a repetition that collapsed while something else ran does not drag the result.",
         "",
-        "| model | test | llama.cpp t/s | ferrite t/s | ferrite / llama.cpp | target | samples |",
-        "| --- | --- | ---: | ---: | ---: | --- | ---: |",
+        "| model | test | llama.cpp t/s | ferrite t/s | ferrite / llama.cpp | target | samples |"
+        + (" ferrite --int8-activations t/s | int8 / llama.cpp |" if int8 else ""),
+        "| --- | --- | ---: | ---: | ---: | --- | ---: |" + (" ---: | ---: |" if int8 else ""),
     ]
     for m in models:
         for kind, target in (("pp", "≥ 1.5×"), ("tg", "≥ 1.2×")):  # issue 19
-            samples = {"llamacpp": [], "ferrite": []}
+            samples = {"llamacpp": [], "ferrite": [], "ferrite-int8": []}
             test = kind
             for tool in samples:
                 for f in rounds(run_dir, f"speed-{m}-{tool}-r*.json"):
@@ -86,10 +88,14 @@ def speed_section(run_dir, meta):
                             n = row.get("n_prompt") if kind == "pp" else row.get("n_gen")
                             test = f"{kind}{n}"
             lm, fm = median(samples["llamacpp"]), median(samples["ferrite"])
-            out.append(
+            row = (
                 f"| {MODEL_NAMES.get(m, m)} | {test} | {fmt(lm)} | {fmt(fm)} | {fmt(ratio(fm, lm), 2)}× | "
                 f"{target} | {len(samples['llamacpp'])} / {len(samples['ferrite'])} |"
             )
+            if int8:
+                im = median(samples["ferrite-int8"])
+                row += f" {fmt(im)} | {fmt(ratio(im, lm), 2)}× |"
+            out.append(row)
     return out + [""]
 
 

@@ -7,6 +7,7 @@
 # first one stopped (build, files); results are appended to $OUT as each one finishes.
 #   llama.cpp: llama-bench -m F -ngl 99 -fa 1 -p 4096 -n 128 -r 3
 #   ferrite:   ferrite bench-model F --device cuda --prompt-len 4096 --gen-len 128 --repetitions 3
+# TYPES (default "Q4_K_M F16"): the file types to run.
 set -u
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/ferrite-gpu-out}
@@ -47,7 +48,8 @@ file_for() {  # shape, type -> path (written on first use)
 }
 
 # The quantized files first: they are the table's point, and a call cut short keeps them.
-for type in Q4_K_M F16; do
+# TYPES="Q4_K_M" runs only those rows.
+for type in ${TYPES:-Q4_K_M F16}; do
   for shape in qwen2.5-1.5b llama-3.1-8b-qv; do
     f=$(file_for "$shape" "$type")
     [ -f "$f" ] || { say "no $f"; continue; }

@@ -141,8 +141,8 @@ fn tile_shape(isa: Isa) -> (usize, usize) {
 mod x86 {
     use super::*;
     use crate::quant::decode::{self, BlockFormat};
+    use crate::simd::prefetch_lines;
     use crate::simd::vec16::{Avx2, Avx512, Vec16};
-    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
 
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")]
     pub unsafe fn task_avx512(task: &Task<'_>, panel: &mut Vec<f32>) {
@@ -271,15 +271,7 @@ mod x86 {
             let base = b * F::ELEMS;
             for j in 0..NC {
                 let block = bytes.add((c + j) * row_bytes + b * F::BYTES);
-                // The same block two groups of rows ahead, every cache line of it: that is
-                // where the stream goes next (weights are read once per step, from memory
-                // rather than cache).
-                let ahead = block.add(2 * NC * row_bytes);
-                let mut line = 0;
-                while line < F::BYTES {
-                    _mm_prefetch::<_MM_HINT_T0>(ahead.add(line) as *const i8);
-                    line += 64;
-                }
+                prefetch_lines(block.wrapping_add(2 * NC * row_bytes), F::BYTES);
                 if MR >= 3 {
                     F::decode::<S>(
                         block,

@@ -33,7 +33,7 @@ unsafe fn f32_at_ptr(p: *const u8) -> f32 {
 
 /// The f16 at `p` (unaligned), widened to f32 with F16C (exact, as any conversion).
 #[inline(always)]
-unsafe fn f16_at_ptr(p: *const u8) -> f32 {
+pub(crate) unsafe fn f16_at_ptr(p: *const u8) -> f32 {
     let bits = u16::from_le_bytes([*p, *p.add(1)]);
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
 }
@@ -188,17 +188,24 @@ impl BlockFormat for Q8_0 {
     }
 }
 
-/// Q4_K/Q5_K: the eight sub-block scales `d·sc` and mins `dmin·m` of a super-block, unpacked
-/// from their 12 bytes all at once (GGML's 6-bit packing, word by word) and multiplied in one
-/// go; each is the same f32 product `scale_min_k4` and a scalar multiply give.
+/// Q4_K/Q5_K: the eight 6-bit sub-block scales and mins as the bytes of two u64s, unpacked
+/// from their 12 bytes at `scales` all at once (GGML's packing, word by word).
 #[inline(always)]
-unsafe fn k4_scales(scales: *const u8, d: f32, dmin: f32) -> ([f32; 8], [f32; 8]) {
+pub(crate) unsafe fn k4_scale_bytes(scales: *const u8) -> (u64, u64) {
     const LOW6: u32 = 0x3f3f_3f3f;
     const LOW4: u32 = 0x0f0f_0f0f;
     const LOW2: u32 = 0x0303_0303;
     let (u0, u1, u2) = (u32_at(scales), u32_at(scales.add(4)), u32_at(scales.add(8)));
     let sc = (u0 & LOW6) as u64 | ((((u2 & LOW4) | (((u0 >> 6) & LOW2) << 4)) as u64) << 32);
     let m = (u1 & LOW6) as u64 | (((((u2 >> 4) & LOW4) | (((u1 >> 6) & LOW2) << 4)) as u64) << 32);
+    (sc, m)
+}
+
+/// Q4_K/Q5_K: the eight sub-block scales `d·sc` and mins `dmin·m` of a super-block, multiplied
+/// in one go; each is the same f32 product `scale_min_k4` and a scalar multiply give.
+#[inline(always)]
+unsafe fn k4_scales(scales: *const u8, d: f32, dmin: f32) -> ([f32; 8], [f32; 8]) {
+    let (sc, m) = k4_scale_bytes(scales);
     (widen8(sc, d), widen8(m, dmin))
 }
 

@@ -11,6 +11,8 @@ use std::arch::x86_64::*;
 
 use super::super::q8_activations::{Q8Activations, BLOCK};
 use super::super::qgemm::Task;
+use crate::quant::decode::{f16_at_ptr as f16_at, k4_scale_bytes};
+use crate::simd::prefetch_lines;
 use ferrite_model::weights::DType;
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
@@ -38,12 +40,6 @@ trait IntBlock {
 }
 
 #[inline(always)]
-unsafe fn f16_at(p: *const u8) -> f32 {
-    let bits = u16::from_le_bytes([*p, *p.add(1)]);
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
-}
-
-#[inline(always)]
 unsafe fn load256(p: *const u8) -> __m256i {
     _mm256_loadu_si256(p as *const __m256i)
 }
@@ -66,15 +62,7 @@ impl IntBlock for Q4K {
         lanes: &mut [__m256; MR],
     ) {
         let (d, dmin) = (f16_at(blk), f16_at(blk.add(2)));
-        // The eight 6-bit scales and mins as bytes (GGML's packing, word by word).
-        const LOW6: u32 = 0x3f3f_3f3f;
-        const LOW4: u32 = 0x0f0f_0f0f;
-        const LOW2: u32 = 0x0303_0303;
-        let word = |i: usize| (blk.add(4 + 4 * i) as *const u32).read_unaligned();
-        let (u0, u1, u2) = (word(0), word(1), word(2));
-        let sc = (u0 & LOW6) as u64 | ((((u2 & LOW4) | (((u0 >> 6) & LOW2) << 4)) as u64) << 32);
-        let m =
-            (u1 & LOW6) as u64 | (((((u2 >> 4) & LOW4) | (((u1 >> 6) & LOW2) << 4)) as u64) << 32);
+        let (sc, m) = k4_scale_bytes(blk.add(4));
         let scales = _mm256_castsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
         let mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(m as i64));
         let mut acc = [_mm256_setzero_si256(); MR];
@@ -230,13 +218,7 @@ unsafe fn tile<F: IntBlock, const MR: usize, const NC: usize>(
     for b in 0..m.cols() / BLOCK {
         for (j, lanes) in lanes.iter_mut().enumerate() {
             let blk = bytes.add((c + j) * row_bytes + b * F::BYTES);
-            // The same block two groups of rows ahead: where the weight stream goes next.
-            let ahead = blk.add(2 * NC * row_bytes);
-            let mut line = 0;
-            while line < F::BYTES {
-                _mm_prefetch::<_MM_HINT_T0>(ahead.add(line) as *const i8);
-                line += 64;
-            }
+            prefetch_lines(blk.wrapping_add(2 * NC * row_bytes), F::BYTES);
             F::block::<MR>(blk, acts, r0, b, lanes);
         }
     }

@@ -63,23 +63,9 @@ impl QuantMatrix {
     /// 256, integer dot products), if its type has an integer kernel and this machine the
     /// instructions; returns whether it does.
     pub fn use_int8_activations(&mut self) -> bool {
-        if self.int8_activations {
-            return true;
-        }
         self.int8_activations = int8_gemm::supports(self.dtype)
             && self.cols.is_multiple_of(q8_activations::BLOCK)
             && int8_gemm::available();
-        if self.int8_activations {
-            // The integer kernels read GGML's layout; this matrix then keeps its own copy in
-            // it (a tied embedding keeps the kernel layout), decoded by GGML's scalar code
-            // should anything dequantize it.
-            if let Some(ggml) = repack::to_ggml_layout(self.dtype, self.bytes()) {
-                self.storage = Storage::Owned(Arc::new(ggml));
-                if let Ok(scalar) = crate::quant::portable_row_dequantizer(self.dtype) {
-                    (self.dequantize, self.dequantize_portable) = (scalar, scalar);
-                }
-            }
-        }
         self.int8_activations
     }
 

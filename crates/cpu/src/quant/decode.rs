@@ -4,8 +4,8 @@
 //! values, then the same unfused multiplies and adds), so whichever kernel decodes a weight —
 //! the fused small-batch kernel, the panel dequantizer, the embedding lookup — it sees one f32
 //! value. The unit tests check that bit for bit against the scalar code. The 32-element types
-//! and Q4_K are read in the kernels' repacked layout (f32 scales, nibble planes: `repack`);
-//! the other K-quants and floats as GGML stores them.
+//! are read in the kernels' repacked layout (f32 scales, see `repack`); K-quants and floats as
+//! GGML stores them.
 
 #![cfg(target_arch = "x86_64")]
 
@@ -218,8 +218,6 @@ unsafe fn widen8(bytes: u64, by: f32) -> [f32; 8] {
     out
 }
 
-/// Q4_K in the kernels' planar layout (`repack`): chunk `8h + t` is nibble `t` of the sixteen
-/// u32 lanes of plane `h`.
 pub struct Q4K;
 impl BlockFormat for Q4K {
     const ELEMS: usize = 256;
@@ -227,27 +225,40 @@ impl BlockFormat for Q4K {
     #[inline(always)]
     unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
         let (d, dmin) = (f16_at_ptr(p), f16_at_ptr(p.add(2)));
-        let sub_scales = k4_scales(p.add(4), d, dmin);
-        for h in 0..2 {
-            let plane = S::load_plane(p.add(16 + 64 * h));
-            for sub in 0..4 {
-                let s = 4 * h + sub;
-                let (d1, m1) = (S::splat(sub_scales.0[s]), S::splat(sub_scales.1[s]));
-                // Entry q = d1 * q - m1, the same two roundings as per element.
-                let table = if S::HAS_LUT {
-                    S::sub(S::mul(S::load(IOTA.as_ptr()), d1), m1)
-                } else {
-                    S::zero()
-                };
-                for half in 0..2 {
-                    let t = 2 * sub + half;
-                    let w = if S::HAS_LUT {
-                        S::plane_lut16(table, plane, t as u32)
+        let scales = p.add(4);
+        let sub_scales = k4_scales(scales, d, dmin);
+        for pair in 0..4 {
+            let qs = p.add(16 + 32 * pair);
+            let (q0, q1) = (load16(qs), load16(qs.add(16)));
+            // Sub-block 2·pair takes the low nibbles of these 32 bytes, 2·pair + 1 the high ones.
+            if S::HAS_LUT {
+                for sub in 0..2 {
+                    let s = 2 * pair + sub;
+                    let (d1, m1) = (S::splat(sub_scales.0[s]), S::splat(sub_scales.1[s]));
+                    // Entry q = d1 * q - m1, the same two roundings as per element.
+                    let table = S::sub(S::mul(S::load(IOTA.as_ptr()), d1), m1);
+                    let (i0, i1) = if sub == 0 {
+                        (q0, q1)
                     } else {
-                        S::sub(S::mul(S::plane_nibbles(plane, t as u32), d1), m1)
+                        (_mm_srli_epi16::<4>(q0), _mm_srli_epi16::<4>(q1))
                     };
-                    sink(8 * h + t, w);
+                    let chunk = 4 * pair + 2 * sub;
+                    sink(chunk, S::lut16(table, i0));
+                    sink(chunk + 1, S::lut16(table, i1));
                 }
+                continue;
+            }
+            for sub in 0..2 {
+                let (v0, v1) = if sub == 0 {
+                    (low_nibbles(q0), low_nibbles(q1))
+                } else {
+                    (high_nibbles(q0), high_nibbles(q1))
+                };
+                let s = 2 * pair + sub;
+                let (d1, m1) = (S::splat(sub_scales.0[s]), S::splat(sub_scales.1[s]));
+                let chunk = 4 * pair + 2 * sub;
+                sink(chunk, S::sub(S::mul(S::from_u8(v0), d1), m1));
+                sink(chunk + 1, S::sub(S::mul(S::from_u8(v1), d1), m1));
             }
         }
     }

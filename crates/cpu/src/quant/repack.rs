@@ -14,13 +14,6 @@
 //! | Q5_0 | d:f16 qh:4 qs:16 (22 B) | d:f32 qh:4 qs:16 (24 B) |
 //! | Q5_1 | d:f16 m:f16 qh:4 qs:16 (24 B) | d:f32 m:f32 qh:4 qs:16 (28 B) |
 //! | Q8_0 | d:f16 qs:32 (34 B) | d:f32 qs:32 (36 B) |
-//! | Q4_K | d dmin scales:12 qs:128 (144 B) | the same, qs in nibble planes (144 B) |
-//!
-//! Q4_K's 4-bit values are re-laid, not its scales: the 128 bytes of a super-block become two
-//! planes of 64 bytes, and element `16·(8h + t) + j` is nibble `t` (bits `4t..4t + 4`) of the
-//! `j`-th little-endian u32 of plane `h`. Sixteen consecutive elements are then one shift of a
-//! 64-byte vector, already one per 32-bit lane, instead of sixteen bytes widened to lanes by
-//! a shuffle: the decoding step that bounds a batch-1 product on Zen 4.
 
 use ferrite_model::dequant::blocks;
 use ferrite_model::weights::DType;
@@ -38,42 +31,7 @@ fn scales(dtype: DType) -> Option<usize> {
 
 /// Whether the kernels read `dtype` repacked.
 pub fn is_repacked(dtype: DType) -> bool {
-    scales(dtype).is_some() || dtype == DType::Q4_K
-}
-
-/// Q4_K bytes of a super-block at which element `e`'s nibble sits, GGML's layout and the
-/// planar one: (byte, high nibble?).
-fn q4k_nibble(e: usize, planar: bool) -> (usize, bool) {
-    if planar {
-        let (chunk, j) = (e / 16, e % 16);
-        let (h, t) = (chunk / 8, chunk % 8);
-        (64 * h + 4 * j + t / 2, t % 2 == 1)
-    } else {
-        let (pair, l) = (e / 64, e % 64);
-        (32 * pair + l % 32, l >= 32)
-    }
-}
-
-/// Moves every nibble of Q4_K super-blocks' `qs` from one layout to the other.
-fn q4k_relayout(bytes: &[u8], to_planar: bool) -> Vec<u8> {
-    let mut out = bytes.to_vec();
-    for (from, to) in bytes.chunks_exact(144).zip(out.chunks_exact_mut(144)) {
-        let (src, dst) = (&from[16..], &mut to[16..]);
-        dst.fill(0);
-        for e in 0..256 {
-            let (sb, shi) = q4k_nibble(e, !to_planar);
-            let (db, dhi) = q4k_nibble(e, to_planar);
-            let v = if shi { src[sb] >> 4 } else { src[sb] & 15 };
-            dst[db] |= if dhi { v << 4 } else { v };
-        }
-    }
-    out
-}
-
-/// Kernel-layout rows of `dtype` back in GGML's layout, where the two differ in more than
-/// the scales' width (Q4_K): the int8 path reads GGML's.
-pub fn to_ggml_layout(dtype: DType, kernel: &[u8]) -> Option<Vec<u8>> {
-    (dtype == DType::Q4_K).then(|| q4k_relayout(kernel, false))
+    scales(dtype).is_some()
 }
 
 /// Bytes of one repacked block (the GGML size for types that are not repacked).
@@ -88,9 +46,6 @@ pub fn row_bytes(dtype: DType, cols: usize) -> usize {
 
 /// `ggml` (whole blocks of `dtype`) re-laid with f32 scales; `None` for other types.
 pub fn repack(dtype: DType, ggml: &[u8]) -> Option<Vec<u8>> {
-    if dtype == DType::Q4_K {
-        return Some(q4k_relayout(ggml, true));
-    }
     let n = scales(dtype)?;
     let (from, to) = (dtype.block_bytes(), block_bytes(dtype));
     let mut out = Vec::with_capacity(ggml.len() / from * to);
@@ -147,11 +102,6 @@ fn q8_0(bytes: &[u8], out: &mut [f32]) {
     }
 }
 
-fn q4_k(bytes: &[u8], out: &mut [f32]) {
-    let ggml = q4k_relayout(bytes, false);
-    ferrite_model::dequant::row_dequantizer(DType::Q4_K)(&ggml, out);
-}
-
 /// The scalar dequantizer of repacked rows of `dtype` (GGML's reference arithmetic).
 pub fn portable_dequantizer(dtype: DType) -> Option<RowDequantizer> {
     Some(match dtype {
@@ -160,7 +110,6 @@ pub fn portable_dequantizer(dtype: DType) -> Option<RowDequantizer> {
         DType::Q5_0 => q5_0,
         DType::Q5_1 => q5_1,
         DType::Q8_0 => q8_0,
-        DType::Q4_K => q4_k,
         _ => return None,
     })
 }

@@ -255,12 +255,3 @@ fn simd_dequantizers_equal_the_model_on_extreme_scales() {
         }
     }
 }
-
-#[test]
-fn q4_k_planes_hold_the_same_nibbles_as_ggml_layout() {
-    let ggml: Vec<u8> = (0..3 * 144).map(|i| (i * 151 % 256) as u8).collect();
-    let planar = repack::repack(DType::Q4_K, &ggml).unwrap();
-    assert_ne!(planar, ggml, "the planes are a different order");
-    assert_eq!(planar[..16], ggml[..16], "the scales stay where they were");
-    assert_eq!(repack::to_ggml_layout(DType::Q4_K, &planar).unwrap(), ggml);
-}

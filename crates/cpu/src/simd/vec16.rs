@@ -42,13 +42,6 @@ pub trait Vec16 {
     unsafe fn lut16(table: Self::V, idx: __m128i) -> Self::V;
     /// Lane `j` = `(lo ++ hi)[idx[j] & 31]` (only with `HAS_LUT`).
     unsafe fn lut32(lo: Self::V, hi: Self::V, idx: __m128i) -> Self::V;
-    /// 16 u32 lanes read from 64 bytes at `p` (a Q4_K nibble plane, see `quant::repack`).
-    type Plane: Copy;
-    unsafe fn load_plane(p: *const u8) -> Self::Plane;
-    /// Lane `j` = nibble `t` (bits `4t..4t + 4`) of lane `j` of `plane`, as f32.
-    unsafe fn plane_nibbles(plane: Self::Plane, t: u32) -> Self::V;
-    /// Lane `j` = `table[nibble t of lane j of plane]` (only with `HAS_LUT`).
-    unsafe fn plane_lut16(table: Self::V, plane: Self::Plane, t: u32) -> Self::V;
     /// The sum of the lanes in the canonical order:
     /// `s8[j] = l[j] + l[j+8]`, `s4[j] = s8[j] + s8[j+4]`, `s2[j] = s4[j] + s4[j+2]`,
     /// result `s2[0] + s2[1]`.
@@ -128,24 +121,6 @@ impl Vec16 for Avx512 {
     #[inline(always)]
     unsafe fn lut32(lo: __m512, hi: __m512, idx: __m128i) -> __m512 {
         _mm512_permutex2var_ps(lo, _mm512_cvtepu8_epi32(idx), hi)
-    }
-    type Plane = __m512i;
-    #[inline(always)]
-    unsafe fn load_plane(p: *const u8) -> __m512i {
-        _mm512_loadu_si512(p as *const _)
-    }
-    #[inline(always)]
-    unsafe fn plane_nibbles(plane: __m512i, t: u32) -> __m512 {
-        let shifted = _mm512_srl_epi32(plane, _mm_cvtsi32_si128(4 * t as i32));
-        _mm512_cvtepi32_ps(_mm512_and_si512(shifted, _mm512_set1_epi32(15)))
-    }
-    #[inline(always)]
-    unsafe fn plane_lut16(table: __m512, plane: __m512i, t: u32) -> __m512 {
-        // The lookup reads only the low four bits of each lane: no mask needed.
-        _mm512_permutexvar_ps(
-            _mm512_srl_epi32(plane, _mm_cvtsi32_si128(4 * t as i32)),
-            table,
-        )
     }
     #[inline(always)]
     unsafe fn reduce(v: __m512) -> f32 {
@@ -236,25 +211,6 @@ impl Vec16 for Avx2 {
     }
     unsafe fn lut32(_lo: Self::V, _hi: Self::V, _idx: __m128i) -> Self::V {
         unreachable!("AVX2 has no 32-entry table lookup (HAS_LUT is false)")
-    }
-    type Plane = (__m256i, __m256i);
-    #[inline(always)]
-    unsafe fn load_plane(p: *const u8) -> Self::Plane {
-        (
-            _mm256_loadu_si256(p as *const __m256i),
-            _mm256_loadu_si256(p.add(32) as *const __m256i),
-        )
-    }
-    #[inline(always)]
-    unsafe fn plane_nibbles(plane: Self::Plane, t: u32) -> Self::V {
-        let count = _mm_cvtsi32_si128(4 * t as i32);
-        let mask = _mm256_set1_epi32(15);
-        let half =
-            |v: __m256i| _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srl_epi32(v, count), mask));
-        (half(plane.0), half(plane.1))
-    }
-    unsafe fn plane_lut16(_table: Self::V, _plane: Self::Plane, _t: u32) -> Self::V {
-        unreachable!("AVX2 has no 16-entry table lookup (HAS_LUT is false)")
     }
     #[inline(always)]
     unsafe fn reduce(v: Self::V) -> f32 {

@@ -131,8 +131,8 @@ impl Model {
         let total = matrices.len();
         let switched = matrices
             .into_iter()
-            .filter_map(|m| m.use_int8_activations().then_some(()))
-            .count();
+            .map(|m| usize::from(m.use_int8_activations()))
+            .sum();
         (switched, total)
     }
 

@@ -10,6 +10,7 @@
 //! float steps depend only on the row and the block, so a row's result is the same whatever
 //! else is in the batch (batch invariance holds on this path as on the f32 one).
 
+use ferrite_model::dequant::scale_min_k4;
 use ferrite_model::weights::DType;
 
 use super::q8_activations::{Q8Activations, BLOCK};
@@ -85,21 +86,13 @@ fn f16_at(b: &[u8], at: usize) -> f32 {
     half::f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
 }
 
-/// Q4_K's eight 6-bit scales and mins (GGML's packing of 12 bytes).
+/// Q4_K's eight 6-bit scales and mins, unpacked by GGML's reference code.
 fn q4k_scales_mins(s: &[u8]) -> ([i32; 8], [i32; 8]) {
-    let mut sc = [0; 8];
-    let mut m = [0; 8];
-    for j in 0..8 {
-        (sc[j], m[j]) = if j < 4 {
-            ((s[j] & 63) as i32, (s[j + 4] & 63) as i32)
-        } else {
-            (
-                ((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4)) as i32,
-                ((s[j + 4] >> 4) | ((s[j] >> 6) << 4)) as i32,
-            )
-        };
-    }
-    (sc, m)
+    let unpacked: [(u8, u8); 8] = std::array::from_fn(|j| scale_min_k4(j, s));
+    (
+        unpacked.map(|(sc, _)| sc as i32),
+        unpacked.map(|(_, m)| m as i32),
+    )
 }
 
 /// Lane `u` of 32 products: `Σ_{e in 4u..4u+4} w[e] · x[e]`.
@@ -142,7 +135,7 @@ fn q4k_block(blk: &[u8], acts: &Q8Activations, r: usize, b: usize, lanes: &mut [
 
 fn q6k_block(blk: &[u8], acts: &Q8Activations, r: usize, b: usize, lanes: &mut [f32; 8]) {
     let d = f16_at(blk, 208);
-    let sc: Vec<i32> = blk[192..208].iter().map(|&v| v as i8 as i32).collect();
+    let sc: [i32; 16] = std::array::from_fn(|i| blk[192 + i] as i8 as i32);
     let x = acts.q(r, b);
     let mut acc = [0i32; 8];
     for half in 0..2 {

@@ -50,7 +50,7 @@ pub trait Vec16 {
 
 /// Sums the 8 lanes of `s8` as `reduce` specifies (shared by both ISAs).
 #[inline(always)]
-unsafe fn reduce8(s8: __m256) -> f32 {
+pub(crate) unsafe fn reduce8(s8: __m256) -> f32 {
     let s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps::<1>(s8));
     let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
     let s1 = _mm_add_ss(s2, _mm_shuffle_ps::<0b01>(s2, s2));

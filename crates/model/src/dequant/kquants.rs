@@ -93,7 +93,7 @@ fn q3_k(b: &[u8], y: &mut [f32]) {
 }
 
 /// Scale and min `j` (0..8) of a Q4_K/Q5_K block, six bits each, packed in 12 bytes.
-fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+pub fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
     if j < 4 {
         (q[j] & 63, q[j + 4] & 63)
     } else {

@@ -9,6 +9,8 @@
 pub mod blocks;
 mod kquants;
 
+pub use kquants::scale_min_k4;
+
 use half::f16;
 
 use crate::weights::{DType, WeightTensor};

@@ -13,6 +13,8 @@ use super::super::q8_activations::{Q8Activations, BLOCK};
 use super::super::qgemm::Task;
 use crate::quant::decode::{f16_at_ptr as f16_at, k4_scale_bytes};
 use crate::simd::prefetch_lines;
+// The canonical 8-lane sum, the order the portable `reduce8` spells out.
+use crate::simd::vec16::reduce8;
 use ferrite_model::weights::DType;
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
@@ -27,9 +29,9 @@ pub unsafe fn run(task: &Task<'_>, acts: &Q8Activations) {
 /// A weight format's block as the tiles read it.
 trait IntBlock {
     const BYTES: usize;
-    /// Adds block `blk`'s products with the activation rows (`x[r]`: their 256 integers of
-    /// this block) into `acc[r]`, and returns the per-block f32 step for each row
-    /// (`lane += scale · int` and the offset term) applied to `lanes[r]`.
+    /// Adds block `blk` (block `b` of its row) times block `b` of activation rows
+    /// `r0..r0 + MR` into their f32 lanes: the integer sums, then `lane += scale · int` and
+    /// the offset term.
     unsafe fn block<const MR: usize>(
         blk: *const u8,
         acts: &Q8Activations,
@@ -132,27 +134,8 @@ impl IntBlock for Q6K {
                 let top = _mm256_slli_epi16::<4>(_mm256_and_si256(shifted, low2));
                 let q6 = _mm256_or_si256(nibble, top);
                 let sub = (8 * half + 2 * g) as i16;
-                let s = pick16(
-                    scales,
-                    [
-                        sub,
-                        sub,
-                        sub,
-                        sub,
-                        sub,
-                        sub,
-                        sub,
-                        sub,
-                        sub + 1,
-                        sub + 1,
-                        sub + 1,
-                        sub + 1,
-                        sub + 1,
-                        sub + 1,
-                        sub + 1,
-                        sub + 1,
-                    ],
-                );
+                // i16 lanes 0..8 (elements 0..16) take sub-block `sub`'s scale, 8..16 the next.
+                let s = pick16(scales, std::array::from_fn(|i| sub + (i / 8) as i16));
                 let start = 128 * half + 32 * g;
                 for (r, acc) in acc.iter_mut().enumerate() {
                     let x = xs[r].add(start);
@@ -168,14 +151,6 @@ impl IntBlock for Q6K {
             *lanes = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), scale, *lanes);
         }
     }
-}
-
-/// `s4[j] = l[j] + l[j+4]`, `s2[j] = s4[j] + s4[j+2]`, `s2[0] + s2[1]` (as the portable code).
-#[inline(always)]
-unsafe fn reduce8(v: __m256) -> f32 {
-    let s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
-    let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps::<0b01>(s2, s2)))
 }
 
 /// Weight rows in groups of 4, activation rows in tiles of up to 4 (16 accumulators side by

@@ -4,7 +4,8 @@
 # CPU/CUDA parity tests (every format alone and a Q4_K_M-like mix), then offline_bench on random
 # Q4_K_M weights of the Qwen2.5-1.5B and Llama-3.1-8B shapes, each beside the same shape in
 # bf16 and beside the old path that widened the file to bf16 at load
-# (FERRITE_CUDA_WIDEN_QUANT=1). Logs under $OUT.
+# (FERRITE_CUDA_WIDEN_QUANT=1). Logs under $OUT. `run.sh fp8`: the FP8 tests and FP8
+# beside bf16 at batch 1; `run.sh fp8-batch`: prefill and 256 requests.
 set -u
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/ferrite-gpu-out}
@@ -52,6 +53,24 @@ if [ "$PHASE" = bench ] || [ "$PHASE" = all ]; then
   bench "8B bf16 batch-1 decode" 120 "X=1" llama-3.1-8b 1 128 256
   bench "8B Q4_K_M prefill 4096" 180 "$Q" llama-3.1-8b 1 4096 1
   bench "8B Q4_K_M 64x(512,128)" 180 "$Q" llama-3.1-8b 64 512 128
+fi
+if [ "$PHASE" = fp8 ]; then
+  # FP8 (ferrite_model::fp8, one scale per block of 128, random e4m3 bytes) beside bf16 of the
+  # same shape: FP8-weight GEMVs for decode, dequantize + cuBLAS for prefill.
+  run_tests quant_kernels 120
+  run_tests parity 240 quantized_weights_each
+  F=FERRITE_BENCH_QUANT=fp8
+  bench "1.5B FP8 batch-1 decode" 120 "$F" qwen2.5-1.5b 1 128 512
+  bench "1.5B bf16 batch-1 decode" 90 "X=1" qwen2.5-1.5b 1 128 512
+  bench "8B FP8 batch-1 decode" 180 "$F" llama-3.1-8b 1 128 256
+  bench "8B bf16 batch-1 decode" 120 "X=1" llama-3.1-8b 1 128 256
+fi
+if [ "$PHASE" = fp8-batch ]; then
+  F=FERRITE_BENCH_QUANT=fp8
+  bench "8B FP8 prefill 4096" 180 "$F" llama-3.1-8b 1 4096 1
+  bench "8B bf16 prefill 4096" 120 "X=1" llama-3.1-8b 1 4096 1
+  bench "8B FP8 256x(512,128)" 240 "$F" llama-3.1-8b 256 512 128
+  bench "8B bf16 256x(512,128)" 180 "X=1" llama-3.1-8b 256 512 128
 fi
 if [ "$PHASE" = profile ]; then
   # Per-kernel GPU time and throughput over eager batch-1 decode steps (Nsight Compute).

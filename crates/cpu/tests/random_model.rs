@@ -171,6 +171,59 @@ fn logits_match_an_f64_transformer() {
     }
 }
 
+/// `weights` with every tensor widened to f32 (the same values), as a float checkpoint.
+fn widened(weights: &ModelWeights) -> ModelWeights {
+    let mut out = weights.clone();
+    for t in out.tensors.values_mut() {
+        let values = ferrite_model::dequant::dequantize(t);
+        t.dtype = ferrite_model::weights::DType::F32;
+        t.storage = ferrite_model::weights::Storage::Owned(std::sync::Arc::new(
+            values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ));
+    }
+    out
+}
+
+/// `--quantization fp8` weights (ferrite_model::fp8, kept as FP8 blocks by the CPU): the
+/// logits are bit for bit those of the same values given as f32, near the f64 transformer's
+/// on the dequantized values, and bitwise chunk invariant.
+#[test]
+fn fp8_weights_match_an_f64_transformer_and_stay_invariant() {
+    let config = ModelConfig {
+        hidden_size: 128,
+        intermediate_size: 256,
+        num_heads: 4,
+        num_kv_heads: 2,
+        head_dim: 32,
+        block: ferrite_model::config::BlockVariant::llama(32),
+        ..tiny_config(Arch::Llama)
+    };
+    let mut weights = widened(&tiny_weights(&config, 42));
+    let quantized = ferrite_model::fp8::quantize_linear_layers(&mut weights).unwrap();
+    assert_eq!(quantized, 7 * config.num_layers);
+    let mut b = CpuBackend::new(config.clone(), weights.clone(), 2).unwrap();
+    let seqs = prompts();
+    let got = run_schedule(&mut b, 16, &seqs, &mixed_schedule(&seqs, 1));
+    let mut f32_backend = CpuBackend::new(config.clone(), widened(&weights), 2).unwrap();
+    let want = run_schedule(&mut f32_backend, 16, &seqs, &mixed_schedule(&seqs, 1));
+    assert_bitwise_equal(&want, &got, "fp8 blocks vs the same values in f32");
+    // Against f64 (measured 2026-12-04: 2.5e-4 of the row's largest logit; these quantized
+    // weights condition the model a little worse than the float ones, 5.7e-5).
+    for (s, seq) in seqs.iter().enumerate() {
+        let expected = reference_logits(&config, &weights, seq);
+        for (pos, row) in expected.iter().enumerate() {
+            let scale = row.iter().map(|v| v.abs()).fold(0.0, f64::max);
+            for (i, e) in row.iter().enumerate() {
+                let g = got[&(s, pos)][i] as f64;
+                assert!((g - e).abs() <= 1e-3 * scale, "seq {s} pos {pos} logit {i}: {g} vs {e}");
+            }
+        }
+    }
+    let alone = run_schedule(&mut b, 16, &seqs, &chunked_schedule(&seqs, usize::MAX));
+    let chunked = run_schedule(&mut b, 16, &seqs, &chunked_schedule(&seqs, 7));
+    assert_bitwise_equal(&alone, &chunked, "fp8 chunk 7");
+}
+
 #[test]
 fn logits_are_bitwise_batch_and_chunk_invariant() {
     for arch in [Arch::Llama, Arch::Qwen2] {

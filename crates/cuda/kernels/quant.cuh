@@ -1,4 +1,4 @@
-// GGUF quantized weight formats as the CUDA backend keeps them on the device: the same bits as
+// Quantized weight formats (the GGUF types, FP8) as the CUDA backend keeps them: the same bits as
 // the file, with some blocks split into planes (crates/cuda/src/quant.rs says which bytes go
 // where) so that every load is a naturally aligned 16-, 4- or 2-byte word.
 //
@@ -399,4 +399,65 @@ struct Q6_K {
         a = u.d * (qf((u32)(sc + 128)) - 128.0f);
         b = -32.0f * a;
     }
+};
+
+// An e4m3 byte as a float by its bits alone: its seven exponent and mantissa bits put at f32
+// bits 26..20 and its sign at bit 31 make exactly e4m3 * 2^-120 (the exponent biases, 127 and
+// 7, differ by 120; e4m3's subnormals land on f32's, which these kernels keep, as they are not
+// built to flush them). Byte I is moved to the top of the word, an arithmetic shift by 4 puts
+// its sign at bits 31..27 and the rest at 26..20, and the mask keeps bits 31 and 26..20.
+template <int I>
+__device__ __forceinline__ float e4m3_scaled(u32 w) {
+    const int top = (int)(w << (24 - 8 * I));
+    return __uint_as_float((u32)(top >> 4) & 0x87F00000u);
+}
+
+// 8 e4m3 bytes (words w0, w1) as floats, times 2^-120.
+__device__ __forceinline__ void e4m3x8(u32 w0, u32 w1, float q[8]) {
+    q[0] = e4m3_scaled<0>(w0); q[1] = e4m3_scaled<1>(w0); q[2] = e4m3_scaled<2>(w0); q[3] = e4m3_scaled<3>(w0);
+    q[4] = e4m3_scaled<0>(w1); q[5] = e4m3_scaled<1>(w1); q[6] = e4m3_scaled<2>(w1); q[7] = e4m3_scaled<3>(w1);
+}
+
+// FP8 (ferrite_model::fp8): planes d (the f32 scale of each block of 128) and q (128 e4m3
+// bytes); value e4m3(q) * d. Unit `part` (0..3) is bytes 32 part .. 32 part + 32 of q. The
+// GEMV sums e4m3 * 2^-120 * x and multiplies by d * 2^120 (the loader refuses scales of 2^7 or
+// more, where that would overflow); the dequantizer multiplies by 2^120 (exact), then by d:
+// the host's one rounding.
+struct FP8 {
+    static constexpr int BLOCK = 128, UNITS = 4, GROUPS = 4;
+    static constexpr int SUBS = 1, SUB_GROUPS = 4;
+    struct Unit {
+        float d;
+        uint4 lo, hi;
+    };
+    static __device__ __forceinline__ Unit load(const Planes& p, i64 block, int part) {
+        const uint4* q = reinterpret_cast<const uint4*>(p.p1) + block * 8 + 2 * part;
+        return {reinterpret_cast<const float*>(p.p0)[block], q[0], q[1]};
+    }
+    static __device__ __forceinline__ int col(int part, int g) { return 32 * part + 8 * g; }
+    static __device__ __forceinline__ void raw(const Unit& u, int, int g, float q[8]) {
+        const uint4& v = g < 2 ? u.lo : u.hi;
+        const int w = 2 * (g & 1);
+        e4m3x8(word_of(v, w), word_of(v, w + 1), q);
+    }
+    static __device__ __forceinline__ void group(const Unit& u, int part, int g, float w[8]) {
+        float q[8];
+        raw(u, part, g, q);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) w[j] = dq_mul(dq_mul(q[j], 0x1p120f), u.d);
+    }
+    static __device__ __forceinline__ void affine(const Unit& u, int, int, float& a, float& b) {
+        a = u.d * 0x1p120f;
+        b = 0.0f;
+    }
+};
+
+// Whether a format's values have an offset (`affine`'s b): the GEMVs then sum x per run.
+template <class Q>
+struct HasOffset {
+    static constexpr bool value = true;
+};
+template <>
+struct HasOffset<FP8> {
+    static constexpr bool value = false;
 };

@@ -1,4 +1,4 @@
-// Dequantizing GGUF-quantized weights (quant.cuh) on the device:
+// Dequantizing quantized weights (quant.cuh: the GGUF types and FP8) on the device:
 // - qdequant_*: rows [row0, row0 + rows) of a matrix into a bf16 scratch matrix [rows, k], for
 //   the cuBLAS path of larger batches (one layer's matrix at a time: the model itself stays
 //   quantized);
@@ -86,3 +86,4 @@ QUANT_DEQUANT_KERNELS(Q8_0, q8_0)
 QUANT_DEQUANT_KERNELS(Q4_K, q4_k)
 QUANT_DEQUANT_KERNELS(Q5_K, q5_k)
 QUANT_DEQUANT_KERNELS(Q6_K, q6_k)
+QUANT_DEQUANT_KERNELS(FP8, fp8)

@@ -1,4 +1,4 @@
-// Skinny products on GGUF-quantized weights for small decode batches (1..8 tokens):
+// Skinny products on quantized weights (GGUF types, FP8) for small decode batches (1..8 tokens):
 // y[t, row] = sum_k W[row, k] * x[t, k], W in its file's quantized format (quant.cuh), x bf16
 // [NT, K], y f32 with row stride ldy (a part of a fused Q/K/V or gate/up output).
 //
@@ -73,8 +73,10 @@ __device__ __forceinline__ void qgemv_rows(const Planes p, const bf16* __restric
 #pragma unroll
                 for (int t = 0; t < NT; ++t) {
                     unpack8(__ldg(reinterpret_cast<const uint4*>(x + (i64)t * k + c)), xf[t]);
+                    if constexpr (HasOffset<Q>::value) {
 #pragma unroll
-                    for (int j = 0; j < 8; ++j) sx[t] += xf[t][j];
+                        for (int j = 0; j < 8; ++j) sx[t] += xf[t][j];
+                    }
                 }
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
@@ -91,7 +93,13 @@ __device__ __forceinline__ void qgemv_rows(const Planes p, const bf16* __restric
                 float a, b;
                 Q::affine(cur[r], part, s, a, b);
 #pragma unroll
-                for (int t = 0; t < NT; ++t) acc[r][t] += fmaf(a, qx[r][t], b * sx[t]);
+                for (int t = 0; t < NT; ++t) {
+                    if constexpr (HasOffset<Q>::value) {
+                        acc[r][t] += fmaf(a, qx[r][t], b * sx[t]);
+                    } else {
+                        acc[r][t] = fmaf(a, qx[r][t], acc[r][t]);
+                    }
+                }
             }
         }
     };
@@ -163,3 +171,4 @@ QGEMV_TYPE(Q8_0, q8_0)
 QGEMV_TYPE(Q4_K, q4_k)
 QGEMV_TYPE(Q5_K, q5_k)
 QGEMV_TYPE(Q6_K, q6_k)
+QGEMV_TYPE(FP8, fp8)

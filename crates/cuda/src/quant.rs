@@ -1,4 +1,5 @@
-//! The GGUF quantized formats the CUDA backend keeps quantized on the device, and how their
+//! The quantized formats the CUDA backend keeps quantized on the device (the GGUF block types
+//! and ferrite's FP8 blocks, ferrite_model::fp8), and how their
 //! blocks are laid out there: the file's bits, each block cut into planes at fixed byte
 //! offsets so that every load the kernels make (kernels/quant.cuh) is a naturally aligned
 //! 16-, 4- or 2-byte word. Q4_K and Q5_K blocks (144 and 176 bytes) are already aligned and
@@ -8,7 +9,7 @@
 
 use ferrite_model::weights::DType;
 
-/// A GGUF block format with device kernels (quant_gemv.cu, quant_dequant.cu).
+/// A block format with device kernels (quant_gemv.cu, quant_dequant.cu).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QuantType {
     Q4_0,
@@ -18,10 +19,12 @@ pub enum QuantType {
     Q4K,
     Q5K,
     Q6K,
+    /// FP8 e4m3 in blocks of 128 with an f32 scale (ferrite_model::fp8).
+    Fp8,
 }
 
 impl QuantType {
-    pub const ALL: [QuantType; 7] = [
+    pub const ALL: [QuantType; 8] = [
         QuantType::Q4_0,
         QuantType::Q4_1,
         QuantType::Q5_0,
@@ -29,6 +32,7 @@ impl QuantType {
         QuantType::Q4K,
         QuantType::Q5K,
         QuantType::Q6K,
+        QuantType::Fp8,
     ];
 
     /// The device format of a file dtype, if it has one (other types are widened to bf16).
@@ -41,6 +45,7 @@ impl QuantType {
             DType::Q4_K => QuantType::Q4K,
             DType::Q5_K => QuantType::Q5K,
             DType::Q6_K => QuantType::Q6K,
+            DType::Fp8 => QuantType::Fp8,
             _ => return None,
         })
     }
@@ -54,6 +59,7 @@ impl QuantType {
             QuantType::Q4K => DType::Q4_K,
             QuantType::Q5K => DType::Q5_K,
             QuantType::Q6K => DType::Q6_K,
+            QuantType::Fp8 => DType::Fp8,
         }
     }
 
@@ -67,6 +73,7 @@ impl QuantType {
             QuantType::Q4K => "q4_k",
             QuantType::Q5K => "q5_k",
             QuantType::Q6K => "q6_k",
+            QuantType::Fp8 => "fp8",
         }
     }
 
@@ -76,12 +83,12 @@ impl QuantType {
     }
 
     /// Elements one GPU thread decodes at a time (a "unit" in kernels/quant.cuh): a whole
-    /// 32-element block, or a quarter of a 256-element one.
+    /// 32-element block, a quarter of a 256-element one, or of an FP8 block of 128.
     pub fn unit_len(self) -> usize {
-        if self.block_len() == 32 {
-            32
-        } else {
-            64
+        match self.block_len() {
+            32 => 32,
+            128 => 32,
+            _ => 64,
         }
     }
 
@@ -96,6 +103,7 @@ impl QuantType {
             QuantType::Q4K => &[144],
             QuantType::Q5K => &[176],
             QuantType::Q6K => &[208, 2],
+            QuantType::Fp8 => &[4, 128],
         }
     }
 

@@ -374,6 +374,7 @@ fn quantized_weights_each_type_match_the_cpu() {
         DType::Q4_K,
         DType::Q5_K,
         DType::Q6_K,
+        DType::Fp8,
     ] {
         println!("all matrices {dtype:?}:");
         let weights = quantized(&config, &|_| Some(dtype));

@@ -62,6 +62,13 @@ pub enum LoadFormat {
     Dummy,
 }
 
+/// A weight quantization applied at load (`--quantization`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Quantization {
+    /// FP8 e4m3, one scale per output channel.
+    Fp8,
+}
+
 /// How the engine runs the model (shared by the commands that run one).
 #[derive(Debug, Clone, Args)]
 pub struct EngineArgs {
@@ -129,6 +136,14 @@ pub struct EngineArgs {
     /// docs/performance.md). Other weight types keep the exact f32 path. [default: off]
     #[arg(long)]
     pub int8_activations: bool,
+    /// Quantize a float checkpoint's linear layers (attention and MLP projections, experts)
+    /// at load: `fp8` = FP8 e4m3 with one scale per output channel, as vLLM's `--quantization
+    /// fp8`. The weights stay FP8 in memory (half of bf16 on CUDA, whose decode GEMVs read
+    /// them as FP8; a quarter of f32 on the CPU); the embedding and output projection keep
+    /// their type. Logits move by the weights' FP8 rounding. Files already quantized (GGUF
+    /// quantized types, FP8 checkpoints, which load as FP8 without this flag) are refused.
+    #[arg(long, value_enum)]
+    pub quantization: Option<Quantization>,
     #[command(flatten)]
     pub speculation: SpecArgs,
 }

@@ -12,7 +12,7 @@ use ferrite_engine::{
     DraftModel, NgramConfig, NgramProposer, Proposer, SuffixConfig, SuffixProposer,
 };
 
-use crate::cli::{Device, EngineArgs, LoadFormat, SpecArgs, SpecMethod};
+use crate::cli::{Device, EngineArgs, LoadFormat, Quantization, SpecArgs, SpecMethod};
 use crate::model_source::{self, LoadedModel};
 
 /// The CPU default of `--kv-cache-memory`.
@@ -54,13 +54,28 @@ enum Built {
 
 impl Built {
     fn new(model: &mut LoadedModel, args: &EngineArgs) -> anyhow::Result<Built> {
-        let weights = std::mem::take(&mut model.weights);
+        let mut weights = std::mem::take(&mut model.weights);
+        // CUDA draws dummy weights on the device; quantizing them needs them on the host,
+        // drawn by the same formula (the same seed gives the same weights on every device).
+        let mut dummy_on_device = None;
+        if let Some(seed) = model.dummy_seed {
+            if args.device == Device::Cuda && args.quantization.is_none() {
+                dummy_on_device = Some(seed);
+            } else {
+                weights = ferrite_model::dummy::generate(&model.config, seed);
+            }
+        }
+        if let Some(Quantization::Fp8) = args.quantization {
+            let started = std::time::Instant::now();
+            let matrices = ferrite_model::fp8::quantize_linear_layers(&mut weights)?;
+            tracing::info!(
+                matrices,
+                seconds = started.elapsed().as_secs_f64(),
+                "linear layers quantized to FP8 (one scale per output channel)"
+            );
+        }
         Ok(match args.device {
             Device::Cpu => {
-                let weights = match model.dummy_seed {
-                    Some(seed) => ferrite_model::dummy::generate(&model.config, seed),
-                    None => weights,
-                };
                 let threads = args.threads.unwrap_or(0);
                 let mut backend = CpuBackend::new(model.config.clone(), weights, threads)?;
                 if args.int8_activations {
@@ -72,7 +87,7 @@ impl Built {
                 if args.int8_activations {
                     anyhow::bail!("--int8-activations applies to the CPU backend (--device cpu)");
                 }
-                let source = match model.dummy_seed {
+                let source = match dummy_on_device {
                     Some(seed) => WeightSource::Dummy { seed },
                     None => WeightSource::Host(weights),
                 };

@@ -5,6 +5,7 @@
 pub mod config;
 pub mod dequant;
 pub mod dummy;
+pub mod fp8;
 pub mod gguf;
 pub mod hf;
 pub mod hub;

@@ -35,6 +35,11 @@ pub enum DType {
     Q5_K,
     Q6_K,
     Q8_K,
+    /// FP8 (e4m3) weights in ferrite's own block layout (crate::fp8): each run of 128
+    /// consecutive weights of a row is stored as its f32 scale and then the 128 e4m3 bytes
+    /// (132 bytes; a weight is `e4m3 * scale`). FP8 checkpoints and `--quantization fp8` load
+    /// into it; GGUF has no such type.
+    Fp8,
 }
 
 impl DType {
@@ -46,6 +51,7 @@ impl DType {
             DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => {
                 256
             }
+            DType::Fp8 => crate::fp8::BLOCK,
         }
     }
     /// Bytes per block.
@@ -64,6 +70,7 @@ impl DType {
             DType::Q5_K => 176,
             DType::Q6_K => 210,
             DType::Q8_K => 292,
+            DType::Fp8 => crate::fp8::BLOCK_BYTES,
         }
     }
     /// Bytes of a row of `n` elements (`n` must be a multiple of `block_len`).

@@ -139,6 +139,7 @@ mod tests {
         assert_eq!(qgemv_name(QuantType::Q4K, 2, 1), "qgemv_q4_k_2_s2");
         assert_eq!(qdequant_name(QuantType::Q5K), "qdequant_q5_k");
         assert_eq!(qembed_name(QuantType::Q8_0), "qembed_q8_0");
-        assert_eq!(quant_names().count(), 7 * PER_TYPE);
+        assert_eq!(qembed_name(QuantType::Fp8), "qembed_fp8");
+        assert_eq!(quant_names().count(), 8 * PER_TYPE);
     }
 }

@@ -9,7 +9,7 @@ use half::bf16;
 use crate::buffer::upload;
 use crate::device_ptr::DevicePtr;
 use crate::linear::MatrixFormat;
-use crate::quant::split_planes;
+use crate::quant::{split_planes, QuantType};
 
 /// `tensor` (a matrix [rows, k]) into the part whose planes start at `planes`, from its row
 /// `row_in_part` on.
@@ -29,6 +29,9 @@ pub(super) fn upload_matrix(
                 "a {:?} tensor planned as {q:?}",
                 tensor.dtype
             );
+            if q == QuantType::Fp8 {
+                check_fp8_scales(tensor)?;
+            }
             let blocks_before = row_in_part * (cols / q.block_len());
             let file_bytes = rows * tensor.dtype.row_bytes(cols);
             let pieces = split_planes(q, &bytes[..file_bytes]);
@@ -112,4 +115,20 @@ fn upload_widened(
         row += n;
     }
     Ok(())
+}
+
+/// The FP8 GEMV multiplies each block's scale by 2^120 (kernels/quant.cuh): scales must be
+/// finite and below 2^7 (a weight of 448 x 2^7 = 57,344 and more is no model's).
+fn check_fp8_scales(tensor: &WeightTensor) -> anyhow::Result<()> {
+    let limit = 2f32.powi(7);
+    let bad = tensor
+        .storage
+        .bytes()
+        .chunks_exact(ferrite_model::fp8::BLOCK_BYTES)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .find(|s| !(s.abs() < limit));
+    match bad {
+        Some(s) => anyhow::bail!("an FP8 block scale of {s}: the CUDA kernels take |scale| < 128"),
+        None => Ok(()),
+    }
 }

@@ -42,6 +42,7 @@ pub fn row_dequantizer(dtype: DType) -> RowDequantizer {
         DType::Q5_K => kquants::q5_k_row,
         DType::Q6_K => kquants::q6_k_row,
         DType::Q8_K => kquants::q8_k_row,
+        DType::Fp8 => crate::fp8::dequantize_blocks,
     }
 }
 

@@ -1,5 +1,5 @@
-//! Random GGUF-quantized weights of a model's real shapes: valid blocks of Q4_0, Q4_1, Q5_0,
-//! Q8_0, Q4_K, Q5_K or Q6_K with f16 scales chosen so that weights come out at about `scale`,
+//! Random quantized weights of a model's real shapes: valid blocks of Q4_0, Q4_1, Q5_0,
+//! Q8_0, Q4_K, Q5_K, Q6_K or FP8 (crate::fp8) with scales chosen so that weights come out at about `scale`,
 //! each matrix in the type a scheme picks (llama.cpp's Q4_K_M mix, or one type throughout).
 //! For measuring quantized kernels, and for parity tests where the CPU backend's dequantizer
 //! (exact against the GGUF reference) is the oracle: both backends read the same bytes.
@@ -53,6 +53,16 @@ fn block(dtype: DType, scale: f32, raw: &[u8], out: &mut [u8]) {
             }
             out[208..210].copy_from_slice(&f16_bytes(s / 512.0));
         }
+        DType::Fp8 => {
+            // Random e4m3 bytes but the NaN codes (S.1111.111), over values of up to 448:
+            // the block's scale makes the largest about 4 s.
+            for b in &mut out[4..] {
+                if *b & 0x7f == 0x7f {
+                    *b &= 0xf7;
+                }
+            }
+            out[0..4].copy_from_slice(&(4.0 * s / crate::fp8::E4M3_MAX).to_le_bytes());
+        }
         other => panic!("no random blocks for {other:?}"),
     }
 }
@@ -86,7 +96,7 @@ fn more_bits(layer: usize, layers: usize) -> bool {
 }
 
 /// The type a scheme gives a matrix: `q4_k_m` (Q4_K, Q6_K for the output and the V and down
-/// projections of `more_bits` layers), or one type name (`q8_0`, `q6_k`, ...) throughout.
+/// projections of `more_bits` layers), or one type name (`q8_0`, `q6_k`, ..., `fp8`) throughout.
 pub fn scheme_type(scheme: &str, name: &str, layers: usize) -> anyhow::Result<DType> {
     if scheme == "q4_k_m" {
         if name == "output.weight" {
@@ -110,6 +120,7 @@ pub fn scheme_type(scheme: &str, name: &str, layers: usize) -> anyhow::Result<DT
         "q4_k" => DType::Q4_K,
         "q5_k" => DType::Q5_K,
         "q6_k" => DType::Q6_K,
+        "fp8" => DType::Fp8,
         other => anyhow::bail!("unknown quantization scheme `{other}`"),
     })
 }
@@ -141,7 +152,8 @@ pub fn quantize_matrices(
 }
 
 /// Random quantized weights of `config`'s shapes in `scheme` (see [`scheme_type`]): norms from
-/// the dummy generator, matrices as random blocks.
+/// the dummy generator, matrices as random blocks (but for `fp8` the embedding and output
+/// projection, drawn in bf16 as an FP8 checkpoint keeps them).
 pub fn random_quantized(
     config: &ModelConfig,
     scheme: &str,
@@ -151,7 +163,9 @@ pub fn random_quantized(
     let mut vectors = ModelWeights::default();
     let mut matrices = Vec::new();
     for init in super::tensor_inits(config, seed) {
-        if init.shape.len() == 2 {
+        // FP8 checkpoints keep the embedding and the output projection in 16 bits.
+        let stays_bf16 = scheme == "fp8" && matches!(&*init.name, "token_embd.weight" | "output.weight");
+        if init.shape.len() == 2 && !stays_bf16 {
             matrices.push((init.name.clone(), init.shape.clone()));
         } else {
             let mut bits = vec![0u16; init.len()];
@@ -194,6 +208,7 @@ mod tests {
             DType::Q4_K,
             DType::Q5_K,
             DType::Q6_K,
+            DType::Fp8,
         ] {
             let bytes = random_blocks(dtype, 4, 512, 0.05, 7);
             assert_eq!(

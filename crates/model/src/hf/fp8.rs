@@ -2,12 +2,11 @@
 //! `weight_block_size`, as DeepSeek-V3 and Qwen3-FP8 ship) and compressed-tensors'
 //! float-quantized weights (`weight_scale` per tensor, per output channel or per block).
 //!
-//! The weights are dequantized at load into f32, `w = fp8 * scale` (one f32 product, the
-//! dequantized model's exact values): the CPU then holds 4 bytes per weight, four times the
-//! FP8 file; CUDA rounds them to bf16 at upload, as it does any f32 checkpoint. (Rounding to
-//! bf16 here instead moved the tiny fixtures' log-probabilities by 3e-2 on average against the
-//! dequantized reference, past the CPU's parity bar.) FP8 kept as FP8 with FP8 kernels is not
-//! done here.
+//! A weight whose scales each cover whole runs of 128 columns (per tensor, per channel, and
+//! the usual 128 x 128 blocks) loads into ferrite's FP8 block layout (crate::fp8): the
+//! file's bytes with each run's scale beside them, kept as FP8 by both backends. Finer scale
+//! grids (the tiny test fixtures' 16 x 32 blocks) and rows that are not whole 128-weight runs
+//! are dequantized at load into f32, `w = fp8 * scale` (the same f32 product).
 
 use std::sync::Arc;
 
@@ -16,6 +15,8 @@ use rayon::prelude::*;
 use serde_json::Value;
 
 use super::HfError;
+pub use crate::fp8::e4m3_to_f32;
+use crate::fp8::BLOCK;
 use crate::weights::{DType, Storage, WeightTensor};
 
 /// An FP8 e4m3 tensor as stored (one byte per element).
@@ -86,21 +87,6 @@ pub fn fp8_config(config_json: &str) -> Result<Option<Fp8Config>, HfError> {
     }
 }
 
-/// One e4m3 byte (OCP FP8, "fn": no infinities, S.1111.111 is NaN) as f32.
-pub fn e4m3_to_f32(byte: u8) -> f32 {
-    let sign = if byte & 0x80 != 0 { -1.0 } else { 1.0 };
-    let exponent = ((byte >> 3) & 0xf) as i32;
-    let mantissa = (byte & 0x7) as f32;
-    if exponent == 0xf && byte & 0x7 == 0x7 {
-        return f32::NAN;
-    }
-    if exponent == 0 {
-        // Subnormal: 0.m x 2^(1 - 7).
-        return sign * mantissa / 8.0 * 2f32.powi(-6);
-    }
-    sign * (1.0 + mantissa / 8.0) * 2f32.powi(exponent - 7)
-}
-
 /// A scale tensor's values as f32 (checkpoints store them in f32, sometimes bf16 or f16).
 fn scale_values(name: &str, t: &WeightTensor) -> Result<Vec<f32>, HfError> {
     let bytes = t.storage.bytes();
@@ -125,16 +111,32 @@ fn scale_values(name: &str, t: &WeightTensor) -> Result<Vec<f32>, HfError> {
     })
 }
 
-/// `weight` dequantized with `scale` (named `scale_name`, for errors) into an f32 tensor. The
-/// scale's shape says its layout: one value (per tensor), one per row (`[rows]` or
-/// `[rows, 1]`: per output channel), or `[ceil(rows / br), ceil(cols / bc)]` (per block of
-/// `config.block`).
-pub fn dequantize(
+/// Where row `r`'s scales are: `values[first(r) ..][.. count]`, each covering `width` columns.
+struct ScaleLayout {
+    values: Vec<f32>,
+    first: fn(r: usize, br: usize, scols: usize) -> usize,
+    count: usize,
+    width: usize,
+    br: usize,
+    scols: usize,
+}
+
+impl ScaleLayout {
+    /// The scale of column `c` of row `r`.
+    fn at(&self, r: usize, c: usize) -> f32 {
+        self.values[(self.first)(r, self.br, self.scols) + c / self.width]
+    }
+}
+
+/// The matrix shape of `weight`, and its scales' layout: the scale's shape says it: one value
+/// (per tensor), one per row (`[rows]` or `[rows, 1]`: per output channel), or
+/// `[ceil(rows / br), ceil(cols / bc)]` (per block of `config.block`).
+fn scale_layout(
     weight: &Fp8Tensor,
     scale_name: &str,
     scale: &WeightTensor,
     config: Fp8Config,
-) -> Result<WeightTensor, HfError> {
+) -> Result<(usize, usize, ScaleLayout), HfError> {
     let (rows, cols) = match weight.shape[..] {
         [r, c] => (r, c),
         _ => {
@@ -144,24 +146,23 @@ pub fn dequantize(
             )))
         }
     };
-    let s = scale_values(scale_name, scale)?;
+    let values = scale_values(scale_name, scale)?;
     let [br, bc] = config.block;
     let (srows, scols) = (rows.div_ceil(br), cols.div_ceil(bc));
-    // Each row's run of scales (`s[first..first + count]`), each covering `width` columns.
-    let (row_first, count, width): (fn(usize, usize, usize) -> usize, usize, usize) =
-        if s.len() == 1 {
-            (|_, _, _| 0, 1, cols)
-        } else if scale.shape[..] == [rows] || scale.shape[..] == [rows, 1] {
-            (|r, _, _| r, 1, cols)
-        } else if scale.shape[..] == [srows, scols] {
-            (|r, br, scols| (r / br) * scols, scols, bc)
-        } else {
-            return Err(HfError::Weights(format!(
-                "scale `{scale_name}` of shape {:?} fits neither one value, {rows} rows, nor \
-                 {srows} x {scols} blocks of {br} x {bc}",
-                scale.shape
-            )));
-        };
+    type First = fn(usize, usize, usize) -> usize;
+    let (first, count, width): (First, usize, usize) = if values.len() == 1 {
+        (|_, _, _| 0, 1, cols)
+    } else if scale.shape[..] == [rows] || scale.shape[..] == [rows, 1] {
+        (|r, _, _| r, 1, cols)
+    } else if scale.shape[..] == [srows, scols] {
+        (|r, br, scols| (r / br) * scols, scols, bc)
+    } else {
+        return Err(HfError::Weights(format!(
+            "scale `{scale_name}` of shape {:?} fits neither one value, {rows} rows, nor \
+             {srows} x {scols} blocks of {br} x {bc}",
+            scale.shape
+        )));
+    };
     let bytes = weight.storage.bytes();
     if bytes.len() != rows * cols {
         return Err(HfError::Weights(format!(
@@ -169,6 +170,46 @@ pub fn dequantize(
             bytes.len()
         )));
     }
+    let layout = ScaleLayout {
+        values,
+        first,
+        count,
+        width: width.max(1),
+        br,
+        scols,
+    };
+    Ok((rows, cols, layout))
+}
+
+/// `weight` with its scale `scale` (named `scale_name`, for errors) as ferrite loads it: in
+/// the FP8 block layout when every 128-column run of a row has one scale, else dequantized.
+pub fn load(
+    weight: &Fp8Tensor,
+    scale_name: &str,
+    scale: &WeightTensor,
+    config: Fp8Config,
+) -> Result<WeightTensor, HfError> {
+    let (rows, cols, layout) = scale_layout(weight, scale_name, scale, config)?;
+    let runs_fit = layout.count == 1 || layout.width.is_multiple_of(BLOCK);
+    if !cols.is_multiple_of(BLOCK) || !runs_fit {
+        return dequantize(weight, scale_name, scale, config);
+    }
+    let bytes = weight.storage.bytes();
+    Ok(crate::fp8::to_blocks(rows, cols, bytes, &|r, b| {
+        layout.at(r, b * BLOCK)
+    }))
+}
+
+/// `weight` dequantized with `scale` (named `scale_name`, for errors) into an f32 tensor.
+pub fn dequantize(
+    weight: &Fp8Tensor,
+    scale_name: &str,
+    scale: &WeightTensor,
+    config: Fp8Config,
+) -> Result<WeightTensor, HfError> {
+    let (rows, cols, layout) = scale_layout(weight, scale_name, scale, config)?;
+    let (count, width) = (layout.count, layout.width);
+    let bytes = weight.storage.bytes();
     let table: [f32; 256] = std::array::from_fn(|b| e4m3_to_f32(b as u8));
     let mut out = vec![0u8; 4 * rows * cols];
     // Rows in parallel: a real checkpoint's matrices hold billions of weights, at load.
@@ -176,9 +217,9 @@ pub fn dequantize(
         .zip(bytes.par_chunks(cols.max(1)))
         .enumerate()
         .for_each(|(r, (dst, src))| {
-            let first = row_first(r, br, scols);
-            let runs = src.chunks(width.max(1)).zip(&s[first..first + count]);
-            for ((run, &scale), dst) in runs.zip(dst.chunks_mut(4 * width.max(1))) {
+            let first = (layout.first)(r, layout.br, layout.scols);
+            let runs = src.chunks(width).zip(&layout.values[first..first + count]);
+            for ((run, &scale), dst) in runs.zip(dst.chunks_mut(4 * width)) {
                 for (&b, d) in run.iter().zip(dst.chunks_exact_mut(4)) {
                     d.copy_from_slice(&(table[b as usize] * scale).to_le_bytes());
                 }

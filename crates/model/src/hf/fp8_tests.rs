@@ -27,31 +27,6 @@ fn values(t: &WeightTensor) -> Vec<f32> {
 }
 
 #[test]
-fn e4m3_known_values() {
-    // The OCP 8-bit floating point specification's e4m3: bias 7, no infinities.
-    assert_eq!(e4m3_to_f32(0x00), 0.0);
-    assert_eq!(e4m3_to_f32(0x38), 1.0); // exponent 7, mantissa 0
-    assert_eq!(e4m3_to_f32(0x3c), 1.5);
-    assert_eq!(e4m3_to_f32(0x40), 2.0);
-    assert_eq!(e4m3_to_f32(0x7e), 448.0); // the largest finite value
-    assert_eq!(e4m3_to_f32(0x08), 2f32.powi(-6)); // the smallest normal
-    assert_eq!(e4m3_to_f32(0x01), 2f32.powi(-9)); // the smallest subnormal
-    assert_eq!(e4m3_to_f32(0x07), 7.0 * 2f32.powi(-9));
-    assert_eq!(e4m3_to_f32(0xb8), -1.0);
-    assert_eq!(e4m3_to_f32(0xfe), -448.0);
-    assert!(e4m3_to_f32(0x7f).is_nan() && e4m3_to_f32(0xff).is_nan());
-    assert!(e4m3_to_f32(0x80) == 0.0 && e4m3_to_f32(0x80).is_sign_negative());
-}
-
-#[test]
-fn e4m3_is_monotonic_over_its_positive_bytes() {
-    // 0x00..=0x7e count up through the subnormals and normals without gaps or repeats.
-    let v: Vec<f32> = (0..=0x7eu8).map(e4m3_to_f32).collect();
-    assert!(v.windows(2).all(|w| w[0] < w[1]));
-    assert_eq!(v.len(), 127);
-}
-
-#[test]
 fn scales_per_tensor_channel_and_block() {
     // A 4 x 6 matrix of ones (0x38) and twos (0x40) alternating along rows.
     let w = fp8(
@@ -88,6 +63,41 @@ fn a_scale_of_no_known_layout_is_refused() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("x.weight_scale"), "{err}");
+}
+
+/// A checkpoint whose scales cover whole 128-column runs loads as FP8 blocks holding the same
+/// values the f32 dequantization gives; a finer grid falls back to that dequantization.
+#[test]
+fn whole_runs_load_as_fp8_blocks_of_the_same_values() {
+    let (rows, cols) = (256, 384);
+    let bytes: Vec<u8> = (0..rows * cols)
+        .map(|i| ((i * 37 + 11) % 256) as u8)
+        .map(|b| if b & 0x7f == 0x7f { 0x38 } else { b })
+        .collect();
+    let w = fp8(&[rows, cols], bytes);
+    let scales: Vec<(Vec<usize>, Vec<f32>, [usize; 2])> = vec![
+        (vec![], vec![0.25], [128, 128]),
+        (vec![rows, 1], (0..rows).map(|r| 0.5 + r as f32 / 64.0).collect(), [128, 128]),
+        (vec![2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [128, 128]),
+        (vec![4, 3], (0..12).map(|i| i as f32 + 0.5).collect(), [64, 128]),
+    ];
+    for (shape, scale_values, block) in scales {
+        let config = Fp8Config { block };
+        let scale = f32_tensor(&shape, &scale_values);
+        let loaded = load(&w, "s", &scale, config).unwrap();
+        assert_eq!(loaded.dtype, DType::Fp8, "{shape:?}");
+        let mut got = vec![0.0f32; rows * cols];
+        crate::fp8::dequantize_blocks(loaded.storage.bytes(), &mut got);
+        let want = values(&dequantize(&w, "s", &scale, config).unwrap());
+        assert!(
+            got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{shape:?}"
+        );
+    }
+    // 64-column blocks: two scales inside one 128-column run.
+    let fine = f32_tensor(&[2, 6], &[1.0; 12]);
+    let loaded = load(&w, "s", &fine, Fp8Config { block: [128, 64] }).unwrap();
+    assert_eq!(loaded.dtype, DType::F32);
 }
 
 #[test]

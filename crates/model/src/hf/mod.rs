@@ -62,7 +62,8 @@ fn read_config(dir: &Path) -> Result<String, HfError> {
 }
 
 /// The config and every weight of a directory. Tensors stay memory-mapped except llama's
-/// Q/K, which are permuted into owned copies, and FP8 weights, dequantized to f32 (`fp8`).
+/// Q/K, which are permuted into owned copies, and FP8 weights, re-laid in FP8 blocks or
+/// dequantized to f32 (`fp8`).
 pub fn load_dir(dir: &Path) -> Result<(ModelConfig, ModelWeights), HfError> {
     let config_text = read_config(dir)?;
     let config = config_from_json(&config_text)?;
@@ -79,7 +80,7 @@ pub fn load_dir(dir: &Path) -> Result<(ModelConfig, ModelWeights), HfError> {
             }
         }
     }
-    // Scales may sit in another shard than their weight: dequantize once all are read.
+    // Scales may sit in another shard than their weight: convert once all are read.
     for (hf_name, weight) in fp8_weights {
         let Some(fp8_config) = fp8_config else {
             return Err(HfError::Weights(format!(
@@ -95,8 +96,8 @@ pub fn load_dir(dir: &Path) -> Result<(ModelConfig, ModelWeights), HfError> {
                 ))
             })?;
         let scale = by_hf_name.remove(&scale_name).expect("found above");
-        let dequantized = fp8::dequantize(&weight, &scale_name, &scale, fp8_config)?;
-        by_hf_name.insert(hf_name, dequantized);
+        let loaded = fp8::load(&weight, &scale_name, &scale, fp8_config)?;
+        by_hf_name.insert(hf_name, loaded);
     }
     let mut weights = ModelWeights::default();
     for (hf_name, tensor) in by_hf_name {

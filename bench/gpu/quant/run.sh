@@ -64,6 +64,8 @@ if [ "$PHASE" = fp8 ]; then
   bench "1.5B bf16 batch-1 decode" 90 "X=1" qwen2.5-1.5b 1 128 512
   bench "8B FP8 batch-1 decode" 180 "$F" llama-3.1-8b 1 128 256
   bench "8B bf16 batch-1 decode" 120 "X=1" llama-3.1-8b 1 128 256
+  bench "8B FP8 8x(128,128)" 180 "$F" llama-3.1-8b 8 128 128
+  bench "8B bf16 8x(128,128)" 120 "X=1" llama-3.1-8b 8 128 128
 fi
 if [ "$PHASE" = fp8-batch ]; then
   F=FERRITE_BENCH_QUANT=fp8

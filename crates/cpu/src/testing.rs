@@ -53,6 +53,11 @@ pub fn random_tensor(
                 .map(|_| rng.random())
                 .collect();
             for block in bytes.chunks_exact_mut(block_bytes) {
+                if dtype == DType::Fp8 {
+                    // An f32 scale; every e4m3 code, NaN ones included, among the bytes.
+                    let s = rng.random_range(-scale..scale) / 64.0;
+                    block[0..4].copy_from_slice(&s.to_le_bytes());
+                }
                 for &off in f16_fields(dtype) {
                     let s = half::f16::from_f32(rng.random_range(-scale..scale) / 8.0);
                     block[off..off + 2].copy_from_slice(&s.to_le_bytes());

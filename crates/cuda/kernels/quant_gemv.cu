@@ -171,4 +171,5 @@ QGEMV_TYPE(Q8_0, q8_0)
 QGEMV_TYPE(Q4_K, q4_k)
 QGEMV_TYPE(Q5_K, q5_k)
 QGEMV_TYPE(Q6_K, q6_k)
-QGEMV_TYPE(FP8, fp8)
+// FP8 for one token only: more go through the tensor cores (fp8_gemv_mma.cu).
+QGEMV_SPLITS(FP8, fp8, 1)

@@ -168,6 +168,7 @@ mod x86 {
             DType::F32 => by_rows::<S, decode::F32>(isa, task, panel),
             DType::F16 => by_rows::<S, decode::F16>(isa, task, panel),
             DType::BF16 => by_rows::<S, decode::Bf16>(isa, task, panel),
+            DType::Fp8 => by_rows::<S, decode::Fp8>(isa, task, panel),
             _ => with_scalar_panel(task, panel, |panel, c0, c1| {
                 panel_tiles(isa, task, panel, c0, c1)
             }),

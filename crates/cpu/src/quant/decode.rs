@@ -365,6 +365,33 @@ impl BlockFormat for F16 {
     }
 }
 
+/// FP8 (ferrite_model::fp8): the f32 scale, then 128 e4m3 bytes. A byte becomes the f16 with
+/// its exponent and mantissa bits under f16's (exactly e4m3 x 2^-8, e4m3's subnormals on
+/// f16's; the NaN codes on an f16 NaN), F16C widens it, and multiplying by 256 (exact) and then
+/// by the scale rounds once, as the scalar table's `e4m3 * scale` does.
+pub struct Fp8;
+impl BlockFormat for Fp8 {
+    const ELEMS: usize = 128;
+    const BYTES: usize = 132;
+    #[inline(always)]
+    unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {
+        let (unit, scale) = (S::splat(256.0), S::splat(f32_at_ptr(p)));
+        let (low7, sign_bit) = (_mm256_set1_epi16(0x7f), _mm256_set1_epi16(0x80));
+        let f16_nan = _mm256_set1_epi16(0x7e00);
+        let mut halves = [0u16; 16];
+        for c in 0..8 {
+            let bytes = _mm256_cvtepu8_epi16(load16(p.add(4 + 16 * c)));
+            let magnitude = _mm256_and_si256(bytes, low7);
+            let sign = _mm256_slli_epi16(_mm256_and_si256(bytes, sign_bit), 8);
+            let nan = _mm256_and_si256(_mm256_cmpeq_epi16(magnitude, low7), f16_nan);
+            let h = _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi16(magnitude, 7), sign), nan);
+            _mm256_storeu_si256(halves.as_mut_ptr() as *mut __m256i, h);
+            let v = S::from_f16(halves.as_ptr() as *const u8);
+            sink(c, S::mul(S::mul(v, unit), scale));
+        }
+    }
+}
+
 pub struct Bf16;
 impl BlockFormat for Bf16 {
     const ELEMS: usize = 16;

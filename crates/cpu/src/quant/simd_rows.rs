@@ -70,7 +70,8 @@ macro_rules! formats {
             q5_0: Q5_0 => decode::Q5_0, q5_1: Q5_1 => decode::Q5_1,
             q8_0: Q8_0 => decode::Q8_0, q4_k: Q4_K => decode::Q4K,
             q5_k: Q5_K => decode::Q5K, q6_k: Q6_K => decode::Q6K,
-            f32: F32 => decode::F32, f16: F16 => decode::F16, bf16: BF16 => decode::Bf16);
+            f32: F32 => decode::F32, f16: F16 => decode::F16, bf16: BF16 => decode::Bf16,
+            fp8: Fp8 => decode::Fp8);
     };
 }
 

@@ -99,7 +99,7 @@ fn unsupported_and_malformed_rows_are_errors() {
 
 /// Every type with a SIMD dequantizer (in the kernels' layout).
 #[cfg(target_arch = "x86_64")]
-const SIMD_TYPES: [DType; 11] = [
+const SIMD_TYPES: [DType; 12] = [
     DType::Q4_0,
     DType::Q4_1,
     DType::Q5_0,
@@ -111,6 +111,7 @@ const SIMD_TYPES: [DType; 11] = [
     DType::F32,
     DType::F16,
     DType::BF16,
+    DType::Fp8,
 ];
 
 /// The SIMD ISAs of this machine (failing the test where there is none: it would test nothing).

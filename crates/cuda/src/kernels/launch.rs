@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
 
-use super::names::{quant_names, GEMV_NAMES, NAMES, QMMA_NAMES};
+use super::names::{quant_names, FP8_MMA_NAMES, GEMV_NAMES, NAMES, QMMA_NAMES};
 use crate::device_ptr::DevicePtr;
 use crate::kernel_sources::MODULES;
 use crate::module_loader;
@@ -83,6 +83,7 @@ fn all_names() -> impl Iterator<Item = &'static str> {
         .iter()
         .chain(GEMV_NAMES.iter().flatten())
         .chain(QMMA_NAMES.iter().flatten())
+        .chain(FP8_MMA_NAMES.iter())
         .copied()
         .chain(quant_names())
 }

@@ -87,13 +87,24 @@ pub(super) const QMMA_NAMES: [[&str; 4]; 2] = [
     ],
 ];
 
-/// Every quantized kernel's name: per type, the GEMVs by token count and split, then the
-/// dequantizer and the embedding lookup.
-static QUANT_NAMES: LazyLock<Vec<String>> = LazyLock::new(|| {
+/// The FP8 tensor-core GEMVs (fp8_gemv_mma.cu, 2..8 tokens) by split.
+pub(super) const FP8_MMA_NAMES: [&str; 4] = [
+    "fp8_gemv_mma_s1",
+    "fp8_gemv_mma_s2",
+    "fp8_gemv_mma_s4",
+    "fp8_gemv_mma_s8",
+];
+
+/// Every quantized kernel's name: per type, the CUDA-core GEMVs by token count (up to
+/// `QuantType::cuda_core_gemv_tokens`) and split, then the dequantizer and the embedding
+/// lookup; and where each type's names start.
+static QUANT_NAMES: LazyLock<(Vec<String>, Vec<usize>)> = LazyLock::new(|| {
     let mut names = Vec::new();
+    let mut starts = Vec::new();
     for q in QuantType::ALL {
+        starts.push(names.len());
         let s = q.kernel_suffix();
-        for n in 1..=GEMV_MAX_TOKENS {
+        for n in 1..=q.cuda_core_gemv_tokens() {
             for split in QGEMV_SPLITS {
                 names.push(format!("qgemv_{s}_{n}_s{split}"));
             }
@@ -101,30 +112,33 @@ static QUANT_NAMES: LazyLock<Vec<String>> = LazyLock::new(|| {
         names.push(format!("qdequant_{s}"));
         names.push(format!("qembed_{s}"));
     }
-    names
+    (names, starts)
 });
 
-const PER_TYPE: usize = GEMV_MAX_TOKENS * QGEMV_SPLITS.len() + 2;
-
-fn type_index(q: QuantType) -> usize {
-    QuantType::ALL.iter().position(|&t| t == q).unwrap_or(0)
+/// Where `q`'s names start, and how many it has.
+fn type_names(q: QuantType) -> (usize, usize) {
+    let index = QuantType::ALL.iter().position(|&t| t == q).unwrap_or(0);
+    (QUANT_NAMES.1[index], q.cuda_core_gemv_tokens() * QGEMV_SPLITS.len() + 2)
 }
 
 pub(super) fn quant_names() -> impl Iterator<Item = &'static str> {
-    QUANT_NAMES.iter().map(String::as_str)
+    QUANT_NAMES.0.iter().map(String::as_str)
 }
 
+/// The CUDA-core GEMV of `q` for `n` tokens (at most `q.cuda_core_gemv_tokens()`).
 pub(super) fn qgemv_name(q: QuantType, n: usize, split_index: usize) -> &'static str {
-    let i = type_index(q) * PER_TYPE + (n - 1) * QGEMV_SPLITS.len() + split_index;
-    &QUANT_NAMES[i]
+    let (start, _) = type_names(q);
+    &QUANT_NAMES.0[start + (n - 1) * QGEMV_SPLITS.len() + split_index]
 }
 
 pub(super) fn qdequant_name(q: QuantType) -> &'static str {
-    &QUANT_NAMES[type_index(q) * PER_TYPE + PER_TYPE - 2]
+    let (start, count) = type_names(q);
+    &QUANT_NAMES.0[start + count - 2]
 }
 
 pub(super) fn qembed_name(q: QuantType) -> &'static str {
-    &QUANT_NAMES[type_index(q) * PER_TYPE + PER_TYPE - 1]
+    let (start, count) = type_names(q);
+    &QUANT_NAMES.0[start + count - 1]
 }
 
 #[cfg(test)]
@@ -139,7 +153,13 @@ mod tests {
         assert_eq!(qgemv_name(QuantType::Q4K, 2, 1), "qgemv_q4_k_2_s2");
         assert_eq!(qdequant_name(QuantType::Q5K), "qdequant_q5_k");
         assert_eq!(qembed_name(QuantType::Q8_0), "qembed_q8_0");
+        assert_eq!(qgemv_name(QuantType::Fp8, 1, 3), "qgemv_fp8_1_s8");
+        assert_eq!(qdequant_name(QuantType::Fp8), "qdequant_fp8");
         assert_eq!(qembed_name(QuantType::Fp8), "qembed_fp8");
-        assert_eq!(quant_names().count(), 8 * PER_TYPE);
+        let per_gguf_type = GEMV_MAX_TOKENS * QGEMV_SPLITS.len() + 2;
+        assert_eq!(
+            quant_names().count(),
+            7 * per_gguf_type + QGEMV_SPLITS.len() + 2
+        );
     }
 }

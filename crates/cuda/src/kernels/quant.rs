@@ -1,9 +1,11 @@
-//! Launchers of kernels/quant_gemv.cu, quant_gemv_mma.cu and quant_dequant.cu: products, dequantization
-//! and embedding lookups on GGUF-quantized matrices kept in their own bits (crate::quant).
+//! Launchers of kernels/quant_gemv.cu, quant_gemv_mma.cu, fp8_gemv_mma.cu and quant_dequant.cu:
+//! products, dequantization and embedding lookups on quantized matrices kept in their own bits
+//! (crate::quant).
 
 use super::launch::{grid1, Args, Kernels};
 use super::names::{
-    qdequant_name, qembed_name, qgemv_name, GEMV_MAX_TOKENS, QGEMV_SPLITS, QMMA_NAMES,
+    qdequant_name, qembed_name, qgemv_name, FP8_MMA_NAMES, GEMV_MAX_TOKENS, QGEMV_SPLITS,
+    QMMA_NAMES,
 };
 use crate::device_ptr::DevicePtr;
 use crate::quant::QuantType;
@@ -69,6 +71,12 @@ fn qmma_split_index(rows: usize, k: usize) -> usize {
     split_index(rows.div_ceil(16), k / 256, 2)
 }
 
+/// The FP8 tensor-core GEMV's split over its 32-row tiles: every warp keeps at least four
+/// 128-weight blocks of k.
+fn fp8_split_index(rows: usize, k: usize) -> usize {
+    split_index(rows.div_ceil(32), k / 128, 4)
+}
+
 impl Kernels {
     pub fn qgemv(&self, a: &QuantGemvArgs) -> anyhow::Result<()> {
         let (rows, k, n) = (a.rows, a.k, a.n);
@@ -76,6 +84,9 @@ impl Kernels {
             (1..=GEMV_MAX_TOKENS).contains(&n),
             "qgemv takes 1..=8 tokens, not {n}"
         );
+        if n > a.format.cuda_core_gemv_tokens() {
+            return self.fp8_gemv_mma(a);
+        }
         let tensor_cores = matches!(a.format, QuantType::Q4K | QuantType::Q6K);
         if tensor_cores && n == 1 && k % 256 == 0 && k <= QMMA_MAX_K {
             return self.qgemv_mma(a);
@@ -124,6 +135,27 @@ impl Kernels {
                 .usize(a.k);
             self.launch(QMMA_NAMES[1][split_index], grid, args)
         }
+    }
+
+    /// 2..8 tokens' product on an FP8 matrix through the tensor cores (fp8_gemv_mma.cu).
+    fn fp8_gemv_mma(&self, a: &QuantGemvArgs) -> anyhow::Result<()> {
+        let split_index = fp8_split_index(a.rows, a.k);
+        let rows_per_block = 32 * 8 / QGEMV_SPLITS[split_index];
+        let plane = |i: usize| {
+            a.planes[i].ok_or_else(|| anyhow::anyhow!("FP8 matrix without plane {i}"))
+        };
+        // fp8_gemv_mma_s<split>(scales, q, x, y, rows, k, ldy, n)
+        let args = Args::new()
+            .ptr(plane(0)?)
+            .ptr(plane(1)?)
+            .ptr(a.x)
+            .ptr(a.y)
+            .usize(a.rows)
+            .usize(a.k)
+            .usize(a.ldy)
+            .usize(a.n);
+        let grid = grid1(a.rows.div_ceil(rows_per_block), 256);
+        self.launch(FP8_MMA_NAMES[split_index], grid, args)
     }
 
     /// Rows `row0 .. row0 + rows` of a quantized [_, k] matrix into bf16 `out` [rows, k].
@@ -194,5 +226,16 @@ mod tests {
         assert_eq!(QGEMV_SPLITS[qmma_split_index(4096, 4096)], 8);
         // a short k keeps two blocks per warp.
         assert_eq!(QGEMV_SPLITS[qmma_split_index(4096, 1024)], 2);
+    }
+
+    #[test]
+    fn fp8_split_fills_the_gpu_with_four_blocks_a_warp() {
+        // 8B gate/up: 896 tiles of 32 rows, four warps a tile give 448 thread blocks;
+        assert_eq!(QGEMV_SPLITS[fp8_split_index(28_672, 4096)], 4);
+        // down and O (128 tiles) split eight ways, O's warps keeping exactly four blocks;
+        assert_eq!(QGEMV_SPLITS[fp8_split_index(4096, 14_336)], 8);
+        assert_eq!(QGEMV_SPLITS[fp8_split_index(4096, 4096)], 8);
+        // four blocks of k in all: no split.
+        assert_eq!(QGEMV_SPLITS[fp8_split_index(4096, 512)], 1);
     }
 }

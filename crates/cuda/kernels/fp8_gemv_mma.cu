@@ -25,6 +25,7 @@
 // summed in order through shared memory).
 #include "common.cuh"
 #include "quant.cuh"
+#include "mma.cuh"
 
 #define FP8_X_SCALE 0.0625f
 #define FP8_Y_SCALE 16.0f
@@ -42,15 +43,6 @@ __device__ __forceinline__ u32 x_pair(u32 w) {
     const __half2 h = __floats2half2_rn(__uint_as_float(w << 16) * FP8_X_SCALE,
                                         __uint_as_float(w & 0xffff0000u) * FP8_X_SCALE);
     return *reinterpret_cast<const u32*>(&h);
-}
-
-__device__ __forceinline__ void mma_f16(float (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
-                                        u32 b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // One lane's words of one block: 32 weight bytes of rows g, g + 8, g + 16 and g + 24 of the

@@ -32,6 +32,7 @@
 // memory). k <= QMMA_MAX_K (the staging is static shared memory).
 #include "common.cuh"
 #include "quant.cuh"
+#include "mma.cuh"
 
 #define QMMA_MAX_BLOCKS 64  // k <= 16,384
 #define QMMA_ZERO_SLOT (QMMA_MAX_BLOCKS * 64)
@@ -43,15 +44,6 @@ __device__ __forceinline__ u32 nibble_pair(u32 v) {
     __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162*>(&biased);
     h = __hsub2(h, __floats2bfloat162_rn(128.0f, 128.0f));
     return *reinterpret_cast<const u32*>(&h);
-}
-
-__device__ __forceinline__ void mma_bf16(float (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
-                                         u32 b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // Where a warp works: its 16-row tile, its share of k's 256-element blocks, and the lane's

@@ -68,6 +68,15 @@ pub(super) const GEMV_NAMES: [[&str; GEMV_MAX_TOKENS]; 3] = [
     ],
 ];
 
+/// The tensor-core GEMVs on bf16 weights (gemv_mma.cu, 2..8 tokens) by split
+/// (`QGEMV_SPLITS`).
+pub(super) const GEMV_MMA_NAMES: [&str; 4] = [
+    "gemv_mma_bf16_s1",
+    "gemv_mma_bf16_s2",
+    "gemv_mma_bf16_s4",
+    "gemv_mma_bf16_s8",
+];
+
 /// GEMV splits the quantized kernels are built for (warps sharing a row group along k).
 pub(super) const QGEMV_SPLITS: [usize; 4] = [1, 2, 4, 8];
 

@@ -42,7 +42,7 @@ fn qgemv_rows_per_warp(n: usize) -> usize {
 /// Which of `QGEMV_SPLITS` (warps sharing a row group along k) fills the GPU for `groups` row
 /// groups of 8 / split per thread block: the smallest that gives two thread blocks per SM of
 /// a large GPU, as long as every warp keeps at least `min_work` of the `work` pieces of k.
-fn split_index(groups: usize, work: usize, min_work: usize) -> usize {
+pub(super) fn split_index(groups: usize, work: usize, min_work: usize) -> usize {
     const ENOUGH_BLOCKS: usize = 264;
     let mut index = 0;
     while index + 1 < QGEMV_SPLITS.len() {

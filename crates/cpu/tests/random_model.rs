@@ -215,7 +215,10 @@ fn fp8_weights_match_an_f64_transformer_and_stay_invariant() {
             let scale = row.iter().map(|v| v.abs()).fold(0.0, f64::max);
             for (i, e) in row.iter().enumerate() {
                 let g = got[&(s, pos)][i] as f64;
-                assert!((g - e).abs() <= 1e-3 * scale, "seq {s} pos {pos} logit {i}: {g} vs {e}");
+                assert!(
+                    (g - e).abs() <= 1e-3 * scale,
+                    "seq {s} pos {pos} logit {i}: {g} vs {e}"
+                );
             }
         }
     }

@@ -11,10 +11,11 @@
 //
 // The tile: a warp takes 32 rows, two mma tiles of 16 sharing their B; lane (g = lane / 4,
 // t = lane % 4) reads bytes 32 t .. 32 t + 32 of rows g, g + 8, g + 16 and g + 24 in every
-// 128-weight block, and uses word j of them in the block's mma step j: its four weights, elements e .. e + 3 with e = 32 t + 4 j, fill the lane's k
-// slots 2 t, 2 t + 1, 2 t + 8, 2 t + 9 (the mma's k order is any permutation shared by A and
-// B). B's column g is token g: the lane loads that token's x at the same elements, zero for
-// g >= n. After a block's 8 mma, each row's sums are scaled by its block scale.
+// 128-weight block, and uses word j of them in the block's mma step j: its four weights,
+// elements e .. e + 3 with e = 32 t + 4 j, fill the lane's k slots 2 t, 2 t + 1, 2 t + 8,
+// 2 t + 9 (the mma's k order is any permutation shared by A and B; mma.cuh has the
+// fragments). B's column g is token g: the lane loads that token's x at the same elements,
+// zero for g >= n. After a block's 8 mma, each row's sums are scaled by its block scale.
 //
 // x becomes f16 times 2^-4 (undone at the end, exactly): bf16 values of 2^-10 to 2^20 stay
 // exact, smaller ones keep at least the absolute precision of f16's subnormals (2^-20 here),
@@ -58,13 +59,9 @@ __device__ __forceinline__ void fp8_mma_gemv(const float* __restrict__ scales,
                                              const bf16* __restrict__ x, float* __restrict__ y,
                                              int rows, int k, int ldy, int n) {
     __shared__ float s_part[8][32][8];  // [warp][row in tile][token]
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int g = lane >> 2, t = lane & 3;
-    const int row0 = (blockIdx.x * (8 / SPLIT) + warp / SPLIT) * 32;
-    const int part = warp % SPLIT;
     const int nb = k / 128;
-    const int per_part = (nb + SPLIT - 1) / SPLIT;
-    const int b_begin = part * per_part, b_end = min(nb, b_begin + per_part);
+    const SkinnyTile<SPLIT, 32> tile(nb);
+    const int g = tile.g, t = tile.t, row0 = tile.row0, b_begin = tile.b_begin, b_end = tile.b_end;
     // Rows g + 8 i of the tile; rows past the end read the last row and are not written.
     i64 rb[4];
 #pragma unroll
@@ -134,25 +131,15 @@ __device__ __forceinline__ void fp8_mma_gemv(const float* __restrict__ scales,
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        s_part[warp][16 * h + g][2 * t] = acc[h][0];
-        s_part[warp][16 * h + g][2 * t + 1] = acc[h][1];
-        s_part[warp][16 * h + g + 8][2 * t] = acc[h][2];
-        s_part[warp][16 * h + g + 8][2 * t + 1] = acc[h][3];
+        s_part[tile.warp][16 * h + g][2 * t] = acc[h][0];
+        s_part[tile.warp][16 * h + g][2 * t + 1] = acc[h][1];
+        s_part[tile.warp][16 * h + g + 8][2 * t] = acc[h][2];
+        s_part[tile.warp][16 * h + g + 8][2 * t + 1] = acc[h][3];
     }
-    __syncthreads();
-    if (part != 0) return;
-    // The tile's first warp sums the SPLIT partials in order: 256 (row, token) pairs.
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-        const int pair = lane + 32 * i, r = pair >> 3, tok = pair & 7;
-        float total = 0.0f;
-#pragma unroll
-        for (int s = 0; s < SPLIT; ++s) total += s_part[warp + s][r][tok];
-        if (tok < n && row0 + r < rows) y[(i64)tok * ldy + row0 + r] = total * FP8_Y_SCALE;
-    }
+    // x was scaled by 2^-4: the sums are scaled back (exactly).
+    tile.store(s_part, y, rows, ldy, n, FP8_Y_SCALE);
 }
 
-// grid = ceil(rows / (32 * 8 / SPLIT)), block = 256 (8 warps).
 // One block per SM (154 registers): capped at 128 for two, it spilled and decoded slower (H200,
 // 2026-12-04, 8B: 3.85 against 3.46 ms a batch-1 step).
 #define FP8_MMA_KERNEL(SPLIT)                                                                   \

@@ -28,13 +28,8 @@ __device__ __forceinline__ void bf16_mma_gemv(const bf16* __restrict__ w,
                                               const bf16* __restrict__ x, float* __restrict__ y,
                                               int rows, int k, int ldy, int n) {
     __shared__ float s_part[8][16][8];  // [warp][row in tile][token]
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int g = lane >> 2, t = lane & 3;
-    const int row0 = (blockIdx.x * (8 / SPLIT) + warp / SPLIT) * 16;
-    const int part = warp % SPLIT;
-    const int nb = k / 128;
-    const int per_part = (nb + SPLIT - 1) / SPLIT;
-    const int b_begin = part * per_part, b_end = min(nb, b_begin + per_part);
+    const SkinnyTile<SPLIT, 16> tile(k / 128);
+    const int g = tile.g, t = tile.t, row0 = tile.row0, b_begin = tile.b_begin, b_end = tile.b_end;
     // Rows past the end read the last row and are not written. 16 uint4 per block of a row.
     const uint4* r0 = reinterpret_cast<const uint4*>(w + (i64)min(row0 + g, rows - 1) * k) + 4 * t;
     const uint4* r8 = reinterpret_cast<const uint4*>(w + (i64)min(row0 + g + 8, rows - 1) * k) + 4 * t;
@@ -82,21 +77,11 @@ __device__ __forceinline__ void bf16_mma_gemv(const bf16* __restrict__ w,
         }
         consume(lb);
     }
-    s_part[warp][g][2 * t] = c[0];
-    s_part[warp][g][2 * t + 1] = c[1];
-    s_part[warp][g + 8][2 * t] = c[2];
-    s_part[warp][g + 8][2 * t + 1] = c[3];
-    __syncthreads();
-    if (part != 0) return;
-    // The tile's first warp sums the SPLIT partials in order: 128 (row, token) pairs.
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const int pair = lane + 32 * i, r = pair >> 3, tok = pair & 7;
-        float total = 0.0f;
-#pragma unroll
-        for (int s = 0; s < SPLIT; ++s) total += s_part[warp + s][r][tok];
-        if (tok < n && row0 + r < rows) y[(i64)tok * ldy + row0 + r] = total;
-    }
+    s_part[tile.warp][g][2 * t] = c[0];
+    s_part[tile.warp][g][2 * t + 1] = c[1];
+    s_part[tile.warp][g + 8][2 * t] = c[2];
+    s_part[tile.warp][g + 8][2 * t + 1] = c[3];
+    tile.store(s_part, y, rows, ldy, n, 1.0f);
 }
 
 // grid = ceil(rows / (16 * 8 / SPLIT)), block = 256 (8 warps).

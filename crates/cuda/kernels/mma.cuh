@@ -25,3 +25,38 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], u32 a0, u32 a1, u32 a2, u
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+
+// Where a warp of a skinny product (2..8 tokens as the mma's columns) works: its tile of
+// TILE_ROWS rows (8 / SPLIT tiles per block of 8 warps), its share of k's NB blocks (SPLIT
+// warps per tile, in order), and the lane's fragment coordinates g, t.
+template <int SPLIT, int TILE_ROWS>
+struct SkinnyTile {
+    int lane, warp, g, t, row0, part, b_begin, b_end;
+    __device__ __forceinline__ explicit SkinnyTile(int nb) {
+        lane = threadIdx.x & 31;
+        warp = threadIdx.x >> 5;
+        g = lane >> 2;
+        t = lane & 3;
+        row0 = (blockIdx.x * (8 / SPLIT) + warp / SPLIT) * TILE_ROWS;
+        part = warp % SPLIT;
+        const int per_part = (nb + SPLIT - 1) / SPLIT;
+        b_begin = part * per_part;
+        b_end = min(nb, b_begin + per_part);
+    }
+    // Sums the tile's SPLIT partials (s_part[warp][row in tile][token], written by every warp)
+    // in order and writes y[token, row] = sum * scale for the rows and tokens that exist. Every
+    // thread of the block calls it (a barrier).
+    __device__ __forceinline__ void store(float (*s_part)[TILE_ROWS][8], float* y, int rows,
+                                          int ldy, int n, float scale) const {
+        __syncthreads();
+        if (part != 0) return;
+#pragma unroll
+        for (int i = 0; i < TILE_ROWS * 8 / 32; ++i) {
+            const int pair = lane + 32 * i, r = pair >> 3, tok = pair & 7;
+            float total = 0.0f;
+#pragma unroll
+            for (int s = 0; s < SPLIT; ++s) total += s_part[warp + s][r][tok];
+            if (tok < n && row0 + r < rows) y[(i64)tok * ldy + row0 + r] = total * scale;
+        }
+    }
+};

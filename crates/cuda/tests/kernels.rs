@@ -314,7 +314,13 @@ fn gemv_and_cublas_match_reference() {
     // The second and third shapes are long and narrow: the GEMV splits each row over 4 and
     // 8 warps there. The last two have whole 128-element blocks: 2..8 tokens go through the
     // tensor cores there (gemv_mma.cu), with a ragged last tile of rows.
-    for (rows, k) in [(1003usize, 1048usize), (301, 4104), (97, 8200), (1003, 1536), (97, 8960)] {
+    for (rows, k) in [
+        (1003usize, 1048usize),
+        (301, 4104),
+        (97, 8200),
+        (1003, 1536),
+        (97, 8960),
+    ] {
         let w = bf16_round(&random(&mut r, rows * k, 0.05));
         let wd = dev(&ctx, &to_bf16(&w));
         for n in [1usize, 2, 3, 5, 8, 9, 37] {

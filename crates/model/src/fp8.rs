@@ -64,7 +64,10 @@ pub fn f32_to_e4m3(v: f32) -> u8 {
 /// Dequantizes whole [`DType::Fp8`] blocks of `bytes` into `out` (`out.len() / 128` blocks).
 pub fn dequantize_blocks(bytes: &[u8], out: &mut [f32]) {
     let table = &*E4M3;
-    for (block, out) in bytes.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(BLOCK)) {
+    for (block, out) in bytes
+        .chunks_exact(BLOCK_BYTES)
+        .zip(out.chunks_exact_mut(BLOCK))
+    {
         let scale = f32::from_le_bytes([block[0], block[1], block[2], block[3]]);
         for (y, &q) in out.iter_mut().zip(&block[4..]) {
             *y = table[q as usize] * scale;
@@ -88,7 +91,11 @@ pub fn to_blocks(
         .zip(fp8.par_chunks(cols.max(1)))
         .enumerate()
         .for_each(|(r, (dst, src))| {
-            for (b, (dst, src)) in dst.chunks_exact_mut(BLOCK_BYTES).zip(src.chunks(BLOCK)).enumerate() {
+            for (b, (dst, src)) in dst
+                .chunks_exact_mut(BLOCK_BYTES)
+                .zip(src.chunks(BLOCK))
+                .enumerate()
+            {
                 dst[..4].copy_from_slice(&scale(r, b).to_le_bytes());
                 dst[4..].copy_from_slice(src);
             }
@@ -108,7 +115,11 @@ pub fn quantize_per_channel(rows: usize, cols: usize, values: &[f32]) -> WeightT
         .map(|row| {
             let max = row.iter().fold(0.0f32, |m, v| m.max(v.abs()));
             // An all-zero row keeps scale 1 (its bytes are zero either way).
-            if max > 0.0 { max / E4M3_MAX } else { 1.0 }
+            if max > 0.0 {
+                max / E4M3_MAX
+            } else {
+                1.0
+            }
         })
         .collect();
     let fp8: Vec<u8> = values
@@ -144,11 +155,16 @@ fn is_quantized_linear(name: &str) -> bool {
         return false;
     };
     const LINEAR: [&str; 7] = [
-        "attn_q.", "attn_k.", "attn_v.", "attn_output.", "ffn_gate.", "ffn_up.", "ffn_down.",
+        "attn_q.",
+        "attn_k.",
+        "attn_v.",
+        "attn_output.",
+        "ffn_gate.",
+        "ffn_up.",
+        "ffn_down.",
     ];
     let shared = ["ffn_gate_shexp.", "ffn_up_shexp.", "ffn_down_shexp."];
-    tensor.ends_with("weight")
-        && (LINEAR.iter().chain(&shared).any(|p| tensor.starts_with(p)))
+    tensor.ends_with("weight") && (LINEAR.iter().chain(&shared).any(|p| tensor.starts_with(p)))
 }
 
 /// Quantizes every linear layer of `weights` to FP8 per output channel (`--quantization fp8`):

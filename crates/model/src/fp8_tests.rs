@@ -56,9 +56,15 @@ fn encoding_rounds_to_the_nearest_value_ties_to_even() {
         let v = f32::from_bits(0x3000_0000 + x % 0x1400_0000) * if x & 1 == 0 { 1.0 } else { -1.0 };
         let got = e4m3_to_f32(f32_to_e4m3(v));
         let a = v.abs().min(E4M3_MAX);
-        let best = finite.iter().map(|f| (f - a).abs()).fold(f32::INFINITY, f32::min);
+        let best = finite
+            .iter()
+            .map(|f| (f - a).abs())
+            .fold(f32::INFINITY, f32::min);
         assert_eq!((got.abs() - a).abs(), best, "{v}");
-        assert!(got == 0.0 || got.is_sign_negative() == v.is_sign_negative(), "{v}");
+        assert!(
+            got == 0.0 || got.is_sign_negative() == v.is_sign_negative(),
+            "{v}"
+        );
     }
 }
 
@@ -95,11 +101,20 @@ fn quantize_linear_layers_takes_projections_only_and_refuses_quantized_files() {
         storage: Storage::Owned(Arc::new(vec![0u8; dtype.row_bytes(cols) * rows])),
     };
     let mut w = ModelWeights::default();
-    for name in ["blk.0.attn_q.weight", "blk.0.ffn_down.weight", "blk.1.ffn_up.3.weight"] {
+    for name in [
+        "blk.0.attn_q.weight",
+        "blk.0.ffn_down.weight",
+        "blk.1.ffn_up.3.weight",
+    ] {
         w.tensors.insert(name.into(), matrix(DType::BF16, 4, 256));
     }
-    w.tensors.insert("blk.0.attn_k.weight".into(), matrix(DType::F32, 4, 96));
-    for name in ["token_embd.weight", "output.weight", "blk.0.ffn_gate_inp.weight"] {
+    w.tensors
+        .insert("blk.0.attn_k.weight".into(), matrix(DType::F32, 4, 96));
+    for name in [
+        "token_embd.weight",
+        "output.weight",
+        "blk.0.ffn_gate_inp.weight",
+    ] {
         w.tensors.insert(name.into(), matrix(DType::BF16, 4, 256));
     }
     assert_eq!(quantize_linear_layers(&mut w).unwrap(), 3);
@@ -113,7 +128,8 @@ fn quantize_linear_layers_takes_projections_only_and_refuses_quantized_files() {
     let err = quantize_linear_layers(&mut w).unwrap_err().to_string();
     assert!(err.contains("Fp8"), "{err}");
     let mut tiny = ModelWeights::default();
-    tiny.tensors.insert("blk.0.attn_q.weight".into(), matrix(DType::F32, 4, 64));
+    tiny.tensors
+        .insert("blk.0.attn_q.weight".into(), matrix(DType::F32, 4, 64));
     assert!(matches!(
         quantize_linear_layers(&mut tiny),
         Err(QuantizeError::NothingToQuantize)

@@ -7,9 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
 
-use super::names::{
-    quant_names, FP8_MMA_NAMES, GEMV_MMA_NAMES, GEMV_NAMES, NAMES, QMMA_NAMES,
-};
+use super::names::{quant_names, FP8_MMA_NAMES, GEMV_MMA_NAMES, GEMV_NAMES, NAMES, QMMA_NAMES};
 use crate::device_ptr::DevicePtr;
 use crate::kernel_sources::MODULES;
 use crate::module_loader;

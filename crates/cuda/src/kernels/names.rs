@@ -127,7 +127,10 @@ static QUANT_NAMES: LazyLock<(Vec<String>, Vec<usize>)> = LazyLock::new(|| {
 /// Where `q`'s names start, and how many it has.
 fn type_names(q: QuantType) -> (usize, usize) {
     let index = QuantType::ALL.iter().position(|&t| t == q).unwrap_or(0);
-    (QUANT_NAMES.1[index], q.cuda_core_gemv_tokens() * QGEMV_SPLITS.len() + 2)
+    (
+        QUANT_NAMES.1[index],
+        q.cuda_core_gemv_tokens() * QGEMV_SPLITS.len() + 2,
+    )
 }
 
 pub(super) fn quant_names() -> impl Iterator<Item = &'static str> {

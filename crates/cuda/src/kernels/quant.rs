@@ -141,9 +141,8 @@ impl Kernels {
     fn fp8_gemv_mma(&self, a: &QuantGemvArgs) -> anyhow::Result<()> {
         let split_index = fp8_split_index(a.rows, a.k);
         let rows_per_block = 32 * 8 / QGEMV_SPLITS[split_index];
-        let plane = |i: usize| {
-            a.planes[i].ok_or_else(|| anyhow::anyhow!("FP8 matrix without plane {i}"))
-        };
+        let plane =
+            |i: usize| a.planes[i].ok_or_else(|| anyhow::anyhow!("FP8 matrix without plane {i}"));
         // fp8_gemv_mma_s<split>(scales, q, x, y, rows, k, ldy, n)
         let args = Args::new()
             .ptr(plane(0)?)

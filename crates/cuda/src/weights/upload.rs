@@ -126,7 +126,7 @@ fn check_fp8_scales(tensor: &WeightTensor) -> anyhow::Result<()> {
         .bytes()
         .chunks_exact(ferrite_model::fp8::BLOCK_BYTES)
         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .find(|s| !(s.abs() < limit));
+        .find(|s| !s.is_finite() || s.abs() >= limit);
     match bad {
         Some(s) => anyhow::bail!("an FP8 block scale of {s}: the CUDA kernels take |scale| < 128"),
         None => Ok(()),

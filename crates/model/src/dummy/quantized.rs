@@ -164,7 +164,8 @@ pub fn random_quantized(
     let mut matrices = Vec::new();
     for init in super::tensor_inits(config, seed) {
         // FP8 checkpoints keep the embedding and the output projection in 16 bits.
-        let stays_bf16 = scheme == "fp8" && matches!(&*init.name, "token_embd.weight" | "output.weight");
+        let stays_bf16 =
+            scheme == "fp8" && matches!(&*init.name, "token_embd.weight" | "output.weight");
         if init.shape.len() == 2 && !stays_bf16 {
             matrices.push((init.name.clone(), init.shape.clone()));
         } else {

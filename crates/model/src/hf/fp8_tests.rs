@@ -77,9 +77,17 @@ fn whole_runs_load_as_fp8_blocks_of_the_same_values() {
     let w = fp8(&[rows, cols], bytes);
     let scales: Vec<(Vec<usize>, Vec<f32>, [usize; 2])> = vec![
         (vec![], vec![0.25], [128, 128]),
-        (vec![rows, 1], (0..rows).map(|r| 0.5 + r as f32 / 64.0).collect(), [128, 128]),
+        (
+            vec![rows, 1],
+            (0..rows).map(|r| 0.5 + r as f32 / 64.0).collect(),
+            [128, 128],
+        ),
         (vec![2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [128, 128]),
-        (vec![4, 3], (0..12).map(|i| i as f32 + 0.5).collect(), [64, 128]),
+        (
+            vec![4, 3],
+            (0..12).map(|i| i as f32 + 0.5).collect(),
+            [64, 128],
+        ),
     ];
     for (shape, scale_values, block) in scales {
         let config = Fp8Config { block };
@@ -90,7 +98,9 @@ fn whole_runs_load_as_fp8_blocks_of_the_same_values() {
         crate::fp8::dequantize_blocks(loaded.storage.bytes(), &mut got);
         let want = values(&dequantize(&w, "s", &scale, config).unwrap());
         assert!(
-            got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+            got.iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
             "{shape:?}"
         );
     }

@@ -14,9 +14,9 @@ use rayon::prelude::*;
 use crate::weights::{DType, ModelWeights, Storage, WeightTensor};
 
 /// Weights per block.
-pub const BLOCK: usize = 128;
+pub const BLOCK: usize = DType::Fp8.block_len();
 /// Bytes per block: the f32 scale and the 128 e4m3 bytes.
-pub const BLOCK_BYTES: usize = 4 + BLOCK;
+pub const BLOCK_BYTES: usize = DType::Fp8.block_bytes();
 /// The largest finite e4m3 value.
 pub const E4M3_MAX: f32 = 448.0;
 
@@ -194,11 +194,31 @@ pub fn quantize_linear_layers(weights: &mut ModelWeights) -> Result<usize, Quant
     }
     for name in &names {
         let t = &weights.tensors[name];
-        let values = crate::dequant::dequantize(t);
+        let values = float_values(t);
         let quantized = quantize_per_channel(t.rows(), t.cols(), &values);
         weights.tensors.insert(name.clone(), quantized);
     }
     Ok(names.len())
+}
+
+/// A float tensor's values (F32, F16 or BF16; exact).
+fn float_values(t: &WeightTensor) -> Vec<f32> {
+    let bytes = t.storage.bytes();
+    match t.dtype {
+        DType::F32 => bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect(),
+        DType::F16 => bytes
+            .chunks_exact(2)
+            .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+            .collect(),
+        // BF16, the one other type `quantize_linear_layers` passes here.
+        _ => bytes
+            .chunks_exact(2)
+            .map(|b| f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16))
+            .collect(),
+    }
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ pub enum DType {
     Q5_K,
     Q6_K,
     Q8_K,
-    /// FP8 (e4m3) weights in ferrite's own block layout (crate::fp8): each run of 128
+    /// FP8 (e4m3) weights in ferrite's own block layout (`crate::fp8`): each run of 128
     /// consecutive weights of a row is stored as its f32 scale and then the 128 e4m3 bytes
     /// (132 bytes; a weight is `e4m3 * scale`). FP8 checkpoints and `--quantization fp8` load
     /// into it; GGUF has no such type.
@@ -44,18 +44,18 @@ pub enum DType {
 
 impl DType {
     /// Elements per quantization block (1 for plain floats).
-    pub fn block_len(self) -> usize {
+    pub const fn block_len(self) -> usize {
         match self {
             DType::F32 | DType::F16 | DType::BF16 => 1,
             DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 => 32,
             DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => {
                 256
             }
-            DType::Fp8 => crate::fp8::BLOCK,
+            DType::Fp8 => 128,
         }
     }
     /// Bytes per block.
-    pub fn block_bytes(self) -> usize {
+    pub const fn block_bytes(self) -> usize {
         match self {
             DType::F32 => 4,
             DType::F16 | DType::BF16 => 2,
@@ -70,7 +70,7 @@ impl DType {
             DType::Q5_K => 176,
             DType::Q6_K => 210,
             DType::Q8_K => 292,
-            DType::Fp8 => crate::fp8::BLOCK_BYTES,
+            DType::Fp8 => 4 + 128,
         }
     }
     /// Bytes of a row of `n` elements (`n` must be a multiple of `block_len`).

@@ -82,6 +82,29 @@ def test_the_directory_gives_the_ggufs_greedy_tokens(gguf_file):
         assert from_dir == from_gguf, f"{extra}: directory {from_dir} vs gguf {from_gguf}"
 
 
+def test_quantization_fp8_keeps_the_answer_and_refuses_a_quantized_file():
+    """--quantization fp8 on the bf16 Qwen directory (every projection FP8, one scale per output
+    channel): the known answer survives (2026-12-04: the first 16 of 24 greedy tokens equal
+    the bf16 model's); on the Q4_1 GGUF the flag is refused, naming a tensor and its type."""
+    directory = hf_dir_of(QWEN_FILE)
+    quantized = generate(directory, "--quantization", "fp8")
+    # 24 layers x 7 projections, each now FP8 (the log line is the quantizer's own count).
+    assert "linear layers quantized to FP8" in quantized.stderr, quantized.stderr
+    assert "matrices=168" in quantized.stderr, quantized.stderr
+    fp8 = token_ids(quantized)
+    plain = token_ids(generate(directory))
+    assert fp8[:8] == plain[:8], f"fp8 {fp8} vs bf16 {plain}"
+    words = subprocess.run(
+        [binary(), "generate", str(directory), "--prompt", PROMPT, "--max-tokens", "8",
+         "--kv-cache-memory", "64MiB", "--quantization", "fp8"],
+        capture_output=True, text=True, timeout=300)
+    assert words.returncode == 0, words.stderr
+    assert words.stdout.strip().startswith("red, blue, and green"), words.stdout
+    refused = generate(models_dir() / MODEL_FILE, "--quantization", "fp8", check=False)
+    assert refused.returncode != 0
+    assert "already Q4_1" in refused.stderr and "--quantization fp8" in refused.stderr, refused.stderr
+
+
 def test_an_unsupported_architecture_is_named(tmp_path):
     (tmp_path / "config.json").write_text(
         '{"architectures": ["FancyNewForCausalLM"], "model_type": "fancy", "vocab_size": 8,'

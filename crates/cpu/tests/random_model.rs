@@ -155,17 +155,29 @@ fn logits_match_an_f64_transformer() {
         let (mut b, config, weights) = backend(arch);
         let seqs = prompts();
         let got = run_schedule(&mut b, 16, &seqs, &mixed_schedule(&seqs, 1));
-        for (s, seq) in seqs.iter().enumerate() {
-            let expected = reference_logits(&config, &weights, seq);
-            for (pos, row) in expected.iter().enumerate() {
-                let scale = row.iter().map(|v| v.abs()).fold(0.0, f64::max);
-                for (i, e) in row.iter().enumerate() {
-                    let g = got[&(s, pos)][i] as f64;
-                    assert!(
-                        (g - e).abs() <= 1e-4 * scale,
-                        "{arch:?} seq {s} pos {pos} logit {i}: {g} vs {e}"
-                    );
-                }
+        assert_near_reference(&config, &weights, &seqs, &got, 1e-4, &format!("{arch:?}"));
+    }
+}
+
+/// Every logit of `got` within `tolerance` x its row's largest |logit| of the f64 transformer.
+fn assert_near_reference(
+    config: &ModelConfig,
+    weights: &ModelWeights,
+    seqs: &[Vec<u32>],
+    got: &AllLogits,
+    tolerance: f64,
+    what: &str,
+) {
+    for (s, seq) in seqs.iter().enumerate() {
+        let expected = reference_logits(config, weights, seq);
+        for (pos, row) in expected.iter().enumerate() {
+            let scale = row.iter().map(|v| v.abs()).fold(0.0, f64::max);
+            for (i, e) in row.iter().enumerate() {
+                let g = got[&(s, pos)][i] as f64;
+                assert!(
+                    (g - e).abs() <= tolerance * scale,
+                    "{what} seq {s} pos {pos} logit {i}: {g} vs {e}"
+                );
             }
         }
     }
@@ -209,19 +221,7 @@ fn fp8_weights_match_an_f64_transformer_and_stay_invariant() {
     assert_bitwise_equal(&want, &got, "fp8 blocks vs the same values in f32");
     // Against f64 (measured 2026-12-04: 2.5e-4 of the row's largest logit; these quantized
     // weights condition the model a little worse than the float ones, 5.7e-5).
-    for (s, seq) in seqs.iter().enumerate() {
-        let expected = reference_logits(&config, &weights, seq);
-        for (pos, row) in expected.iter().enumerate() {
-            let scale = row.iter().map(|v| v.abs()).fold(0.0, f64::max);
-            for (i, e) in row.iter().enumerate() {
-                let g = got[&(s, pos)][i] as f64;
-                assert!(
-                    (g - e).abs() <= 1e-3 * scale,
-                    "seq {s} pos {pos} logit {i}: {g} vs {e}"
-                );
-            }
-        }
-    }
+    assert_near_reference(&config, &weights, &seqs, &got, 1e-3, "fp8");
     let alone = run_schedule(&mut b, 16, &seqs, &chunked_schedule(&seqs, usize::MAX));
     let chunked = run_schedule(&mut b, 16, &seqs, &chunked_schedule(&seqs, 7));
     assert_bitwise_equal(&alone, &chunked, "fp8 chunk 7");

@@ -1,5 +1,6 @@
-//! FP8 (e4m3) weights kept as FP8: ferrite's block layout ([`DType::Fp8`]), the e4m3 codec,
-//! and the per-channel quantizer behind `--quantization fp8`.
+//! FP8 (e4m3) weights kept as FP8: ferrite's block layout ([`DType::Fp8`]), the e4m3 encoder,
+//! and the per-channel quantizer behind `--quantization fp8` (decoding is the dequantizer's,
+//! `crate::dequant::fp8`, re-exported here).
 //!
 //! A block is 128 consecutive weights of one row: the f32 scale (little-endian), then the 128
 //! e4m3 bytes; a weight is `e4m3 * scale`, one f32 product, as FP8 checkpoints define it. A
@@ -7,10 +8,11 @@
 //! into every block they cover, so one layout serves them all, and a kernel finds a weight's
 //! scale beside its bytes: 4 bytes per 128, 3% over the file's FP8 bytes.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use rayon::prelude::*;
 
+pub use crate::dequant::fp8::{dequantize_blocks, e4m3_to_f32};
 use crate::weights::{DType, ModelWeights, Storage, WeightTensor};
 
 /// Weights per block.
@@ -19,24 +21,6 @@ pub const BLOCK: usize = DType::Fp8.block_len();
 pub const BLOCK_BYTES: usize = DType::Fp8.block_bytes();
 /// The largest finite e4m3 value.
 pub const E4M3_MAX: f32 = 448.0;
-
-/// One e4m3 byte (OCP FP8, "fn": no infinities, S.1111.111 is NaN) as f32 (exact).
-pub fn e4m3_to_f32(byte: u8) -> f32 {
-    let sign = if byte & 0x80 != 0 { -1.0 } else { 1.0 };
-    let exponent = ((byte >> 3) & 0xf) as i32;
-    let mantissa = (byte & 0x7) as f32;
-    if exponent == 0xf && byte & 0x7 == 0x7 {
-        return f32::NAN;
-    }
-    if exponent == 0 {
-        // Subnormal: 0.m x 2^(1 - 7).
-        return sign * mantissa / 8.0 * 2f32.powi(-6);
-    }
-    sign * (1.0 + mantissa / 8.0) * 2f32.powi(exponent - 7)
-}
-
-/// Every e4m3 byte's value.
-static E4M3: LazyLock<[f32; 256]> = LazyLock::new(|| std::array::from_fn(|b| e4m3_to_f32(b as u8)));
 
 /// The e4m3 byte nearest to `v` (ties to even), saturating at ±448 as the `satfinite`
 /// conversions of CUDA and of vLLM's quantizer (which clamps before casting) do; NaN stays NaN.
@@ -59,20 +43,6 @@ pub fn f32_to_e4m3(v: f32) -> u8 {
         (exponent, steps - 8)
     };
     sign | (((exponent + 7) as u8) << 3) | mantissa as u8
-}
-
-/// Dequantizes whole [`DType::Fp8`] blocks of `bytes` into `out` (`out.len() / 128` blocks).
-pub fn dequantize_blocks(bytes: &[u8], out: &mut [f32]) {
-    let table = &*E4M3;
-    for (block, out) in bytes
-        .chunks_exact(BLOCK_BYTES)
-        .zip(out.chunks_exact_mut(BLOCK))
-    {
-        let scale = f32::from_le_bytes([block[0], block[1], block[2], block[3]]);
-        for (y, &q) in out.iter_mut().zip(&block[4..]) {
-            *y = table[q as usize] * scale;
-        }
-    }
 }
 
 /// A [rows, cols] FP8 matrix (`fp8`, one byte per weight, rows contiguous) in ferrite's
@@ -194,31 +164,11 @@ pub fn quantize_linear_layers(weights: &mut ModelWeights) -> Result<usize, Quant
     }
     for name in &names {
         let t = &weights.tensors[name];
-        let values = float_values(t);
+        let values = crate::dequant::dequantize(t);
         let quantized = quantize_per_channel(t.rows(), t.cols(), &values);
         weights.tensors.insert(name.clone(), quantized);
     }
     Ok(names.len())
-}
-
-/// A float tensor's values (F32, F16 or BF16; exact).
-fn float_values(t: &WeightTensor) -> Vec<f32> {
-    let bytes = t.storage.bytes();
-    match t.dtype {
-        DType::F32 => bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect(),
-        DType::F16 => bytes
-            .chunks_exact(2)
-            .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
-            .collect(),
-        // BF16, the one other type `quantize_linear_layers` passes here.
-        _ => bytes
-            .chunks_exact(2)
-            .map(|b| f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16))
-            .collect(),
-    }
 }
 
 #[cfg(test)]

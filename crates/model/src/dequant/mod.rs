@@ -7,6 +7,7 @@
 //! stores those blocks re-laid (the CPU's f32-scale layout) still decodes them with this code.
 
 pub mod blocks;
+pub mod fp8;
 mod kquants;
 
 pub use kquants::scale_min_k4;
@@ -42,7 +43,7 @@ pub fn row_dequantizer(dtype: DType) -> RowDequantizer {
         DType::Q5_K => kquants::q5_k_row,
         DType::Q6_K => kquants::q6_k_row,
         DType::Q8_K => kquants::q8_k_row,
-        DType::Fp8 => crate::fp8::dequantize_blocks,
+        DType::Fp8 => fp8::dequantize_blocks,
     }
 }
 

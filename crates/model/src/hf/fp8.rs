@@ -15,7 +15,6 @@ use rayon::prelude::*;
 use serde_json::Value;
 
 use super::HfError;
-pub use crate::fp8::e4m3_to_f32;
 use crate::fp8::BLOCK;
 use crate::weights::{DType, Storage, WeightTensor};
 
@@ -210,7 +209,7 @@ pub fn dequantize(
     let (rows, cols, layout) = scale_layout(weight, scale_name, scale, config)?;
     let (count, width) = (layout.count, layout.width);
     let bytes = weight.storage.bytes();
-    let table: [f32; 256] = std::array::from_fn(|b| e4m3_to_f32(b as u8));
+    let table = crate::dequant::fp8::e4m3_table();
     let mut out = vec![0u8; 4 * rows * cols];
     // Rows in parallel: a real checkpoint's matrices hold billions of weights, at load.
     out.par_chunks_mut(4 * cols.max(1))

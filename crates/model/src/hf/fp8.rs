@@ -110,20 +110,20 @@ fn scale_values(name: &str, t: &WeightTensor) -> Result<Vec<f32>, HfError> {
     })
 }
 
-/// Where row `r`'s scales are: `values[first(r) ..][.. count]`, each covering `width` columns.
+/// Where a matrix's scales are: rows come in groups of `group_rows` sharing a run of `count`
+/// scales (`values[(r / group_rows) * count ..]`), each covering `width` columns.
 struct ScaleLayout {
     values: Vec<f32>,
-    first: fn(r: usize, br: usize, scols: usize) -> usize,
+    group_rows: usize,
     count: usize,
     width: usize,
-    br: usize,
-    scols: usize,
 }
 
 impl ScaleLayout {
-    /// The scale of column `c` of row `r`.
-    fn at(&self, r: usize, c: usize) -> f32 {
-        self.values[(self.first)(r, self.br, self.scols) + c / self.width]
+    /// Row `r`'s run of scales.
+    fn row(&self, r: usize) -> &[f32] {
+        let first = (r / self.group_rows) * self.count;
+        &self.values[first..first + self.count]
     }
 }
 
@@ -148,13 +148,12 @@ fn scale_layout(
     let values = scale_values(scale_name, scale)?;
     let [br, bc] = config.block;
     let (srows, scols) = (rows.div_ceil(br), cols.div_ceil(bc));
-    type First = fn(usize, usize, usize) -> usize;
-    let (first, count, width): (First, usize, usize) = if values.len() == 1 {
-        (|_, _, _| 0, 1, cols)
+    let (group_rows, count, width) = if values.len() == 1 {
+        (rows, 1, cols)
     } else if scale.shape[..] == [rows] || scale.shape[..] == [rows, 1] {
-        (|r, _, _| r, 1, cols)
+        (1, 1, cols)
     } else if scale.shape[..] == [srows, scols] {
-        (|r, br, scols| (r / br) * scols, scols, bc)
+        (br, scols, bc)
     } else {
         return Err(HfError::Weights(format!(
             "scale `{scale_name}` of shape {:?} fits neither one value, {rows} rows, nor \
@@ -171,11 +170,9 @@ fn scale_layout(
     }
     let layout = ScaleLayout {
         values,
-        first,
+        group_rows: group_rows.max(1),
         count,
         width: width.max(1),
-        br,
-        scols,
     };
     Ok((rows, cols, layout))
 }
@@ -191,11 +188,11 @@ pub fn load(
     let (rows, cols, layout) = scale_layout(weight, scale_name, scale, config)?;
     let runs_fit = layout.count == 1 || layout.width.is_multiple_of(BLOCK);
     if !cols.is_multiple_of(BLOCK) || !runs_fit {
-        return dequantize(weight, scale_name, scale, config);
+        return Ok(dequantize_with(weight, cols, &layout));
     }
     let bytes = weight.storage.bytes();
     Ok(crate::fp8::to_blocks(rows, cols, bytes, &|r, b| {
-        layout.at(r, b * BLOCK)
+        layout.row(r)[b * BLOCK / layout.width]
     }))
 }
 
@@ -206,29 +203,32 @@ pub fn dequantize(
     scale: &WeightTensor,
     config: Fp8Config,
 ) -> Result<WeightTensor, HfError> {
-    let (rows, cols, layout) = scale_layout(weight, scale_name, scale, config)?;
-    let (count, width) = (layout.count, layout.width);
+    let (_, cols, layout) = scale_layout(weight, scale_name, scale, config)?;
+    Ok(dequantize_with(weight, cols, &layout))
+}
+
+/// `weight` (rows of `cols` bytes, checked by [`scale_layout`]) times its scales, in f32.
+fn dequantize_with(weight: &Fp8Tensor, cols: usize, layout: &ScaleLayout) -> WeightTensor {
     let bytes = weight.storage.bytes();
     let table = crate::dequant::fp8::e4m3_table();
-    let mut out = vec![0u8; 4 * rows * cols];
+    let mut out = vec![0u8; 4 * bytes.len()];
     // Rows in parallel: a real checkpoint's matrices hold billions of weights, at load.
     out.par_chunks_mut(4 * cols.max(1))
         .zip(bytes.par_chunks(cols.max(1)))
         .enumerate()
         .for_each(|(r, (dst, src))| {
-            let first = (layout.first)(r, layout.br, layout.scols);
-            let runs = src.chunks(width).zip(&layout.values[first..first + count]);
-            for ((run, &scale), dst) in runs.zip(dst.chunks_mut(4 * width)) {
+            let runs = src.chunks(layout.width).zip(layout.row(r));
+            for ((run, &scale), dst) in runs.zip(dst.chunks_mut(4 * layout.width)) {
                 for (&b, d) in run.iter().zip(dst.chunks_exact_mut(4)) {
                     d.copy_from_slice(&(table[b as usize] * scale).to_le_bytes());
                 }
             }
         });
-    Ok(WeightTensor {
+    WeightTensor {
         dtype: DType::F32,
         shape: weight.shape.clone(),
         storage: Storage::Owned(Arc::new(out)),
-    })
+    }
 }
 
 #[cfg(test)]

@@ -25,6 +25,8 @@ declare -A MODEL_FILES=(
     [smollm]="SmolLM2-135M-Instruct.Q4_1.gguf"
     [qwen05]="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
     [qwen15]="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    # Random weights, Qwen3-MoE layout, Q4_K_M: made by bench/moe/make.sh on first use (issue 13).
+    [moe]="qwen3moe-random-16x1024-64e-q4_k_m.gguf"
 )
 
 PARTS="speed,serving,prefix"
@@ -53,7 +55,9 @@ usage() {
     cat <<EOF
 usage: $0 [options]
   --parts LIST           speed,serving,prefix (default: $PARTS)
-  --models LIST          models of the speed part: smollm,qwen05,qwen15 (default: $MODELS)
+  --models LIST          models of the speed part: smollm,qwen05,qwen15,moe (default: $MODELS;
+                         moe: a random-weight Qwen3-MoE-layout Q4_K_M file, 16 layers x 64
+                         experts, top 8, made by bench/moe/make.sh on first use, ~3 min)
   --serve-model NAME     model of the serving and prefix parts (default: $SERVE_MODEL)
   --threads N            threads for every engine (default: $THREADS)
   --rounds N             A/B rounds of the speed and serving parts; medians are taken (default: $ROUNDS)
@@ -100,7 +104,10 @@ has_part() { [[ ",$PARTS," == *",$1,"* ]]; }
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 model_path() {
     local file="${MODEL_FILES[$1]:-}"
-    [[ -n "$file" ]] || { echo "unknown model $1 (smollm, qwen05, qwen15)" >&2; exit 2; }
+    [[ -n "$file" ]] || { echo "unknown model $1 (smollm, qwen05, qwen15, moe)" >&2; exit 2; }
+    if [[ "$1" == moe && ! -f "$MODELS_DIR/$file" ]]; then
+        OUT_NAME="$file" bash "$ROOT/bench/moe/make.sh" >&2
+    fi
     [[ -f "$MODELS_DIR/$file" ]] || { echo "missing $MODELS_DIR/$file: run scripts/fetch_models.sh" >&2; exit 2; }
     echo "$MODELS_DIR/$file"
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's `llama-bench` and `llama-server` (CPU only, native arch, Release) from the
+# Builds llama.cpp's `llama-bench`, `llama-server` and `llama-quantize` (CPU only, native arch, Release) from the
 # llama.cpp that the llama-cpp-python source package on PyPI vendors, into bench/.llama.cpp/
-# (git-ignored). Idempotent: does nothing when both binaries exist for the pinned version.
+# (git-ignored). Idempotent: does nothing when the binaries exist for the pinned version.
 #
 #   bench/llama_cpp/build.sh            # build (or reuse) and print the bin directory
 #   LLAMA_CPP_PYTHON_VERSION=0.3.36 bench/llama_cpp/build.sh
@@ -30,7 +30,7 @@ JOBS="${JOBS:-$(nproc)}"
 
 log() { echo "[llama.cpp build] $*" >&2; }
 
-if [[ -x "$BIN/llama-bench" && -x "$BIN/llama-server" ]]; then
+if [[ -x "$BIN/llama-bench" && -x "$BIN/llama-server" && -x "$BIN/llama-quantize" ]]; then
     log "already built: $BIN"
     echo "$BIN"
     exit 0
@@ -76,8 +76,8 @@ log "configuring with $("$CMAKE" --version | head -1)"
     -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF >"$WORK/configure.log" 2>&1 \
     || { tail -30 "$WORK/configure.log" >&2; exit 1; }
 
-log "building llama-bench and llama-server with $JOBS jobs (log: $WORK/build.log)"
-"$CMAKE" --build "$BUILD" --config Release -j "$JOBS" --target llama-bench llama-server \
+log "building llama-bench, llama-server and llama-quantize with $JOBS jobs (log: $WORK/build.log)"
+"$CMAKE" --build "$BUILD" --config Release -j "$JOBS" --target llama-bench llama-server llama-quantize \
     >"$WORK/build.log" 2>&1 || { tail -30 "$WORK/build.log" >&2; exit 1; }
 
 log "built in $(( $(date +%s) - start )) s: $BIN"

@@ -141,8 +141,8 @@ fn tile_shape(isa: Isa) -> (usize, usize) {
 mod x86 {
     use super::*;
     use crate::quant::decode::{self, BlockFormat};
-    use crate::simd::prefetch_lines;
     use crate::simd::vec16::{Avx2, Avx512, Vec16};
+    use crate::simd::{prefetch_lines, TO_L1, TO_L2};
 
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")]
     pub unsafe fn task_avx512(task: &Task<'_>, panel: &mut Vec<f32>) {
@@ -272,7 +272,12 @@ mod x86 {
             let base = b * F::ELEMS;
             for j in 0..NC {
                 let block = bytes.add((c + j) * row_bytes + b * F::BYTES);
-                prefetch_lines(block.wrapping_add(2 * NC * row_bytes), F::BYTES);
+                let ahead = block.wrapping_add(2 * NC * row_bytes);
+                if F::PREFETCH_TO_L2 {
+                    prefetch_lines::<TO_L2>(ahead, F::BYTES);
+                } else {
+                    prefetch_lines::<TO_L1>(ahead, F::BYTES);
+                }
                 if MR >= 3 {
                     F::decode::<S>(
                         block,

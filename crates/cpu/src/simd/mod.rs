@@ -55,16 +55,26 @@ pub fn available_isas() -> Vec<Isa> {
     }
 }
 
-/// Asks for every cache line of `bytes` bytes at `p` (to L1). The fused kernels call it on the
-/// block two groups of weight rows ahead of the one they decode: that is where the stream goes
-/// next, and weights are read once per step, from memory rather than cache.
+/// Where a prefetch brings its lines: `_mm_prefetch`'s hints, named.
+#[cfg(target_arch = "x86_64")]
+pub(crate) const TO_L1: i32 = std::arch::x86_64::_MM_HINT_T0;
+#[cfg(target_arch = "x86_64")]
+pub(crate) const TO_L2: i32 = std::arch::x86_64::_MM_HINT_T1;
+
+/// Asks for every cache line of `bytes` bytes at `p`, into the cache level `LEVEL` names. The
+/// fused kernels call it on the block two groups of weight rows ahead of the one they decode:
+/// that is where the stream goes next, and weights are read once per step, from memory rather
+/// than cache. Which level is best depends on how long a kernel works on each byte: a kernel
+/// that decodes slowly wants the lines in L1, one that streams fast (the int8 path, 8-bit
+/// weights) keeps L1's few miss buffers free by stopping them in L2 (Zen 4, measured: see
+/// `BlockFormat::PREFETCH_TO_L2` and `int8_gemm`).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-pub(crate) unsafe fn prefetch_lines(p: *const u8, bytes: usize) {
-    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+pub(crate) unsafe fn prefetch_lines<const LEVEL: i32>(p: *const u8, bytes: usize) {
+    use std::arch::x86_64::_mm_prefetch;
     let mut line = 0;
     while line < bytes {
-        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line) as *const i8);
+        _mm_prefetch::<LEVEL>(p.wrapping_add(line) as *const i8);
         line += 64;
     }
 }

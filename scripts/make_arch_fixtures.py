@@ -15,9 +15,9 @@ qwen2_moe with its shared expert and mixtral) this script:
      and a 16-token greedy continuation (full recompute at every step, EOS ignored) with the
      top-1 minus top-2 logit margin at every step, into reference.json; config.transformers5.json is
      the same config in the layout transformers >= 5 writes (rope_parameters).
-For qwen3_moe it also writes model-experts-q8_0.gguf, llama.cpp's layout of the same weights
-(see write_gguf; needs gguf-py: pip install gguf). Then it checks its own work (see check_*): the
-reference reproduces from a fresh load, generate()
+For the mixtures of experts it also writes llama.cpp's GGUF layout of the same weights
+(scripts/make_moe_gguf_fixtures.py, which runs alone too; needs gguf-py: pip install gguf).
+Then it checks its own work (see check_*): the reference reproduces from a fresh load, generate()
 with the KV cache gives the same greedy tokens, and the features each fixture is meant to exercise
 (sliding window, rope scaling, local rope base, ...) really change the logits.
 
@@ -31,6 +31,9 @@ import tempfile
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import make_moe_gguf_fixtures  # noqa: E402
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -205,7 +208,7 @@ CONFIGS = {
     # Qwen3-30B-A3B (Qwen3MoeForCausalLM): every layer sparse (decoder_sparse_step 1, no
     # mlp_only_layers), softmax router over 8 experts (real 128), top-2 (real 8), norm_topk_prob true,
     # q/k norms as qwen3, untied. intermediate_size is the (unused here) dense MLP width. Kept small:
-    # vocab 256, expert width 32 (a Q8_0 block, for the GGUF copy made from it, see write_gguf).
+    # vocab 256, expert width 32 (a Q8_0 block, for the GGUF copy, see make_moe_gguf_fixtures.py).
     "qwen3_moe": {
         "architectures": ["Qwen3MoeForCausalLM"],
         "model_type": "qwen3_moe",
@@ -624,72 +627,6 @@ def check_moe(arch, ref):
         assert any(type(layer.mlp).__name__ != "Qwen2MoeMLP" for layer in dense_all.model.layers)
 
 
-def write_gguf(arch):
-    """The qwen3_moe checkpoint in llama.cpp's GGUF layout, as convert_hf_to_gguf.py writes it
-    (names from gguf-py's TensorNameMap, the experts of a layer stacked [E, rows, cols] into
-    blk.N.ffn_{gate,up,down}_exps), then quantized the way a GGUF user would have it: the experts
-    Q8_0 (gguf-py's reference quantizer), the router and norms F32, everything else BF16 (exact:
-    the checkpoint is bf16). No tokenizer: the engine test reads the weights only."""
-    import re
-    import gguf
-    from safetensors.torch import load_file
-    assert arch == "qwen3_moe"
-    d = OUT / arch
-    cfg = CONFIGS[arch]
-    layers, experts = cfg["num_hidden_layers"], cfg["num_experts"]
-    name_map = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN3MOE, layers)
-    per_expert, out = {}, {}
-    for name, t in load_file(d / "model.safetensors").items():
-        m = re.fullmatch(r"model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(\w+)\.weight", name)
-        if m:
-            per_expert.setdefault((int(m[1]), m[3]), {})[int(m[2])] = t
-            continue
-        out[name_map.get_name(name, try_suffixes=(".weight", ".bias"))] = t
-    for (bid, proj), by_id in per_expert.items():
-        stacked = torch.stack([by_id[e] for e in range(experts)], dim=0)
-        merged = f"model.layers.{bid}.mlp.experts.{proj}.weight"
-        out[name_map.get_name(merged, try_suffixes=(".weight",))] = stacked
-    path = d / "model-experts-q8_0.gguf"
-    w = gguf.GGUFWriter(path, "qwen3moe")
-    w.add_block_count(layers)
-    w.add_context_length(cfg["max_position_embeddings"])
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(cfg["num_key_value_heads"])
-    w.add_key_length(cfg["head_dim"])
-    w.add_value_length(cfg["head_dim"])
-    w.add_rope_freq_base(cfg["rope_theta"])
-    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    w.add_expert_count(experts)
-    w.add_expert_used_count(cfg["num_experts_per_tok"])
-    w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
-    Q = gguf.GGMLQuantizationType
-    types = {}
-    for name in sorted(out):
-        data = out[name].float().numpy()
-        if "_exps." in name:
-            qtype = Q.Q8_0
-        elif data.ndim == 1 or name.endswith("ffn_gate_inp.weight"):
-            qtype = Q.F32
-        else:
-            qtype = Q.BF16
-        types[qtype.name] = types.get(qtype.name, 0) + 1
-        if qtype == Q.F32:
-            w.add_tensor(name, data)
-        else:
-            w.add_tensor(name, gguf.quants.quantize(data, qtype), raw_dtype=qtype)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    r = gguf.GGUFReader(path)
-    exps = [t for t in r.tensors if t.name == "blk.0.ffn_down_exps.weight"][0]
-    print(f"  {arch}: wrote {path.name}: {len(r.tensors)} tensors {types}, "
-          f"blk.0.ffn_down_exps ne {list(exps.shape)}, {path.stat().st_size / 1e6:.2f} MB")
-    assert list(exps.shape) == [cfg["moe_intermediate_size"], cfg["hidden_size"], experts]
-
-
 def margins_report(arch, ref):
     m = [x for p in ref["prompts"] for x in p["greedy_margins"]]
     low = sum(x < LOW_MARGIN for x in m)
@@ -712,8 +649,8 @@ def main():
         check_features(arch, ref)
         if arch in MOE:
             check_moe(arch, ref)
-        if arch == "qwen3_moe":
-            write_gguf(arch)
+        if arch in MOE:
+            make_moe_gguf_fixtures.write(arch)
         size = sum(f.stat().st_size for f in (OUT / arch).iterdir())
         print(f"  {arch}: {size / 1e6:.2f} MB")
 

@@ -2,7 +2,8 @@
 //! fixtures/arch (llama with Llama 3 rope scaling, qwen2, qwen3, mistral with a sliding window,
 //! gemma3, and the mixtures of experts qwen3_moe, qwen2_moe with its shared expert and a dense
 //! layer, mixtral), loaded from their directories, against transformers in f32 on the same bf16
-//! weights; qwen3_moe's GGUF copy with stacked, quantized experts; and FP8 copies of qwen3 and
+//! weights; the MoE checkpoints' GGUF copies (qwen3_moe with Q8_0 experts, qwen2_moe and
+//! mixtral in BF16); and FP8 copies of qwen3 and
 //! llama (block and per-channel scales) against transformers on their dequantized weights.
 //!
 //! - teacher-forced prompt log-probabilities: mean |Δ| <= 0.02, max <= 0.3;
@@ -19,6 +20,7 @@ mod common;
 use common::*;
 use ferrite_cpu::CpuBackend;
 use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
+use ferrite_model::config::{Arch, RopeStyle};
 use ferrite_model::dequant::dequantize;
 use ferrite_model::gguf::GgufFile;
 use ferrite_model::hf;
@@ -252,47 +254,60 @@ fn expert_load_counts_k_experts_per_token_in_sparse_layers() {
     assert!(load[0].iter().filter(|&&c| c > 0).count() > 1, "{load:?}");
 }
 
-/// llama.cpp's layout of the qwen3_moe checkpoint (written by gguf-py as convert_hf_to_gguf.py
-/// does: experts stacked into `blk.N.ffn_*_exps`, [E, rows, cols]), its experts Q8_0:
-/// - the same config as the checkpoint's;
-/// - every expert matrix read from the stack is the checkpoint's expert within Q8_0 rounding
-///   (about half a quantization step of its block of 32): the layout oracle,
-///   since a transposed or misordered expert is off by the size of the weights;
-/// - the experts stay quantized in memory;
-/// - log-probabilities near the safetensors path: Q8_0 rounding is the only difference, and it
-///   moves them about as much as running transformers itself in bf16 does (mean 0.12 for this
-///   fixture, see make_arch_fixtures.py), so the bar is that mean;
+/// How a GGUF copy of a checkpoint stores its experts, and so how close it must come.
+struct GgufCopy {
+    arch: &'static str,
+    file: &'static str,
+    /// Largest expert-weight error, as a fraction of its block's max |w| / 127 (0: exact).
+    expert_steps: f32,
+    /// Bar on the mean |Δ| of the prompt log-probabilities against the safetensors path.
+    mean_bar: f64,
+}
+
+/// llama.cpp's layout of a mixture-of-experts checkpoint (scripts/make_moe_gguf_fixtures.py,
+/// as convert_hf_to_gguf.py writes it: experts stacked into `blk.N.ffn_*_exps`, [E, rows,
+/// cols]; Mixtral as llama.cpp's `llama` with its q/k rows permuted for interleaved rope):
+/// - the same config as the checkpoint's (the rope style aside: the permuted rows with
+///   interleaved pairs are the same rotation as transformers' halves);
+/// - every expert matrix read from the stack is the checkpoint's expert (bit for bit in BF16,
+///   within half a quantization step in Q8_0): the layout oracle, since a transposed or
+///   misordered expert is off by the size of the weights;
+/// - quantized experts stay quantized in memory;
+/// - log-probabilities at the safetensors path's (BF16: float order only; Q8_0: its rounding,
+///   which moves them about as much as running transformers itself in bf16 does, mean 0.12 for
+///   the qwen3_moe fixture, see make_arch_fixtures.py);
 /// - batch invariance.
-#[test]
-fn qwen3_moe_gguf_with_stacked_q8_0_experts_matches_the_checkpoint() {
-    const GGUF_MEAN_BAR: f64 = 0.1;
-    let dir = repo_root().join("fixtures/arch/qwen3_moe");
-    let gguf = GgufFile::open(&dir.join("model-experts-q8_0.gguf")).unwrap();
+fn check_gguf_copy(copy: GgufCopy) {
+    let GgufCopy { arch, file, .. } = copy;
+    let dir = repo_root().join("fixtures/arch").join(arch);
+    let gguf = GgufFile::open(&dir.join(file)).unwrap();
     let config = gguf.config().unwrap();
     let (hf_config, hf_weights) = hf::load_dir(&dir).unwrap();
-    assert_eq!(config.moe, hf_config.moe);
+    assert_eq!(config.moe, hf_config.moe, "{arch}");
     assert_eq!(
-        (
-            config.arch,
-            config.head_dim,
-            config.rope_style,
-            config.block
-        ),
-        (
-            hf_config.arch,
-            hf_config.head_dim,
-            hf_config.rope_style,
-            hf_config.block
-        )
+        (config.head_dim, &config.block),
+        (hf_config.head_dim, &hf_config.block),
+        "{arch}"
     );
+    let styles = (config.arch, config.rope_style);
+    if arch == "mixtral" {
+        // llama.cpp has no Mixtral of its own: `llama` with experts, rows permuted for
+        // interleaved rope (transformers runs it as a Mistral with halves).
+        assert_eq!(styles, (Arch::Llama, RopeStyle::Interleaved));
+    } else {
+        assert_eq!(styles, (hf_config.arch, hf_config.rope_style), "{arch}");
+    }
     let moe = config.moe.clone().unwrap();
     let gguf_weights = gguf.weights();
-    for layer in 0..config.num_layers {
+    for layer in (0..config.num_layers).filter(|&l| moe.sparse_layers[l]) {
         for proj in ["ffn_gate", "ffn_up", "ffn_down"] {
             for expert in 0..moe.num_experts {
                 let q = gguf_weights.expert(layer, proj, expert).unwrap();
                 let w = hf_weights.expert(layer, proj, expert).unwrap();
-                assert_eq!(q.shape, w.shape, "blk.{layer}.{proj} expert {expert}");
+                assert_eq!(
+                    q.shape, w.shape,
+                    "{arch} blk.{layer}.{proj} expert {expert}"
+                );
                 let (q, w) = (dequantize(&q), dequantize(&w));
                 // Per Q8_0 block of 32: d = max|w| / 127 stored as f16, so the rounding error is
                 // half a step plus up to 127 f16 roundings of d (127 * 2^-11 d).
@@ -303,8 +318,9 @@ fn qwen3_moe_gguf_with_stacked_q8_0_experts_matches_the_checkpoint() {
                         .zip(wr)
                         .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
                     assert!(
-                        err <= 0.6 * step + 1e-7,
-                        "blk.{layer}.{proj} expert {expert}: |Δ| {err} > half a Q8_0 step {step}"
+                        err <= copy.expert_steps * step + 1e-7 * copy.expert_steps,
+                        "{arch} blk.{layer}.{proj} expert {expert}: |Δ| {err} > {} steps of {step}",
+                        copy.expert_steps
                     );
                 }
             }
@@ -312,15 +328,17 @@ fn qwen3_moe_gguf_with_stacked_q8_0_experts_matches_the_checkpoint() {
     }
     let mut from_gguf = CpuBackend::new(config, gguf_weights, 2).unwrap();
     let mut from_hf = CpuBackend::new(hf_config, hf_weights, 2).unwrap();
-    // Q8_0 is 34 bytes per 32 weights (36 as repacked with an f32 scale), bf16 64: the experts,
-    // most of the model, must not have been widened.
     let ratio = from_gguf.weight_bytes() as f64 / from_hf.weight_bytes() as f64;
-    assert!(
-        ratio < 0.75,
-        "GGUF weights take {ratio:.3}x the bf16 checkpoint's"
-    );
+    if copy.expert_steps > 0.0 {
+        // Q8_0 is 34 bytes per 32 weights (36 as repacked with an f32 scale), bf16 64: the
+        // experts, most of the model, must not have been widened.
+        assert!(
+            ratio < 0.75,
+            "GGUF weights take {ratio:.3}x the bf16 checkpoint's"
+        );
+    }
 
-    let cases = cases("qwen3_moe");
+    let cases = cases(arch);
     let (mut sum, mut max, mut count) = (0.0f64, 0.0f64, 0);
     for case in &cases {
         let pages = case.prompt.len().div_ceil(PAGE_SIZE);
@@ -346,12 +364,46 @@ fn qwen3_moe_gguf_with_stacked_q8_0_experts_matches_the_checkpoint() {
     }
     let mean = sum / count as f64;
     println!(
-        "qwen3_moe GGUF (Q8_0 experts) vs safetensors: logprob mean |Δ| {mean:.2e} max {max:.2e} \
+        "{arch} GGUF ({file}) vs safetensors: logprob mean |Δ| {mean:.2e} max {max:.2e} \
          over {count} tokens; weights in memory {ratio:.3}x the bf16 path's"
     );
     assert!(
-        mean <= GGUF_MEAN_BAR,
-        "mean |Δ| {mean} (bar {GGUF_MEAN_BAR})"
+        mean <= copy.mean_bar,
+        "{arch}: mean |Δ| {mean} (bar {})",
+        copy.mean_bar
     );
-    check_batch_invariance("qwen3_moe GGUF", &mut from_gguf, &cases);
+    check_batch_invariance(&format!("{arch} GGUF"), &mut from_gguf, &cases);
 }
+
+#[test]
+fn qwen3_moe_gguf_with_stacked_q8_0_experts_matches_the_checkpoint() {
+    check_gguf_copy(GgufCopy {
+        arch: "qwen3_moe",
+        file: "model-experts-q8_0.gguf",
+        expert_steps: 0.6,
+        mean_bar: 0.1,
+    });
+}
+
+#[test]
+fn qwen2_moe_gguf_with_shared_expert_and_dense_layer_matches_the_checkpoint() {
+    check_gguf_copy(GgufCopy {
+        arch: "qwen2_moe",
+        file: "model-bf16.gguf",
+        expert_steps: 0.0,
+        mean_bar: BF16_COPY_MEAN_BAR,
+    });
+}
+
+#[test]
+fn mixtral_gguf_as_llama_with_permuted_rope_rows_matches_the_checkpoint() {
+    check_gguf_copy(GgufCopy {
+        arch: "mixtral",
+        file: "model-bf16.gguf",
+        expert_steps: 0.0,
+        mean_bar: BF16_COPY_MEAN_BAR,
+    });
+}
+
+/// The same bf16 values through another file format: only float order differs.
+const BF16_COPY_MEAN_BAR: f64 = 1e-4;

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use super::int8_gemm;
 use super::q8_activations::Q8Activations;
-use super::qgemm::{self, OutMatrix, Task, FUSED_MAX_ROWS};
+use super::qgemm::{self, fused_max_rows, OutMatrix, Task};
 use super::quant_matrix::QuantMatrix;
 use crate::simd::Isa;
 
@@ -35,8 +35,8 @@ thread_local! {
 
 /// Weight rows per task: small enough to spread over the threads, large enough to amortise
 /// the task's start.
-fn rows_per_task(m: usize, k: usize, n: usize) -> usize {
-    if m <= FUSED_MAX_ROWS {
+fn rows_per_task(isa: Isa, m: usize, k: usize, n: usize) -> usize {
+    if m <= fused_max_rows(isa) {
         let tasks = rayon::current_num_threads() * FUSED_TASKS_PER_THREAD;
         n.div_ceil(tasks).next_multiple_of(4).max(16)
     } else {
@@ -124,7 +124,7 @@ pub fn matmul_segments(isa: Isa, jobs: &mut [SegmentJob<'_>]) {
             len: job.out.len(),
             n,
         };
-        let step = rows_per_task(m, k, n);
+        let step = rows_per_task(isa, m, k, n);
         let acts = acts_index.map(|i| &acts[i]);
         tasks.extend((0..n).step_by(step).map(|c0| Task {
             matrix: job.matrix,

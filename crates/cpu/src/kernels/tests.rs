@@ -160,7 +160,8 @@ fn matmul_is_bitwise_the_same_on_every_isa_and_path() {
     for (dtype, k) in dtypes {
         let n = 37;
         let matrix = QuantMatrix::new(&random_tensor(&mut r, dtype, n, k, 1.0)).unwrap();
-        for m in [1, 2, 3, 4, 5, 8, 9, 13] {
+        // Fused in groups of 4 (and 8 on AVX-512) up to 16 rows, the panel beyond.
+        for m in [1, 2, 3, 4, 5, 8, 9, 12, 13, 16, 17] {
             let x = random_vec(&mut r, m * k, 1.0);
             let mut reference = vec![f32::NAN; m * n];
             matmul(Isa::Portable, &x, m, &matrix, &mut reference);
@@ -185,14 +186,17 @@ fn matmul_rows_do_not_depend_on_batch_size() {
     let x = random_vec(&mut r, 19 * k, 1.0);
     let mut batched = vec![f32::NAN; 19 * n];
     matmul(detected_isa(), &x, 19, &matrix, &mut batched);
-    let mut few = vec![f32::NAN; 3 * n];
-    matmul(detected_isa(), &x[..3 * k], 3, &matrix, &mut few);
-    assert!(
-        few.iter()
-            .zip(&batched)
-            .all(|(a, b)| a.to_bits() == b.to_bits()),
-        "rows differ between m=3 (fused path) and m=19 (panel path)"
-    );
+    // m = 3: one fused group; 11: a group of 8 and one of 3 on AVX-512 (of 4, 4, 3 elsewhere).
+    for m in [3, 11] {
+        let mut few = vec![f32::NAN; m * n];
+        matmul(detected_isa(), &x[..m * k], m, &matrix, &mut few);
+        assert!(
+            few.iter()
+                .zip(&batched)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "rows differ between m={m} (fused path) and m=19 (panel path)"
+        );
+    }
     for i in 0..19 {
         let mut alone = vec![f32::NAN; n];
         matmul(

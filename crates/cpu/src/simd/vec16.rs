@@ -17,6 +17,9 @@ pub trait Vec16 {
     type V: Copy;
     /// Weight rows a fused (dequantize-and-multiply) kernel works on at once.
     const FUSED_COLS: usize;
+    /// Whether the fused kernels also take 8 x rows at once (over 2 weight rows: 16
+    /// accumulators), which needs 32 vector registers.
+    const FUSED_WIDE: bool;
     /// Whether [`Vec16::lut16`] and [`Vec16::lut32`] are single instructions (table lookups
     /// then replace the convert-multiply-add of 4- and 5-bit weights).
     const HAS_LUT: bool;
@@ -63,6 +66,7 @@ pub struct Avx512;
 impl Vec16 for Avx512 {
     type V = __m512;
     const FUSED_COLS: usize = 4;
+    const FUSED_WIDE: bool = true;
     const HAS_LUT: bool = true;
 
     #[inline(always)]
@@ -143,6 +147,7 @@ pub struct Avx2;
 impl Vec16 for Avx2 {
     type V = (__m256, __m256);
     const FUSED_COLS: usize = 2;
+    const FUSED_WIDE: bool = false;
     const HAS_LUT: bool = false;
 
     #[inline(always)]

@@ -121,7 +121,7 @@ pub struct EngineArgs {
     /// While sequences are decoding, a step takes at most max(16, R x decoding sequences)
     /// prompt tokens, so that arriving prompts slow the running streams by a bounded factor
     /// (on a CPU a step's time grows with its tokens); 0 = only --max-num-batched-tokens.
-    /// [default: 4 on the CPU, 0 on CUDA]
+    /// [default: 3 on the CPU, 0 on CUDA]
     #[arg(long)]
     pub prefill_per_decode: Option<usize>,
     /// Do not share KV pages of common prompt prefixes between requests.

@@ -136,9 +136,14 @@ def test_not_ready_while_loading(tmp_path):
         log.close()
 
 
+DRAIN_TOKENS = 800
+
+
 def test_sigterm_drains_running_requests_and_refuses_new_ones(tmp_path):
     s = Server(["--shutdown-timeout", "60"], tmp_path, "drain")
-    t, out = start_stream(s.url, 60)
+    # Long enough to outlast the checks below: SmolLM2 decodes 60 tokens in ~0.3 s on CI's
+    # 2 cores, which let the drain finish and the process exit before /health was asked.
+    t, out = start_stream(s.url, DRAIN_TOKENS)
     s.proc.send_signal(signal.SIGTERM)
     time.sleep(0.3)
     r = httpx.post(s.url + "/v1/completions", json={"model": MODEL_NAME, "prompt": "Hi", "max_tokens": 3})
@@ -150,7 +155,7 @@ def test_sigterm_drains_running_requests_and_refuses_new_ones(tmp_path):
     assert httpx.get(s.url + "/health").status_code == 200  # alive while draining
     assert httpx.get(s.url + "/metrics").status_code == 200
     t.join(60)
-    assert out["status"] == 200 and out["finish"] == "length" and out["chunks"] == 60, out
+    assert out["status"] == 200 and out["finish"] == "length" and out["chunks"] == DRAIN_TOKENS, out
     assert s.proc.wait(timeout=15) == 0
     log = s.log_text()
     assert "draining" in log and "drained: every request finished" in log

@@ -17,12 +17,13 @@ use super::q8_activations::{Q8Activations, BLOCK};
 use super::qgemm::Task;
 use crate::simd::Isa;
 
-/// Whether this machine can run the int8 path (AVX-512 BW/VL with VNNI).
+/// Whether this machine can run the int8 path (AVX-512 BW/DQ/VL with VNNI).
 pub fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         is_x86_feature_detected!("avx512f")
             && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512dq")
             && is_x86_feature_detected!("avx512vl")
             && is_x86_feature_detected!("avx512vnni")
             && is_x86_feature_detected!("fma")

@@ -17,20 +17,18 @@ fn int8_matrix(dtype: DType, rows: usize, k: usize, seed: u64) -> QuantMatrix {
     matrix
 }
 
-#[test]
-fn tiles_equal_the_portable_dot_for_every_batch_size() {
-    if !available() {
-        eprintln!("skipped: no AVX-512 VNNI on this machine");
-        return;
-    }
-    let (rows, k) = (37, 512);
+/// Every output of `matmul` on the int8 path against `dot_portable`, bit for bit, for each
+/// batch size in `batches` (tiles of every height, a pair of weight rows and a lone one).
+fn check_tiles_against_portable(k: usize, batches: &[usize], seed: u64) {
+    let rows = 37;
+    let most = batches.iter().copied().max().unwrap_or(0);
     for (i, dtype) in [DType::Q4_K, DType::Q6_K].into_iter().enumerate() {
-        let matrix = int8_matrix(dtype, rows, k, 10 + i as u64);
-        let x = random_vec(&mut rng(20 + i as u64), 9 * k, 2.0);
+        let matrix = int8_matrix(dtype, rows, k, seed + i as u64);
+        let x = random_vec(&mut rng(seed + 10 + i as u64), most * k, 2.0);
         let mut acts = Q8Activations::default();
-        acts.quantize(&x, 9, k);
+        acts.quantize(&x, most, k);
         let row_bytes = matrix.row_bytes();
-        let expected: Vec<f32> = (0..9)
+        let expected: Vec<f32> = (0..most)
             .flat_map(|r| {
                 let (matrix, acts) = (&matrix, &acts);
                 (0..rows).map(move |c| {
@@ -40,14 +38,14 @@ fn tiles_equal_the_portable_dot_for_every_batch_size() {
             })
             .collect();
         for isa in [detected_isa(), Isa::Portable] {
-            for m in 1..=9 {
+            for &m in batches {
                 let mut out = vec![0.0f32; m * rows];
                 matmul(isa, &x, m, &matrix, &mut out);
                 for (i, (&got, &want)) in out.iter().zip(&expected).enumerate() {
                     assert_eq!(
                         got.to_bits(),
                         want.to_bits(),
-                        "{dtype:?} {isa:?} m={m}: row {} column {}: {got} vs {want}",
+                        "{dtype:?} {isa:?} k={k} m={m}: row {} column {}: {got} vs {want}",
                         i / rows,
                         i % rows
                     );
@@ -55,6 +53,27 @@ fn tiles_equal_the_portable_dot_for_every_batch_size() {
             }
         }
     }
+}
+
+#[test]
+fn tiles_equal_the_portable_dot_for_every_batch_size() {
+    if !available() {
+        eprintln!("skipped: no AVX-512 VNNI on this machine");
+        return;
+    }
+    let batches: Vec<usize> = (1..=21).collect();
+    check_tiles_against_portable(512, &batches, 10);
+}
+
+#[test]
+fn tiles_equal_the_portable_dot_when_the_activations_come_in_slices() {
+    if !available() {
+        eprintln!("skipped: no AVX-512 VNNI on this machine");
+        return;
+    }
+    // 16,384 columns: a slice of activations that stays in L2 is 20-24 rows, so 45 rows pass
+    // over the weights in three slices.
+    check_tiles_against_portable(16_384, &[45], 50);
 }
 
 #[test]

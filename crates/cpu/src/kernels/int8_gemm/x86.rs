@@ -102,33 +102,35 @@ struct Q4K;
 impl IntBlock for Q4K {
     const BYTES: usize = 144;
     const ROWS: usize = 8;
-    /// The eight scales (i16 lanes 0..8).
-    type Head = __m256i;
+    /// The eight scales (i16 lanes 0..8) and the eight mins (bytes), unpacked once a block.
+    type Head = (__m256i, u64);
     /// d, dmin, and the eight mins (i16) of each row in i16 lanes 0..8 and 16..24.
     type Pair = (__m512, __m512, __m512i);
     #[inline(always)]
     unsafe fn head(blk: *const u8) -> Self::Head {
-        let (sc, _) = k4_scale_bytes(blk.add(4));
-        _mm256_castsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)))
+        let (sc, m) = k4_scale_bytes(blk.add(4));
+        let scales = _mm256_castsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
+        (scales, m)
     }
     #[inline(always)]
     unsafe fn chunk(blk: *const u8, head: &Self::Head, p: usize) -> (__m512i, __m512i) {
         // Sub-block 2p in the low nibbles of the chunk's 32 bytes, 2p + 1 in the high.
         let q = halves_shifted(blk.add(16 + 32 * p), 0, 4);
         let w = _mm512_and_si512(q, _mm512_set1_epi8(0x0f));
-        let s = pick16(*head, std::array::from_fn(|i| (2 * p + i / 16) as i16));
+        let s = pick16(head.0, std::array::from_fn(|i| (2 * p + i / 16) as i16));
         (w, s)
     }
     #[inline(always)]
-    unsafe fn pair(blks: [*const u8; 2], _: &[Self::Head; 2]) -> Self::Pair {
-        let mins = blks.map(|blk| {
-            let (_, m) = k4_scale_bytes(blk.add(4));
-            _mm256_zextsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(m as i64)))
-        });
+    unsafe fn pair(blks: [*const u8; 2], heads: &[Self::Head; 2]) -> Self::Pair {
+        // Each row's mins in i16 lanes 0..8 of its half, zeros above.
+        let mins = _mm512_inserti64x4::<1>(
+            _mm512_zextsi256_si512(_mm256_cvtepu8_epi16(_mm_cvtsi64_si128(heads[0].1 as i64))),
+            _mm256_cvtepu8_epi16(_mm_cvtsi64_si128(heads[1].1 as i64)),
+        );
         (
             halves_ps(f16_at(blks[0]), f16_at(blks[1])),
             halves_ps(f16_at(blks[0].add(2)), f16_at(blks[1].add(2))),
-            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(mins[0]), mins[1]),
+            mins,
         )
     }
     #[inline(always)]

@@ -17,8 +17,10 @@ from conftest import MODEL_NAME, QWEN_FILE, ROOT, Server, free_port, models_dir
 from test_metrics import Scrape
 
 
-def stream_completion(url: str, max_tokens: int, first_token: threading.Event, out: dict):
-    """A streaming completion that runs to max_tokens; records its chunks and finish."""
+def stream_completion(url: str, max_tokens: int, first_token: threading.Event, out: dict,
+                      cancel: threading.Event | None = None):
+    """A streaming completion that runs to max_tokens, or until `cancel` is set (then the
+    client hangs up mid-stream); records its chunks and finish."""
     body = {"model": MODEL_NAME, "prompt": "Once upon a time", "max_tokens": max_tokens,
             "stream": True, "ignore_eos": True, "temperature": 0}
     out["text"], out["finish"], out["chunks"] = "", None, 0
@@ -26,6 +28,9 @@ def stream_completion(url: str, max_tokens: int, first_token: threading.Event, o
         with httpx.stream("POST", url + "/v1/completions", json=body, timeout=120) as r:
             out["status"] = r.status_code
             for line in r.iter_lines():
+                if cancel is not None and cancel.is_set():
+                    out["cancelled"] = True
+                    break
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
                 choice = json.loads(line[len("data: "):])["choices"][0]
@@ -177,13 +182,19 @@ def test_shutdown_timeout_aborts_what_is_left(tmp_path):
 
 
 def test_scale_out_signal_when_the_queue_keeps_growing(tmp_path):
+    # One sequence at a time and four long streams: three wait behind the first for far longer
+    # than the 2 s window on any machine (each stream is 1900 tokens; they are cancelled once
+    # the signal is seen, so the test does not wait for them). Short streams made this flaky:
+    # on a fast machine the queue shrank every window and never looked stuck.
     s = Server(["--max-num-seqs", "1", "--scale-out-window", "2", "--unready-on-scale-out"],
                tmp_path, "scale")
+    cancel = threading.Event()
+    threads = []
     try:
-        threads = [start_stream(s.url, 400)]
-        for _ in range(3):
+        for _ in range(4):
             first, out = threading.Event(), {}
-            th = threading.Thread(target=stream_completion, args=(s.url, 400, first, out))
+            th = threading.Thread(target=stream_completion,
+                                  args=(s.url, 1900, first, out, cancel))
             th.start()
             threads.append((th, out))
         deadline, signalled = time.time() + 30, None
@@ -202,12 +213,23 @@ def test_scale_out_signal_when_the_queue_keeps_growing(tmp_path):
         # Served requests are still answered: unready steers new traffic, it refuses nothing.
         r = httpx.get(s.url + "/v1/models")
         assert r.status_code == 200
+        # The clients hang up: the running stream and the waiting ones are aborted, the queue
+        # empties, and the signal clears once a window has passed with nothing waiting.
+        cancel.set()
         for th, out in threads:
-            th.join(120)
-            assert out["finish"] == "length", out
-        time.sleep(1.5)
-        m = Scrape(httpx.get(s.url + "/metrics").text)
-        assert m.get("ferrite:scale_out_needed", reason="waiting_queue_growth") == 0
+            th.join(60)
+            assert not th.is_alive()
+            assert out.get("finish") is None and out.get("chunks", 0) < 1900, out
+        deadline, cleared = time.time() + 15, None
+        while time.time() < deadline:
+            m = Scrape(httpx.get(s.url + "/metrics").text)
+            if (m.get("ferrite:num_requests_waiting") == 0 and m.get("ferrite:num_requests_running") == 0
+                    and m.get("ferrite:scale_out_needed", reason="waiting_queue_growth") == 0):
+                cleared = m
+                break
+            time.sleep(0.2)
+        assert cleared, "the queue did not empty, or the signal did not clear, after the clients left"
         assert httpx.get(s.url + "/ready").status_code == 200
     finally:
+        cancel.set()
         s.stop()

@@ -116,12 +116,15 @@ class CacheModel:
         raise AssertionError(f"unexpected event {event!r}")
 
     def predicted_hit(self, prompt):
-        """Tokens the engine finds cached: the leading cached pages of all but the last token."""
+        """Tokens the engine finds cached: the leading cached pages of all but the last token,
+        less the last of them when only one token would be left (no one-token prompt chunk)."""
         hit = 0
         for h in page_hashes(prompt[:-1]):
             if h not in self.live:
                 break
             hit += PAGE
+        if hit and len(prompt) - hit == 1:
+            hit -= PAGE
         return hit
 
 

@@ -179,7 +179,7 @@ impl Scheduler {
             let pending = self.running[index].num_pending();
             let is_prompt = pending > 1;
             let len = if is_prompt {
-                pending.min(budget).min(prompt_budget)
+                prompt_chunk_len(pending, budget.min(prompt_budget))
             } else {
                 pending.min(budget)
             };
@@ -257,13 +257,20 @@ impl Scheduler {
             let Some(head) = self.waiting.front() else {
                 return;
             };
-            // The last token is always computed: its logits give the next token.
-            let shared = if head.needs_prompt_logprobs() {
+            // The last token is always computed: its logits give the next token. A tail of one
+            // token would be a one-token prompt chunk (see `prompt_chunk_len`): the last
+            // cached page is computed again instead.
+            let mut shared = if head.needs_prompt_logprobs() {
                 Vec::new()
             } else {
                 self.kv
                     .acquire_prefix(&head.tokens()[..head.tokens().len().saturating_sub(1)])
             };
+            if !shared.is_empty() && head.tokens().len() - shared.len() * page_size == 1 {
+                if let Some(page) = shared.pop() {
+                    self.kv.release(&[page]);
+                }
+            }
             let needed = self.kv.pages_for(head.tokens().len()) - shared.len();
             let Some(fresh) = self.kv.allocate(needed) else {
                 self.kv.release(&shared);
@@ -286,9 +293,11 @@ impl Scheduler {
             }
             self.running.push(sequence);
             let index = self.running.len() - 1;
-            let len = self.running[index].num_pending().min(*budget);
-            plan.chunks.push(self.chunk(index, len));
-            *budget -= len;
+            let len = prompt_chunk_len(self.running[index].num_pending(), *budget);
+            if len > 0 {
+                plan.chunks.push(self.chunk(index, len));
+                *budget -= len;
+            }
         }
     }
 
@@ -384,6 +393,23 @@ impl Scheduler {
         }
         self.kv
             .check_accounting(self.running.iter().map(|s| s.block_table.as_slice()))
+    }
+}
+
+/// Tokens of a prompt chunk: all `pending` ones within `limit`, but never a chunk of one token
+/// out of several, nor one that leaves a single token behind (unless `limit` is under 3). A
+/// backend may send one-token steps through a decode path (CUDA's decode attention) whose sums
+/// differ from its prompt path's; without one-token chunks a prompt's last token takes the
+/// prompt path however the prompt was cut, which keeps chunked and whole prefill identical.
+fn prompt_chunk_len(pending: usize, limit: usize) -> usize {
+    let len = pending.min(limit);
+    if limit < 3 || len == pending {
+        return len;
+    }
+    if pending - len == 1 {
+        len - 1
+    } else {
+        len
     }
 }
 

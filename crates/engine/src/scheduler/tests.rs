@@ -93,6 +93,29 @@ fn prefix_hits_count_as_computed_but_leave_the_last_token() {
 }
 
 #[test]
+fn no_prompt_chunk_is_one_token_of_several() {
+    // The budget would leave one token of an 11-token prompt: it leaves two instead.
+    let mut s = scheduler(64, 4, 10, 8);
+    add(&mut s, 1, 11, greedy(3));
+    assert_eq!(summary(&step(&mut s)), vec![(1, 0, 9)]);
+    assert_eq!(summary(&step(&mut s)), vec![(1, 9, 2)]);
+    // A cached prefix that would leave one token (a 33-token prompt, pages of 16): the last
+    // cached page is computed again with it.
+    let mut s = scheduler(64, 16, 2048, 8);
+    let prompt: Vec<u32> = (0..33).collect();
+    s.add(Sequence::new(request(1, prompt.clone(), greedy(1))));
+    step(&mut s);
+    s.remove(1);
+    s.add(Sequence::new(request(2, prompt, greedy(1))));
+    let plan = step(&mut s);
+    assert_eq!(summary(&plan), vec![(2, 16, 17)]);
+    assert_eq!(plan.counters.prefix_hit_tokens, 16);
+    // A one-token prompt is still one token.
+    add(&mut s, 3, 1, greedy(1));
+    assert!(summary(&step(&mut s)).contains(&(3, 0, 1)));
+}
+
+#[test]
 fn admission_waits_for_pages_for_the_whole_prompt() {
     let mut s = scheduler(4, 4, 100, 8);
     add(&mut s, 1, 10, greedy(2)); // 3 pages

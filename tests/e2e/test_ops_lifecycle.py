@@ -29,7 +29,6 @@ def stream_completion(url: str, max_tokens: int, first_token: threading.Event, o
             out["status"] = r.status_code
             for line in r.iter_lines():
                 if cancel is not None and cancel.is_set():
-                    out["cancelled"] = True
                     break
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue

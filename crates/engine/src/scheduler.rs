@@ -266,7 +266,7 @@ impl Scheduler {
                 self.kv
                     .acquire_prefix(&head.tokens()[..head.tokens().len().saturating_sub(1)])
             };
-            if !shared.is_empty() && head.tokens().len() - shared.len() * page_size == 1 {
+            if head.tokens().len() - shared.len() * page_size == 1 {
                 if let Some(page) = shared.pop() {
                     self.kv.release(&[page]);
                 }

@@ -78,7 +78,11 @@ pub fn run(args: BenchModelArgs) -> anyhow::Result<()> {
     if tests.is_empty() {
         bail!("nothing to measure: --prompt-len and --gen-len are both 0");
     }
-    let mut model = model_source::load(args.model.as_deref(), args.engine.revision.as_deref())?;
+    let mut model = model_source::load(
+        args.model.as_deref(),
+        args.engine.revision.as_deref(),
+        args.engine.map_pages(),
+    )?;
     let name = model.name.clone();
     let threads = args
         .engine

@@ -90,6 +90,9 @@ impl Built {
                 if args.int8_activations {
                     anyhow::bail!("--int8-activations applies to the CPU backend (--device cpu)");
                 }
+                if args.no_huge_pages {
+                    anyhow::bail!("--no-huge-pages applies to the CPU backend (--device cpu)");
+                }
                 let source = match dummy_on_device {
                     Some(seed) => WeightSource::Dummy { seed },
                     None => WeightSource::Host(weights),
@@ -231,7 +234,7 @@ pub fn build_proposer(
                 LoadFormat::Dummy => {
                     model_source::load_dummy(path, args.dummy_seed.wrapping_add(1), None)?
                 }
-                LoadFormat::Auto => model_source::load(Some(path), None)
+                LoadFormat::Auto => model_source::load(Some(path), None, args.map_pages())
                     .with_context(|| format!("loading the draft model {path}"))?,
             };
             let mut backend = Built::new(&mut draft, args)?;

@@ -14,7 +14,11 @@ use crate::model_source;
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let mut model = match args.engine.load_format {
-        LoadFormat::Auto => model_source::load(Some(&args.model), args.engine.revision.as_deref())?,
+        LoadFormat::Auto => model_source::load(
+            Some(&args.model),
+            args.engine.revision.as_deref(),
+            args.engine.map_pages(),
+        )?,
         LoadFormat::Dummy => model_source::load_dummy(
             &args.model,
             args.engine.dummy_seed,

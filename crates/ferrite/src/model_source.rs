@@ -9,6 +9,7 @@ use ferrite_model::config::ModelConfig;
 use ferrite_model::gguf::GgufFile;
 use ferrite_model::hf::GenerationDefaults;
 use ferrite_model::hub::{self, HubEnv};
+use ferrite_model::mapping::MapPages;
 use ferrite_model::tokenizer::LoadedTokenizer;
 use ferrite_model::weights::ModelWeights;
 
@@ -94,8 +95,13 @@ pub fn models_dir() -> PathBuf {
     home.join(".cache/ferrite/models")
 }
 
-/// The model `spec` names; `revision` (a branch, tag or commit) only for a hub id.
-pub fn load(spec: Option<&str>, revision: Option<&str>) -> anyhow::Result<LoadedModel> {
+/// The model `spec` names; `revision` (a branch, tag or commit) only for a hub id; its weight
+/// files mapped in `pages`.
+pub fn load(
+    spec: Option<&str>,
+    revision: Option<&str>,
+    pages: MapPages,
+) -> anyhow::Result<LoadedModel> {
     let path = match spec {
         Some(s) => PathBuf::from(s),
         None => crate::default_model::ensure(&models_dir())?,
@@ -113,10 +119,10 @@ pub fn load(spec: Option<&str>, revision: Option<&str>) -> anyhow::Result<Loaded
                 .ok()
                 .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
                 .unwrap_or_else(|| "model".to_string());
-            return load_hf_dir(&path, name);
+            return load_hf_dir(&path, name, pages);
         }
         if is_gguf {
-            return load_gguf(&path);
+            return load_gguf(&path, pages);
         }
         bail!(
             "cannot load `{}`: give a .gguf file, a Hugging Face model directory or a hub id",
@@ -138,11 +144,11 @@ pub fn load(spec: Option<&str>, revision: Option<&str>) -> anyhow::Result<Loaded
         seconds = started.elapsed().as_secs_f64(),
         "model files ready in the Hugging Face cache"
     );
-    load_hf_dir(&dir, spec.into_owned())
+    load_hf_dir(&dir, spec.into_owned(), pages)
 }
 
 /// A directory with config.json, *.safetensors and the tokenizer files.
-fn load_hf_dir(dir: &Path, name: String) -> anyhow::Result<LoadedModel> {
+fn load_hf_dir(dir: &Path, name: String, pages: MapPages) -> anyhow::Result<LoadedModel> {
     if !dir.join("config.json").is_file() {
         bail!(
             "{} is not a Hugging Face model directory: it has no config.json",
@@ -150,7 +156,7 @@ fn load_hf_dir(dir: &Path, name: String) -> anyhow::Result<LoadedModel> {
         );
     }
     let started = Instant::now();
-    let (config, weights) = ferrite_model::hf::load_dir(dir)
+    let (config, weights) = ferrite_model::hf::load_dir_with(dir, pages)
         .with_context(|| format!("loading the model in {}", dir.display()))?;
     let tokenizer = ferrite_model::tokenizer::tokenizer_from_hf_dir(dir)?;
     let generation = ferrite_model::hf::load_generation_defaults(dir)?;
@@ -171,8 +177,9 @@ fn load_hf_dir(dir: &Path, name: String) -> anyhow::Result<LoadedModel> {
     })
 }
 
-fn load_gguf(path: &Path) -> anyhow::Result<LoadedModel> {
-    let file = GgufFile::open(path).with_context(|| format!("opening {}", path.display()))?;
+fn load_gguf(path: &Path, pages: MapPages) -> anyhow::Result<LoadedModel> {
+    let file =
+        GgufFile::open_with(path, pages).with_context(|| format!("opening {}", path.display()))?;
     let config = file.config()?;
     let tokenizer = LoadedTokenizer::from_gguf_metadata(file.metadata())?;
     let name = path

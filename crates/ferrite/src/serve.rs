@@ -85,7 +85,9 @@ fn load(args: ServeArgs) -> anyhow::Result<Loaded> {
 /// The model the flags name, with its tokenizer (`ferrite serve` and `run-batch`).
 pub fn load_model(spec: Option<&str>, engine: &EngineArgs) -> anyhow::Result<LoadedModel> {
     match engine.load_format {
-        LoadFormat::Auto => model_source::load(spec, engine.revision.as_deref()),
+        LoadFormat::Auto => {
+            model_source::load(spec, engine.revision.as_deref(), engine.map_pages())
+        }
         LoadFormat::Dummy => model_source::load_dummy(
             spec.ok_or_else(|| {
                 anyhow::anyhow!("--load-format dummy needs --model PRESET|config.json")

@@ -9,6 +9,7 @@ pub mod fp8;
 pub mod gguf;
 pub mod hf;
 pub mod hub;
+pub mod mapping;
 pub mod tokenizer;
 pub mod weights;
 

@@ -14,6 +14,7 @@ pub use model_config::config_from_metadata;
 pub use reader::{dtype_from_ggml, GgufHeader, TensorInfo};
 
 use crate::config::ModelConfig;
+use crate::mapping::{map_file, MapPages};
 use crate::weights::{ModelWeights, Storage, WeightTensor};
 
 #[derive(Debug, thiserror::Error)]
@@ -59,14 +60,17 @@ pub struct GgufFile {
 
 impl GgufFile {
     pub fn open(path: &Path) -> Result<GgufFile, GgufError> {
+        Self::open_with(path, MapPages::Plain)
+    }
+
+    /// Opens `path` with its weights mapped in `pages` (see `mapping`).
+    pub fn open_with(path: &Path, pages: MapPages) -> Result<GgufFile, GgufError> {
         let io = |source| GgufError::Io {
             path: path.display().to_string(),
             source,
         };
         let file = std::fs::File::open(path).map_err(io)?;
-        // SAFETY: the map is read-only; like every mmap-based loader we rely on the model file
-        // not being truncated or rewritten while it is served.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+        let map = map_file(path, &file, pages).map_err(io)?;
         Self::from_map(Arc::new(map))
     }
 

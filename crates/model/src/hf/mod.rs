@@ -22,6 +22,7 @@ use self::safetensors::Stored;
 pub use self::safetensors::{shards_of_index, weight_files};
 
 use crate::config::{Arch, ModelConfig};
+use crate::mapping::MapPages;
 use crate::weights::{ModelWeights, Storage, WeightTensor};
 
 #[derive(Debug, thiserror::Error)]
@@ -65,13 +66,18 @@ fn read_config(dir: &Path) -> Result<String, HfError> {
 /// Q/K, which are permuted into owned copies, and FP8 weights, re-laid in FP8 blocks or
 /// dequantized to f32 (`fp8`).
 pub fn load_dir(dir: &Path) -> Result<(ModelConfig, ModelWeights), HfError> {
+    load_dir_with(dir, MapPages::Plain)
+}
+
+/// [`load_dir`] with the weight files mapped in `pages` (see `mapping`).
+pub fn load_dir_with(dir: &Path, pages: MapPages) -> Result<(ModelConfig, ModelWeights), HfError> {
     let config_text = read_config(dir)?;
     let config = config_from_json(&config_text)?;
     let fp8_config = fp8::fp8_config(&config_text)?;
     let mut by_hf_name = HashMap::new();
     let mut fp8_weights = Vec::new();
     for file in weight_files(dir)? {
-        for (hf_name, stored) in safetensors::read_file(&file)? {
+        for (hf_name, stored) in safetensors::read_file(&file, pages)? {
             match stored {
                 Stored::Tensor(t) => {
                     by_hf_name.insert(hf_name, t);

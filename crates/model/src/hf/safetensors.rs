@@ -8,6 +8,7 @@ use safetensors::{Dtype, SafeTensors};
 
 use super::fp8::Fp8Tensor;
 use super::HfError;
+use crate::mapping::{map_file, MapPages};
 use crate::weights::{DType, Storage, WeightTensor};
 
 /// A tensor as a file holds it: one ferrite's backends read, or FP8 bytes to dequantize with
@@ -80,10 +81,9 @@ fn dtype_of(dtype: Dtype, name: &str) -> Result<DType, HfError> {
 }
 
 /// Every tensor of one file, by its Hugging Face name, backed by the file's map.
-pub fn read_file(path: &Path) -> Result<Vec<(String, Stored)>, HfError> {
+pub fn read_file(path: &Path, pages: MapPages) -> Result<Vec<(String, Stored)>, HfError> {
     let file = std::fs::File::open(path).map_err(|e| HfError::io(path, e))?;
-    // SAFETY: read-only map; as with any mmap loader the file must not change while served.
-    let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.map_err(|e| HfError::io(path, e))?);
+    let map = Arc::new(map_file(path, &file, pages).map_err(|e| HfError::io(path, e))?);
     let parsed = SafeTensors::deserialize(&map)
         .map_err(|e| HfError::Weights(format!("{}: {e}", path.display())))?;
     let base = map.as_ptr() as usize;

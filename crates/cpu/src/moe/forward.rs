@@ -75,9 +75,18 @@ pub fn moe_mlp(
 
     let rows = n * k;
     let xs = sized(&mut s.xs, rows * hidden);
-    xs.par_chunks_mut(hidden)
-        .zip(&routing.token_of_row)
-        .for_each(|(dst, &t)| dst.copy_from_slice(&x[t * hidden..(t + 1) * hidden]));
+    let copy =
+        |(dst, &t): (&mut [f32], &usize)| dst.copy_from_slice(&x[t * hidden..(t + 1) * hidden]);
+    if rows <= ROWS_PER_TASK {
+        // A decode step's few rows: a parallel region would cost more than the copy.
+        xs.chunks_mut(hidden)
+            .zip(&routing.token_of_row)
+            .for_each(copy);
+    } else {
+        xs.par_chunks_mut(hidden)
+            .zip(&routing.token_of_row)
+            .for_each(copy);
+    }
     let (gate, up) = (
         sized(&mut s.gate, rows * inter),
         sized(&mut s.up, rows * inter),

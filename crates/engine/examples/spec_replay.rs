@@ -6,9 +6,9 @@
 //! verification keeps a draft exactly when it equals the recorded next token, so the replay
 //! needs no model; requests run one after another, as at concurrency 1.
 //!
-//! usage: spec_replay FILE.jsonl [ngram|suffix] [K] [FIXED_MS] [PER_ROW_MS]
+//! usage: spec_replay FILE.jsonl [ngram|suffix] [K] [FIXED_MS PER_ROW_MS | ROWS=MS,ROWS=MS,...]
 //! FILE.jsonl: one {"prompt": [ids], "output": [ids]} per line (e.g. from the server with
-//! `"return_token_ids": true`).
+//! `"return_token_ids": true`). `SPEC_DEBUG=N` prints request N's proposals step by step.
 
 use rand::SeedableRng;
 
@@ -34,9 +34,33 @@ fn main() -> anyhow::Result<()> {
     );
     let method = args.get(2).map_or("suffix", String::as_str);
     let k: usize = args.get(3).map_or(Ok(24), |a| a.parse())?;
-    let fixed: f64 = args.get(4).map_or(Ok(53.0), |a| a.parse())?;
-    let per_row: f64 = args.get(5).map_or(Ok(19.0), |a| a.parse())?;
-    let cost = |rows: usize| (fixed + per_row * rows as f64) / 1000.0;
+    // FIXED_MS may instead be a measured table, `rows=ms,rows=ms,...` (e.g. from `ferrite
+    // bench-model --prompt-len R --gen-len 0`): linear between its points and past its last.
+    let table: Vec<(f64, f64)> = match args.get(4) {
+        Some(a) if a.contains('=') => a
+            .split(',')
+            .map(|p| {
+                let (r, ms) = p.split_once('=').unwrap_or((p, "nan"));
+                Ok((r.parse()?, ms.parse()?))
+            })
+            .collect::<anyhow::Result<_>>()?,
+        fixed => {
+            let fixed: f64 = fixed.map_or(Ok(53.0), |a| a.parse())?;
+            let per_row: f64 = args.get(5).map_or(Ok(19.0), |a| a.parse())?;
+            vec![(1.0, fixed + per_row), (2.0, fixed + 2.0 * per_row)]
+        }
+    };
+    anyhow::ensure!(table.len() >= 2, "a cost table needs two points at least");
+    let cost = |rows: usize| {
+        let r = rows as f64;
+        let i = table
+            .iter()
+            .position(|p| p.0 >= r)
+            .unwrap_or(table.len() - 1)
+            .max(1);
+        let ((r0, t0), (r1, t1)) = (table[i - 1], table[i]);
+        (t0 + (r - r0) * (t1 - t0) / (r1 - r0)) / 1000.0
+    };
     let mut proposer: Box<dyn Proposer> = match method {
         "ngram" => Box::new(NgramProposer::default()),
         "suffix" => Box::new(SuffixProposer::new(Default::default())),
@@ -71,6 +95,18 @@ fn main() -> anyhow::Result<()> {
             let mut d = proposer.propose(&mut request)?.remove(0);
             // Scored drafts are cut as the engine cuts them; n-gram drafts are all kept, as
             // with --speculative-fixed-k.
+            if std::env::var("SPEC_DEBUG").ok() == Some(id.to_string()) {
+                eprintln!(
+                    "step {steps}: at {done}, proposed {} chances {:?} next {:?} proposed {:?}",
+                    d.tokens.len(),
+                    d.chances
+                        .iter()
+                        .map(|c| (c * 100.0).round() / 100.0)
+                        .collect::<Vec<_>>(),
+                    &output[done..(done + 4).min(output.len())],
+                    &d.tokens[..d.tokens.len().min(4)]
+                );
+            }
             if !d.chances.is_empty() {
                 let keep = policy.best_length(&d.chances, 1, 1.0);
                 d.tokens.truncate(keep);

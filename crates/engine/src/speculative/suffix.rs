@@ -7,8 +7,9 @@
 //!
 //! Unlike the n-gram proposer it says how likely each draft is: an online calibration maps
 //! what the trie saw (how long the matched context was, how often this continuation followed
-//! it) to the acceptance rate measured so far, and the speculation step keeps only as many
-//! drafts as pay for their verification rows. Drafts are point masses, verified exactly.
+//! it) to the acceptance rate measured so far, scaled per request by how its own drafts fared
+//! against the chances they were given, and the speculation step keeps only as many drafts as
+//! pay for their verification rows. Drafts are point masses, verified exactly.
 //!
 //! Memory: a trie node is 16 bytes and each token adds at most `max_depth` nodes; the
 //! per-request tries live as long as their requests, the shared one holds the last
@@ -67,6 +68,9 @@ const PRIOR_WEIGHT: f64 = 4.0;
 /// from what it copies more often than most (a docstring added to every function) soon has
 /// its drafts cut shorter than the server's average would.
 const REQUEST_WEIGHT: f64 = 8.0;
+/// Pseudo-drafts behind a request's reliability (its accepted drafts over the chances they
+/// were given), which starts at 1.
+const RELIABILITY_WEIGHT: f64 = 2.0;
 /// Trials per bucket after which its counts are halved, so the rates follow the traffic.
 const MAX_TRIALS: f64 = 4096.0;
 
@@ -130,8 +134,15 @@ struct RequestIndex {
     num_prompt_tokens: usize,
     /// Its output so far, for the shared trie when it finishes.
     output: Vec<u32>,
-    /// Evidence of each draft of the last proposal, for the verdict.
+    /// Evidence of each draft of the last proposal and its calibrated chance, for the verdict.
     last: Vec<Evidence>,
+    last_calibrated: Vec<f64>,
+    /// Over this request's checked drafts: their calibrated chances summed (`predicted`) and
+    /// how many were accepted (`realized`). The ratio, its reliability, scales its chances: a
+    /// request that keeps departing from what it could copy (an answer in a format no trie
+    /// holds) stops paying for drafts sooner than its buckets alone would tell.
+    predicted: f64,
+    realized: f64,
     /// This request's own acceptance by bucket.
     calibration: Calibration,
 }
@@ -145,6 +156,9 @@ impl RequestIndex {
             num_prompt_tokens,
             output: Vec::new(),
             last: Vec::new(),
+            last_calibrated: Vec::new(),
+            predicted: 0.0,
+            realized: 0.0,
             calibration: Calibration::new(),
         }
     }
@@ -174,6 +188,9 @@ struct Proposal {
     tokens: Vec<u32>,
     evidence: Vec<Evidence>,
     chances: Vec<f64>,
+    /// Each draft's own chance as calibrated (given the drafts before it were accepted),
+    /// before the request's reliability scaled it.
+    calibrated: Vec<f64>,
 }
 
 impl Proposal {
@@ -189,6 +206,7 @@ fn walk(
     (context, start): (&[u32], Option<Match>),
     k: usize,
     calibration: (&Calibration, &Calibration),
+    reliability: f64,
 ) -> Proposal {
     let depth = trie.max_depth();
     let mut tail = context[context.len().saturating_sub(depth)..].to_vec();
@@ -205,13 +223,15 @@ fn walk(
             match_len: len,
             share: next.share,
         };
-        chance *= self::chance(calibration.0, calibration.1, &evidence);
+        let calibrated = self::chance(calibration.0, calibration.1, &evidence);
+        chance *= (calibrated * reliability).min(1.0);
         if chance < MIN_CHANCE {
             break;
         }
         proposal.tokens.push(next.token);
         proposal.evidence.push(evidence);
         proposal.chances.push(chance);
+        proposal.calibrated.push(calibrated);
         tail.push(next.token);
         // The match grows by the drafted token while the trie is deep enough and knows what
         // followed; else look the context up again.
@@ -286,6 +306,8 @@ impl SuffixProposer {
         }
         index.catch_up(r.tokens);
         let calibration = (&self.calibration, &index.calibration);
+        let reliability =
+            (index.realized + RELIABILITY_WEIGHT) / (index.predicted + RELIABILITY_WEIGHT);
         // The request's trie is matched from its appender's open suffixes, and the shared one
         // only when it holds something: this runs for every decoding sequence at every step.
         let start = index.appender.longest_match(&index.trie);
@@ -295,6 +317,7 @@ impl SuffixProposer {
             (r.tokens, start),
             r.k,
             calibration,
+            reliability,
         );
         let shared = if self.cached_tokens > 0 {
             let depth = self.shared.max_depth();
@@ -307,6 +330,7 @@ impl SuffixProposer {
                 (r.tokens, start),
                 r.k,
                 calibration,
+                reliability,
             )
         } else {
             Proposal::default()
@@ -317,6 +341,7 @@ impl SuffixProposer {
             own
         };
         index.last = best.evidence;
+        index.last_calibrated = best.calibrated;
         Drafts {
             q: best
                 .tokens
@@ -345,10 +370,13 @@ impl Proposer for SuffixProposer {
             return;
         };
         let last = std::mem::take(&mut index.last);
+        let calibrated = std::mem::take(&mut index.last_calibrated);
         for (i, evidence) in last.iter().enumerate().take(drafted) {
             if i > accepted {
                 break;
             }
+            index.predicted += calibrated.get(i).copied().unwrap_or(0.0);
+            index.realized += f64::from(u8::from(i < accepted));
             self.calibration.record(evidence, i < accepted);
             index.calibration.record(evidence, i < accepted);
         }

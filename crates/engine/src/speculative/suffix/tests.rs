@@ -137,3 +137,26 @@ fn chances_follow_how_often_a_continuation_was_seen() {
     assert_eq!(s.tokens, [4]);
     assert!(d.chances[0] < s.chances[0]);
 }
+
+#[test]
+fn a_request_whose_drafts_fail_gets_lower_chances_everywhere() {
+    // Request 1 misses three drafts made from a one-token match; then it and a fresh request 2
+    // ask with a ten-token match, a bucket neither has measured: request 1's is lower, from its
+    // own record of drafts kept against the chances they were given.
+    let mut p = SuffixProposer::new(SuffixConfig::default());
+    let text = file(60);
+    let mut tokens = text.clone();
+    tokens.push(text[0]);
+    for _ in 0..3 {
+        let d = ask(&mut p, 1, &tokens, text.len(), 4);
+        assert!(!d.tokens.is_empty());
+        p.verdict(1, d.tokens.len(), 0);
+    }
+    tokens.extend(&text[1..10]);
+    let failing = ask(&mut p, 1, &tokens, text.len(), 4).chances;
+    let fresh = ask(&mut p, 2, &tokens, text.len(), 4).chances;
+    assert!(
+        failing.first().copied().unwrap_or(0.0) < 0.8 * fresh[0],
+        "{failing:?} vs {fresh:?}"
+    );
+}

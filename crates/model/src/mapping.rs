@@ -66,6 +66,9 @@ pub fn map_file(path: &Path, file: &File, pages: MapPages) -> io::Result<Mmap> {
 const HUGE_PAGE: usize = 2 << 20;
 /// 2 MiB spans of a file probed for how the page cache holds it.
 const PROBES: usize = 16;
+/// Bytes read in per progress update when a file is read again.
+#[cfg(target_os = "linux")]
+const POPULATE_STEP: usize = 64 << 20;
 
 #[cfg(not(target_os = "linux"))]
 fn settle_huge(_map: &Mmap, _file: &File, _path: &Path) -> HugeOutcome {
@@ -126,8 +129,16 @@ fn settle_huge(map: &Mmap, file: &File, path: &Path) -> HugeOutcome {
     );
     let _ = unsafe { map.unchecked_advise(UncheckedAdvice::DontNeed) };
     drop_cached(file, 0, 0);
-    // Read it all now, not during the first request.
-    let _ = map.advise(Advice::PopulateRead);
+    // Read it all now, not during the first request, in steps that show progress.
+    use hf_hub::api::Progress;
+    let mut progress = crate::hub::progress::FileProgress::reading();
+    progress.init(map.len(), &path.display().to_string());
+    for start in (0..map.len()).step_by(POPULATE_STEP) {
+        let len = POPULATE_STEP.min(map.len() - start);
+        let _ = map.advise_range(Advice::PopulateRead, start, len);
+        progress.update(len);
+    }
+    progress.finish();
     HugeOutcome::Reread
 }
 

@@ -7,7 +7,7 @@
 //! fetched (see `files`); an interrupted download resumes from its `.part` file.
 
 mod files;
-mod progress;
+pub(crate) mod progress;
 
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,6 @@
-//! A progress bar per downloaded file: indicatif's bar when stderr is a terminal, otherwise
-//! (logs, CI, pipes, where a redrawn bar is noise) a plain line at every tenth of a large file
-//! and one when a file is done.
+//! A progress bar per file downloaded (or read, `FileProgress::reading`): indicatif's bar when
+//! stderr is a terminal, otherwise (logs, CI, pipes, where a redrawn bar is noise) a plain line
+//! at every tenth of a large file and one when a file is done.
 
 use std::io::{IsTerminal, Write};
 
@@ -14,10 +14,22 @@ pub enum FileProgress {
 
 impl FileProgress {
     pub fn for_stderr() -> FileProgress {
+        Self::doing("downloading")
+    }
+
+    /// Progress of reading a file from disk into memory.
+    pub fn reading() -> FileProgress {
+        Self::doing("reading")
+    }
+
+    fn doing(action: &'static str) -> FileProgress {
         if std::io::stderr().is_terminal() {
             FileProgress::Bar(ProgressBar::new(0))
         } else {
-            FileProgress::Lines(LineProgress::default())
+            FileProgress::Lines(LineProgress {
+                action,
+                ..LineProgress::default()
+            })
         }
     }
 }
@@ -55,6 +67,8 @@ const LINES_PER_TENTH_FROM: usize = 16 << 20;
 
 #[derive(Default)]
 pub struct LineProgress {
+    /// What is done to the file ("downloading").
+    action: &'static str,
     file: String,
     total: usize,
     done: usize,
@@ -66,7 +80,8 @@ impl LineProgress {
     fn line(&self) -> String {
         let percent = (self.done * 100).checked_div(self.total).unwrap_or(100);
         format!(
-            "downloading {}: {percent:>3}% ({} / {})",
+            "{} {}: {percent:>3}% ({} / {})",
+            self.action,
             self.file,
             HumanBytes(self.done as u64),
             HumanBytes(self.total as u64)
@@ -84,7 +99,8 @@ impl Progress for LineProgress {
         if self.file == filename && self.done > 0 && self.done < self.total {
             let _ = writeln!(
                 std::io::stderr().lock(),
-                "downloading {filename}: transfer broken at {}, resuming",
+                "{} {filename}: transfer broken at {}, resuming",
+                self.action,
                 HumanBytes(self.done as u64)
             );
         }
@@ -117,7 +133,10 @@ mod tests {
 
     #[test]
     fn a_resumed_download_reports_from_the_bytes_already_there() {
-        let mut p = LineProgress::default();
+        let mut p = LineProgress {
+            action: "downloading",
+            ..LineProgress::default()
+        };
         let size = 100 << 20;
         p.init(size, "model.safetensors");
         p.update(size * 45 / 100);

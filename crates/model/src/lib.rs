@@ -10,6 +10,7 @@ pub mod gguf;
 pub mod hf;
 pub mod hub;
 pub mod mapping;
+mod progress;
 pub mod tokenizer;
 pub mod weights;
 

@@ -131,7 +131,7 @@ fn settle_huge(map: &Mmap, file: &File, path: &Path) -> HugeOutcome {
     drop_cached(file, 0, 0);
     // Read it all now, not during the first request, in steps that show progress.
     use hf_hub::api::Progress;
-    let mut progress = crate::hub::progress::FileProgress::reading();
+    let mut progress = crate::progress::FileProgress::reading();
     progress.init(map.len(), &path.display().to_string());
     for start in (0..map.len()).step_by(POPULATE_STEP) {
         let len = POPULATE_STEP.min(map.len() - start);

@@ -7,7 +7,6 @@
 //! fetched (see `files`); an interrupted download resumes from its `.part` file.
 
 mod files;
-pub(crate) mod progress;
 
 use std::path::{Path, PathBuf};
 
@@ -15,7 +14,7 @@ use hf_hub::api::sync::{ApiBuilder, ApiError, ApiRepo};
 use hf_hub::{Cache, Repo, RepoType};
 
 use self::files::{plan, shards_of_index, WeightPlan, SAFETENSORS_INDEX};
-use self::progress::FileProgress;
+use crate::progress::FileProgress;
 
 /// hf-hub retries a broken transfer this many times, each from where it stopped.
 const TRANSFER_RETRIES: usize = 5;

@@ -78,11 +78,7 @@ pub fn run(args: BenchModelArgs) -> anyhow::Result<()> {
     if tests.is_empty() {
         bail!("nothing to measure: --prompt-len and --gen-len are both 0");
     }
-    let mut model = model_source::load(
-        args.model.as_deref(),
-        args.engine.revision.as_deref(),
-        args.engine.map_pages(),
-    )?;
+    let mut model = model_source::load_model(args.model.as_deref(), &args.engine)?;
     let name = model.name.clone();
     let threads = args
         .engine

@@ -8,23 +8,12 @@ use ferrite_engine::{GenerationRequest, SamplingParams};
 use ferrite_model::hf::GenerationDefaults;
 use ferrite_server::{ChatTemplate, IncrementalDecoder};
 
-use crate::cli::{GenerateArgs, LoadFormat};
+use crate::cli::GenerateArgs;
 use crate::engine_setup::start_engine;
 use crate::model_source;
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
-    let mut model = match args.engine.load_format {
-        LoadFormat::Auto => model_source::load(
-            Some(&args.model),
-            args.engine.revision.as_deref(),
-            args.engine.map_pages(),
-        )?,
-        LoadFormat::Dummy => model_source::load_dummy(
-            &args.model,
-            args.engine.dummy_seed,
-            args.engine.tokenizer.as_deref(),
-        )?,
-    };
+    let mut model = model_source::load_model(Some(&args.model), &args.engine)?;
     let tok = model.tokenizer.clone();
     let prompt = if args.chat {
         let source = tok

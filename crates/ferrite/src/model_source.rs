@@ -13,6 +13,8 @@ use ferrite_model::mapping::MapPages;
 use ferrite_model::tokenizer::LoadedTokenizer;
 use ferrite_model::weights::ModelWeights;
 
+use crate::cli::{EngineArgs, LoadFormat};
+
 /// What the CLI needs of a model: its shape and weights for the backend, its text side for the
 /// server, and a name to serve it under.
 pub struct LoadedModel {
@@ -93,6 +95,21 @@ pub fn models_dir() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_default();
     home.join(".cache/ferrite/models")
+}
+
+/// The model the engine flags name (`--load-format`, `--revision`, the pages for `--device`),
+/// with its tokenizer: what every command that runs a model loads.
+pub fn load_model(spec: Option<&str>, engine: &EngineArgs) -> anyhow::Result<LoadedModel> {
+    match engine.load_format {
+        LoadFormat::Auto => load(spec, engine.revision.as_deref(), engine.map_pages()),
+        LoadFormat::Dummy => load_dummy(
+            spec.ok_or_else(|| {
+                anyhow::anyhow!("--load-format dummy needs --model PRESET|config.json")
+            })?,
+            engine.dummy_seed,
+            engine.tokenizer.as_deref(),
+        ),
+    }
 }
 
 /// The model `spec` names; `revision` (a branch, tag or commit) only for a hub id; its weight

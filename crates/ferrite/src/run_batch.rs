@@ -16,7 +16,7 @@ use ferrite_server::{MetricNames, RequestLogConfig, ServerConfig};
 
 use crate::cli::RunBatchArgs;
 use crate::engine_setup::start_engine;
-use crate::serve;
+use crate::{model_source, serve};
 use input::Classifier;
 use output::ResultSink;
 
@@ -48,7 +48,7 @@ pub fn run(args: RunBatchArgs) -> anyhow::Result<()> {
     }
 
     let spec = args.served.spec();
-    let mut model = serve::load_model(spec, &args.engine)?;
+    let mut model = model_source::load_model(spec, &args.engine)?;
     let engine = start_engine(&mut model, &args.engine)?;
     let text = serve::text_model(&model);
     let config = ServerConfig {

@@ -11,9 +11,7 @@ use ferrite_server::{
     ServeOptions, ServerConfig, TextModel,
 };
 
-use crate::cli::{
-    EngineArgs, LoadFormat, MetricsNamesArg, ReasoningParserArg, ServeArgs, ToolCallParserArg,
-};
+use crate::cli::{MetricsNamesArg, ReasoningParserArg, ServeArgs, ToolCallParserArg};
 use crate::engine_setup::start_engine;
 use crate::model_source::{self, LoadedModel};
 
@@ -48,7 +46,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 /// engine, the tokenizer (on the loader thread, while the listener answers 503).
 fn load(args: ServeArgs) -> anyhow::Result<Loaded> {
     let spec = args.served.spec();
-    let mut model = load_model(spec, &args.engine)?;
+    let mut model = model_source::load_model(spec, &args.engine)?;
     let engine = start_engine(&mut model, &args.engine)?;
     let text = text_model(&model);
     let sampling_defaults = sampling_defaults(&model.generation);
@@ -80,22 +78,6 @@ fn load(args: ServeArgs) -> anyhow::Result<Loaded> {
         engine: engine.handle,
         outputs: engine.outputs,
     })
-}
-
-/// The model the flags name, with its tokenizer (`ferrite serve` and `run-batch`).
-pub fn load_model(spec: Option<&str>, engine: &EngineArgs) -> anyhow::Result<LoadedModel> {
-    match engine.load_format {
-        LoadFormat::Auto => {
-            model_source::load(spec, engine.revision.as_deref(), engine.map_pages())
-        }
-        LoadFormat::Dummy => model_source::load_dummy(
-            spec.ok_or_else(|| {
-                anyhow::anyhow!("--load-format dummy needs --model PRESET|config.json")
-            })?,
-            engine.dummy_seed,
-            engine.tokenizer.as_deref(),
-        ),
-    }
 }
 
 /// What the server needs of the model besides the engine: tokenizer and chat template.

@@ -167,7 +167,7 @@ fn drop_cached(file: &File, offset: usize, len: usize) {
 /// `FilePmdMapped` (KiB of the file mapped in 2 MiB pages) of this process's mapping that
 /// contains `address`, from `/proc/self/smaps`.
 #[cfg(target_os = "linux")]
-pub fn pmd_mapped_kib(address: usize) -> Option<u64> {
+fn pmd_mapped_kib(address: usize) -> Option<u64> {
     let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
     smaps_field(&smaps, address, "FilePmdMapped:")
 }

@@ -91,7 +91,6 @@ impl MoeWeights {
         })
     }
 
-    /// Bytes held.
     /// The router's, the experts' and the shared expert's matrices.
     pub fn matrices_mut(&mut self) -> Vec<&mut QuantMatrix> {
         let mut all = vec![&mut self.router];
@@ -104,6 +103,7 @@ impl MoeWeights {
         all
     }
 
+    /// Bytes held.
     pub fn bytes(&self) -> usize {
         let expert = |e: &Expert| e.gate.bytes().len() + e.up.bytes().len() + e.down.bytes().len();
         self.router.bytes().len()

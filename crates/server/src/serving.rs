@@ -194,7 +194,9 @@ async fn dispatch(State(outer): State<Outer>, request: Request) -> Response {
     let _in_flight = outer.lifecycle.enter();
     match outer.lifecycle.phase() {
         Phase::Ready => forward(app, request).await,
-        Phase::Draining | Phase::Loading => refuse(
+        // The app is built a moment before the phase turns ready: still loading, not draining.
+        Phase::Loading => refuse("the model is loading; retry shortly", RETRY_AFTER_LOADING),
+        Phase::Draining => refuse(
             "the server is shutting down; retry on another replica",
             RETRY_AFTER_DRAINING,
         ),

@@ -22,13 +22,14 @@ run_tests() {  # name, limit
   grep -E "relative error|parity|fixture|switch|bitwise|SKIPPED|panicked|test result|FAILED|^test " "$OUT/test-$name.log" | tail -60
   row "test $name | rc=$rc | $(grep -E '^test result' "$OUT/test-$name.log" | tail -1)"
 }
-PHASE=${1:-all}   # tests | bench | all (tests + bench) | spec
+PHASE=${1:-all}   # tests | bench | all (tests + bench) | spec | moe
 if [ "$PHASE" = tests ] || [ "$PHASE" = all ]; then
 run_tests ferrite_cuda 30
 run_tests kernels 90
 run_tests sampling 90
 run_tests attention 90
 run_tests parity 300
+run_tests moe 300
 run_tests fixture_parity 120
 fi
 
@@ -106,6 +107,22 @@ for n in 1 16 64 256; do
     BENCH_ENV="FERRITE_BENCH_SPEC=$spec" bench "1.5B ${n}x(128,$out) spec=$spec" 120 qwen2.5-1.5b $n 128 $out
   done
 done
+fi
+
+if [ "$PHASE" = moe ]; then
+# Issue 13 on the GPU: the MoE kernel and CPU/CUDA parity tests (random-weight models and the
+# transformers-made fixtures), then Qwen3-30B-A3B's shape (random bf16 weights drawn on the
+# device, bench/gpu/moe/) against the dense model with the same active parameters: batch-1
+# decode (6.08 GB a token: bench/gpu/moe/README.md), 64 concurrent requests, a 4,096-token
+# prefill.
+run_tests moe 300
+run_tests fixture_parity 120
+M=bench/gpu/moe
+bench "Qwen3-30B-A3B batch-1 decode" 240 $M/qwen3-30b-a3b.json 1 128 256
+bench "dense twin batch-1 decode" 180 $M/qwen3-30b-a3b-dense.json 1 128 256
+bench "Qwen3-30B-A3B 64x(512,128)" 240 $M/qwen3-30b-a3b.json 64 512 128
+bench "dense twin 64x(512,128)" 180 $M/qwen3-30b-a3b-dense.json 64 512 128
+bench "Qwen3-30B-A3B prefill 4096" 180 $M/qwen3-30b-a3b.json 1 4096 1
 fi
 
 echo; echo "================ SUMMARY $(date -u +%F) ================"

@@ -6,7 +6,8 @@
 //! [per-head Q/K RMSNorm] -> bias+RoPE (this layer's frequencies)+KV write -> attention
 //! (decode: split-K flash-decoding; prefill chunks: flash attention over the paged prefix;
 //! this layer's window, the config's score scale) -> O GEMM -> [post-attention RMSNorm] ->
-//! add+RMSNorm -> gate/up GEMM -> SiLU or GELU-tanh * up -> down GEMM -> [post-MLP RMSNorm].
+//! add+RMSNorm -> gate/up GEMM -> SiLU or GELU-tanh * up -> down GEMM (or, in a sparse layer
+//! of a mixture of experts, crate::moe_mlp) -> [post-MLP RMSNorm].
 //! Bracketed steps run when `BlockVariant` asks for them (qwen3, gemma3). The residual stream
 //! stays f32; GEMM inputs are bf16, outputs f32.
 
@@ -21,7 +22,7 @@ use crate::kernels::{
 use crate::kv_cache::KvCache;
 use crate::linear::Linear;
 use crate::step_inputs::{Offsets, StepInputs};
-use crate::weights::ModelWeights;
+use crate::weights::{Mlp, ModelWeights};
 use crate::workspace::Workspace;
 
 /// Launch shape of one step: everything `enqueue_layers` needs besides device addresses.
@@ -184,9 +185,14 @@ impl Model<'_> {
                 norm_rows(ws.delta, post.attention, 1, hidden, hidden)?;
             }
             k.add_rmsnorm(&norm(Some(ws.delta), lw.ffn_norm))?;
-            linear(ws.xn, &lw.w_gate_up, ws.gate_up)?;
-            k.gated_activation(block.activation, ws.gate_up, ws.act, inter, n)?;
-            linear(ws.act, &lw.w_down, ws.delta)?;
+            match &lw.mlp {
+                Mlp::Dense { gate_up, down } => {
+                    linear(ws.xn, gate_up, ws.gate_up)?;
+                    k.gated_activation(block.activation, ws.gate_up, ws.act, inter, n)?;
+                    linear(ws.act, down, ws.delta)?;
+                }
+                Mlp::Sparse(moe) => self.enqueue_moe(moe, n)?,
+            }
             if let Some(post) = lw.post_norms {
                 norm_rows(ws.delta, post.mlp, 1, hidden, hidden)?;
             }

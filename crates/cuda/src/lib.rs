@@ -1,7 +1,8 @@
 //! ferrite's CUDA backend: weights in one device arena (bf16, or GGUF quantized formats kept in
 //! their own bits), a preallocated paged KV cache,
 //! CUDA C++ kernels (kernels/*.cu: paged flash-decoding and prefill attention, fused norms,
-//! RoPE + KV write, SwiGLU, GEMV, sampling) with cuBLAS GEMMs, decode steps replayed as CUDA
+//! RoPE + KV write, SwiGLU, GEMV, mixture-of-experts routing and grouped expert products,
+//! sampling) with cuBLAS GEMMs, decode steps replayed as CUDA
 //! graphs, and next-token sampling on the device.
 //!
 //! Built into every ferrite binary: cudarc loads the CUDA libraries at run time, so a machine
@@ -19,6 +20,7 @@ pub mod kernels;
 pub mod kv_cache;
 pub mod linear;
 pub mod module_loader;
+pub mod moe_mlp;
 pub mod quant;
 pub mod step_inputs;
 pub mod warm_up;

@@ -10,7 +10,7 @@ use ferrite_model::config::ModelConfig;
 use crate::buffer::{DeviceBuffer, Layout};
 use crate::device_ptr::DevicePtr;
 use crate::gemm::Scratch;
-use crate::kernels::{decode_splits, Kernels, SampleParams};
+use crate::kernels::{decode_splits, moe_max_items, Kernels, MoeRouting, SampleParams};
 
 /// Sizes the workspace is laid out for.
 #[derive(Debug, Clone, Copy)]
@@ -52,6 +52,24 @@ pub struct Workspace {
     pub mask_words: DevicePtr,
     /// bf16 rows of a quantized matrix dequantized for cuBLAS (crate::gemm).
     pub dequant: Scratch,
+    /// A mixture of experts' buffers (`None` for a dense model).
+    pub moe: Option<MoeBuffers>,
+}
+
+/// What a mixture-of-experts MLP writes besides the dense MLP's buffers, for `tokens` tokens
+/// routed to `k` experts each (`tokens k` routed rows). Nothing is sized by the expert count
+/// times the batch except the router's logits.
+pub struct MoeBuffers {
+    /// f32 [tokens, experts].
+    pub logits: DevicePtr,
+    pub routing: MoeRouting,
+    /// f32 [routed rows, 2 width]; bf16 [routed rows, width]; f32 [routed rows, hidden].
+    pub gate_up: DevicePtr,
+    pub act: DevicePtr,
+    pub down: DevicePtr,
+    /// qwen2_moe's shared expert: f32 [tokens] gate logits and f32 [tokens, hidden] output.
+    pub shared_score: DevicePtr,
+    pub shared_out: DevicePtr,
 }
 
 /// Most bytes of the dequantizing scratch: a larger matrix (an LM head) goes through it in
@@ -66,7 +84,13 @@ impl Workspace {
         sm_count: usize,
         largest_quantized: usize,
     ) -> anyhow::Result<Workspace> {
-        let (t, hidden, inter) = (cap.tokens, c.hidden_size, c.intermediate_size);
+        let (t, hidden) = (cap.tokens, c.hidden_size);
+        // The dense MLP's buffers also serve qwen2_moe's shared expert.
+        let shared_width = c
+            .moe
+            .as_ref()
+            .and_then(|m| m.shared_expert_intermediate_size);
+        let inter = c.intermediate_size.max(shared_width.unwrap_or(0));
         let (q_dim, kv_dim) = (c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim);
         let most_partials = (1..=cap.seqs)
             .map(|d| d * decode_splits(d, c.num_kv_heads, sm_count, None))
@@ -92,7 +116,39 @@ impl Workspace {
         let mask_words = l.take(cap.logit_rows * c.vocab_size.div_ceil(32) * 4);
         let dequant_bytes = largest_quantized.min(DEQUANT_SCRATCH_MAX);
         let dequant = l.take(dequant_bytes);
+        let moe = c.moe.as_ref().map(|m| {
+            let rows = t * m.experts_per_token;
+            let width = m.expert_intermediate_size;
+            [
+                l.take(t * m.num_experts * 4),
+                l.take(rows * 4),
+                l.take(rows * 4),
+                l.take(rows * 4),
+                l.take(rows * 4),
+                l.take(moe_max_items(rows, m.num_experts) * 16),
+                l.take(rows * 2 * width * 4),
+                l.take(rows * width * 2),
+                l.take(rows * hidden * 4),
+                l.take(t * 4),
+                l.take(t * hidden * 4),
+            ]
+        });
         let buf = DeviceBuffer::new(stream, l.bytes())?;
+        let moe = moe.map(|at| MoeBuffers {
+            logits: buf.at(at[0]),
+            routing: MoeRouting {
+                ids: buf.at(at[1]),
+                weights: buf.at(at[2]),
+                row_of_choice: buf.at(at[3]),
+                token_of_row: buf.at(at[4]),
+                items: buf.at(at[5]),
+            },
+            gate_up: buf.at(at[6]),
+            act: buf.at(at[7]),
+            down: buf.at(at[8]),
+            shared_score: buf.at(at[9]),
+            shared_out: buf.at(at[10]),
+        });
         Ok(Workspace {
             x: buf.at(x),
             delta: buf.at(delta),
@@ -115,6 +171,7 @@ impl Workspace {
                 ptr: buf.at(dequant),
                 bytes: dequant_bytes,
             },
+            moe,
             cap,
             buf,
         })

@@ -1,5 +1,6 @@
 //! Issue 12's GPU check: the random-weight Hugging Face checkpoints of fixtures/arch (llama
-//! with Llama 3 rope scaling, qwen2, qwen3, mistral with a sliding window, gemma3), loaded from
+//! with Llama 3 rope scaling, qwen2, qwen3, mistral with a sliding window, gemma3, and the
+//! mixtures of experts qwen3_moe, qwen2_moe with its shared expert, mixtral), loaded from
 //! their directories into both backends, give the CPU's greedy tokens on CUDA within the
 //! CPU/CUDA parity tolerances of tests/parity.rs: logits relative error <= 2e-2 at every step,
 //! and the same argmax unless the CPU's top two are within 0.05 of each other. The CPU is the
@@ -147,4 +148,19 @@ fn mistral_fixture_on_cuda_matches_the_cpu() {
 #[test]
 fn gemma3_fixture_on_cuda_matches_the_cpu() {
     check_arch("gemma3");
+}
+
+#[test]
+fn qwen3_moe_fixture_on_cuda_matches_the_cpu() {
+    check_arch("qwen3_moe");
+}
+
+#[test]
+fn qwen2_moe_fixture_on_cuda_matches_the_cpu() {
+    check_arch("qwen2_moe");
+}
+
+#[test]
+fn mixtral_fixture_on_cuda_matches_the_cpu() {
+    check_arch("mixtral");
 }

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use cudarc::driver::{sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
 
-use super::names::{quant_names, FP8_MMA_NAMES, GEMV_MMA_NAMES, GEMV_NAMES, NAMES, QMMA_NAMES};
+use super::names::{
+    quant_names, FP8_MMA_NAMES, GEMV_MMA_NAMES, GEMV_NAMES, MOE_EXPERT_NAMES, NAMES, QMMA_NAMES,
+};
 use crate::device_ptr::DevicePtr;
 use crate::kernel_sources::MODULES;
 use crate::module_loader;
@@ -85,6 +87,7 @@ fn all_names() -> impl Iterator<Item = &'static str> {
         .chain(QMMA_NAMES.iter().flatten())
         .chain(FP8_MMA_NAMES.iter())
         .chain(GEMV_MMA_NAMES.iter())
+        .chain(MOE_EXPERT_NAMES.iter())
         .copied()
         .chain(quant_names())
 }

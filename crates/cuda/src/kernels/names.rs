@@ -29,6 +29,17 @@ pub(super) const NAMES: &[&str] = &[
     "apply_token_mask",
     "dummy_fill_bf16",
     "dummy_fill_f32",
+    "moe_route",
+    "moe_group",
+    "moe_combine",
+];
+
+/// The mixture-of-experts products (moe.cu) by split (`QGEMV_SPLITS`).
+pub(super) const MOE_EXPERT_NAMES: [&str; 4] = [
+    "moe_experts_s1",
+    "moe_experts_s2",
+    "moe_experts_s4",
+    "moe_experts_s8",
 ];
 
 /// Largest token count the GEMV kernels take.

@@ -4,14 +4,29 @@
 use ferrite_model::config::ModelConfig;
 
 use super::attention::{HEAD_DIMS, MAX_GROUP};
+use super::moe::{MOE_MAX_EXPERTS, MOE_MAX_K};
 
 /// The model's attention geometry has kernels (head size, query group) and its hidden and
 /// intermediate sizes suit the kernels' vector loads (up to 8 bf16 at a time).
 pub fn check_supported(c: &ModelConfig) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        c.moe.is_none(),
-        "mixture-of-experts models run on the CPU backend only for now (--device cpu)"
-    );
+    if let Some(moe) = &c.moe {
+        anyhow::ensure!(
+            moe.num_experts <= MOE_MAX_EXPERTS,
+            "the CUDA routing kernel takes at most {MOE_MAX_EXPERTS} experts, not {}",
+            moe.num_experts
+        );
+        anyhow::ensure!(
+            (1..=MOE_MAX_K.min(moe.num_experts)).contains(&moe.experts_per_token),
+            "the CUDA routing kernel routes a token to 1..={MOE_MAX_K} experts, not {}",
+            moe.experts_per_token
+        );
+        let shared = moe.shared_expert_intermediate_size.unwrap_or(8);
+        anyhow::ensure!(
+            moe.expert_intermediate_size.is_multiple_of(8) && shared.is_multiple_of(8),
+            "expert widths must be multiples of 8 (experts {}, shared {shared})",
+            moe.expert_intermediate_size
+        );
+    }
     anyhow::ensure!(
         c.num_kv_heads > 0 && c.num_heads.is_multiple_of(c.num_kv_heads),
         "{} attention heads cannot share {} KV heads",

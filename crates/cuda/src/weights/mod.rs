@@ -9,6 +9,7 @@
 //! the host generator (ferrite_model::dummy), without materialising them on the host.
 //! `FERRITE_CUDA_WIDEN_QUANT=1` widens quantized files to bf16 as before (for A/B timing).
 
+mod moe;
 mod plan;
 mod upload;
 
@@ -24,6 +25,7 @@ use crate::device_ptr::DevicePtr;
 use crate::kernels::{DummyFormat, Kernels};
 use crate::linear::{Linear, Matrix, MatrixFormat, Part};
 use crate::quant::QuantType;
+pub use moe::{Mlp, MoeWeights, SharedExpertWeights};
 use plan::Plan;
 use upload::{upload_matrix, upload_vector};
 
@@ -45,9 +47,8 @@ pub struct LayerWeights {
     pub bqkv: Option<DevicePtr>,
     pub wo: Linear,
     pub ffn_norm: DevicePtr,
-    /// [2 inter, hidden]: gate rows, then up rows.
-    pub w_gate_up: Linear,
-    pub w_down: Linear,
+    /// Dense, or a mixture of experts (the config's `moe_at(layer)`).
+    pub mlp: Mlp,
     /// Per-head RMSNorm weights of Q and K, f32 [head_dim] each (`BlockVariant::qk_norm`).
     pub qk_norm: Option<QkNormWeights>,
     /// Norms of the attention and MLP outputs, f32 [hidden] each (`BlockVariant::post_norms`).
@@ -123,6 +124,22 @@ impl ModelWeights {
         };
         for init in tensor_inits(config, seed) {
             let shift = shift_of(config, &init.name);
+            if let Some(&at) = plan.experts.get(&init.name) {
+                match source {
+                    WeightSource::Dummy { .. } => kernels.dummy_fill(
+                        arena.at(at),
+                        init.len(),
+                        init.key,
+                        init.scale,
+                        init.offset,
+                        DummyFormat::Bf16,
+                    )?,
+                    WeightSource::Host(weights) => {
+                        moe::upload_stack(stream, arena.at(at), &init.name, &init.shape, weights)?
+                    }
+                }
+                continue;
+            }
             if let Some(slot) = plan.matrices.get(&init.name) {
                 let linear = &plan.linears[&slot.linear];
                 let part = &linear.parts[slot.part];
@@ -215,6 +232,10 @@ impl ModelWeights {
                 parts: parts.collect(),
             })
         };
+        let stack = |name: &str| -> anyhow::Result<DevicePtr> {
+            let at = plan.experts.get(name);
+            Ok(arena.at(*at.ok_or_else(|| anyhow::anyhow!("no expert stack `{name}`"))?))
+        };
         let mut layers = Vec::with_capacity(config.num_layers);
         for l in 0..config.num_layers {
             let n = |p: &str| format!("blk.{l}.{p}");
@@ -230,8 +251,15 @@ impl ModelWeights {
                     .transpose()?,
                 wo: linear(&n("attn_output"))?,
                 ffn_norm: vector(&n("ffn_norm.weight"))?,
-                w_gate_up: linear(&n("ffn_gate_up"))?,
-                w_down: linear(&n("ffn_down"))?,
+                mlp: match config.moe_at(l) {
+                    None => Mlp::Dense {
+                        gate_up: linear(&n("ffn_gate_up"))?,
+                        down: linear(&n("ffn_down"))?,
+                    },
+                    Some(moe) => {
+                        Mlp::Sparse(Box::new(MoeWeights::assemble(moe, l, &linear, &stack)?))
+                    }
+                },
                 qk_norm: if config.block.qk_norm {
                     let (q, k) = both("attn_q_norm.weight", "attn_k_norm.weight")?;
                     Some(QkNormWeights { q, k })

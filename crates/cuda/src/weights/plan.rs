@@ -42,6 +42,14 @@ pub(super) struct Plan {
     pub vectors: HashMap<String, usize>,
     pub linears: HashMap<String, LinearPlan>,
     pub matrices: HashMap<String, MatrixSlot>,
+    /// bf16 expert stacks by file tensor name (`expert_stacks`).
+    pub experts: HashMap<String, usize>,
+}
+
+/// Routers and qwen2_moe's shared-expert gate stay bf16 whatever the file holds: small, and
+/// the shared gate's single row suits no quantized kernel.
+fn forced_bf16(tensor: &str) -> bool {
+    tensor.ends_with("ffn_gate_inp.weight") || tensor.ends_with("ffn_gate_inp_shexp.weight")
 }
 
 /// The file tensors of each linear layer, in output-row order, with their row counts.
@@ -70,15 +78,60 @@ fn linear_sources(c: &ModelConfig) -> Vec<(String, usize, Vec<(String, usize)>)>
             q_dim,
             one(&n("attn_output.weight"), hidden),
         ));
-        out.push((
-            n("ffn_gate_up"),
-            hidden,
-            vec![(n("ffn_gate.weight"), inter), (n("ffn_up.weight"), inter)],
-        ));
-        out.push((n("ffn_down"), inter, one(&n("ffn_down.weight"), hidden)));
+        match c.moe_at(l) {
+            None => {
+                out.push((
+                    n("ffn_gate_up"),
+                    hidden,
+                    vec![(n("ffn_gate.weight"), inter), (n("ffn_up.weight"), inter)],
+                ));
+                out.push((n("ffn_down"), inter, one(&n("ffn_down.weight"), hidden)));
+            }
+            // The experts themselves are stacks (`expert_stacks`); the router and qwen2_moe's
+            // shared expert are linear layers.
+            Some(moe) => {
+                let router = one(&n("ffn_gate_inp.weight"), moe.num_experts);
+                out.push((n("ffn_gate_inp"), hidden, router));
+                if let Some(width) = moe.shared_expert_intermediate_size {
+                    out.push((
+                        n("ffn_shexp_gate_up"),
+                        hidden,
+                        vec![
+                            (n("ffn_gate_shexp.weight"), width),
+                            (n("ffn_up_shexp.weight"), width),
+                        ],
+                    ));
+                    out.push((
+                        n("ffn_down_shexp"),
+                        width,
+                        one(&n("ffn_down_shexp.weight"), hidden),
+                    ));
+                    out.push((
+                        n("ffn_gate_inp_shexp"),
+                        hidden,
+                        one(&n("ffn_gate_inp_shexp.weight"), 1),
+                    ));
+                }
+            }
+        }
     }
     if !c.tie_word_embeddings {
         out.push(("output".into(), hidden, one("output.weight", c.vocab_size)));
+    }
+    out
+}
+
+/// The stacked bf16 experts of every sparse layer: (file tensor name, bytes), the tensor
+/// `[experts, rows, cols]` as llama.cpp's GGUF files and `ferrite_model::dummy` name it.
+fn expert_stacks(c: &ModelConfig) -> Vec<(String, usize)> {
+    let hidden = c.hidden_size;
+    let mut out = Vec::new();
+    for l in 0..c.num_layers {
+        let Some(moe) = c.moe_at(l) else { continue };
+        let bytes = moe.num_experts * moe.expert_intermediate_size * hidden * 2;
+        for proj in ["ffn_gate", "ffn_up", "ffn_down"] {
+            out.push((format!("blk.{l}.{proj}_exps.weight"), bytes));
+        }
     }
     out
 }
@@ -123,7 +176,11 @@ impl Plan {
             let mut parts: Vec<PartPlan> = Vec::new();
             let mut row = 0;
             for (tensor, rows) in sources {
-                let format = format_of(&tensor, k);
+                let format = if forced_bf16(&tensor) {
+                    MatrixFormat::Bf16
+                } else {
+                    format_of(&tensor, k)
+                };
                 match parts.last_mut() {
                     Some(last) if last.format == format => last.rows += rows,
                     _ => parts.push(PartPlan {
@@ -164,11 +221,16 @@ impl Plan {
                 },
             );
         }
+        let experts = expert_stacks(c)
+            .into_iter()
+            .map(|(name, bytes)| (name, layout.take(bytes)))
+            .collect();
         Plan {
             layout,
             vectors,
             linears,
             matrices,
+            experts,
         }
     }
 

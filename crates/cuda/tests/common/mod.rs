@@ -32,6 +32,7 @@ pub fn gpu(test: &str) -> Option<Ctx> {
     }
 }
 
+pub mod compare;
 pub mod quant;
 
 pub fn rng(seed: u64) -> StdRng {

@@ -81,3 +81,51 @@ fn serial_fill_equals_the_parallel_generator() {
         assert_eq!(weights.get(&init.name).unwrap().storage.bytes(), &bytes[..]);
     }
 }
+
+/// bench/gpu/moe's configs (issue 13's H200 benchmark) parse to the shapes its README states:
+/// the MoE model, and the dense model with the same active parameter count.
+#[test]
+fn the_moe_benchmark_configs_parse_to_their_stated_shapes() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/gpu/moe");
+    let moe = config_for(dir.join("qwen3-30b-a3b.json").to_str().unwrap()).unwrap();
+    let m = moe.moe.as_ref().expect("a mixture of experts");
+    assert_eq!(
+        (
+            m.num_experts,
+            m.experts_per_token,
+            m.expert_intermediate_size
+        ),
+        (128, 8, 768)
+    );
+    assert!(m.norm_topk_prob && (0..48).all(|l| m.is_sparse(l)));
+    assert_eq!(
+        (
+            moe.num_layers,
+            moe.hidden_size,
+            moe.num_heads,
+            moe.num_kv_heads
+        ),
+        (48, 2048, 32, 4)
+    );
+    assert!(moe.block.qk_norm && !moe.tie_word_embeddings);
+    let dense = config_for(dir.join("qwen3-30b-a3b-dense.json").to_str().unwrap()).unwrap();
+    assert!(dense.moe.is_none());
+    assert_eq!(
+        dense.intermediate_size,
+        m.experts_per_token * m.expert_intermediate_size
+    );
+    assert_eq!(
+        (
+            dense.num_layers,
+            dense.hidden_size,
+            dense.head_dim,
+            dense.vocab_size
+        ),
+        (
+            moe.num_layers,
+            moe.hidden_size,
+            moe.head_dim,
+            moe.vocab_size
+        )
+    );
+}

@@ -1,0 +1,205 @@
+//! The CPU/CUDA comparison the parity tests share: the same prompts through both backends on
+//! the same weights, chunked beside each other's decodes, logits and greedy tokens compared at
+//! every step (tests/parity.rs, tests/moe.rs).
+
+use ferrite_cpu::CpuBackend;
+use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
+use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
+use ferrite_model::config::ModelConfig;
+use ferrite_model::dummy::generate;
+use ferrite_model::weights::ModelWeights;
+
+struct Seq {
+    tokens: Vec<u32>,
+    /// Prompt length plus decode steps.
+    final_len: usize,
+    computed: usize,
+    table: Vec<u32>,
+}
+
+impl Seq {
+    fn done(&self) -> bool {
+        self.tokens.len() >= self.final_len && self.computed == self.tokens.len()
+    }
+}
+
+/// What one CPU/CUDA comparison runs: prompts of `lens` tokens, fed in chunks of at most 48
+/// tokens beside the other sequences' decodes, then `decodes` greedy steps each.
+pub struct Run {
+    /// Largest logits relative error allowed at any step (2e-2: bf16 activations on CUDA, f32
+    /// on the CPU).
+    pub max_rel_err: f64,
+    pub page_size: usize,
+    pub eager: bool,
+    pub lens: &'static [usize],
+    pub decodes: usize,
+}
+
+pub fn run_pair(config: &ModelConfig, page_size: usize, eager: bool) {
+    let run = Run {
+        page_size,
+        eager,
+        lens: &[70, 33, 5, 150],
+        decodes: 16,
+        max_rel_err: 2e-2,
+    };
+    compare_backends(config, &run);
+}
+
+pub fn compare_backends(config: &ModelConfig, run: &Run) {
+    compare_backends_on(config, run, None);
+}
+
+/// As [`compare_backends`], on `host` weights when given (else the dummy weights).
+pub fn compare_backends_on(config: &ModelConfig, run: &Run, host: Option<ModelWeights>) {
+    let failures = compare_and_report(config, run, host);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Runs the comparison to the end, printing the worst errors of steps with more tokens than
+/// the GEMVs take (prefill chunks: the dequantize + cuBLAS path on quantized weights) and of
+/// the others apart; returns what broke the tolerances.
+pub fn compare_and_report(
+    config: &ModelConfig,
+    run: &Run,
+    host: Option<ModelWeights>,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    let Run {
+        page_size, eager, ..
+    } = *run;
+    let Some(_) = super::gpu("parity") else {
+        return failures;
+    };
+    let seed = 5;
+    let cpu_weights = host.clone().unwrap_or_else(|| generate(config, seed));
+    let mut cpu = CpuBackend::new(config.clone(), cpu_weights, 2).unwrap();
+    let options = CudaOptions {
+        device: 0,
+        max_num_seqs: 8,
+        max_num_batched_tokens: 512,
+        enforce_eager: eager,
+        cuda_graph_max_bs: 8,
+        gpu_memory_utilization: 0.9,
+    };
+    let source = host.map_or(WeightSource::Dummy { seed }, WeightSource::Host);
+    let mut gpu = CudaBackend::new(config.clone(), source, options).unwrap();
+    let num_pages = 4096 / page_size;
+    cpu.init_kv_cache(num_pages, page_size).unwrap();
+    gpu.init_kv_cache(num_pages, page_size).unwrap();
+
+    let prompt = |len: usize, salt: u32| {
+        (0..len as u32)
+            .map(|i| (i * 31 + salt * 7) % config.vocab_size as u32)
+            .collect::<Vec<_>>()
+    };
+    let mut next_page = 0u32;
+    let mut seqs: Vec<Seq> = run
+        .lens
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| {
+            let pages = (len + run.decodes + 24).div_ceil(page_size);
+            let table = (next_page..next_page + pages as u32).rev().collect();
+            next_page += pages as u32;
+            Seq {
+                tokens: prompt(len, i as u32),
+                final_len: len + run.decodes,
+                computed: 0,
+                table,
+            }
+        })
+        .collect();
+    let (mut worst, mut mismatches, mut steps) = (0.0f64, 0, 0);
+    let (mut worst_wide, mut worst_narrow) = (0.0f64, 0.0f64);
+    // Prompts in chunks of at most 48 tokens, decodes sharing the steps.
+    while !seqs.iter().all(Seq::done) {
+        let mut batch = Vec::new();
+        let mut who = Vec::new();
+        for (i, s) in seqs.iter().enumerate() {
+            if s.done() {
+                continue;
+            }
+            let len = (s.tokens.len() - s.computed).min(48);
+            let end = s.computed + len;
+            batch.push(SeqBatch {
+                tokens: &s.tokens[s.computed..end],
+                start_pos: s.computed,
+                block_table: &s.table,
+                logits: if end == s.tokens.len() {
+                    LogitsRequest::Last
+                } else {
+                    LogitsRequest::None
+                },
+            });
+            who.push((i, end));
+        }
+        if batch.is_empty() {
+            break;
+        }
+        let wide = batch.iter().map(|s| s.tokens.len()).sum::<usize>() > 8;
+        let a = cpu.forward(&batch).unwrap();
+        let b = gpu.forward(&batch).unwrap();
+        let lasts: Vec<bool> = batch
+            .iter()
+            .map(|s| s.logits == LogitsRequest::Last)
+            .collect();
+        drop(batch);
+        assert_eq!(a.logits.len(), b.logits.len());
+        let mut row = 0;
+        let mut appended = Vec::new();
+        for (k, &(i, end)) in who.iter().enumerate() {
+            if !lasts[k] {
+                seqs[i].computed = end;
+                continue;
+            }
+            let (ra, rb) = (a.row(row), b.row(row));
+            row += 1;
+            let want: Vec<f64> = ra.iter().map(|&v| v as f64).collect();
+            let e = super::rel_err(rb, &want);
+            worst = worst.max(e);
+            if wide {
+                worst_wide = worst_wide.max(e);
+            } else {
+                worst_narrow = worst_narrow.max(e);
+            }
+            if e > run.max_rel_err {
+                failures.push(format!(
+                    "{:?} step {steps} seq {i} (position {}): logits relative error {e:.3e} > {:.1e}",
+                    config.arch,
+                    end - 1,
+                    run.max_rel_err
+                ));
+            }
+            let ta = ferrite_engine::sampler::argmax(ra);
+            let tb = ferrite_engine::sampler::argmax(rb);
+            if ta != tb {
+                // Allowed only when the CPU's top two are within the tolerance of each other.
+                let gap = (ra[ta as usize] - ra[tb as usize]).abs();
+                if gap >= 0.05 {
+                    failures.push(format!(
+                        "{:?} step {steps} seq {i} (position {}): greedy CPU {ta} vs CUDA {tb}, \
+                         CPU logit gap {gap} >= 0.05",
+                        config.arch,
+                        end - 1
+                    ));
+                }
+                mismatches += 1;
+            }
+            seqs[i].computed = end;
+            appended.push((i, ta));
+        }
+        for (i, t) in appended {
+            if seqs[i].tokens.len() < seqs[i].final_len {
+                seqs[i].tokens.push(t);
+            }
+        }
+        steps += 1;
+    }
+    println!(
+        "parity {:?} hd={} page={page_size} eager={eager} graphs={:?}: {steps} steps, worst logits rel err {worst:.2e}, {mismatches} near-tie greedy mismatches",
+        config.arch, config.head_dim, gpu.graph_sizes()
+    );
+    println!("  worst of steps over 8 tokens {worst_wide:.2e}, of the others {worst_narrow:.2e}");
+    failures
+}

@@ -1,19 +1,20 @@
 // The mixture-of-experts MLP (qwen3_moe, qwen2_moe, mixtral), in four kernels that a decode
 // graph can capture (every grid is fixed by the token count; no host ever reads the routing):
 //
-//   moe_route    router logits -> each token's k experts and weights (one warp a token)
-//   moe_group    the n k choices sorted by expert (stable), and the work items: runs of at
-//                most MOE_CHUNK rows of one expert (one block)
-//   moe_experts  y[row] = W[expert of row] x[row] for every routed row: one launch for all the
-//                experts, a grid row per work item (called for gate/up, then for down)
-//   moe_combine  out[t] = sum over t's choices, in expert-id order, of weight * y[its row]
-//                (+ sigmoid(shared gate) * the shared expert's output, qwen2_moe)
+//   moe_route_group  router logits -> each token's k experts and weights (a warp a token),
+//                    then the n k choices sorted by expert (stable) and the work items: runs
+//                    of at most MOE_CHUNK rows of one expert (one block)
+//   moe_gate_up      act[row] = SwiGLU(W_gate[e] x, W_up[e] x) for every routed row, e its
+//                    expert: one launch for all the experts, a grid row per work item
+//   moe_down         y[row] = W_down[e] act[row], the same way
+//   moe_combine      out[t] = sum over t's choices, in expert-id order, of weight * y[its row]
+//                    (+ sigmoid(shared gate) * the shared expert's output, qwen2_moe)
 //
 // The routing follows the CPU backend (crates/cpu/src/moe/routing.rs) and transformers: f32
 // softmax over all experts, the k largest (ties to the lower id), optionally divided by their
 // sum taken in rank order, then the choices sorted by expert id.
 //
-// moe_experts is gemv_mma.cu's skinny tensor-core product with an expert per work item: a
+// The products are gemv_mma.cu's skinny tensor-core product with an expert per work item: a
 // warp takes 16 weight rows, the mma's 8 columns are the item's rows (tokens), and each
 // weight is read once per item. A row's sum order depends on k and the split alone, never on
 // how many other rows share its expert or step: a token's output does not depend on which
@@ -27,14 +28,12 @@
 #define MOE_MAX_K 8
 #define MOE_CHUNK 8
 
-// grid = ceil(n / 8), block = 256 (a warp per token). k <= MOE_MAX_K, experts <= 256.
-extern "C" __global__ void __launch_bounds__(256)
-    moe_route(const float* __restrict__ logits, int experts, int k, int normalize, int n,
-              i32* __restrict__ ids, float* __restrict__ weights) {
-    pdl_enter();
+// One warp routes one token: writes its k experts (by id) and weights at ids/weights[tok k].
+// k <= MOE_MAX_K, experts <= MOE_MAX_EXPERTS.
+__device__ __forceinline__ void route_token(const float* __restrict__ logits, int experts, int k,
+                                            int normalize, int tok, i32* __restrict__ ids,
+                                            float* __restrict__ weights) {
     const int lane = threadIdx.x & 31;
-    const int tok = blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (tok >= n) return;
     const float* row = logits + (i64)tok * experts;
     constexpr int PER_LANE = MOE_MAX_EXPERTS / 32;
     float p[PER_LANE];
@@ -114,26 +113,33 @@ extern "C" __global__ void __launch_bounds__(256)
     }
 }
 
-// moe_route writes valid ids; clamped all the same, since an id indexes shared memory here.
+// route_token writes valid ids; clamped all the same, since an id indexes shared memory here.
 __device__ __forceinline__ int expert_at(const i32* ids, int i, int experts) {
     return min(max(ids[i], 0), experts - 1);
 }
 
-// One block of 256 threads. `total` = n k choices (token-major). Writes each choice's row in
-// the grouped order (rows of one expert together, by expert id, tokens in order inside), each
-// row's token, and the work items (expert, first row, rows) padded with empty ones up to
-// `max_items`; adds each expert's rows to `load` when it is not NULL (the expert-load metric).
-extern "C" __global__ void __launch_bounds__(256)
-    moe_group(const i32* __restrict__ ids, int total, int k, int experts,
-              i32* __restrict__ row_of_choice, i32* __restrict__ token_of_row,
-              int4* __restrict__ items, int max_items, u64* __restrict__ load) {
+// One block of 1024 threads: routes the n tokens (a warp per token, from their router logits
+// f32 [n, experts]), then groups the n k choices: each choice's row in the grouped order (rows
+// of one expert together, by expert id, tokens in order inside), each row's token, and the
+// work items (expert, first row, rows) padded with empty ones up to `max_items`; adds each
+// expert's rows to `load` when it is not NULL (the expert-load metric).
+extern "C" __global__ void __launch_bounds__(1024)
+    moe_route_group(const float* __restrict__ logits, int experts, int k, int normalize, int n,
+                    i32* __restrict__ ids, float* __restrict__ weights,
+                    i32* __restrict__ row_of_choice, i32* __restrict__ token_of_row,
+                    int4* __restrict__ items, int max_items, u64* __restrict__ load) {
     __shared__ int s_count[MOE_MAX_EXPERTS];
     __shared__ int s_next[MOE_MAX_EXPERTS];
     __shared__ int s_item0[MOE_MAX_EXPERTS + 1];
     pdl_enter();
     const int tid = threadIdx.x, lane = tid & 31;
+    for (int tok = tid >> 5; tok < n; tok += blockDim.x >> 5) {
+        route_token(logits, experts, k, normalize, tok, ids, weights);
+        __syncwarp();
+    }
+    const int total = n * k;
     for (int e = tid; e < experts; e += blockDim.x) s_count[e] = 0;
-    __syncthreads();
+    __syncthreads();  // also: every token's ids are written
     for (int i = tid; i < total; i += blockDim.x) atomicAdd(&s_count[expert_at(ids, i, experts)], 1);
     __syncthreads();
     if (tid == 0) {
@@ -177,49 +183,28 @@ extern "C" __global__ void __launch_bounds__(256)
     }
 }
 
-// One lane's words of one 128-element block: 32 weights of rows g and g + 8, and 32 x values
-// (zero past k).
+// One lane's words of one 128-element block: 32 weights of tile rows g and g + 8, and 32 x
+// values (zero past k).
 struct MoeLane {
     uint4 w0[4], w8[4], x[4];
 };
 
-// y[row0 + j, r] = sum_c W_e[r, c] x[row j of the item, c] for the item's rows j; W_e's rows
-// below `split_row` come from `w_lo` ([experts, split_row, k]), the others from `w_hi`
-// ([experts, rows - split_row, k]): gate and up are two stacks, one product. x's row of item
-// row j is `x_rows[row0 + j]` when x_rows is not NULL (the token, for gate/up), else row0 + j.
+// The item's product over k, left in s_part[warp][tile row][item row] for every warp: tile
+// rows g and g + 8 read from `r0` and `r8` (uint4 pointers at this lane's first word), x row j
+// of the item (j < n) from `xg` (this lane's x row, g < n). Each row's sum order depends on k
+// and SPLIT alone. A barrier ends it.
 template <int SPLIT>
-__device__ __forceinline__ void moe_expert_product(
-    const bf16* __restrict__ w_lo, const bf16* __restrict__ w_hi, int split_row,
-    const bf16* __restrict__ x, const i32* __restrict__ x_rows, const int4* __restrict__ items,
-    float* __restrict__ y, int rows, int k, int ldy) {
-    __shared__ float s_part[8][16][8];  // [warp][row in tile][token]
-    pdl_enter();
-    const int4 item = items[blockIdx.y];
-    const int expert = item.x, first = item.y, n = item.z;
-    if (n == 0) return;  // uniform over the block
-    const int nb = (k + 127) / 128;
-    const SkinnyTile<SPLIT, 16> tile(nb);
-    const int g = tile.g, t = tile.t, row0 = tile.row0;
-    auto row_ptr = [&](int r) -> const uint4* {
-        r = min(r, rows - 1);  // rows past the end read the last row and are not written
-        const bf16* base = r < split_row
-                               ? w_lo + ((i64)expert * split_row + r) * k
-                               : w_hi + ((i64)expert * (rows - split_row) + r - split_row) * k;
-        return reinterpret_cast<const uint4*>(base) + 4 * t;
-    };
-    const uint4* r0 = row_ptr(row0 + g);
-    const uint4* r8 = row_ptr(row0 + g + 8);
-    const bool has_x = g < n;
-    const int x_row = has_x ? (x_rows != nullptr ? x_rows[first + g] : first + g) : 0;
-    const uint4* xg = reinterpret_cast<const uint4*>(x + (i64)x_row * k) + 4 * t;
+__device__ __forceinline__ void moe_tile_product(const SkinnyTile<SPLIT, 16>& tile,
+                                                 const uint4* r0, const uint4* r8,
+                                                 const uint4* xg, bool has_x, int k,
+                                                 float (*s_part)[16][8]) {
+    const int g = tile.g, t = tile.t;
     const uint4 zero = make_uint4(0, 0, 0, 0);
     // Word i of block b holds elements 128 b + 32 t + 8 i .. + 7 (whole words: k % 8 == 0).
-    auto in_k = [&](int b, int i) { return 128 * b + 32 * t + 8 * i < k; };
-
     auto load = [&](MoeLane& l, int b) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const bool ok = in_k(b, i);
+            const bool ok = 128 * b + 32 * t + 8 * i < k;
             l.w0[i] = ok ? __ldcs(r0 + 16 * b + i) : zero;
             l.w8[i] = ok ? __ldcs(r8 + 16 * b + i) : zero;
             l.x[i] = ok && has_x ? __ldg(xg + 16 * b + i) : zero;
@@ -248,21 +233,102 @@ __device__ __forceinline__ void moe_expert_product(
     s_part[tile.warp][g][2 * t + 1] = c[1];
     s_part[tile.warp][g + 8][2 * t] = c[2];
     s_part[tile.warp][g + 8][2 * t + 1] = c[3];
-    tile.store(s_part, y + (i64)first * ldy, rows, ldy, n, 1.0f);
+    __syncthreads();
 }
 
-// grid = (ceil(rows / (16 * 8 / SPLIT)), max_items), block = 256 (8 warps).
-#define MOE_EXPERTS_KERNEL(SPLIT)                                                              \
-    extern "C" __global__ void __launch_bounds__(256) moe_experts_s##SPLIT(                    \
-        const bf16* __restrict__ w_lo, const bf16* __restrict__ w_hi, int split_row,           \
-        const bf16* __restrict__ x, const i32* __restrict__ x_rows,                            \
-        const int4* __restrict__ items, float* __restrict__ y, int rows, int k, int ldy) {     \
-        moe_expert_product<SPLIT>(w_lo, w_hi, split_row, x, x_rows, items, y, rows, k, ldy);   \
+__device__ __forceinline__ const uint4* moe_row(const bf16* w, i64 row, int k, int t) {
+    return reinterpret_cast<const uint4*>(w + row * k) + 4 * t;
+}
+
+// gate/up with SwiGLU in the epilogue: a warp's tile is 8 intermediate columns i0 .. i0 + 7,
+// its rows g < 8 the gate rows and g + 8 the up rows of column i0 + g, so the lane that sums
+// column i's gate also sums its up and writes act[row j, i] = bf16(silu(gate) * up) (the dense
+// path's gated_activation.cu formula). `gate` and `up` are [experts, width, k]; x's row of item
+// row j is token_of_row[first + j].
+template <int SPLIT>
+__device__ __forceinline__ void moe_gate_up(const bf16* __restrict__ gate,
+                                            const bf16* __restrict__ up, int width,
+                                            const bf16* __restrict__ x,
+                                            const i32* __restrict__ token_of_row,
+                                            const int4* __restrict__ items,
+                                            bf16* __restrict__ act, int k) {
+    __shared__ float s_part[8][16][8];  // [warp][tile row][item row]
+    pdl_enter();
+    const int4 item = items[blockIdx.y];
+    const int expert = item.x, first = item.y, n = item.z;
+    if (n == 0) return;  // uniform over the block
+    const SkinnyTile<SPLIT, 16> tile((k + 127) / 128);
+    const int g = tile.g, t = tile.t, i0 = tile.row0 / 2;
+    const i64 col = (i64)expert * width + min(i0 + g, width - 1);  // past the end: not written
+    const bool has_x = g < n;
+    const int x_row = has_x ? token_of_row[first + g] : 0;
+    moe_tile_product<SPLIT>(tile, moe_row(gate, col, k, t), moe_row(up, col, k, t),
+                            moe_row(x, x_row, k, t), has_x, k, s_part);
+    if (tile.part != 0) return;
+    const int lane = tile.lane;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const int pair = lane + 32 * i, c = pair >> 3, j = pair & 7;
+        float gv = 0.0f, uv = 0.0f;
+#pragma unroll
+        for (int s = 0; s < SPLIT; ++s) {
+            gv += s_part[tile.warp + s][c][j];
+            uv += s_part[tile.warp + s][c + 8][j];
+        }
+        if (j < n && i0 + c < width)
+            act[(i64)(first + j) * width + i0 + c] =
+                __float2bfloat16_rn(gv / (1.0f + __expf(-gv)) * uv);
     }
-MOE_EXPERTS_KERNEL(1)
-MOE_EXPERTS_KERNEL(2)
-MOE_EXPERTS_KERNEL(4)
-MOE_EXPERTS_KERNEL(8)
+}
+
+// down: y[first + j, r] = sum_c W_e[r, c] act[first + j, c], `down` [experts, rows, k].
+template <int SPLIT>
+__device__ __forceinline__ void moe_down(const bf16* __restrict__ down, int rows,
+                                         const bf16* __restrict__ act,
+                                         const int4* __restrict__ items, float* __restrict__ y,
+                                         int k) {
+    __shared__ float s_part[8][16][8];
+    pdl_enter();
+    const int4 item = items[blockIdx.y];
+    const int expert = item.x, first = item.y, n = item.z;
+    if (n == 0) return;
+    const SkinnyTile<SPLIT, 16> tile((k + 127) / 128);
+    const int g = tile.g, t = tile.t, row0 = tile.row0;
+    const i64 base = (i64)expert * rows;  // rows past the end read the last and are not written
+    const bool has_x = g < n;
+    moe_tile_product<SPLIT>(tile, moe_row(down, base + min(row0 + g, rows - 1), k, t),
+                            moe_row(down, base + min(row0 + g + 8, rows - 1), k, t),
+                            moe_row(act, has_x ? first + g : 0, k, t), has_x, k, s_part);
+    if (tile.part != 0) return;
+    float* out = y + (i64)first * rows;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int pair = tile.lane + 32 * i, r = pair >> 3, j = pair & 7;
+        float total = 0.0f;
+#pragma unroll
+        for (int s = 0; s < SPLIT; ++s) total += s_part[tile.warp + s][r][j];
+        if (j < n && row0 + r < rows) out[(i64)j * rows + row0 + r] = total;
+    }
+}
+
+// gate/up: grid = (ceil(width / (8 * 8 / SPLIT)), max_items); down: grid = (ceil(rows / (16 *
+// 8 / SPLIT)), max_items); block = 256 (8 warps).
+#define MOE_PRODUCT_KERNELS(SPLIT)                                                             \
+    extern "C" __global__ void __launch_bounds__(256) moe_gate_up_s##SPLIT(                    \
+        const bf16* __restrict__ gate, const bf16* __restrict__ up, int width,                 \
+        const bf16* __restrict__ x, const i32* __restrict__ token_of_row,                      \
+        const int4* __restrict__ items, bf16* __restrict__ act, int k) {                       \
+        moe_gate_up<SPLIT>(gate, up, width, x, token_of_row, items, act, k);                   \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) moe_down_s##SPLIT(                       \
+        const bf16* __restrict__ down, int rows, const bf16* __restrict__ act,                 \
+        const int4* __restrict__ items, float* __restrict__ y, int k) {                        \
+        moe_down<SPLIT>(down, rows, act, items, y, k);                                         \
+    }
+MOE_PRODUCT_KERNELS(1)
+MOE_PRODUCT_KERNELS(2)
+MOE_PRODUCT_KERNELS(4)
+MOE_PRODUCT_KERNELS(8)
 
 // grid = (ceil(hidden / 4 / 256), n), block = 256; hidden % 4 == 0. `shared_out` ([n, hidden])
 // and `shared_score` ([n]) are both NULL or both set.

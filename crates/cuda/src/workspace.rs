@@ -63,8 +63,7 @@ pub struct MoeBuffers {
     /// f32 [tokens, experts].
     pub logits: DevicePtr,
     pub routing: MoeRouting,
-    /// f32 [routed rows, 2 width]; bf16 [routed rows, width]; f32 [routed rows, hidden].
-    pub gate_up: DevicePtr,
+    /// bf16 [routed rows, width]: SwiGLU of the experts' gate/up; f32 [routed rows, hidden].
     pub act: DevicePtr,
     pub down: DevicePtr,
     /// qwen2_moe's shared expert: f32 [tokens] gate logits and f32 [tokens, hidden] output.
@@ -126,7 +125,6 @@ impl Workspace {
                 l.take(rows * 4),
                 l.take(rows * 4),
                 l.take(moe_max_items(rows, m.num_experts) * 16),
-                l.take(rows * 2 * width * 4),
                 l.take(rows * width * 2),
                 l.take(rows * hidden * 4),
                 l.take(t * 4),
@@ -143,11 +141,10 @@ impl Workspace {
                 token_of_row: buf.at(at[4]),
                 items: buf.at(at[5]),
             },
-            gate_up: buf.at(at[6]),
-            act: buf.at(at[7]),
-            down: buf.at(at[8]),
-            shared_score: buf.at(at[9]),
-            shared_out: buf.at(at[10]),
+            act: buf.at(at[6]),
+            down: buf.at(at[7]),
+            shared_score: buf.at(at[8]),
+            shared_out: buf.at(at[9]),
         });
         Ok(Workspace {
             x: buf.at(x),

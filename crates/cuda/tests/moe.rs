@@ -13,9 +13,8 @@ mod common;
 
 use common::compare::{compare_backends, Run};
 use common::{dev, poisoned, read_f32, read_i32, rng, Ctx};
-use ferrite_cuda::buffer::DeviceBuffer;
-use ferrite_cuda::kernels::{moe_max_items, MoeProductArgs, MoeRouting};
-use ferrite_model::config::{Activation, Arch, BlockVariant, ModelConfig, MoeConfig, RopeStyle};
+use ferrite_cuda::kernels::{moe_max_items, MoeDownArgs, MoeGateUpArgs, MoeRouting};
+use ferrite_model::config::{Arch, BlockVariant, ModelConfig, MoeConfig, RopeStyle};
 use half::bf16;
 use rand::Rng;
 
@@ -102,49 +101,28 @@ fn run_kernels(ctx: &Ctx, inp: &Inputs, n: usize) -> (Vec<f32>, Vec<i32>) {
         token_of_row: token_of_row.ptr(),
         items: items.ptr(),
     };
-    let gate_up: DeviceBuffer = poisoned::<f32>(ctx, routed * 2 * WIDTH);
     let act = poisoned::<bf16>(ctx, routed * WIDTH);
     let ys = poisoned::<f32>(ctx, routed * HIDDEN);
     let out = poisoned::<f32>(ctx, n * HIDDEN);
-    k.moe_route(logits.ptr(), EXPERTS, TOP_K, true, n, &r)
+    k.moe_route_group(logits.ptr(), EXPERTS, TOP_K, true, n, &r, None)
         .unwrap();
-    k.moe_group(&r, n, TOP_K, EXPERTS, None).unwrap();
-    let product = |w_lo, w_hi, split_row, x, x_rows, y, rows, k_in| MoeProductArgs {
-        w_lo,
-        w_hi,
-        split_row,
-        x,
-        x_rows,
-        y,
-        rows,
-        k: k_in,
-        choices: routed,
-        experts: EXPERTS,
+    let gate_up = MoeGateUpArgs {
+        gate: gate.ptr(),
+        up: up.ptr(),
+        width: WIDTH,
+        x: x.ptr(),
+        act: act.ptr(),
+        k: HIDDEN,
     };
-    let first = product(
-        gate.ptr(),
-        up.ptr(),
-        WIDTH,
-        x.ptr(),
-        Some(r.token_of_row),
-        gate_up.ptr(),
-        2 * WIDTH,
-        HIDDEN,
-    );
-    k.moe_experts(&first, r.items).unwrap();
-    k.gated_activation(Activation::Silu, gate_up.ptr(), act.ptr(), WIDTH, routed)
-        .unwrap();
-    let second = product(
-        down.ptr(),
-        down.ptr(),
-        HIDDEN,
-        act.ptr(),
-        None,
-        ys.ptr(),
-        HIDDEN,
-        WIDTH,
-    );
-    k.moe_experts(&second, r.items).unwrap();
+    k.moe_gate_up(&gate_up, &r, routed, EXPERTS).unwrap();
+    let down_args = MoeDownArgs {
+        down: down.ptr(),
+        rows: HIDDEN,
+        act: act.ptr(),
+        y: ys.ptr(),
+        k: WIDTH,
+    };
+    k.moe_down(&down_args, &r, routed, EXPERTS).unwrap();
     k.moe_combine(ys.ptr(), &r, TOP_K, HIDDEN, None, out.ptr(), n)
         .unwrap();
     (read_f32(ctx, &out, n * HIDDEN), read_i32(ctx, &ids, routed))

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use cudarc::driver::{sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
 
 use super::names::{
-    quant_names, FP8_MMA_NAMES, GEMV_MMA_NAMES, GEMV_NAMES, MOE_EXPERT_NAMES, NAMES, QMMA_NAMES,
+    quant_names, FP8_MMA_NAMES, GEMV_MMA_NAMES, GEMV_NAMES, MOE_DOWN_NAMES, MOE_GATE_UP_NAMES,
+    NAMES, QMMA_NAMES,
 };
 use crate::device_ptr::DevicePtr;
 use crate::kernel_sources::MODULES;
@@ -87,7 +88,8 @@ fn all_names() -> impl Iterator<Item = &'static str> {
         .chain(QMMA_NAMES.iter().flatten())
         .chain(FP8_MMA_NAMES.iter())
         .chain(GEMV_MMA_NAMES.iter())
-        .chain(MOE_EXPERT_NAMES.iter())
+        .chain(MOE_GATE_UP_NAMES.iter())
+        .chain(MOE_DOWN_NAMES.iter())
         .copied()
         .chain(quant_names())
 }

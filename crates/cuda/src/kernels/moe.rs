@@ -2,7 +2,7 @@
 //! and combination, each grid fixed by the token count so that decode graphs capture them.
 
 use super::launch::{grid1, Args, Kernels, Shape};
-use super::names::{MOE_EXPERT_NAMES, QGEMV_SPLITS};
+use super::names::{MOE_DOWN_NAMES, MOE_GATE_UP_NAMES, QGEMV_SPLITS};
 use super::quant::split_index;
 use crate::device_ptr::DevicePtr;
 
@@ -32,28 +32,46 @@ pub struct MoeRouting {
     pub items: DevicePtr,
 }
 
-/// One expert product over every routed row: y[row] = W_e[row's expert] x[row].
+/// gate/up with SwiGLU over every routed row: act[row] = silu(W_gate[e] x[token]) * W_up[e]
+/// x[token], e the row's expert.
 #[derive(Debug, Clone, Copy)]
-pub struct MoeProductArgs {
-    /// Stacked bf16 experts [experts, split_row, k], and [experts, rows - split_row, k].
-    pub w_lo: DevicePtr,
-    pub w_hi: DevicePtr,
-    pub split_row: usize,
-    /// bf16 input rows of `k`; `x_rows` maps a grouped row to its row of x (None: the same).
+pub struct MoeGateUpArgs {
+    /// bf16 stacks [experts, width, k].
+    pub gate: DevicePtr,
+    pub up: DevicePtr,
+    pub width: usize,
+    /// bf16 [tokens, k]: the normalised activations.
     pub x: DevicePtr,
-    pub x_rows: Option<DevicePtr>,
+    /// bf16 [routed rows, width].
+    pub act: DevicePtr,
+    pub k: usize,
+}
+
+/// down over every routed row: y[row] = W_down[e] act[row].
+#[derive(Debug, Clone, Copy)]
+pub struct MoeDownArgs {
+    /// bf16 stack [experts, rows, k].
+    pub down: DevicePtr,
+    pub rows: usize,
+    /// bf16 [routed rows, k].
+    pub act: DevicePtr,
     /// f32 [routed rows, rows].
     pub y: DevicePtr,
-    pub rows: usize,
     pub k: usize,
-    /// Routed rows (n k).
-    pub choices: usize,
-    pub experts: usize,
+}
+
+/// The split along k of a product with `tiles` tiles of 16 weight rows: from the shape alone
+/// (not from how many rows an expert got), so each row's sum order is fixed.
+fn product_split(tiles: usize, k: usize) -> usize {
+    split_index(tiles, k.div_ceil(128), 4)
 }
 
 impl Kernels {
-    /// Each of `n` tokens' top-`k` experts from its router logits (f32 [n, experts]).
-    pub fn moe_route(
+    /// Routes `n` tokens from their router logits (f32 [n, experts]) to `k` experts each and
+    /// groups the `n k` choices by expert into work items; `load` (u64 [experts]) gets each
+    /// expert's routed rows added when given.
+    #[allow(clippy::too_many_arguments)]
+    pub fn moe_route_group(
         &self,
         logits: DevicePtr,
         experts: usize,
@@ -61,9 +79,11 @@ impl Kernels {
         normalize: bool,
         n: usize,
         r: &MoeRouting,
+        load: Option<DevicePtr>,
     ) -> anyhow::Result<()> {
         anyhow::ensure!(experts <= MOE_MAX_EXPERTS && (1..=MOE_MAX_K.min(experts)).contains(&k));
-        // moe_route(logits, experts, k, normalize, n, ids, weights)
+        // moe_route_group(logits, experts, k, normalize, n, ids, weights, row_of_choice,
+        //                 token_of_row, items, max_items, load)
         let args = Args::new()
             .ptr(logits)
             .usize(experts)
@@ -71,62 +91,76 @@ impl Kernels {
             .i32(i32::from(normalize))
             .usize(n)
             .ptr(r.ids)
-            .ptr(r.weights);
-        self.launch("moe_route", grid1(n.div_ceil(8), 256), args)
-    }
-
-    /// The `n k` choices grouped by expert, and the work items; `load` (u64 [experts]) gets each
-    /// expert's routed rows added when given.
-    pub fn moe_group(
-        &self,
-        r: &MoeRouting,
-        n: usize,
-        k: usize,
-        experts: usize,
-        load: Option<DevicePtr>,
-    ) -> anyhow::Result<()> {
-        let choices = n * k;
-        // moe_group(ids, total, k, experts, row_of_choice, token_of_row, items, max_items, load)
-        let args = Args::new()
-            .ptr(r.ids)
-            .usize(choices)
-            .usize(k)
-            .usize(experts)
+            .ptr(r.weights)
             .ptr(r.row_of_choice)
             .ptr(r.token_of_row)
             .ptr(r.items)
-            .usize(moe_max_items(choices, experts))
+            .usize(moe_max_items(n * k, experts))
             .nullable_ptr(load);
-        self.launch("moe_group", grid1(1, 256), args)
+        self.launch("moe_route_group", grid1(1, 1024), args)
     }
 
-    /// One launch for every expert's rows. The split along k depends on the shape alone (not on
-    /// how many rows an expert got), so each row's sum order is fixed.
-    pub fn moe_experts(&self, a: &MoeProductArgs, items: DevicePtr) -> anyhow::Result<()> {
+    /// gate/up + SwiGLU for the `routed` rows of routing `r`, every expert in one launch.
+    pub fn moe_gate_up(
+        &self,
+        a: &MoeGateUpArgs,
+        r: &MoeRouting,
+        routed: usize,
+        experts: usize,
+    ) -> anyhow::Result<()> {
         anyhow::ensure!(a.k.is_multiple_of(8), "expert products need k % 8 == 0");
-        let split = split_index(a.rows.div_ceil(16), a.k.div_ceil(128), 4);
-        let rows_per_block = 16 * 8 / QGEMV_SPLITS[split];
+        // A tile is 8 intermediate columns: their 8 gate rows and 8 up rows.
+        let split = product_split(a.width.div_ceil(8), a.k);
+        let columns_per_block = 8 * 8 / QGEMV_SPLITS[split];
         let shape = Shape {
             grid: (
-                a.rows.div_ceil(rows_per_block) as u32,
-                moe_max_items(a.choices, a.experts) as u32,
+                a.width.div_ceil(columns_per_block) as u32,
+                moe_max_items(routed, experts) as u32,
                 1,
             ),
             block: 256,
         };
-        // moe_experts_s<split>(w_lo, w_hi, split_row, x, x_rows, items, y, rows, k, ldy)
+        // moe_gate_up_s<split>(gate, up, width, x, token_of_row, items, act, k)
         let args = Args::new()
-            .ptr(a.w_lo)
-            .ptr(a.w_hi)
-            .usize(a.split_row)
+            .ptr(a.gate)
+            .ptr(a.up)
+            .usize(a.width)
             .ptr(a.x)
-            .nullable_ptr(a.x_rows)
-            .ptr(items)
-            .ptr(a.y)
+            .ptr(r.token_of_row)
+            .ptr(r.items)
+            .ptr(a.act)
+            .usize(a.k);
+        self.launch(MOE_GATE_UP_NAMES[split], shape, args)
+    }
+
+    /// down for the `routed` rows of routing `r`, every expert in one launch.
+    pub fn moe_down(
+        &self,
+        a: &MoeDownArgs,
+        r: &MoeRouting,
+        routed: usize,
+        experts: usize,
+    ) -> anyhow::Result<()> {
+        anyhow::ensure!(a.k.is_multiple_of(8), "expert products need k % 8 == 0");
+        let split = product_split(a.rows.div_ceil(16), a.k);
+        let rows_per_block = 16 * 8 / QGEMV_SPLITS[split];
+        let shape = Shape {
+            grid: (
+                a.rows.div_ceil(rows_per_block) as u32,
+                moe_max_items(routed, experts) as u32,
+                1,
+            ),
+            block: 256,
+        };
+        // moe_down_s<split>(down, rows, act, items, y, k)
+        let args = Args::new()
+            .ptr(a.down)
             .usize(a.rows)
-            .usize(a.k)
-            .usize(a.rows);
-        self.launch(MOE_EXPERT_NAMES[split], shape, args)
+            .ptr(a.act)
+            .ptr(r.items)
+            .ptr(a.y)
+            .usize(a.k);
+        self.launch(MOE_DOWN_NAMES[split], shape, args)
     }
 
     /// out[t] (f32 [n, hidden]) = the weighted sum of token t's expert outputs `ys` (f32

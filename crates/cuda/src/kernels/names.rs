@@ -29,18 +29,19 @@ pub(super) const NAMES: &[&str] = &[
     "apply_token_mask",
     "dummy_fill_bf16",
     "dummy_fill_f32",
-    "moe_route",
-    "moe_group",
+    "moe_route_group",
     "moe_combine",
 ];
 
 /// The mixture-of-experts products (moe.cu) by split (`QGEMV_SPLITS`).
-pub(super) const MOE_EXPERT_NAMES: [&str; 4] = [
-    "moe_experts_s1",
-    "moe_experts_s2",
-    "moe_experts_s4",
-    "moe_experts_s8",
+pub(super) const MOE_GATE_UP_NAMES: [&str; 4] = [
+    "moe_gate_up_s1",
+    "moe_gate_up_s2",
+    "moe_gate_up_s4",
+    "moe_gate_up_s8",
 ];
+pub(super) const MOE_DOWN_NAMES: [&str; 4] =
+    ["moe_down_s1", "moe_down_s2", "moe_down_s4", "moe_down_s8"];
 
 /// Largest token count the GEMV kernels take.
 pub const GEMV_MAX_TOKENS: usize = 8;

@@ -1,7 +1,7 @@
 //! Which models the kernels can run: checked when the backend is created, so that an
 //! unsupported shape fails there with a message instead of in a kernel.
 
-use ferrite_model::config::ModelConfig;
+use ferrite_model::config::{Activation, ModelConfig};
 
 use super::attention::{HEAD_DIMS, MAX_GROUP};
 use super::moe::{MOE_MAX_EXPERTS, MOE_MAX_K};
@@ -19,6 +19,11 @@ pub fn check_supported(c: &ModelConfig) -> anyhow::Result<()> {
             (1..=MOE_MAX_K.min(moe.num_experts)).contains(&moe.experts_per_token),
             "the CUDA routing kernel routes a token to 1..={MOE_MAX_K} experts, not {}",
             moe.experts_per_token
+        );
+        anyhow::ensure!(
+            c.block.activation == Activation::Silu,
+            "the CUDA expert kernels apply SwiGLU; {:?} experts are not supported",
+            c.block.activation
         );
         let shared = moe.shared_expert_intermediate_size.unwrap_or(8);
         anyhow::ensure!(

@@ -22,7 +22,7 @@ run_tests() {  # name, limit
   grep -E "relative error|parity|fixture|switch|bitwise|SKIPPED|panicked|test result|FAILED|^test " "$OUT/test-$name.log" | tail -60
   row "test $name | rc=$rc | $(grep -E '^test result' "$OUT/test-$name.log" | tail -1)"
 }
-PHASE=${1:-all}   # tests | bench | all (tests + bench) | spec | moe
+PHASE=${1:-all}   # tests | bench | all (tests + bench) | spec | moe (moe-tests + moe-bench)
 if [ "$PHASE" = tests ] || [ "$PHASE" = all ]; then
 run_tests ferrite_cuda 30
 run_tests kernels 90
@@ -109,7 +109,7 @@ for n in 1 16 64 256; do
 done
 fi
 
-if [ "$PHASE" = moe ]; then
+if [ "$PHASE" = moe ] || [ "$PHASE" = moe-tests ]; then
 # Issue 13 on the GPU: the MoE kernel and CPU/CUDA parity tests (random-weight models and the
 # transformers-made fixtures), then Qwen3-30B-A3B's shape (random bf16 weights drawn on the
 # device, bench/gpu/moe/) against the dense model with the same active parameters: batch-1
@@ -117,6 +117,8 @@ if [ "$PHASE" = moe ]; then
 # prefill.
 run_tests moe 300
 run_tests fixture_parity 120
+fi
+if [ "$PHASE" = moe ] || [ "$PHASE" = moe-bench ]; then
 M=bench/gpu/moe
 bench "Qwen3-30B-A3B batch-1 decode" 240 $M/qwen3-30b-a3b.json 1 128 256
 bench "dense twin batch-1 decode" 180 $M/qwen3-30b-a3b-dense.json 1 128 256

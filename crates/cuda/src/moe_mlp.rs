@@ -6,7 +6,7 @@
 //! dense one.
 
 use crate::forward::Model;
-use crate::kernels::{MoeDownArgs, MoeGateUpArgs};
+use crate::kernels::{moe_chunk, MoeDownArgs, MoeGateUpArgs};
 use crate::linear::Linear;
 use crate::weights::MoeWeights;
 
@@ -20,6 +20,7 @@ impl Model<'_> {
             .ok_or_else(|| anyhow::anyhow!("the workspace has no mixture-of-experts buffers"))?;
         let (hidden, width, top_k) = (c.hidden_size, moe.width, moe.experts_per_token);
         let routed = n * top_k;
+        let chunk = moe_chunk(routed, moe.experts);
         let linear = |x, w: &Linear, y| self.gemm.linear(k, x, w, y, n, ws.dequant);
 
         linear(ws.xn, &moe.router, b.logits)?;
@@ -30,6 +31,7 @@ impl Model<'_> {
             moe.norm_topk_prob,
             n,
             &b.routing,
+            chunk,
             None,
         )?;
         let gate_up = MoeGateUpArgs {
@@ -40,7 +42,7 @@ impl Model<'_> {
             act: b.act,
             k: hidden,
         };
-        k.moe_gate_up(&gate_up, &b.routing, routed, moe.experts)?;
+        k.moe_gate_up(&gate_up, &b.routing, routed, moe.experts, chunk)?;
         let down = MoeDownArgs {
             down: moe.down,
             rows: hidden,
@@ -48,7 +50,7 @@ impl Model<'_> {
             y: b.down,
             k: width,
         };
-        k.moe_down(&down, &b.routing, routed, moe.experts)?;
+        k.moe_down(&down, &b.routing, routed, moe.experts, chunk)?;
 
         let shared = match &moe.shared {
             None => None,

@@ -10,7 +10,7 @@ use ferrite_model::config::ModelConfig;
 use crate::buffer::{DeviceBuffer, Layout};
 use crate::device_ptr::DevicePtr;
 use crate::gemm::Scratch;
-use crate::kernels::{decode_splits, moe_max_items, Kernels, MoeRouting, SampleParams};
+use crate::kernels::{decode_splits, moe_max_items, Kernels, MoeRouting, SampleParams, MOE_CHUNKS};
 
 /// Sizes the workspace is laid out for.
 #[derive(Debug, Clone, Copy)]
@@ -124,7 +124,7 @@ impl Workspace {
                 l.take(rows * 4),
                 l.take(rows * 4),
                 l.take(rows * 4),
-                l.take(moe_max_items(rows, m.num_experts) * 16),
+                l.take(moe_max_items(rows, m.num_experts, MOE_CHUNKS[0]) * 16),
                 l.take(rows * width * 2),
                 l.take(rows * hidden * 4),
                 l.take(t * 4),

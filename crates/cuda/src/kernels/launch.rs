@@ -88,8 +88,8 @@ fn all_names() -> impl Iterator<Item = &'static str> {
         .chain(QMMA_NAMES.iter().flatten())
         .chain(FP8_MMA_NAMES.iter())
         .chain(GEMV_MMA_NAMES.iter())
-        .chain(MOE_GATE_UP_NAMES.iter())
-        .chain(MOE_DOWN_NAMES.iter())
+        .chain(MOE_GATE_UP_NAMES.iter().flatten())
+        .chain(MOE_DOWN_NAMES.iter().flatten())
         .copied()
         .chain(quant_names())
 }

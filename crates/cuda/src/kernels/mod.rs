@@ -30,7 +30,10 @@ pub use attention::{
 pub use dummy_init::DummyFormat;
 pub use gemv::{gemv_split, LinearArgs};
 pub use launch::Kernels;
-pub use moe::{moe_max_items, MoeDownArgs, MoeGateUpArgs, MoeRouting, MOE_MAX_EXPERTS, MOE_MAX_K};
+pub use moe::{
+    moe_chunk, moe_max_items, MoeDownArgs, MoeGateUpArgs, MoeRouting, MOE_CHUNKS, MOE_MAX_EXPERTS,
+    MOE_MAX_K,
+};
 pub use names::GEMV_MAX_TOKENS;
 pub use quant::QuantGemvArgs;
 pub use rmsnorm::{AddRmsNormArgs, RmsNormRowsArgs};

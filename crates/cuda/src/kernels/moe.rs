@@ -10,13 +10,33 @@ use crate::device_ptr::DevicePtr;
 pub const MOE_MAX_EXPERTS: usize = 256;
 /// Most experts a token is routed to.
 pub const MOE_MAX_K: usize = 8;
-/// Rows of one expert per work item of the expert products (the mma's 8 columns).
-pub const MOE_CHUNK: usize = 8;
+/// Rows of one expert per work item of the expert products: 8 (one mma fragment of columns)
+/// or 32 (four, for steps where experts get many rows: each weight is then read a quarter as
+/// often). An output's sums are the same in both (an mma column's do not depend on the
+/// others), so the choice, made from the step's size, does not change a token's result.
+pub const MOE_CHUNKS: [usize; 2] = [8, 32];
 
-/// Work items a step of `choices` routed rows can need: one per started chunk of each expert's
-/// rows, at most `choices / MOE_CHUNK` full ones plus one partial per expert that has rows.
-pub fn moe_max_items(choices: usize, experts: usize) -> usize {
-    choices / MOE_CHUNK + choices.min(experts)
+/// The work-item size of a step of `routed` rows over `experts` experts: 32 rows once the
+/// experts average 16 each.
+pub fn moe_chunk(routed: usize, experts: usize) -> usize {
+    if routed >= 16 * experts {
+        MOE_CHUNKS[1]
+    } else {
+        MOE_CHUNKS[0]
+    }
+}
+
+/// Work items a step of `choices` routed rows can need with items of `chunk` rows: at most
+/// `choices / chunk` full ones plus one partial per expert that has rows.
+pub fn moe_max_items(choices: usize, experts: usize, chunk: usize) -> usize {
+    choices / chunk + choices.min(experts)
+}
+
+fn chunk_index(chunk: usize) -> anyhow::Result<usize> {
+    MOE_CHUNKS
+        .iter()
+        .position(|&c| c == chunk)
+        .ok_or_else(|| anyhow::anyhow!("no expert kernels for items of {chunk} rows"))
 }
 
 /// Device buffers of one step's routing (crate::workspace).
@@ -68,7 +88,7 @@ fn product_split(tiles: usize, k: usize) -> usize {
 
 impl Kernels {
     /// Routes `n` tokens from their router logits (f32 [n, experts]) to `k` experts each and
-    /// groups the `n k` choices by expert into work items; `load` (u64 [experts]) gets each
+    /// groups the `n k` choices by expert into work items of at most `chunk` rows; `load` (u64 [experts]) gets each
     /// expert's routed rows added when given.
     #[allow(clippy::too_many_arguments)]
     pub fn moe_route_group(
@@ -79,11 +99,13 @@ impl Kernels {
         normalize: bool,
         n: usize,
         r: &MoeRouting,
+        chunk: usize,
         load: Option<DevicePtr>,
     ) -> anyhow::Result<()> {
         anyhow::ensure!(experts <= MOE_MAX_EXPERTS && (1..=MOE_MAX_K.min(experts)).contains(&k));
+        chunk_index(chunk)?;
         // moe_route_group(logits, experts, k, normalize, n, ids, weights, row_of_choice,
-        //                 token_of_row, items, max_items, load)
+        //                 token_of_row, items, chunk, max_items, load)
         let args = Args::new()
             .ptr(logits)
             .usize(experts)
@@ -95,19 +117,23 @@ impl Kernels {
             .ptr(r.row_of_choice)
             .ptr(r.token_of_row)
             .ptr(r.items)
-            .usize(moe_max_items(n * k, experts))
+            .usize(chunk)
+            .usize(moe_max_items(n * k, experts, chunk))
             .nullable_ptr(load);
         self.launch("moe_route_group", grid1(1, 1024), args)
     }
 
-    /// gate/up + SwiGLU for the `routed` rows of routing `r`, every expert in one launch.
+    /// gate/up + SwiGLU for the `routed` rows of routing `r` (grouped in items of `chunk`),
+    /// every expert in one launch.
     pub fn moe_gate_up(
         &self,
         a: &MoeGateUpArgs,
         r: &MoeRouting,
         routed: usize,
         experts: usize,
+        chunk: usize,
     ) -> anyhow::Result<()> {
+        let variant = chunk_index(chunk)?;
         anyhow::ensure!(a.k.is_multiple_of(8), "expert products need k % 8 == 0");
         // A tile is 8 intermediate columns: their 8 gate rows and 8 up rows.
         let split = product_split(a.width.div_ceil(8), a.k);
@@ -115,12 +141,12 @@ impl Kernels {
         let shape = Shape {
             grid: (
                 a.width.div_ceil(columns_per_block) as u32,
-                moe_max_items(routed, experts) as u32,
+                moe_max_items(routed, experts, chunk) as u32,
                 1,
             ),
             block: 256,
         };
-        // moe_gate_up_s<split>(gate, up, width, x, token_of_row, items, act, k)
+        // moe_gate_up_s<split>_r<chunk>(gate, up, width, x, token_of_row, items, act, k)
         let args = Args::new()
             .ptr(a.gate)
             .ptr(a.up)
@@ -130,29 +156,32 @@ impl Kernels {
             .ptr(r.items)
             .ptr(a.act)
             .usize(a.k);
-        self.launch(MOE_GATE_UP_NAMES[split], shape, args)
+        self.launch(MOE_GATE_UP_NAMES[variant][split], shape, args)
     }
 
-    /// down for the `routed` rows of routing `r`, every expert in one launch.
+    /// down for the `routed` rows of routing `r` (grouped in items of `chunk`), every expert
+    /// in one launch.
     pub fn moe_down(
         &self,
         a: &MoeDownArgs,
         r: &MoeRouting,
         routed: usize,
         experts: usize,
+        chunk: usize,
     ) -> anyhow::Result<()> {
+        let variant = chunk_index(chunk)?;
         anyhow::ensure!(a.k.is_multiple_of(8), "expert products need k % 8 == 0");
         let split = product_split(a.rows.div_ceil(16), a.k);
         let rows_per_block = 16 * 8 / QGEMV_SPLITS[split];
         let shape = Shape {
             grid: (
                 a.rows.div_ceil(rows_per_block) as u32,
-                moe_max_items(routed, experts) as u32,
+                moe_max_items(routed, experts, chunk) as u32,
                 1,
             ),
             block: 256,
         };
-        // moe_down_s<split>(down, rows, act, items, y, k)
+        // moe_down_s<split>_r<chunk>(down, rows, act, items, y, k)
         let args = Args::new()
             .ptr(a.down)
             .usize(a.rows)
@@ -160,7 +189,7 @@ impl Kernels {
             .ptr(r.items)
             .ptr(a.y)
             .usize(a.k);
-        self.launch(MOE_DOWN_NAMES[split], shape, args)
+        self.launch(MOE_DOWN_NAMES[variant][split], shape, args)
     }
 
     /// out[t] (f32 [n, hidden]) = the weighted sum of token t's expert outputs `ys` (f32
@@ -202,17 +231,28 @@ mod tests {
 
     #[test]
     fn work_items_cover_every_grouping() {
-        // Worst case: every expert gets a partial chunk besides the full ones.
-        let (experts, k) = (128usize, 8usize);
-        for n in [1usize, 3, 16, 64, 257] {
-            let choices = n * k;
-            let bound = moe_max_items(choices, experts);
-            // Spread the choices as evenly as possible over min(choices, experts) experts.
-            let used = choices.min(experts);
-            let items: usize = (0..used)
-                .map(|e| (choices / used + usize::from(e < choices % used)).div_ceil(MOE_CHUNK))
-                .sum();
-            assert!(items <= bound, "n {n}: {items} items > bound {bound}");
+        // Every way of spreading the choices over the experts needs at most the bound: the
+        // worst is as many experts as possible with a partial item each.
+        let experts = 128usize;
+        for &chunk in &MOE_CHUNKS {
+            for choices in [1usize, 7, 8, 9, 64, 129, 1000, 2048, 4096 + 3] {
+                let bound = moe_max_items(choices, experts, chunk);
+                for used in [1, 2, 3, 17, 64, 127, 128] {
+                    let used = used.min(choices);
+                    let items: usize = (0..used)
+                        .map(|e| (choices / used + usize::from(e < choices % used)).div_ceil(chunk))
+                        .sum();
+                    assert!(items <= bound, "{choices} over {used}: {items} > {bound}");
+                }
+            }
         }
+    }
+
+    #[test]
+    fn large_steps_take_the_wide_items() {
+        assert_eq!(moe_chunk(8, 128), 8);
+        assert_eq!(moe_chunk(64 * 8, 128), 8);
+        assert_eq!(moe_chunk(4096 * 8, 128), 32);
+        assert!(chunk_index(16).is_err());
     }
 }

@@ -33,15 +33,36 @@ pub(super) const NAMES: &[&str] = &[
     "moe_combine",
 ];
 
-/// The mixture-of-experts products (moe.cu) by split (`QGEMV_SPLITS`).
-pub(super) const MOE_GATE_UP_NAMES: [&str; 4] = [
-    "moe_gate_up_s1",
-    "moe_gate_up_s2",
-    "moe_gate_up_s4",
-    "moe_gate_up_s8",
+/// The mixture-of-experts products (moe.cu) by item size (`moe::MOE_CHUNKS`) and split
+/// (`QGEMV_SPLITS`).
+pub(super) const MOE_GATE_UP_NAMES: [[&str; 4]; 2] = [
+    [
+        "moe_gate_up_s1_r8",
+        "moe_gate_up_s2_r8",
+        "moe_gate_up_s4_r8",
+        "moe_gate_up_s8_r8",
+    ],
+    [
+        "moe_gate_up_s1_r32",
+        "moe_gate_up_s2_r32",
+        "moe_gate_up_s4_r32",
+        "moe_gate_up_s8_r32",
+    ],
 ];
-pub(super) const MOE_DOWN_NAMES: [&str; 4] =
-    ["moe_down_s1", "moe_down_s2", "moe_down_s4", "moe_down_s8"];
+pub(super) const MOE_DOWN_NAMES: [[&str; 4]; 2] = [
+    [
+        "moe_down_s1_r8",
+        "moe_down_s2_r8",
+        "moe_down_s4_r8",
+        "moe_down_s8_r8",
+    ],
+    [
+        "moe_down_s1_r32",
+        "moe_down_s2_r32",
+        "moe_down_s4_r32",
+        "moe_down_s8_r32",
+    ],
+];
 
 /// Largest token count the GEMV kernels take.
 pub const GEMV_MAX_TOKENS: usize = 8;

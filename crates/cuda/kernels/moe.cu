@@ -121,15 +121,17 @@ __device__ __forceinline__ int expert_at(const i32* ids, int i, int experts) {
 // f32 [n, experts]), then groups the n k choices: each choice's row in the grouped order (rows
 // of one expert together, by expert id, tokens in order inside), each row's token, and the
 // work items (expert, first row, at most `chunk` rows) padded with empty ones up to
-// `max_items`; adds each
-// expert's rows to `load` when it is not NULL (the expert-load metric).
+// `max_items`. When `load` is not NULL (the expert-load metric) each expert's rows are added
+// to it, counting only tokens whose KV slot (`slots`, one per token) is not -1: a decode
+// graph's padding rows are routed like the others but are no one's tokens.
 extern "C" __global__ void __launch_bounds__(1024)
     moe_route_group(const float* __restrict__ logits, int experts, int k, int normalize, int n,
                     i32* __restrict__ ids, float* __restrict__ weights,
                     i32* __restrict__ row_of_choice, i32* __restrict__ token_of_row,
                     int4* __restrict__ items, int chunk, int max_items,
-                    u64* __restrict__ load) {
+                    const i32* __restrict__ slots, u64* __restrict__ load) {
     __shared__ int s_count[MOE_MAX_EXPERTS];
+    __shared__ int s_real[MOE_MAX_EXPERTS];  // choices of tokens with a KV slot (not padding)
     __shared__ int s_next[MOE_MAX_EXPERTS];
     __shared__ int s_item0[MOE_MAX_EXPERTS + 1];
     pdl_enter();
@@ -139,9 +141,13 @@ extern "C" __global__ void __launch_bounds__(1024)
         __syncwarp();
     }
     const int total = n * k;
-    for (int e = tid; e < experts; e += blockDim.x) s_count[e] = 0;
+    for (int e = tid; e < experts; e += blockDim.x) s_count[e] = s_real[e] = 0;
     __syncthreads();  // also: every token's ids are written
-    for (int i = tid; i < total; i += blockDim.x) atomicAdd(&s_count[expert_at(ids, i, experts)], 1);
+    for (int i = tid; i < total; i += blockDim.x) {
+        const int e = expert_at(ids, i, experts);
+        atomicAdd(&s_count[e], 1);
+        if (load != nullptr && slots[i / k] >= 0) atomicAdd(&s_real[e], 1);
+    }
     __syncthreads();
     if (tid == 0) {
         int row = 0, item = 0;
@@ -158,7 +164,7 @@ extern "C" __global__ void __launch_bounds__(1024)
         const int c = s_count[e];
         for (int j = 0; j * chunk < c; ++j)
             items[s_item0[e] + j] = make_int4(e, s_next[e] + j * chunk, min(chunk, c - j * chunk), 0);
-        if (load != nullptr && c > 0) atomicAdd(&load[e], (u64)c);
+        if (load != nullptr && s_real[e] > 0) atomicAdd(&load[e], (u64)s_real[e]);
     }
     for (int i = s_item0[experts] + tid; i < max_items; i += blockDim.x)
         items[i] = make_int4(0, 0, 0, 0);

@@ -14,6 +14,7 @@
 use ferrite_model::config::{ModelConfig, RopeStyle};
 
 use crate::device_ptr::DevicePtr;
+use crate::expert_load::DeviceExpertLoad;
 use crate::gemm::Gemm;
 use crate::kernels::{
     AddRmsNormArgs, AttentionDims, AttentionMask, DecodeArgs, Kernels, PrefillArgs,
@@ -59,6 +60,8 @@ pub struct Model<'a> {
     pub ws: &'a Workspace,
     /// Device address of the packed step metadata (crate::step_inputs).
     pub meta: DevicePtr,
+    /// The expert-load counters of a mixture of experts.
+    pub expert_load: Option<&'a DeviceExpertLoad>,
 }
 
 impl Model<'_> {
@@ -191,7 +194,7 @@ impl Model<'_> {
                     k.gated_activation(block.activation, ws.gate_up, ws.act, inter, n)?;
                     linear(ws.act, down, ws.delta)?;
                 }
-                Mlp::Sparse(moe) => self.enqueue_moe(moe, n)?,
+                Mlp::Sparse(moe) => self.enqueue_moe(moe, n, l, self.meta(o.slots))?,
             }
             if let Some(post) = lw.post_norms {
                 norm_rows(ws.delta, post.mlp, 1, hidden, hidden)?;

@@ -12,6 +12,7 @@ pub mod backend;
 pub mod buffer;
 pub mod device;
 pub mod device_ptr;
+pub mod expert_load;
 pub mod forward;
 pub mod gemm;
 pub mod graphs;

@@ -5,14 +5,23 @@
 //! launch's grid depends on the token count only, so decode graphs capture the layer like a
 //! dense one.
 
+use crate::device_ptr::DevicePtr;
 use crate::forward::Model;
-use crate::kernels::{moe_chunk, MoeDownArgs, MoeGateUpArgs};
+use crate::kernels::{moe_chunk, ExpertCounters, MoeDownArgs, MoeGateUpArgs};
 use crate::linear::Linear;
 use crate::weights::MoeWeights;
 
 impl Model<'_> {
-    /// The MLP of a sparse layer on the `n` rows of `ws.xn`, written to `ws.delta`.
-    pub(crate) fn enqueue_moe(&self, moe: &MoeWeights, n: usize) -> anyhow::Result<()> {
+    /// The MLP of sparse layer `layer` on the `n` rows of `ws.xn`, written to `ws.delta`;
+    /// `slots` (the step's KV slot per token) tells the expert-load counters which rows are
+    /// padding.
+    pub(crate) fn enqueue_moe(
+        &self,
+        moe: &MoeWeights,
+        n: usize,
+        layer: usize,
+        slots: DevicePtr,
+    ) -> anyhow::Result<()> {
         let (c, k, ws) = (self.config, self.kernels, self.ws);
         let b = ws
             .moe
@@ -32,7 +41,10 @@ impl Model<'_> {
             n,
             &b.routing,
             chunk,
-            None,
+            self.expert_load.map(|load| ExpertCounters {
+                counts: load.layer(layer),
+                slots,
+            }),
         )?;
         let gate_up = MoeGateUpArgs {
             gate: moe.gate,

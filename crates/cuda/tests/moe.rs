@@ -3,7 +3,8 @@
 //! - the kernels alone against a host reference in f64 on the same bf16 inputs (routing
 //!   exactly: the same experts; outputs to 2e-3), and a token's output bit for bit the same
 //!   whether it runs alone, with 8 others or with 39, in work items of 8 rows or of 32 (batch
-//!   invariance: it does not depend on which other tokens share its experts);
+//!   invariance: it does not depend on which other tokens share its experts); the expert-load
+//!   counters count each expert's tokens, a graph's padding rows (KV slot -1) left out;
 //! - whole random-weight models, CPU against CUDA on the same weights (the parity tests'
 //!   tolerances, graphs and eager): qwen3_moe's top-k with normalised weights and Q/K norm,
 //!   qwen2_moe's shared expert beside a dense layer, mixtral's top-2 with widths that are not
@@ -13,7 +14,9 @@ mod common;
 
 use common::compare::{compare_backends, Run};
 use common::{dev, poisoned, read_f32, read_i32, rng, Ctx};
-use ferrite_cuda::kernels::{moe_max_items, MoeDownArgs, MoeGateUpArgs, MoeRouting};
+use ferrite_cuda::kernels::{
+    moe_max_items, ExpertCounters, MoeDownArgs, MoeGateUpArgs, MoeRouting,
+};
 use ferrite_model::config::{Arch, BlockVariant, ModelConfig, MoeConfig, RopeStyle};
 use half::bf16;
 use rand::Rng;
@@ -79,7 +82,17 @@ fn host_mlp(inp: &Inputs, t: usize) -> Vec<f64> {
 
 /// Runs the four kernels over the first `n` tokens in work items of `chunk` rows; returns
 /// (out f32 [n, hidden], ids).
-fn run_kernels(ctx: &Ctx, inp: &Inputs, n: usize, chunk: usize) -> (Vec<f32>, Vec<i32>) {
+/// Tokens marked as a graph's padding (KV slot -1): the expert-load counters skip them.
+const PADDING: [usize; 2] = [3, 17];
+
+struct KernelRun {
+    out: Vec<f32>,
+    ids: Vec<i32>,
+    /// The expert-load counters after the step.
+    load: Vec<u64>,
+}
+
+fn run_kernels(ctx: &Ctx, inp: &Inputs, n: usize, chunk: usize) -> KernelRun {
     let k = &ctx.kernels;
     let routed = n * TOP_K;
     let to_bf16 = |v: &[f32]| common::to_bf16(v);
@@ -105,7 +118,22 @@ fn run_kernels(ctx: &Ctx, inp: &Inputs, n: usize, chunk: usize) -> (Vec<f32>, Ve
     let act = poisoned::<bf16>(ctx, routed * WIDTH);
     let ys = poisoned::<f32>(ctx, routed * HIDDEN);
     let out = poisoned::<f32>(ctx, n * HIDDEN);
-    k.moe_route_group(logits.ptr(), EXPERTS, TOP_K, true, n, &r, chunk, None)
+    let slots: Vec<i32> = (0..n as i32)
+        .map(|t| {
+            if PADDING.contains(&(t as usize)) {
+                -1
+            } else {
+                t
+            }
+        })
+        .collect();
+    let slots = dev(ctx, &slots);
+    let counts = dev(ctx, &[0u64; EXPERTS]);
+    let load = ExpertCounters {
+        counts: counts.ptr(),
+        slots: slots.ptr(),
+    };
+    k.moe_route_group(logits.ptr(), EXPERTS, TOP_K, true, n, &r, chunk, Some(load))
         .unwrap();
     let gate_up = MoeGateUpArgs {
         gate: gate.ptr(),
@@ -126,7 +154,13 @@ fn run_kernels(ctx: &Ctx, inp: &Inputs, n: usize, chunk: usize) -> (Vec<f32>, Ve
     k.moe_down(&down_args, &r, routed, EXPERTS, chunk).unwrap();
     k.moe_combine(ys.ptr(), &r, TOP_K, HIDDEN, None, out.ptr(), n)
         .unwrap();
-    (read_f32(ctx, &out, n * HIDDEN), read_i32(ctx, &ids, routed))
+    let mut load = vec![0u64; EXPERTS];
+    ferrite_cuda::buffer::download(common::stream(ctx), counts.ptr(), &mut load).unwrap();
+    KernelRun {
+        out: read_f32(ctx, &out, n * HIDDEN),
+        ids: read_i32(ctx, &ids, routed),
+        load,
+    }
 }
 
 #[test]
@@ -144,7 +178,21 @@ fn moe_kernels_match_the_host_and_a_token_does_not_depend_on_its_batch() {
         up: bf16_values(&mut g, EXPERTS * WIDTH * HIDDEN, 0.06),
         down: bf16_values(&mut g, EXPERTS * HIDDEN * WIDTH, 0.1),
     };
-    let (all, ids) = run_kernels(&ctx, &inp, TOKENS, 8);
+    let KernelRun {
+        out: all,
+        ids,
+        load,
+    } = run_kernels(&ctx, &inp, TOKENS, 8);
+    let mut want_load = [0u64; EXPERTS];
+    for t in (0..TOKENS).filter(|t| !PADDING.contains(t)) {
+        for (e, _) in host_route(&inp.logits[t * EXPERTS..(t + 1) * EXPERTS]) {
+            want_load[e] += 1;
+        }
+    }
+    assert_eq!(
+        load, want_load,
+        "expert-load counts (padding rows excluded)"
+    );
     for t in 0..TOKENS {
         let want_ids: Vec<i32> = host_route(&inp.logits[t * EXPERTS..(t + 1) * EXPERTS])
             .iter()
@@ -160,7 +208,7 @@ fn moe_kernels_match_the_host_and_a_token_does_not_depend_on_its_batch() {
     common::check("moe MLP vs f64 host", &all, &want, 2e-3);
     // Items of 32 rows (the prefill kernels) and fewer tokens: the same bits.
     for (n, chunk) in [(TOKENS, 32), (1, 8), (9, 8), (9, 32)] {
-        let (alone, _) = run_kernels(&ctx, &inp, n, chunk);
+        let alone = run_kernels(&ctx, &inp, n, chunk).out;
         let same = alone
             .iter()
             .zip(&all)

@@ -3,14 +3,17 @@
 
 mod collect;
 
+use std::sync::Arc;
+
 use ferrite_engine::{
-    validate_batch, Backend, BackendError, BatchLimits, DeviceSampling, ForwardOutput,
+    validate_batch, Backend, BackendError, BatchLimits, DeviceSampling, ExpertLoad, ForwardOutput,
     SampledOutput, SeqBatch,
 };
 use ferrite_model::config::ModelConfig;
 
 use crate::buffer::{upload, DeviceBuffer};
 use crate::device::Gpu;
+use crate::expert_load::DeviceExpertLoad;
 use crate::forward::{Model, StepShape};
 use crate::gemm::Gemm;
 use crate::graphs::{ladder, DecodeGraphs};
@@ -59,6 +62,8 @@ pub struct CudaBackend {
     /// Constrained rows of the step's sampled rows, and their masks' words.
     mask_rows: Vec<i32>,
     mask_words: Vec<u32>,
+    /// Tokens routed to each expert (mixture-of-experts models).
+    expert_load: Option<DeviceExpertLoad>,
 }
 
 // CUDA objects may be used from any thread once the context is current there; the backend
@@ -114,7 +119,9 @@ impl CudaBackend {
                 tracing::debug!(name, regs, local, shared, "kernel resources");
             }
         }
+        let expert_load = DeviceExpertLoad::new(&gpu.stream, &config)?;
         Ok(CudaBackend {
+            expert_load,
             config,
             options,
             graphs: DecodeGraphs::none(),
@@ -163,6 +170,7 @@ impl CudaBackend {
             weights: &self.weights,
             kv,
             ws: &self.ws,
+            expert_load: self.expert_load.as_ref(),
         })
     }
 
@@ -276,6 +284,9 @@ impl CudaBackend {
                 }
             }
         }
+        if let Some(load) = &mut self.expert_load {
+            load.flush(&self.gpu.stream).map_err(err)?;
+        }
         Ok(out)
     }
 }
@@ -324,6 +335,9 @@ impl Backend for CudaBackend {
             seconds = started.elapsed().as_secs_f64(),
             "warmed up the prefill shapes"
         );
+        if let Some(load) = &mut self.expert_load {
+            load.reset(&self.gpu.stream).map_err(err)?;
+        }
         Ok(())
     }
 
@@ -345,5 +359,9 @@ impl Backend for CudaBackend {
         sampling: &[Option<DeviceSampling>],
     ) -> Result<SampledOutput, BackendError> {
         self.run(batch, sampling)
+    }
+
+    fn expert_load_counters(&self) -> Option<Arc<ExpertLoad>> {
+        self.expert_load.as_ref().map(DeviceExpertLoad::counters)
     }
 }

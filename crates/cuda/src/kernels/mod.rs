@@ -31,8 +31,8 @@ pub use dummy_init::DummyFormat;
 pub use gemv::{gemv_split, LinearArgs};
 pub use launch::Kernels;
 pub use moe::{
-    moe_chunk, moe_max_items, MoeDownArgs, MoeGateUpArgs, MoeRouting, MOE_CHUNKS, MOE_MAX_EXPERTS,
-    MOE_MAX_K,
+    moe_chunk, moe_max_items, ExpertCounters, MoeDownArgs, MoeGateUpArgs, MoeRouting, MOE_CHUNKS,
+    MOE_MAX_EXPERTS, MOE_MAX_K,
 };
 pub use names::GEMV_MAX_TOKENS;
 pub use quant::QuantGemvArgs;

@@ -52,6 +52,14 @@ pub struct MoeRouting {
     pub items: DevicePtr,
 }
 
+/// Where the expert-load metric counts: u64 [experts] counters, and the step's KV slot per
+/// token (i32, -1 for a graph's padding rows, which are not counted).
+#[derive(Debug, Clone, Copy)]
+pub struct ExpertCounters {
+    pub counts: DevicePtr,
+    pub slots: DevicePtr,
+}
+
 /// gate/up with SwiGLU over every routed row: act[row] = silu(W_gate[e] x[token]) * W_up[e]
 /// x[token], e the row's expert.
 #[derive(Debug, Clone, Copy)]
@@ -100,12 +108,12 @@ impl Kernels {
         n: usize,
         r: &MoeRouting,
         chunk: usize,
-        load: Option<DevicePtr>,
+        load: Option<ExpertCounters>,
     ) -> anyhow::Result<()> {
         anyhow::ensure!(experts <= MOE_MAX_EXPERTS && (1..=MOE_MAX_K.min(experts)).contains(&k));
         chunk_index(chunk)?;
         // moe_route_group(logits, experts, k, normalize, n, ids, weights, row_of_choice,
-        //                 token_of_row, items, chunk, max_items, load)
+        //                 token_of_row, items, chunk, max_items, slots, load)
         let args = Args::new()
             .ptr(logits)
             .usize(experts)
@@ -119,7 +127,8 @@ impl Kernels {
             .ptr(r.items)
             .usize(chunk)
             .usize(moe_max_items(n * k, experts, chunk))
-            .nullable_ptr(load);
+            .nullable_ptr(load.map(|l| l.slots))
+            .nullable_ptr(load.map(|l| l.counts));
         self.launch("moe_route_group", grid1(1, 1024), args)
     }
 

@@ -65,11 +65,12 @@ impl Workspace {
         cap: Capacity,
         sm_count: usize,
         largest_quantized: usize,
+        batch_invariant: bool,
     ) -> anyhow::Result<Workspace> {
         let (t, hidden, inter) = (cap.tokens, c.hidden_size, c.intermediate_size);
         let (q_dim, kv_dim) = (c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim);
         let most_partials = (1..=cap.seqs)
-            .map(|d| d * decode_splits(d, c.num_kv_heads, sm_count, None))
+            .map(|d| d * decode_splits(d, c.num_kv_heads, sm_count, None, batch_invariant))
             .max()
             .unwrap_or(1);
         let mut l = Layout::new();

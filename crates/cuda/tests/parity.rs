@@ -8,35 +8,13 @@
 mod arch_configs;
 mod common;
 
+use arch_configs::llama_small;
 use ferrite_cpu::CpuBackend;
 use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
 use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
-use ferrite_model::config::{Arch, BlockVariant, ModelConfig, RopeStyle};
+use ferrite_model::config::ModelConfig;
 use ferrite_model::dummy::{generate, preset};
 use ferrite_model::weights::{DType, ModelWeights};
-
-fn llama_small() -> ModelConfig {
-    ModelConfig {
-        arch: Arch::Llama,
-        vocab_size: 2048,
-        hidden_size: 512,
-        intermediate_size: 1408,
-        num_layers: 3,
-        num_heads: 8,
-        num_kv_heads: 2,
-        head_dim: 128,
-        rope_theta: 500_000.0,
-        rope_style: RopeStyle::Interleaved,
-        rms_norm_eps: 1e-5,
-        max_position_embeddings: 4096,
-        tie_word_embeddings: false,
-        qkv_bias: false,
-        block: BlockVariant::llama(128),
-        rope_scaling: None,
-        layer_attention: Vec::new(),
-        moe: None,
-    }
-}
 
 struct Seq {
     tokens: Vec<u32>,
@@ -106,6 +84,7 @@ fn compare_and_report(config: &ModelConfig, run: &Run, host: Option<ModelWeights
         enforce_eager: eager,
         cuda_graph_max_bs: 8,
         gpu_memory_utilization: 0.9,
+        batch_invariant: true,
     };
     let source = host.map_or(WeightSource::Dummy { seed }, WeightSource::Host);
     let mut gpu = CudaBackend::new(config.clone(), source, options).unwrap();

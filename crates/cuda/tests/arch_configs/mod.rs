@@ -14,6 +14,30 @@ use ferrite_model::config::{
 const HEAD_DIM: usize = 64;
 const WINDOW: usize = 32;
 
+/// A small Llama with head_dim 128 and GQA 8/2 (the parity and batch-invariance tests).
+pub fn llama_small() -> ModelConfig {
+    ModelConfig {
+        arch: Arch::Llama,
+        vocab_size: 2048,
+        hidden_size: 512,
+        intermediate_size: 1408,
+        num_layers: 3,
+        num_heads: 8,
+        num_kv_heads: 2,
+        head_dim: 128,
+        rope_theta: 500_000.0,
+        rope_style: RopeStyle::Interleaved,
+        rms_norm_eps: 1e-5,
+        max_position_embeddings: 4096,
+        tie_word_embeddings: false,
+        qkv_bias: false,
+        block: BlockVariant::llama(128),
+        rope_scaling: None,
+        layer_attention: Vec::new(),
+        moe: None,
+    }
+}
+
 fn base(arch: Arch, hidden: usize, inter: usize, layers: usize) -> ModelConfig {
     ModelConfig {
         arch,

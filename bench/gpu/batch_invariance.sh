@@ -6,7 +6,7 @@
 #       (tests/batch_invariance.rs), the kernel, quantized, attention and CPU/CUDA parity
 #       suites, then offline_bench on random bf16 weights with the invariant kernels (the
 #       default) and without (FERRITE_BENCH_BATCH_INVARIANT=0), same call, interleaved:
-#       batch-1 and 8-stream decode, a 4,096-token prefill, 256 x (512 in, 128 out).
+#       batch-1 decode (bf16, and Q4_K_M for the 8B), 64 streams, a 4,096-token prefill.
 #
 #   the real SmolLM2-135M-Instruct Q4_1, which travels in three calls like
 #   bench/gpu/spec_suffix.sh (prepare here; stage 1, stage 2, stage 3 there), then
@@ -57,8 +57,6 @@ synthetic() {
         bench "1.5B 64x(128, 128)" $inv 90 qwen2.5-1.5b 64 128 128
         bench "1.5B prefill 4096" $inv 60 qwen2.5-1.5b 1 4096 1
         bench "8B prefill 4096" $inv 90 llama-3.1-8b 1 4096 1
-        bench "1.5B 256x(512, 128)" $inv 120 qwen2.5-1.5b 256 512 128
-        bench "8B 256x(512, 128)" $inv 150 llama-3.1-8b 256 512 128
     done
 }
 

@@ -7,7 +7,8 @@
 //   2. an online-softmax update per head (running max m and sum l, in log2 units),
 //   3. the value rows weighted by the probabilities, accumulated in f32 registers.
 // One split writes the normalised output directly; several write (acc, m, l) partials that
-// `attention_decode_reduce` combines. A sequence with ctx_len 0 (graph padding) writes zeros.
+// `attention_decode_reduce` combines (a sequence whose context fills fewer splits than the
+// launch has leaves the rest empty; one partial reduces to what a direct write gives). A sequence with ctx_len 0 (graph padding) writes zeros.
 // With a sliding window w > 0 the query (at position ctx_len - 1) sees only keys
 // ctx_len - w .. ctx_len - 1, and the splits divide just that range: pages wholly outside
 // the window are never read. `scale_log2` is the score scale times log2(e).
@@ -66,7 +67,11 @@ __device__ __forceinline__ void decode_attention(
     // before waiting for the previous kernel (common.cuh); q and the K/V pages after.
     const int ctx = ctx_lens[seq];
     const int first_key = window > 0 ? max(0, ctx - window) : 0;
-    const int per_split = (ctx - first_key + num_splits - 1) / num_splits;
+    // This sequence's splits: at most one per tile of keys, so that its partition depends on
+    // its own context alone when the launch has MAX_SPLITS (the batch-invariant setting:
+    // attention.rs); splits past them get no keys and write empty partials.
+    const int seq_splits = max(1, min(num_splits, (ctx - first_key + S::TILE - 1) / S::TILE));
+    const int per_split = (ctx - first_key + seq_splits - 1) / seq_splits;
     const int chunk = (per_split + S::TILE - 1) / S::TILE * S::TILE;
     const int start = first_key + split * chunk;
     const int end = min(ctx, start + chunk);

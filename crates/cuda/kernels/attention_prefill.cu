@@ -7,7 +7,7 @@
 // accumulate), causal mask, online softmax in registers (log2 units), P re-packed as the A
 // operand of O += P V, V read from shared memory with ldmatrix.trans.
 // With a sliding window w > 0 a row at position p sees keys p - w < key <= p only, and the
-// block starts at the first key its earliest row sees. `scale_log2` is the score scale times
+// block starts at the key tile holding the first key its earliest row sees. `scale_log2` is the score scale times
 // log2(e).
 //
 // Fragment layout of mma.m16n8k16 (g = lane / 4, t = lane % 4):
@@ -112,8 +112,11 @@ __device__ __forceinline__ void prefill_attention(
 
     const int last_row = min(rows, (tile + 1) * PRE_ROWS) - 1;
     const int key_end = pos0 + last_row / group + 1;  // keys 0..key_end-1 are visible to some row
-    // The first key the block's earliest row sees (0 without a window).
-    const int key_begin = window > 0 ? max(0, pos0 + tile * PRE_ROWS / group - window + 1) : 0;
+    // The first key tile the block's earliest row sees (0 without a window). Tiles start at
+    // multiples of PRE_KEYS, wherever the chunk starts, so a row's sums are the same whether its
+    // prompt came whole or in chunks (a tile a row sees nothing of leaves its sums alone).
+    const int key_begin =
+        window > 0 ? max(0, pos0 + tile * PRE_ROWS / group - window + 1) / PRE_KEYS * PRE_KEYS : 0;
     for (int kt = key_begin; kt < key_end; kt += PRE_KEYS) {
         // Stage the K and V tiles (zeros past key_end keep the masked products finite).
         for (int c = tid; c < PRE_KEYS * (HD / 8); c += PRE_THREADS) {

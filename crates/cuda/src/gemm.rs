@@ -1,6 +1,12 @@
-//! Linear layers, y = x W^T with bf16 activations and f32 accumulation and output: cuBLAS for
-//! real batches, the GEMV kernels for 1..=8 tokens (decode), where a GEMM library leaves memory
-//! bandwidth unused. The threshold is `FERRITE_GEMV_MAX_TOKENS` (0..=8, default 8).
+//! Linear layers, y = x W^T with bf16 activations and f32 accumulation and output.
+//!
+//! Batch-invariant (the default, `CudaOptions::batch_invariant`): bf16 products of any number
+//! of tokens go through the two tensor-core kernels that sum in one fixed order
+//! (kernels/bf16_order.cuh), so a token's output does not depend on what shares its step.
+//! Otherwise (the opt-out): cuBLAS for real batches, the GEMV kernels for 1..=8 tokens
+//! (decode), where a GEMM library leaves memory bandwidth unused; the threshold is
+//! `FERRITE_GEMV_MAX_TOKENS` (0..=8, default 8). cuBLAS picks its algorithm by shape, so a
+//! row's rounding then depends on how many rows share the product.
 //!
 //! Quantized matrices (crate::quant) go through their own GEMV kernels, which dequantize in
 //! registers (one token on a Q4_K or Q6_K matrix: through the tensor cores, see
@@ -15,7 +21,7 @@ use cudarc::driver::CudaStream;
 
 use crate::buffer::DeviceBuffer;
 use crate::device_ptr::DevicePtr;
-use crate::kernels::{Kernels, LinearArgs, QuantGemvArgs, GEMV_MAX_TOKENS};
+use crate::kernels::{tensor_core_k, Kernels, LinearArgs, QuantGemvArgs, GEMV_MAX_TOKENS};
 use crate::linear::{Linear, MatrixFormat};
 
 /// The bf16 buffer quantized matrices are dequantized into for cuBLAS (crate::workspace).
@@ -32,13 +38,14 @@ pub struct Gemm {
     handle: sys::cublasHandle_t,
     _workspace: DeviceBuffer,
     gemv_max_tokens: usize,
+    batch_invariant: bool,
 }
 
 // The handle is used only from the thread that owns the backend at a time.
 unsafe impl Send for Gemm {}
 
 impl Gemm {
-    pub fn new(stream: &Arc<CudaStream>) -> anyhow::Result<Gemm> {
+    pub fn new(stream: &Arc<CudaStream>, batch_invariant: bool) -> anyhow::Result<Gemm> {
         stream.context().bind_to_thread()?;
         let handle = cublas::create_handle().map_err(|e| {
             anyhow::anyhow!("cannot create a cuBLAS handle (is libcublas.so.13 installed?): {e:?}")
@@ -64,6 +71,7 @@ impl Gemm {
             handle,
             _workspace: workspace,
             gemv_max_tokens,
+            batch_invariant,
         })
     }
 
@@ -97,6 +105,20 @@ impl Gemm {
                     };
                     self.bf16_product(kernels, &args)?;
                 }
+                (MatrixFormat::Quant(format), _)
+                    if n <= GEMV_MAX_TOKENS && self.batch_invariant && tensor_core_k(k) =>
+                {
+                    kernels.qgemv_ordered(&QuantGemvArgs {
+                        format,
+                        planes,
+                        x,
+                        y,
+                        n,
+                        rows: part.rows,
+                        k,
+                        ldy: lin.rows,
+                    })?;
+                }
                 (MatrixFormat::Quant(format), _) if n <= self.gemv_max_tokens => {
                     kernels.qgemv(&QuantGemvArgs {
                         format,
@@ -116,15 +138,18 @@ impl Gemm {
                     while r0 < part.rows {
                         let rows = slab.min(part.rows - r0);
                         kernels.qdequant(format, planes, scratch.ptr, r0, rows, k)?;
-                        self.cublas(&LinearArgs {
-                            x,
-                            w: scratch.ptr,
-                            y: y.offset(4 * r0),
-                            n,
-                            rows,
-                            k,
-                            ldy: lin.rows,
-                        })?;
+                        self.bf16_many(
+                            kernels,
+                            &LinearArgs {
+                                x,
+                                w: scratch.ptr,
+                                y: y.offset(4 * r0),
+                                n,
+                                rows,
+                                k,
+                                ldy: lin.rows,
+                            },
+                        )?;
                         r0 += rows;
                     }
                 }
@@ -134,16 +159,30 @@ impl Gemm {
         Ok(())
     }
 
-    /// The product of bf16 operands `a`: the GEMV kernels up to `FERRITE_GEMV_MAX_TOKENS`
-    /// tokens, cuBLAS beyond.
+    /// The product of bf16 operands `a`: batch-invariant, or the GEMV kernels up to
+    /// `FERRITE_GEMV_MAX_TOKENS` tokens and cuBLAS beyond.
     pub fn bf16_product(&self, kernels: &Kernels, a: &LinearArgs) -> anyhow::Result<()> {
         if a.n == 0 {
             return Ok(());
         }
-        if a.n <= self.gemv_max_tokens {
+        if a.n <= self.gemv_max_tokens && !self.invariant_for(a) {
             return kernels.gemv(a);
         }
+        self.bf16_many(kernels, a)
+    }
+
+    /// A product of more tokens than the GEMVs take (or of any number when invariant).
+    fn bf16_many(&self, kernels: &Kernels, a: &LinearArgs) -> anyhow::Result<()> {
+        if self.invariant_for(a) {
+            return kernels.invariant_product(a);
+        }
         self.cublas(a)
+    }
+
+    /// Whether `a` goes through the batch-invariant kernels: when asked for and k fits them
+    /// (every model shape ferrite runs has k % 32 == 0).
+    fn invariant_for(&self, a: &LinearArgs) -> bool {
+        self.batch_invariant && tensor_core_k(a.k)
     }
 
     /// The same product through cuBLAS whatever `n` (tests compare it with the GEMV).

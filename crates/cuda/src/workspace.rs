@@ -82,6 +82,7 @@ impl Workspace {
         cap: Capacity,
         sm_count: usize,
         largest_quantized: usize,
+        batch_invariant: bool,
     ) -> anyhow::Result<Workspace> {
         let (t, hidden) = (cap.tokens, c.hidden_size);
         // The dense MLP's buffers also serve qwen2_moe's shared expert.
@@ -92,7 +93,7 @@ impl Workspace {
         let inter = c.intermediate_size.max(shared_width.unwrap_or(0));
         let (q_dim, kv_dim) = (c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim);
         let most_partials = (1..=cap.seqs)
-            .map(|d| d * decode_splits(d, c.num_kv_heads, sm_count, None))
+            .map(|d| d * decode_splits(d, c.num_kv_heads, sm_count, None, batch_invariant))
             .max()
             .unwrap_or(1);
         let mut l = Layout::new();

@@ -65,6 +65,7 @@ fn check_arch(arch: &str) {
         enforce_eager: false,
         cuda_graph_max_bs: 8,
         gpu_memory_utilization: 0.9,
+        batch_invariant: true,
     };
     let mut gpu = CudaBackend::new(config.clone(), WeightSource::Host(gpu_weights), options)
         .unwrap_or_else(|e| panic!("{arch} on CUDA: {e:#}"));

@@ -309,7 +309,7 @@ fn gemv_and_cublas_match_reference() {
     let Some(ctx) = gpu("gemv/cublas") else {
         return;
     };
-    let gemm = Gemm::new(stream(&ctx)).unwrap();
+    let gemm = Gemm::new(stream(&ctx), false).unwrap();
     let mut r = rng(4);
     // The second and third shapes are long and narrow: the GEMV splits each row over 4 and
     // 8 warps there. The last two have whole 128-element blocks: 2..8 tokens go through the

@@ -8,33 +8,11 @@
 mod arch_configs;
 mod common;
 
+use arch_configs::llama_small;
 use common::compare::{compare_and_report, compare_backends, compare_backends_on, run_pair, Run};
-use ferrite_model::config::{Arch, BlockVariant, ModelConfig, RopeStyle};
+use ferrite_model::config::ModelConfig;
 use ferrite_model::dummy::{generate, preset};
 use ferrite_model::weights::{DType, ModelWeights};
-
-fn llama_small() -> ModelConfig {
-    ModelConfig {
-        arch: Arch::Llama,
-        vocab_size: 2048,
-        hidden_size: 512,
-        intermediate_size: 1408,
-        num_layers: 3,
-        num_heads: 8,
-        num_kv_heads: 2,
-        head_dim: 128,
-        rope_theta: 500_000.0,
-        rope_style: RopeStyle::Interleaved,
-        rms_norm_eps: 1e-5,
-        max_position_embeddings: 4096,
-        tie_word_embeddings: false,
-        qkv_bias: false,
-        block: BlockVariant::llama(128),
-        rope_scaling: None,
-        layer_attention: Vec::new(),
-        moe: None,
-    }
-}
 
 /// The issue-12 architectures: prompts of 70 to 100 tokens (beyond the window of 32), chunked
 /// by 48 so later chunks start past the window, then 20 greedy decode steps.

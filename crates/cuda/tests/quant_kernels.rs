@@ -5,46 +5,20 @@
 
 mod common;
 
+use common::quant::matrix;
 use common::{check, dev, gpu, poisoned, random, read_bf16, read_f32, rng, stream, to_bf16};
 use ferrite_cuda::gemm::{Gemm, Scratch};
 use ferrite_cuda::kernels::QuantGemvArgs;
-use ferrite_cuda::linear::{Linear, Matrix, MatrixFormat};
-use ferrite_cuda::quant::{split_planes, QuantType};
-use ferrite_model::dequant::dequantize_row;
+use ferrite_cuda::linear::Linear;
+use ferrite_cuda::quant::QuantType;
 use half::bf16;
-
-/// A random [rows, k] matrix of `q` on the device, and its host dequantization.
-fn matrix(
-    ctx: &common::Ctx,
-    q: QuantType,
-    rows: usize,
-    k: usize,
-    seed: u64,
-) -> (Vec<ferrite_cuda::buffer::DeviceBuffer>, Matrix, Vec<f32>) {
-    let bytes = common::quant::random_blocks(q.dtype(), rows, k, 0.05, seed);
-    let mut host = vec![0.0f32; rows * k];
-    dequantize_row(q.dtype(), &bytes, &mut host);
-    let bufs: Vec<_> = split_planes(q, &bytes)
-        .iter()
-        .map(|p| dev(ctx, p))
-        .collect();
-    let mut planes = [None; 3];
-    for (slot, b) in planes.iter_mut().zip(&bufs) {
-        *slot = Some(b.ptr());
-    }
-    let m = Matrix {
-        format: MatrixFormat::Quant(q),
-        planes,
-    };
-    (bufs, m, host)
-}
 
 #[test]
 fn quantized_kernels_match_the_host_dequantizer() {
     let Some(ctx) = gpu("quant_kernels") else {
         return;
     };
-    let gemm = Gemm::new(stream(&ctx)).unwrap();
+    let gemm = Gemm::new(stream(&ctx), true).unwrap();
     for q in QuantType::ALL {
         for &(rows, k) in &[(96usize, 512usize), (40, 4608)] {
             let (_bufs, m, host) = matrix(&ctx, q, rows, k, 3);

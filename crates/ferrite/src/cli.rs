@@ -100,6 +100,13 @@ pub struct EngineArgs {
     /// No CUDA graphs: launch every kernel of every step (`--device cuda`).
     #[arg(long)]
     pub enforce_eager: bool,
+    /// Let a request's rounding depend on what shares its step (`--device cuda`): cuBLAS for
+    /// prompt chunks and batches, decode attention split by the batch's size. Faster prefill;
+    /// greedy output may then differ between a request run alone and the same request batched
+    /// (a near-tie can round the other way). Without it every bf16 product sums in one fixed
+    /// order whatever the batch (docs/architecture.md, "Batch invariance").
+    #[arg(long)]
+    pub no_batch_invariant: bool,
     /// Longest prompt + completion in tokens [default: the model's trained context, capped by
     /// what the KV cache holds].
     #[arg(long)]

@@ -79,6 +79,12 @@ impl Built {
         }
         Ok(match args.device {
             Device::Cpu => {
+                if args.no_batch_invariant {
+                    anyhow::bail!(
+                        "--no-batch-invariant applies to --device cuda: the CPU backend's kernels \
+                         are batch-invariant by construction"
+                    );
+                }
                 let threads = args.threads.unwrap_or(0);
                 let mut backend = CpuBackend::new(model.config.clone(), weights, threads)?;
                 if args.int8_activations {
@@ -104,6 +110,7 @@ impl Built {
                     enforce_eager: args.enforce_eager,
                     cuda_graph_max_bs: args.cuda_graph_max_bs,
                     gpu_memory_utilization: args.gpu_memory_utilization,
+                    batch_invariant: !args.no_batch_invariant,
                 };
                 Built::Cuda(CudaBackend::new(model.config.clone(), source, options)?)
             }

@@ -40,6 +40,10 @@ pub struct CudaOptions {
     pub cuda_graph_max_bs: usize,
     /// Fraction of the device's memory ferrite may use in all (weights, workspace, KV cache).
     pub gpu_memory_utilization: f64,
+    /// Kernels whose sums do not depend on the batch (kernels/bf16_order.cuh, per-sequence
+    /// decode-attention splits): a request's tokens are the same alone or batched. `false`
+    /// picks cuBLAS and batch-sized splits instead (faster prefill, batch-dependent rounding).
+    pub batch_invariant: bool,
 }
 
 pub struct CudaBackend {
@@ -80,7 +84,7 @@ impl CudaBackend {
         let started = std::time::Instant::now();
         let gpu = Gpu::open(options.device)?;
         let kernels = Kernels::load(&gpu.stream)?;
-        let gemm = Gemm::new(&gpu.stream)?;
+        let gemm = Gemm::new(&gpu.stream, options.batch_invariant)?;
         let weights = ModelWeights::load(&gpu.stream, &kernels, &config, &source)?;
         drop(source);
         let graph_top = ladder(options.max_num_seqs, options.cuda_graph_max_bs)
@@ -100,6 +104,7 @@ impl CudaBackend {
             cap,
             gpu.sm_count,
             weights.largest_quantized,
+            options.batch_invariant,
         )?;
         tracing::info!(
             gpu = %gpu.name,
@@ -182,6 +187,7 @@ impl CudaBackend {
         let model = self.model().map_err(|e| anyhow::anyhow!(e.0))?;
         let sm = gpu.sm_count;
         let kv_heads = self.config.num_kv_heads;
+        let invariant = self.options.batch_invariant;
         let (graphs, report) = DecodeGraphs::capture(
             &gpu.stream,
             &sizes,
@@ -191,7 +197,8 @@ impl CudaBackend {
                 if !capturing {
                     upload(&gpu.stream, model.meta, &inputs.packed)?;
                 }
-                let shape = StepShape::of(&inputs, decode_splits(bs, kv_heads, sm, None));
+                let shape =
+                    StepShape::of(&inputs, decode_splits(bs, kv_heads, sm, None, invariant));
                 model.enqueue_layers(&shape)?;
                 model.enqueue_logits(inputs.offsets.logit_rows, bs)
             },
@@ -268,6 +275,7 @@ impl CudaBackend {
                     self.config.num_kv_heads,
                     self.gpu.sm_count,
                     Some(inputs.max_decode_ctx),
+                    self.options.batch_invariant,
                 );
                 let shape = StepShape::of(inputs, splits);
                 let (rows_at, total) = (inputs.offsets.logit_rows, inputs.num_logit_rows);

@@ -12,14 +12,20 @@ pub const MAX_GROUP: usize = 8;
 /// Largest number of context splits of decode attention.
 pub const MAX_SPLITS: usize = 32;
 
-/// Context splits of decode attention for `num_decodes` sequences: enough blocks to fill the
-/// GPU twice over, never more splits than 64-key pieces of the longest context (when known).
+/// Context splits of decode attention for `num_decodes` sequences. Batch-invariant: always
+/// `MAX_SPLITS`, of which each sequence uses one per tile of its own context (up to all of
+/// them), so its sums do not depend on the batch. Otherwise enough blocks to fill the GPU
+/// twice over, never more splits than 64-key pieces of the longest context (when known).
 pub fn decode_splits(
     num_decodes: usize,
     kv_heads: usize,
     sm_count: usize,
     max_ctx: Option<usize>,
+    batch_invariant: bool,
 ) -> usize {
+    if batch_invariant {
+        return MAX_SPLITS;
+    }
     let blocks = (num_decodes * kv_heads).max(1);
     let mut splits = (2 * sm_count).div_ceil(blocks).clamp(1, MAX_SPLITS);
     if let Some(ctx) = max_ctx {

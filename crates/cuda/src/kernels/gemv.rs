@@ -1,9 +1,14 @@
-//! Launchers of kernels/gemv.cu and gemv_mma.cu: y = x W^T for a few tokens, and the operands
-//! of a linear layer that they share with the cuBLAS path (crate::gemm).
+//! Launchers of the bf16 products: kernels/gemv.cu (CUDA cores, 1..8 tokens), gemv_mma.cu
+//! (tensor cores, 1..64 tokens) and tile_mma.cu (tensor cores, any number of tokens), and the
+//! operands of a linear layer that they share with the cuBLAS path (crate::gemm). gemv_mma.cu
+//! and tile_mma.cu sum in one order (kernels/bf16_order.cuh): together they are the
+//! batch-invariant product.
 
-use super::launch::{grid1, Args, Kernels};
-use super::names::{GEMV_MAX_TOKENS, GEMV_MMA_NAMES, GEMV_NAMES, QGEMV_SPLITS};
-use super::quant::split_index;
+use super::launch::{grid1, Args, Kernels, Shape};
+use super::names::{
+    GEMV_MAX_TOKENS, GEMV_MMA_GROUPS, GEMV_MMA_NAMES, GEMV_NAMES, QGEMV_SPLITS, TILE_MMA_NAME,
+    TILE_MMA_ROWS, TILE_MMA_SHARED_BYTES, TILE_MMA_TOKENS,
+};
 use crate::device_ptr::DevicePtr;
 
 /// y[n, rows] (f32, row stride `ldy`) = x[n, k] (bf16) · w[rows, k]^T (bf16); row-major, x and
@@ -35,17 +40,33 @@ pub fn gemv_split(rows: usize, k: usize) -> usize {
     }
 }
 
-/// The tensor-core GEMV's split over its 16-row tiles: every warp keeps at least four
-/// 128-element blocks of k.
-fn gemv_mma_split_index(rows: usize, k: usize) -> usize {
-    split_index(rows.div_ceil(16), k / 128, 4)
+/// Most tokens the skinny tensor-core product takes (8 groups of 8).
+pub const SKINNY_MAX_TOKENS: usize = 64;
+
+/// Whether the tensor-core products take this k (whole 32-element pieces of the 128-element
+/// blocks of bf16_order.cuh).
+pub fn tensor_core_k(k: usize) -> bool {
+    k.is_multiple_of(32)
+}
+
+/// The parts k's 128-element blocks are split into (bf16_order.cuh), as an index into
+/// `QGEMV_SPLITS`: a function of k alone, so that every kernel summing in that order (the
+/// skinny and tile products, the quantized one, a dequantized slab of any height) splits
+/// alike. The skinny products run one warp per part: as many parts as keep four blocks each,
+/// up to 8, so that long rows (a down projection's) keep enough loads in flight.
+pub(super) fn bf16_order_split_index(k: usize) -> usize {
+    let blocks = k.div_ceil(128);
+    QGEMV_SPLITS
+        .iter()
+        .rposition(|&s| s == 1 || blocks / s >= 4)
+        .unwrap_or(0)
 }
 
 impl Kernels {
-    /// The product of `a` for `a.n` <= 8 tokens: one token on the CUDA cores (gemv.cu, which
-    /// streams at 84% of the copy bandwidth there), more through the tensor cores when rows are
-    /// whole 128-element blocks (gemv_mma.cu: the CUDA-core kernel's time grows with the
-    /// tokens, 2.5x for eight).
+    /// The product of `a` for `a.n` <= 8 tokens, batch-dependent: one token on the CUDA cores
+    /// (gemv.cu, which streams at 84% of the copy bandwidth there), more through the tensor
+    /// cores when rows are whole 128-element blocks (the CUDA-core kernel's time grows with
+    /// the tokens, 2.5x for eight).
     pub fn gemv(&self, a: &LinearArgs) -> anyhow::Result<()> {
         let (rows, k, n) = (a.rows, a.k, a.n);
         anyhow::ensure!(
@@ -53,7 +74,7 @@ impl Kernels {
             "gemv takes 1..=8 tokens, not {n}"
         );
         if n >= 2 && k.is_multiple_of(128) {
-            return self.gemv_mma(a);
+            return self.skinny_mma(a);
         }
         let split = gemv_split(rows, k);
         let rows_per_block = 8 / split;
@@ -74,11 +95,31 @@ impl Kernels {
         self.launch(name, grid1(rows.div_ceil(rows_per_block), 256), args)
     }
 
-    /// 2..8 tokens' product through the tensor cores (gemv_mma.cu); k % 128 == 0.
-    fn gemv_mma(&self, a: &LinearArgs) -> anyhow::Result<()> {
-        let split_index = gemv_mma_split_index(a.rows, a.k);
+    /// The batch-invariant product of `a`, any number of tokens: the skinny kernel up to
+    /// [`SKINNY_MAX_TOKENS`], the tile kernel beyond; both sum in bf16_order.cuh's order, so
+    /// a token's row is the same bit for bit whatever else shares the launch.
+    pub fn invariant_product(&self, a: &LinearArgs) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            tensor_core_k(a.k),
+            "the batch-invariant product needs k % 32 == 0, not {}",
+            a.k
+        );
+        if a.n <= SKINNY_MAX_TOKENS {
+            self.skinny_mma(a)
+        } else {
+            self.tile_mma(a)
+        }
+    }
+
+    /// 1..64 tokens through the tensor cores (gemv_mma.cu); k % 32 == 0.
+    fn skinny_mma(&self, a: &LinearArgs) -> anyhow::Result<()> {
+        let groups = a.n.div_ceil(8);
+        let Some(group_index) = GEMV_MMA_GROUPS.iter().position(|&t| t >= groups) else {
+            anyhow::bail!("the skinny product takes 1..=64 tokens, not {}", a.n);
+        };
+        let split_index = bf16_order_split_index(a.k);
         let rows_per_block = 16 * 8 / QGEMV_SPLITS[split_index];
-        // gemv_mma_bf16_s<split>(w, x, y, rows, k, ldy, n)
+        // gemv_mma_bf16_t<T>_s<split>(w, x, y, rows, k, ldy, n)
         let args = Args::new()
             .ptr(a.w)
             .ptr(a.x)
@@ -88,6 +129,35 @@ impl Kernels {
             .usize(a.ldy)
             .usize(a.n);
         let grid = grid1(a.rows.div_ceil(rows_per_block), 256);
-        self.launch(GEMV_MMA_NAMES[split_index], grid, args)
+        self.launch(GEMV_MMA_NAMES[group_index][split_index], grid, args)
+    }
+
+    /// Any number of tokens through tile_mma.cu's 128 x 128 tiles; k % 32 == 0.
+    fn tile_mma(&self, a: &LinearArgs) -> anyhow::Result<()> {
+        let split = QGEMV_SPLITS[bf16_order_split_index(a.k)];
+        // tile_mma_bf16(w, x, y, rows, k, ldy, n, split)
+        let args = Args::new()
+            .ptr(a.w)
+            .ptr(a.x)
+            .ptr(a.y)
+            .usize(a.rows)
+            .usize(a.k)
+            .usize(a.ldy)
+            .usize(a.n)
+            .usize(split);
+        let shape = Shape {
+            grid: (
+                a.rows.div_ceil(TILE_MMA_ROWS) as u32,
+                a.n.div_ceil(TILE_MMA_TOKENS) as u32,
+                1,
+            ),
+            block: 256,
+        };
+        self.launch_with_shared(TILE_MMA_NAME, shape, TILE_MMA_SHARED_BYTES, args)
+    }
+
+    /// Forces the tile kernel whatever `a.n` (tests compare it with the skinny one).
+    pub fn tile_product(&self, a: &LinearArgs) -> anyhow::Result<()> {
+        self.tile_mma(a)
     }
 }

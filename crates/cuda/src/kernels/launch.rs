@@ -8,8 +8,8 @@ use std::sync::Arc;
 use cudarc::driver::{sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
 
 use super::names::{
-    quant_names, FP8_MMA_NAMES, GEMV_MMA_NAMES, GEMV_NAMES, MOE_DOWN_NAMES, MOE_GATE_UP_NAMES,
-    NAMES, QMMA_NAMES,
+    ordered_qgemv_names, quant_names, FP8_MMA_NAMES, GEMV_MMA_NAMES, GEMV_NAMES, MOE_DOWN_NAMES,
+    MOE_GATE_UP_NAMES, NAMES, QMMA_NAMES, TILE_MMA_NAME, TILE_MMA_SHARED_BYTES,
 };
 use crate::device_ptr::DevicePtr;
 use crate::kernel_sources::MODULES;
@@ -87,11 +87,13 @@ fn all_names() -> impl Iterator<Item = &'static str> {
         .chain(GEMV_NAMES.iter().flatten())
         .chain(QMMA_NAMES.iter().flatten())
         .chain(FP8_MMA_NAMES.iter())
-        .chain(GEMV_MMA_NAMES.iter())
+        .chain(GEMV_MMA_NAMES.iter().flatten())
+        .chain([TILE_MMA_NAME].iter())
         .chain(MOE_GATE_UP_NAMES.iter().flatten())
         .chain(MOE_DOWN_NAMES.iter().flatten())
         .copied()
         .chain(quant_names())
+        .chain(ordered_qgemv_names())
 }
 
 impl Kernels {
@@ -111,6 +113,17 @@ impl Kernels {
         if let Some(missing) = all_names().find(|n| !functions.contains_key(*n)) {
             anyhow::bail!("kernel `{missing}` is in no loaded module");
         }
+        // The tile product stages more than the 48 KiB a kernel gets without asking.
+        let tile: &CudaFunction = &functions[TILE_MMA_NAME];
+        unsafe {
+            sys::cuFuncSetAttribute(
+                tile.cu_function(),
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                TILE_MMA_SHARED_BYTES as i32,
+            )
+        }
+        .result()
+        .map_err(|e| anyhow::anyhow!("allowing {TILE_MMA_NAME} its shared memory: {e}"))?;
         let major =
             ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
         let programmatic = major >= 9 && std::env::var("FERRITE_PDL").map_or(true, |v| v != "0");
@@ -128,6 +141,17 @@ impl Kernels {
     }
 
     pub(super) fn launch(&self, name: &str, shape: Shape, args: Args) -> anyhow::Result<()> {
+        self.launch_with_shared(name, shape, 0, args)
+    }
+
+    /// [`Kernels::launch`] with `shared_bytes` of dynamic shared memory.
+    pub(super) fn launch_with_shared(
+        &self,
+        name: &str,
+        shape: Shape,
+        shared_bytes: u32,
+        args: Args,
+    ) -> anyhow::Result<()> {
         let mut params = [std::ptr::null_mut::<c_void>(); 16];
         let mut slots = args.slots;
         for (p, slot) in params.iter_mut().zip(slots.iter_mut()).take(args.len) {
@@ -148,7 +172,7 @@ impl Kernels {
             blockDimX: shape.block,
             blockDimY: 1,
             blockDimZ: 1,
-            sharedMemBytes: 0,
+            sharedMemBytes: shared_bytes,
             hStream: self.stream.cu_stream(),
             attrs: &mut attr,
             numAttrs: u32::from(self.programmatic),

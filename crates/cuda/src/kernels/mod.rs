@@ -28,7 +28,7 @@ pub use attention::{
     MAX_SPLITS,
 };
 pub use dummy_init::DummyFormat;
-pub use gemv::{gemv_split, LinearArgs};
+pub use gemv::{gemv_split, tensor_core_k, LinearArgs, SKINNY_MAX_TOKENS};
 pub use launch::Kernels;
 pub use moe::{
     moe_chunk, moe_max_items, ExpertCounters, MoeDownArgs, MoeGateUpArgs, MoeRouting, MOE_CHUNKS,

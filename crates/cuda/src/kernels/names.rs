@@ -101,14 +101,45 @@ pub(super) const GEMV_NAMES: [[&str; GEMV_MAX_TOKENS]; 3] = [
     ],
 ];
 
-/// The tensor-core GEMVs on bf16 weights (gemv_mma.cu, 2..8 tokens) by split
-/// (`QGEMV_SPLITS`).
-pub(super) const GEMV_MMA_NAMES: [&str; 4] = [
-    "gemv_mma_bf16_s1",
-    "gemv_mma_bf16_s2",
-    "gemv_mma_bf16_s4",
-    "gemv_mma_bf16_s8",
+/// Token groups of 8 the skinny tensor-core products are built for (gemv_mma.cu).
+pub const GEMV_MMA_GROUPS: [usize; 4] = [1, 2, 4, 8];
+
+/// The skinny tensor-core products on bf16 weights (gemv_mma.cu, up to 8 groups of 8 tokens)
+/// by token groups (`GEMV_MMA_GROUPS`) and split (`QGEMV_SPLITS`).
+pub(super) const GEMV_MMA_NAMES: [[&str; 4]; 4] = [
+    [
+        "gemv_mma_bf16_t1_s1",
+        "gemv_mma_bf16_t1_s2",
+        "gemv_mma_bf16_t1_s4",
+        "gemv_mma_bf16_t1_s8",
+    ],
+    [
+        "gemv_mma_bf16_t2_s1",
+        "gemv_mma_bf16_t2_s2",
+        "gemv_mma_bf16_t2_s4",
+        "gemv_mma_bf16_t2_s8",
+    ],
+    [
+        "gemv_mma_bf16_t4_s1",
+        "gemv_mma_bf16_t4_s2",
+        "gemv_mma_bf16_t4_s4",
+        "gemv_mma_bf16_t4_s8",
+    ],
+    [
+        "gemv_mma_bf16_t8_s1",
+        "gemv_mma_bf16_t8_s2",
+        "gemv_mma_bf16_t8_s4",
+        "gemv_mma_bf16_t8_s8",
+    ],
 ];
+
+/// The batch-invariant bf16 product for many tokens (tile_mma.cu) and the dynamic shared
+/// memory it takes: three stages of (128 weight rows + 128 tokens) x 128 bf16.
+pub(super) const TILE_MMA_NAME: &str = "tile_mma_bf16";
+pub(super) const TILE_MMA_SHARED_BYTES: u32 = 3 * 256 * 256;
+/// Weight rows and tokens of one tile_mma.cu thread block.
+pub(super) const TILE_MMA_ROWS: usize = 128;
+pub(super) const TILE_MMA_TOKENS: usize = 128;
 
 /// GEMV splits the quantized kernels are built for (warps sharing a row group along k).
 pub(super) const QGEMV_SPLITS: [usize; 4] = [1, 2, 4, 8];
@@ -170,6 +201,28 @@ pub(super) fn quant_names() -> impl Iterator<Item = &'static str> {
     QUANT_NAMES.0.iter().map(String::as_str)
 }
 
+/// The batch-invariant products on quantized matrices (quant_gemv_ordered.cu), per type by
+/// split.
+static ORDERED_QGEMV_NAMES: LazyLock<Vec<String>> = LazyLock::new(|| {
+    QuantType::ALL
+        .iter()
+        .flat_map(|q| {
+            QGEMV_SPLITS
+                .iter()
+                .map(move |split| format!("qgemv_ordered_{}_s{split}", q.kernel_suffix()))
+        })
+        .collect()
+});
+
+pub(super) fn ordered_qgemv_names() -> impl Iterator<Item = &'static str> {
+    ORDERED_QGEMV_NAMES.iter().map(String::as_str)
+}
+
+pub(super) fn ordered_qgemv_name(q: QuantType, split_index: usize) -> &'static str {
+    let index = QuantType::ALL.iter().position(|&t| t == q).unwrap_or(0);
+    &ORDERED_QGEMV_NAMES[index * QGEMV_SPLITS.len() + split_index]
+}
+
 /// The CUDA-core GEMV of `q` for `n` tokens (at most `q.cuda_core_gemv_tokens()`).
 pub(super) fn qgemv_name(q: QuantType, n: usize, split_index: usize) -> &'static str {
     let (start, _) = type_names(q);
@@ -201,6 +254,14 @@ mod tests {
         assert_eq!(qgemv_name(QuantType::Fp8, 1, 3), "qgemv_fp8_1_s8");
         assert_eq!(qdequant_name(QuantType::Fp8), "qdequant_fp8");
         assert_eq!(qembed_name(QuantType::Fp8), "qembed_fp8");
+        assert_eq!(
+            ordered_qgemv_name(QuantType::Q4_1, 2),
+            "qgemv_ordered_q4_1_s4"
+        );
+        assert_eq!(
+            ordered_qgemv_name(QuantType::Fp8, 3),
+            "qgemv_ordered_fp8_s8"
+        );
         let per_gguf_type = GEMV_MAX_TOKENS * QGEMV_SPLITS.len() + 2;
         assert_eq!(
             quant_names().count(),

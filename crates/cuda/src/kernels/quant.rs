@@ -2,10 +2,11 @@
 //! products, dequantization and embedding lookups on quantized matrices kept in their own bits
 //! (crate::quant).
 
+use super::gemv::bf16_order_split_index;
 use super::launch::{grid1, Args, Kernels};
 use super::names::{
-    qdequant_name, qembed_name, qgemv_name, FP8_MMA_NAMES, GEMV_MAX_TOKENS, QGEMV_SPLITS,
-    QMMA_NAMES,
+    ordered_qgemv_name, qdequant_name, qembed_name, qgemv_name, FP8_MMA_NAMES, GEMV_MAX_TOKENS,
+    QGEMV_SPLITS, QMMA_NAMES,
 };
 use crate::device_ptr::DevicePtr;
 use crate::quant::QuantType;
@@ -103,6 +104,30 @@ impl Kernels {
             .usize(a.ldy);
         let name = qgemv_name(a.format, n, split_index);
         self.launch(name, grid1(rows.div_ceil(rows_per_block), 256), args)
+    }
+
+    /// The batch-invariant product of `a.n` <= 8 tokens (quant_gemv_ordered.cu): the
+    /// dequantizer's bf16 values summed in bf16_order.cuh's order, as the dequantized slab's
+    /// product of more tokens is; k % 32 == 0.
+    pub fn qgemv_ordered(&self, a: &QuantGemvArgs) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            (1..=GEMV_MAX_TOKENS).contains(&a.n) && a.k.is_multiple_of(32),
+            "the ordered quantized product takes 1..=8 tokens and k % 32 == 0, not n = {}, k = {}",
+            a.n,
+            a.k
+        );
+        let split_index = bf16_order_split_index(a.k);
+        let rows_per_block = 16 * 8 / QGEMV_SPLITS[split_index];
+        // qgemv_ordered_<type>_s<split>(p0, p1, p2, x, y, rows, k, ldy, n)
+        let args = with_planes(Args::new(), a.planes)
+            .ptr(a.x)
+            .ptr(a.y)
+            .usize(a.rows)
+            .usize(a.k)
+            .usize(a.ldy)
+            .usize(a.n);
+        let name = ordered_qgemv_name(a.format, split_index);
+        self.launch(name, grid1(a.rows.div_ceil(rows_per_block), 256), args)
     }
 
     /// One token's product on a Q4_K or Q6_K matrix through the tensor cores

@@ -8,11 +8,35 @@
 //! run yet: those are skipped, saying so).
 
 use ferrite_model::config::{
-    Activation, Arch, BlockVariant, LayerAttention, ModelConfig, RopeScaling, RopeStyle,
+    Activation, Arch, BlockVariant, LayerAttention, ModelConfig, MoeConfig, RopeScaling, RopeStyle,
 };
 
 const HEAD_DIM: usize = 64;
 const WINDOW: usize = 32;
+
+/// A small Llama with head_dim 128 and GQA 8/2 (the parity and batch-invariance tests).
+pub fn llama_small() -> ModelConfig {
+    ModelConfig {
+        arch: Arch::Llama,
+        vocab_size: 2048,
+        hidden_size: 512,
+        intermediate_size: 1408,
+        num_layers: 3,
+        num_heads: 8,
+        num_kv_heads: 2,
+        head_dim: 128,
+        rope_theta: 500_000.0,
+        rope_style: RopeStyle::Interleaved,
+        rms_norm_eps: 1e-5,
+        max_position_embeddings: 4096,
+        tie_word_embeddings: false,
+        qkv_bias: false,
+        block: BlockVariant::llama(128),
+        rope_scaling: None,
+        layer_attention: Vec::new(),
+        moe: None,
+    }
+}
 
 fn base(arch: Arch, hidden: usize, inter: usize, layers: usize) -> ModelConfig {
     ModelConfig {
@@ -67,6 +91,22 @@ pub fn qwen2() -> ModelConfig {
 pub fn qwen3() -> ModelConfig {
     let mut c = base(Arch::Qwen3, 128, 384, 4);
     c.block.qk_norm = true;
+    c
+}
+
+/// Qwen3-MoE: qwen3's block with a mixture of 16 experts of width 128, 4 per token,
+/// normalised weights (tests/batch_invariance.rs; tests/moe.rs has the CPU/CUDA parity).
+#[allow(dead_code)] // parity.rs includes this module too
+pub fn qwen3_moe() -> ModelConfig {
+    let mut c = qwen3();
+    c.moe = Some(MoeConfig {
+        num_experts: 16,
+        experts_per_token: 4,
+        expert_intermediate_size: 128,
+        norm_topk_prob: true,
+        shared_expert_intermediate_size: None,
+        sparse_layers: vec![true; c.num_layers],
+    });
     c
 }
 

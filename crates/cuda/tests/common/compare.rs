@@ -81,6 +81,7 @@ pub fn compare_and_report(
         enforce_eager: eager,
         cuda_graph_max_bs: 8,
         gpu_memory_utilization: 0.9,
+        batch_invariant: true,
     };
     let source = host.map_or(WeightSource::Dummy { seed }, WeightSource::Host);
     let mut gpu = CudaBackend::new(config.clone(), source, options).unwrap();

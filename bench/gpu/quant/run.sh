@@ -5,7 +5,8 @@
 # Q4_K_M weights of the Qwen2.5-1.5B and Llama-3.1-8B shapes, each beside the same shape in
 # bf16 and beside the old path that widened the file to bf16 at load
 # (FERRITE_CUDA_WIDEN_QUANT=1). Logs under $OUT. `run.sh fp8`: the FP8 tests and FP8
-# beside bf16 at batch 1; `run.sh fp8-batch`: prefill and 256 requests.
+# beside bf16 at batch 1; `run.sh fp8-batch`: prefill and 256 requests; `run.sh fp8-gemm`:
+# the FP8 tensor-core products' test, then prefill and 256 requests with batch invariance off.
 set -u
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/ferrite-gpu-out}
@@ -73,6 +74,18 @@ if [ "$PHASE" = fp8-batch ]; then
   bench "8B bf16 prefill 4096" 120 "X=1" llama-3.1-8b 1 4096 1
   bench "8B FP8 256x(512,128)" 240 "$F" llama-3.1-8b 256 512 128
   bench "8B bf16 256x(512,128)" 180 "X=1" llama-3.1-8b 256 512 128
+fi
+if [ "$PHASE" = fp8-gemm ]; then
+  # FP8 tensor-core products (crate::fp8_gemm, batch invariance off) beside the dequantizing
+  # path of the same binary (FERRITE_FP8_GEMM=0) and bf16, all with batch invariance off.
+  run_tests fp8_gemm 240
+  F="FERRITE_BENCH_QUANT=fp8 FERRITE_BENCH_BATCH_INVARIANT=0"
+  B="FERRITE_BENCH_BATCH_INVARIANT=0"
+  bench "8B FP8 prefill 4096, FP8 tensor cores" 180 "$F" llama-3.1-8b 1 4096 1
+  bench "8B FP8 prefill 4096, dequantized" 180 "$F FERRITE_FP8_GEMM=0" llama-3.1-8b 1 4096 1
+  bench "8B bf16 prefill 4096" 120 "$B" llama-3.1-8b 1 4096 1
+  bench "8B FP8 256x(512,128), FP8 tensor cores" 240 "$F" llama-3.1-8b 256 512 128
+  bench "8B bf16 256x(512,128)" 180 "$B" llama-3.1-8b 256 512 128
 fi
 if [ "$PHASE" = profile ]; then
   # Per-kernel GPU time and throughput over eager batch-1 decode steps (Nsight Compute).

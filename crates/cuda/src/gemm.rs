@@ -11,7 +11,9 @@
 //! Quantized matrices (crate::quant) go through their own GEMV kernels, which dequantize in
 //! registers (one token on a Q4_K or Q6_K matrix: through the tensor cores, see
 //! kernels/quant_gemv_mma.cu); for larger batches a slab of rows at a time is dequantized into a bf16 scratch
-//! buffer and multiplied by cuBLAS, so no bf16 copy of the model is ever resident.
+//! buffer and multiplied by cuBLAS, so no bf16 copy of the model is ever resident. FP8
+//! matrices above 8 tokens with batch invariance off go to Hopper's FP8 tensor cores instead
+//! (crate::fp8_gemm, activations quantized per token; `FERRITE_FP8_GEMM=0` keeps the slabs).
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -21,8 +23,10 @@ use cudarc::driver::CudaStream;
 
 use crate::buffer::DeviceBuffer;
 use crate::device_ptr::DevicePtr;
+use crate::fp8_gemm::{Fp8Gemm, Fp8Output};
 use crate::kernels::{tensor_core_k, Kernels, LinearArgs, QuantGemvArgs, GEMV_MAX_TOKENS};
 use crate::linear::{Linear, MatrixFormat};
+use crate::quant::QuantType;
 
 /// The bf16 buffer quantized matrices are dequantized into for cuBLAS (crate::workspace).
 #[derive(Debug, Clone, Copy)]
@@ -39,6 +43,8 @@ pub struct Gemm {
     _workspace: DeviceBuffer,
     gemv_max_tokens: usize,
     batch_invariant: bool,
+    /// FP8 products on the FP8 tensor cores, or why not.
+    fp8: Result<Fp8Gemm, String>,
 }
 
 // The handle is used only from the thread that owns the backend at a time.
@@ -67,12 +73,29 @@ impl Gemm {
             .and_then(|v| v.parse().ok())
             .unwrap_or(GEMV_MAX_TOKENS)
             .min(GEMV_MAX_TOKENS);
+        let fp8 = if batch_invariant {
+            Err("batch invariance is on (quantized activations would depend on the path)".into())
+        } else if std::env::var("FERRITE_FP8_GEMM").is_ok_and(|v| v == "0") {
+            Err("FERRITE_FP8_GEMM=0".into())
+        } else {
+            Fp8Gemm::new(stream, workspace.ptr(), WORKSPACE_BYTES).map_err(|e| e.to_string())
+        };
         Ok(Gemm {
             handle,
             _workspace: workspace,
             gemv_max_tokens,
             batch_invariant,
+            fp8,
         })
+    }
+
+    /// How FP8 matrices are multiplied above 8 tokens, for the start-up log and the tests.
+    pub fn fp8_products(&self) -> String {
+        match &self.fp8 {
+            Ok(g) if g.output == Fp8Output::F32 => "FP8 tensor cores (cuBLASLt, f32 out)".into(),
+            Ok(_) => "FP8 tensor cores (cuBLASLt, bf16 out widened)".into(),
+            Err(why) => format!("dequantized to bf16: {why}"),
+        }
     }
 
     /// y[n, lin.rows] (f32) = x[n, lin.k] (bf16) · W^T, part by part.
@@ -92,8 +115,8 @@ impl Gemm {
         for part in &lin.parts {
             let y = y.offset(4 * part.row0);
             let planes = part.matrix.planes;
-            match (part.matrix.format, part.matrix.bf16_data()) {
-                (MatrixFormat::Bf16, Some(w)) => {
+            match (part.matrix.format, part.matrix.bf16_data(), &self.fp8) {
+                (MatrixFormat::Bf16, Some(w), _) => {
                     let args = LinearArgs {
                         x,
                         w,
@@ -105,7 +128,7 @@ impl Gemm {
                     };
                     self.bf16_product(kernels, &args)?;
                 }
-                (MatrixFormat::Quant(format), _)
+                (MatrixFormat::Quant(format), _, _)
                     if n <= GEMV_MAX_TOKENS && self.batch_invariant && tensor_core_k(k) =>
                 {
                     kernels.qgemv_ordered(&QuantGemvArgs {
@@ -119,7 +142,7 @@ impl Gemm {
                         ldy: lin.rows,
                     })?;
                 }
-                (MatrixFormat::Quant(format), _) if n <= self.gemv_max_tokens => {
+                (MatrixFormat::Quant(format), _, _) if n <= self.gemv_max_tokens => {
                     kernels.qgemv(&QuantGemvArgs {
                         format,
                         planes,
@@ -131,7 +154,11 @@ impl Gemm {
                         ldy: lin.rows,
                     })?;
                 }
-                (MatrixFormat::Quant(format), _) => {
+                (MatrixFormat::Quant(QuantType::Fp8), _, Ok(fp8)) => {
+                    let m = &part.matrix;
+                    fp8.linear_part(kernels, x, m, y, n, part.rows, k, lin.rows, scratch)?;
+                }
+                (MatrixFormat::Quant(format), _, _) => {
                     // A slab of rows at a time through the scratch buffer.
                     let slab = (scratch.bytes / (2 * k)).max(1);
                     let mut r0 = 0;
@@ -153,7 +180,7 @@ impl Gemm {
                         r0 += rows;
                     }
                 }
-                (MatrixFormat::Bf16, None) => anyhow::bail!("a bf16 matrix without data"),
+                (MatrixFormat::Bf16, None, _) => anyhow::bail!("a bf16 matrix without data"),
             }
         }
         Ok(())

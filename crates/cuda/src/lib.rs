@@ -2,7 +2,7 @@
 //! their own bits), a preallocated paged KV cache,
 //! CUDA C++ kernels (kernels/*.cu: paged flash-decoding and prefill attention, fused norms,
 //! RoPE + KV write, SwiGLU, GEMV, mixture-of-experts routing and grouped expert products,
-//! sampling) with cuBLAS GEMMs, decode steps replayed as CUDA
+//! sampling) with cuBLAS GEMMs (cuBLASLt FP8 ones for FP8 weights), decode steps replayed as CUDA
 //! graphs, and next-token sampling on the device.
 //!
 //! Built into every ferrite binary: cudarc loads the CUDA libraries at run time, so a machine
@@ -14,6 +14,7 @@ pub mod device;
 pub mod device_ptr;
 pub mod expert_load;
 pub mod forward;
+pub mod fp8_gemm;
 pub mod gemm;
 pub mod graphs;
 pub mod kernel_sources;

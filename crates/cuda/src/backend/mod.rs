@@ -112,6 +112,7 @@ impl CudaBackend {
             kernels = if has_prebuilt_cubins() { "embedded sm_90 cubins" } else { "NVRTC" },
             weights_gib = weights.bytes() as f64 / (1u64 << 30) as f64,
             workspace_gib = ws.bytes() as f64 / (1u64 << 30) as f64,
+            fp8_products = %gemm.fp8_products(),
             seconds = started.elapsed().as_secs_f64(),
             "CUDA backend loaded"
         );

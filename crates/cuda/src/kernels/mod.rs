@@ -12,6 +12,7 @@
 mod attention;
 mod dummy_init;
 mod embedding;
+mod fp8_activation;
 mod gated_activation;
 mod gemv;
 mod launch;
@@ -28,6 +29,7 @@ pub use attention::{
     MAX_SPLITS,
 };
 pub use dummy_init::DummyFormat;
+pub use fp8_activation::FP8_BLOCK;
 pub use gemv::{gemv_split, tensor_core_k, LinearArgs, SKINNY_MAX_TOKENS};
 pub use launch::Kernels;
 pub use moe::{

@@ -31,6 +31,9 @@ pub(super) const NAMES: &[&str] = &[
     "dummy_fill_f32",
     "moe_route_group",
     "moe_combine",
+    "fp8_quantize_rows",
+    "fp8_scales_by_k",
+    "widen_bf16_rows",
 ];
 
 /// The mixture-of-experts products (moe.cu) by item size (`moe::MOE_CHUNKS`) and split

@@ -22,7 +22,7 @@ use ferrite_model::weights as host;
 
 use crate::buffer::{upload, DeviceBuffer};
 use crate::device_ptr::DevicePtr;
-use crate::kernels::{DummyFormat, Kernels};
+use crate::kernels::{DummyFormat, Kernels, FP8_BLOCK};
 use crate::linear::{Linear, Matrix, MatrixFormat, Part};
 use crate::quant::QuantType;
 pub use moe::{Mlp, MoeWeights, SharedExpertWeights};
@@ -191,6 +191,15 @@ impl ModelWeights {
         for l in 0..config.num_layers {
             let at = plan.vectors[&format!("blk.{l}.rope_inv_freq")];
             upload(stream, arena.at(at), &config.rope_inv_freq(l))?;
+        }
+        // FP8 matrices' scales block-major too (crate::fp8_gemm reads them so).
+        for lp in plan.linears.values() {
+            for p in &lp.parts {
+                if p.format == MatrixFormat::Quant(QuantType::Fp8) {
+                    let (by_row, by_k) = (arena.at(p.planes[0]), arena.at(p.planes[2]));
+                    kernels.fp8_scales_by_k(by_row, by_k, p.rows, lp.k / FP8_BLOCK)?;
+                }
+            }
         }
         stream.synchronize()?;
         Self::assemble(config, &plan, arena)

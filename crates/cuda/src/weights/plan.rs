@@ -2,7 +2,8 @@
 //! biases, RoPE frequencies) at an offset each, and each linear layer as parts stacked along
 //! its output rows (Q/K/V fused into one layer, gate/up into another), consecutive file
 //! tensors of one format sharing a part. A part is bf16, or a GGUF block format kept in its own
-//! bits (crate::quant), one region per plane.
+//! bits (crate::quant), one region per plane (an FP8 part also holds its scales again,
+//! block-major, for crate::fp8_gemm).
 
 use std::collections::HashMap;
 
@@ -10,6 +11,7 @@ use ferrite_model::config::ModelConfig;
 
 use crate::buffer::Layout;
 use crate::linear::MatrixFormat;
+use crate::quant::QuantType;
 
 /// Output rows `row0 .. row0 + rows` of a linear layer, in one format, and the arena offsets
 /// of its planes (one for bf16).
@@ -205,10 +207,16 @@ impl Plan {
                     MatrixFormat::Bf16 => vec![layout.take(part.rows * k * 2)],
                     MatrixFormat::Quant(q) => {
                         let blocks = part.rows * (k / q.block_len());
-                        q.plane_bytes()
+                        let mut planes: Vec<usize> = q
+                            .plane_bytes()
                             .iter()
                             .map(|b| layout.take(blocks * b))
-                            .collect()
+                            .collect();
+                        if q == QuantType::Fp8 {
+                            // The scales again, block-major, for cuBLASLt (crate::fp8_gemm).
+                            planes.push(layout.take(blocks * 4));
+                        }
+                        planes
                     }
                 };
             }

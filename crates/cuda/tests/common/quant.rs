@@ -10,13 +10,22 @@ use ferrite_model::weights::DType;
 
 use super::{dev, Ctx};
 
+/// An FP8 matrix's scales plane (f32 [rows, blocks], its bytes) block-major, as the loader
+/// lays it beside them for cuBLASLt (crate::fp8_gemm).
+pub fn scales_by_k(by_row: &[u8], rows: usize, blocks: usize) -> Vec<u8> {
+    let scale = |r: usize, b: usize| &by_row[4 * (r * blocks + b)..4 * (r * blocks + b + 1)];
+    (0..blocks)
+        .flat_map(|b| (0..rows).flat_map(move |r| scale(r, b).to_vec()))
+        .collect()
+}
+
 /// `rows` x `cols` random blocks of `dtype` with weights of about `scale`.
 pub fn random_blocks(dtype: DType, rows: usize, cols: usize, scale: f32, seed: u64) -> Vec<u8> {
     ferrite_model::dummy::quantized::random_blocks(dtype, rows, cols, scale, seed)
 }
 
 /// A random [rows, k] matrix of `q` on the device (its planes' buffers, which must outlive
-/// it), and its host dequantization.
+/// it; an FP8 one with its block-major scales too), and its host dequantization.
 pub fn matrix(
     ctx: &Ctx,
     q: QuantType,
@@ -27,10 +36,11 @@ pub fn matrix(
     let bytes = random_blocks(q.dtype(), rows, k, 0.05, seed);
     let mut host = vec![0.0f32; rows * k];
     dequantize_row(q.dtype(), &bytes, &mut host);
-    let bufs: Vec<_> = split_planes(q, &bytes)
-        .iter()
-        .map(|p| dev(ctx, p))
-        .collect();
+    let mut pieces = split_planes(q, &bytes);
+    if q == QuantType::Fp8 {
+        pieces.push(scales_by_k(&pieces[0], rows, k / 128));
+    }
+    let bufs: Vec<_> = pieces.iter().map(|p| dev(ctx, p)).collect();
     let mut planes = [None; 3];
     for (slot, b) in planes.iter_mut().zip(&bufs) {
         *slot = Some(b.ptr());

@@ -1,0 +1,66 @@
+//! Launchers of kernels/fp8_activation.cu: what the FP8 tensor-core GEMM (crate::fp8_gemm)
+//! needs around cuBLASLt — activations quantized per token and block of 128, weight scales
+//! in cuBLASLt's block-major order, and a bf16 product widened into f32 output rows.
+
+use super::launch::{grid1, Args, Kernels, Shape};
+use crate::device_ptr::DevicePtr;
+
+/// Elements per FP8 block (ferrite_model::fp8::BLOCK): the granularity of every scale here.
+pub const FP8_BLOCK: usize = 128;
+
+impl Kernels {
+    /// q[t, :] (e4m3 [n, k]) and scales[b, t] (f32 [k / 128, n]) from x (bf16 [n, k]): each
+    /// block of 128 of a token scaled so its largest magnitude is 448.
+    pub fn fp8_quantize_rows(
+        &self,
+        x: DevicePtr,
+        q: DevicePtr,
+        scales: DevicePtr,
+        n: usize,
+        k: usize,
+    ) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            k.is_multiple_of(FP8_BLOCK),
+            "FP8 activations need k % 128 == 0, not {k}"
+        );
+        let warps = n * (k / FP8_BLOCK);
+        // fp8_quantize_rows(x, q, scales, n, k)
+        let args = Args::new().ptr(x).ptr(q).ptr(scales).usize(n).usize(k);
+        self.launch("fp8_quantize_rows", grid1(warps.div_ceil(8), 256), args)
+    }
+
+    /// by_k[b, r] = by_row[r, b]: an FP8 matrix's `rows` x `blocks` scales, block-major.
+    pub fn fp8_scales_by_k(
+        &self,
+        by_row: DevicePtr,
+        by_k: DevicePtr,
+        rows: usize,
+        blocks: usize,
+    ) -> anyhow::Result<()> {
+        // fp8_scales_by_k(by_row, by_k, rows, blocks)
+        let args = Args::new().ptr(by_row).ptr(by_k).usize(rows).usize(blocks);
+        self.launch(
+            "fp8_scales_by_k",
+            grid1((rows * blocks).div_ceil(256), 256),
+            args,
+        )
+    }
+
+    /// y[t, c] (f32, row stride `ldy`) = src[t, c] (bf16 [n, m]).
+    pub fn widen_bf16_rows(
+        &self,
+        src: DevicePtr,
+        y: DevicePtr,
+        n: usize,
+        m: usize,
+        ldy: usize,
+    ) -> anyhow::Result<()> {
+        let shape = Shape {
+            grid: (m.div_ceil(256) as u32, n as u32, 1),
+            block: 256,
+        };
+        // widen_bf16_rows(src, y, m, ldy)
+        let args = Args::new().ptr(src).ptr(y).usize(m).usize(ldy);
+        self.launch("widen_bf16_rows", shape, args)
+    }
+}

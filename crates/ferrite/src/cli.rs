@@ -103,8 +103,10 @@ pub struct EngineArgs {
     /// Let a request's rounding depend on what shares its step (`--device cuda`): cuBLAS for
     /// prompt chunks and batches, decode attention split by the batch's size. Faster prefill;
     /// greedy output may then differ between a request run alone and the same request batched
-    /// (a near-tie can round the other way). Without it every bf16 product sums in one fixed
-    /// order whatever the batch (docs/architecture.md, "Batch invariance").
+    /// (a near-tie can round the other way). FP8 weights then multiply prompt chunks and
+    /// batches on the FP8 tensor cores with the activations quantized to FP8 per token (as
+    /// vLLM's FP8 models do). Without it every bf16 product sums in one fixed order whatever
+    /// the batch (docs/architecture.md, "Batch invariance").
     #[arg(long)]
     pub no_batch_invariant: bool,
     /// Longest prompt + completion in tokens [default: the model's trained context, capped by

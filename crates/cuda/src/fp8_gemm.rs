@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::cublaslt::result as lt;
@@ -68,6 +69,8 @@ pub struct Fp8Gemm {
     workspace_bytes: usize,
     pub output: Fp8Output,
     algos: Mutex<HashMap<AlgoKey, sys::cublasLtMatmulAlgo_t>>,
+    /// Whether a shape without an algorithm was reported (once).
+    warned: AtomicBool,
 }
 
 // Used from the thread that owns the backend at a time (as crate::gemm::Gemm).
@@ -139,6 +142,7 @@ impl Fp8Gemm {
             workspace_bytes,
             output: Fp8Output::F32,
             algos: Mutex::new(HashMap::new()),
+            warned: AtomicBool::new(false),
         };
         // A representative shape decides the output type once.
         let probe = |out| gemm.algorithm(&probe_operands(), out).is_ok();
@@ -304,7 +308,8 @@ fn align_up(bytes: usize) -> usize {
 impl Fp8Gemm {
     /// y[n, rows] (f32, row stride `ldy`) = x[n, k] (bf16) · W^T for an FP8 matrix `w` with
     /// its block-major scales (plane 2, crate::weights): the tokens quantized into `scratch`
-    /// as many at a time as it holds.
+    /// as many at a time as it holds. `Ok(false)`, before anything is launched, when cuBLASLt
+    /// has no algorithm for the shape (the caller then dequantizes).
     #[allow(clippy::too_many_arguments)]
     pub fn linear_part(
         &self,
@@ -317,7 +322,7 @@ impl Fp8Gemm {
         k: usize,
         ldy: usize,
         scratch: Scratch,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<bool> {
         // Plane 0, the row-major scales, serves the GEMVs.
         let (Some(w_bytes), Some(w_scales_by_k)) = (w.planes[1], w.planes[2]) else {
             anyhow::bail!("an FP8 matrix without its block-major scales");
@@ -332,35 +337,54 @@ impl Fp8Gemm {
             chunk > 0,
             "the scratch holds no token of an FP8 product of k = {k}"
         );
-        let mut t0 = 0;
-        while t0 < n {
-            let c = chunk.min(n - t0);
-            let q = scratch.ptr;
-            let q_scales = q.offset(align_up(c * k));
-            let out = q_scales.offset(align_up(4 * c * (k / FP8_BLOCK)));
-            let (xc, yc) = (x.offset(2 * t0 * k), y.offset(4 * t0 * ldy));
-            kernels.fp8_quantize_rows(xc, q, q_scales, c, k)?;
-            self.product(&Fp8Operands {
+        // Chunk c's quantized tokens, their scales and (bf16 output) product in the scratch.
+        let regions = |c: usize| {
+            let q_scales = scratch.ptr.offset(align_up(c * k));
+            (
+                scratch.ptr,
+                q_scales,
+                q_scales.offset(align_up(4 * c * (k / FP8_BLOCK))),
+            )
+        };
+        let operands = |t0: usize, c: usize| {
+            let (q, q_scales, out) = regions(c);
+            Fp8Operands {
                 w: w_bytes,
                 w_scales: w_scales_by_k,
                 x: q,
                 x_scales: q_scales,
-                y: if self.output == Fp8Output::F32 {
-                    yc
-                } else {
-                    out
+                y: match self.output {
+                    Fp8Output::F32 => y.offset(4 * t0 * ldy),
+                    Fp8Output::Bf16 => out,
                 },
                 n: c,
                 rows,
                 k,
                 ldy,
-            })?;
+            }
+        };
+        for c in [chunk.min(n), n % chunk] {
+            if c > 0 {
+                if let Err(e) = self.algorithm(&operands(0, c), self.output) {
+                    if !self.warned.swap(true, Ordering::Relaxed) {
+                        tracing::warn!("FP8 product {c}x{rows}x{k} dequantized instead: {e}");
+                    }
+                    return Ok(false);
+                }
+            }
+        }
+        let mut t0 = 0;
+        while t0 < n {
+            let c = chunk.min(n - t0);
+            let (q, q_scales, out) = regions(c);
+            kernels.fp8_quantize_rows(x.offset(2 * t0 * k), q, q_scales, c, k)?;
+            self.product(&operands(t0, c))?;
             if self.output == Fp8Output::Bf16 {
-                kernels.widen_bf16_rows(out, yc, c, rows, ldy)?;
+                kernels.widen_bf16_rows(out, y.offset(4 * t0 * ldy), c, rows, ldy)?;
             }
             t0 += c;
         }
-        Ok(())
+        Ok(true)
     }
 }
 

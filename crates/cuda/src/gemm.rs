@@ -154,10 +154,20 @@ impl Gemm {
                         ldy: lin.rows,
                     })?;
                 }
-                (MatrixFormat::Quant(QuantType::Fp8), _, Ok(fp8)) => {
-                    let m = &part.matrix;
-                    fp8.linear_part(kernels, x, m, y, n, part.rows, k, lin.rows, scratch)?;
-                }
+                // The product runs in the guard; a shape cuBLASLt does not take falls through to
+                // the slabs below.
+                (MatrixFormat::Quant(QuantType::Fp8), _, Ok(fp8))
+                    if fp8.linear_part(
+                        kernels,
+                        x,
+                        &part.matrix,
+                        y,
+                        n,
+                        part.rows,
+                        k,
+                        lin.rows,
+                        scratch,
+                    )? => {}
                 (MatrixFormat::Quant(format), _, _) => {
                     // A slab of rows at a time through the scratch buffer.
                     let slab = (scratch.bytes / (2 * k)).max(1);

@@ -40,7 +40,9 @@ fn main() -> anyhow::Result<()> {
         Some(a) if a.contains('=') => a
             .split(',')
             .map(|p| {
-                let (r, ms) = p.split_once('=').unwrap_or((p, "nan"));
+                let (r, ms) = p
+                    .split_once('=')
+                    .ok_or_else(|| anyhow::anyhow!("`{p}` is not ROWS=MS"))?;
                 Ok((r.parse()?, ms.parse()?))
             })
             .collect::<anyhow::Result<_>>()?,

@@ -185,7 +185,7 @@ fn outer_router(outer: Outer) -> Router {
 /// (except /metrics, which is served as long as the model is loaded).
 async fn dispatch(State(outer): State<Outer>, request: Request) -> Response {
     let Some(app) = outer.app.get() else {
-        return refuse("the model is loading; retry shortly", RETRY_AFTER_LOADING);
+        return refuse_loading();
     };
     if request.uri().path() == "/metrics" {
         return forward(app, request).await;
@@ -195,7 +195,7 @@ async fn dispatch(State(outer): State<Outer>, request: Request) -> Response {
     match outer.lifecycle.phase() {
         Phase::Ready => forward(app, request).await,
         // The app is built a moment before the phase turns ready: still loading, not draining.
-        Phase::Loading => refuse("the model is loading; retry shortly", RETRY_AFTER_LOADING),
+        Phase::Loading => refuse_loading(),
         Phase::Draining => refuse(
             "the server is shutting down; retry on another replica",
             RETRY_AFTER_DRAINING,
@@ -216,6 +216,10 @@ async fn forward(app: &App, request: Request) -> Response {
         Ok(response) => response,
         Err(never) => match never {},
     }
+}
+
+fn refuse_loading() -> Response {
+    refuse("the model is loading; retry shortly", RETRY_AFTER_LOADING)
 }
 
 fn refuse(message: &str, retry_after: Duration) -> Response {

@@ -135,8 +135,7 @@ struct RequestIndex {
     /// Its output so far, for the shared trie when it finishes.
     output: Vec<u32>,
     /// Evidence of each draft of the last proposal and its calibrated chance, for the verdict.
-    last: Vec<Evidence>,
-    last_calibrated: Vec<f64>,
+    last: Vec<(Evidence, f64)>,
     /// Over this request's checked drafts: their calibrated chances summed (`predicted`) and
     /// how many were accepted (`realized`). The ratio, its reliability, scales its chances: a
     /// request that keeps departing from what it could copy (an answer in a format no trie
@@ -156,7 +155,6 @@ impl RequestIndex {
             num_prompt_tokens,
             output: Vec::new(),
             last: Vec::new(),
-            last_calibrated: Vec::new(),
             predicted: 0.0,
             realized: 0.0,
             calibration: Calibration::new(),
@@ -340,8 +338,7 @@ impl SuffixProposer {
         } else {
             own
         };
-        index.last = best.evidence;
-        index.last_calibrated = best.calibrated;
+        index.last = best.evidence.into_iter().zip(best.calibrated).collect();
         Drafts {
             q: best
                 .tokens
@@ -370,12 +367,11 @@ impl Proposer for SuffixProposer {
             return;
         };
         let last = std::mem::take(&mut index.last);
-        let calibrated = std::mem::take(&mut index.last_calibrated);
-        for (i, evidence) in last.iter().enumerate().take(drafted) {
+        for (i, (evidence, calibrated)) in last.iter().enumerate().take(drafted) {
             if i > accepted {
                 break;
             }
-            index.predicted += calibrated.get(i).copied().unwrap_or(0.0);
+            index.predicted += calibrated;
             index.realized += f64::from(u8::from(i < accepted));
             self.calibration.record(evidence, i < accepted);
             index.calibration.record(evidence, i < accepted);

@@ -91,6 +91,15 @@ pub fn download<T: Copy>(stream: &CudaStream, src: DevicePtr, out: &mut [T]) -> 
     Ok(())
 }
 
+/// A region of the workspace a product may overwrite as it likes: the bf16 rows quantized
+/// matrices are dequantized into for cuBLAS, or FP8 activations (crate::gemm,
+/// crate::fp8_gemm).
+#[derive(Debug, Clone, Copy)]
+pub struct Scratch {
+    pub ptr: DevicePtr,
+    pub bytes: usize,
+}
+
 /// Bump allocator over one buffer: the weight arena and the activation workspace are each one
 /// allocation, laid out once.
 pub struct Layout {

@@ -23,8 +23,8 @@ use cudarc::cublaslt::result as lt;
 use cudarc::cublaslt::sys;
 use cudarc::driver::CudaStream;
 
+use crate::buffer::Scratch;
 use crate::device_ptr::DevicePtr;
-use crate::gemm::Scratch;
 use crate::kernels::{Kernels, FP8_BLOCK};
 use crate::linear::Matrix;
 

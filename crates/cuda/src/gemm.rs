@@ -28,12 +28,7 @@ use crate::kernels::{tensor_core_k, Kernels, LinearArgs, QuantGemvArgs, GEMV_MAX
 use crate::linear::{Linear, MatrixFormat};
 use crate::quant::QuantType;
 
-/// The bf16 buffer quantized matrices are dequantized into for cuBLAS (crate::workspace).
-#[derive(Debug, Clone, Copy)]
-pub struct Scratch {
-    pub ptr: DevicePtr,
-    pub bytes: usize,
-}
+pub use crate::buffer::Scratch;
 
 /// cuBLAS workspace: set explicitly so that graph capture never makes it allocate.
 const WORKSPACE_BYTES: usize = 64 << 20;

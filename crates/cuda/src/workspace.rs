@@ -7,9 +7,8 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 use ferrite_model::config::ModelConfig;
 
-use crate::buffer::{DeviceBuffer, Layout};
+use crate::buffer::{DeviceBuffer, Layout, Scratch};
 use crate::device_ptr::DevicePtr;
-use crate::gemm::Scratch;
 use crate::kernels::{decode_splits, moe_max_items, Kernels, MoeRouting, SampleParams, MOE_CHUNKS};
 
 /// Sizes the workspace is laid out for.

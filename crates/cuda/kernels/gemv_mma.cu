@@ -66,7 +66,8 @@ __device__ __forceinline__ void bf16_mma_gemv(const bf16* __restrict__ w,
     };
 
     // Two blocks' weights in registers, ping-ponged: one multiplied while the other's loads
-    // fly. No kernel writes the weights: the first block's loads precede the wait.
+    // fly. The first block's loads precede the wait: a launch on weights the previous kernel
+    // writes (a dequantized slab) does not overlap it (crate::kernels::gemv).
     Bf16Rows la, lb;
     if (b_begin < b_end) load_w(la, b_begin);
     pdl_enter();

@@ -388,8 +388,13 @@ impl Fp8Gemm {
     }
 }
 
-/// Operands of the start-up probe: only their shape and alignment reach the heuristic.
+/// Operands of a probe (256-byte aligned addresses): only their shape and alignment reach
+/// the heuristic. The start-up one decides the output type.
 fn probe_operands() -> Fp8Operands {
+    shape_operands(512, 1024, 1024, 1024)
+}
+
+fn shape_operands(n: usize, rows: usize, k: usize, ldy: usize) -> Fp8Operands {
     let p = DevicePtr::from_raw(256);
     Fp8Operands {
         w: p,
@@ -397,10 +402,19 @@ fn probe_operands() -> Fp8Operands {
         x: p,
         x_scales: p,
         y: p,
-        n: 512,
-        rows: 1024,
-        k: 1024,
-        ldy: 1024,
+        n,
+        rows,
+        k,
+        ldy,
+    }
+}
+
+impl Fp8Gemm {
+    /// Whether cuBLASLt has an algorithm for this shape (aligned operands), and if not why:
+    /// for the tests' report of what the library takes.
+    pub fn probe(&self, n: usize, rows: usize, k: usize, ldy: usize) -> anyhow::Result<()> {
+        let operands = shape_operands(n, rows, k, ldy);
+        self.algorithm(&operands, self.output).map(|_| ())
     }
 }
 

@@ -170,7 +170,7 @@ impl Gemm {
                     while r0 < part.rows {
                         let rows = slab.min(part.rows - r0);
                         kernels.qdequant(format, planes, scratch.ptr, r0, rows, k)?;
-                        self.bf16_many(
+                        self.bf16_of_slab(
                             kernels,
                             &LinearArgs {
                                 x,
@@ -207,6 +207,15 @@ impl Gemm {
     fn bf16_many(&self, kernels: &Kernels, a: &LinearArgs) -> anyhow::Result<()> {
         if self.invariant_for(a) {
             return kernels.invariant_product(a);
+        }
+        self.cublas(a)
+    }
+
+    /// [`Gemm::bf16_many`] on a slab the dequantizer has just written (crate::kernels::gemv:
+    /// the skinny kernel must then wait for it before its first loads).
+    fn bf16_of_slab(&self, kernels: &Kernels, a: &LinearArgs) -> anyhow::Result<()> {
+        if self.invariant_for(a) {
+            return kernels.invariant_product_of_fresh_weights(a);
         }
         self.cublas(a)
     }

@@ -262,6 +262,7 @@ fn run(page_size: usize, eager: bool) -> Run {
         lens: &[70, 100, 33, 9],
         decodes: 20,
         max_rel_err: 2e-2,
+        outliers: 4,
         batch_invariant: true,
     }
 }

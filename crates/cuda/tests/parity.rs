@@ -23,6 +23,7 @@ fn arch_run(page_size: usize, eager: bool) -> Run {
         lens: &[70, 100, 85, 9],
         decodes: 20,
         max_rel_err: 2e-2,
+        outliers: 0,
         batch_invariant: true,
     }
 }

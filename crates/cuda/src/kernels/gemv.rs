@@ -74,7 +74,7 @@ impl Kernels {
             "gemv takes 1..=8 tokens, not {n}"
         );
         if n >= 2 && k.is_multiple_of(128) {
-            return self.skinny_mma(a);
+            return self.skinny_mma(a, true);
         }
         let split = gemv_split(rows, k);
         let rows_per_block = 8 / split;
@@ -99,20 +99,32 @@ impl Kernels {
     /// [`SKINNY_MAX_TOKENS`], the tile kernel beyond; both sum in bf16_order.cuh's order, so
     /// a token's row is the same bit for bit whatever else shares the launch.
     pub fn invariant_product(&self, a: &LinearArgs) -> anyhow::Result<()> {
+        self.invariant_product_on(a, true)
+    }
+
+    /// [`Kernels::invariant_product`] on weights the previous kernel has just written (a
+    /// dequantized slab): the skinny kernel's first weight loads precede its wait for the
+    /// previous kernel, so it must not overlap it.
+    pub fn invariant_product_of_fresh_weights(&self, a: &LinearArgs) -> anyhow::Result<()> {
+        self.invariant_product_on(a, false)
+    }
+
+    fn invariant_product_on(&self, a: &LinearArgs, overlap: bool) -> anyhow::Result<()> {
         anyhow::ensure!(
             tensor_core_k(a.k),
             "the batch-invariant product needs k % 32 == 0, not {}",
             a.k
         );
         if a.n <= SKINNY_MAX_TOKENS {
-            self.skinny_mma(a)
+            self.skinny_mma(a, overlap)
         } else {
             self.tile_mma(a)
         }
     }
 
-    /// 1..64 tokens through the tensor cores (gemv_mma.cu); k % 32 == 0.
-    fn skinny_mma(&self, a: &LinearArgs) -> anyhow::Result<()> {
+    /// 1..64 tokens through the tensor cores (gemv_mma.cu); k % 32 == 0. `overlap`: whether
+    /// it may start during the previous kernel (only if that kernel does not write `a.w`).
+    fn skinny_mma(&self, a: &LinearArgs, overlap: bool) -> anyhow::Result<()> {
         let groups = a.n.div_ceil(8);
         let Some(group_index) = GEMV_MMA_GROUPS.iter().position(|&t| t >= groups) else {
             anyhow::bail!("the skinny product takes 1..=64 tokens, not {}", a.n);
@@ -129,7 +141,12 @@ impl Kernels {
             .usize(a.ldy)
             .usize(a.n);
         let grid = grid1(a.rows.div_ceil(rows_per_block), 256);
-        self.launch(GEMV_MMA_NAMES[group_index][split_index], grid, args)
+        let name = GEMV_MMA_NAMES[group_index][split_index];
+        if overlap {
+            self.launch(name, grid, args)
+        } else {
+            self.launch_after_previous(name, grid, args)
+        }
     }
 
     /// Any number of tokens through tile_mma.cu's 128 x 128 tiles; k % 32 == 0.

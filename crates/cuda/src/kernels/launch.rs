@@ -152,6 +152,29 @@ impl Kernels {
         shared_bytes: u32,
         args: Args,
     ) -> anyhow::Result<()> {
+        self.launch_inner(name, shape, shared_bytes, args, self.programmatic)
+    }
+
+    /// [`Kernels::launch`] without overlapping the previous kernel: for a kernel that reads,
+    /// before its wait, memory the previous kernel writes (the GEMVs' first weight loads, on a
+    /// slab the dequantizer has just written).
+    pub(super) fn launch_after_previous(
+        &self,
+        name: &str,
+        shape: Shape,
+        args: Args,
+    ) -> anyhow::Result<()> {
+        self.launch_inner(name, shape, 0, args, false)
+    }
+
+    fn launch_inner(
+        &self,
+        name: &str,
+        shape: Shape,
+        shared_bytes: u32,
+        args: Args,
+        overlap: bool,
+    ) -> anyhow::Result<()> {
         let mut params = [std::ptr::null_mut::<c_void>(); 16];
         let mut slots = args.slots;
         for (p, slot) in params.iter_mut().zip(slots.iter_mut()).take(args.len) {
@@ -175,7 +198,7 @@ impl Kernels {
             sharedMemBytes: shared_bytes,
             hStream: self.stream.cu_stream(),
             attrs: &mut attr,
-            numAttrs: u32::from(self.programmatic),
+            numAttrs: u32::from(overlap),
         };
         unsafe {
             sys::cuLaunchKernelEx(

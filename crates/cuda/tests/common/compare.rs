@@ -33,10 +33,20 @@ pub struct Run {
     pub eager: bool,
     pub lens: &'static [usize],
     pub decodes: usize,
+    /// Rows allowed past `max_rel_err` (each still under [`OUTLIER_MAX`]): a mixture of
+    /// experts' routing is discontinuous, so where a token's k-th and (k+1)-th router logits
+    /// are nearly tied, the bf16 rounding on CUDA picks the other expert and that row moves by
+    /// a whole expert's share (H100, 2026-12-05: single rows at 2.1e-2 to 1.28e-1 in runs
+    /// whose other rows stay under 6e-3, the larger the fewer experts a token has). 0 for
+    /// dense models.
+    pub outliers: usize,
     /// The CUDA backend's `batch_invariant` (the default, true, in every parity test but the
     /// FP8 tensor-core one, which exists only with it off).
     pub batch_invariant: bool,
 }
+
+/// The most a routing outlier row may move (a wrong kernel moves rows by O(1)).
+pub const OUTLIER_MAX: f64 = 0.3;
 
 pub fn run_pair(config: &ModelConfig, page_size: usize, eager: bool) {
     let run = Run {
@@ -45,6 +55,7 @@ pub fn run_pair(config: &ModelConfig, page_size: usize, eager: bool) {
         lens: &[70, 33, 5, 150],
         decodes: 16,
         max_rel_err: 2e-2,
+        outliers: 0,
         batch_invariant: true,
     };
     compare_backends(config, &run);
@@ -117,6 +128,7 @@ pub fn compare_and_report(
         .collect();
     let (mut worst, mut mismatches, mut steps) = (0.0f64, 0, 0);
     let (mut worst_wide, mut worst_narrow) = (0.0f64, 0.0f64);
+    let mut outliers = 0;
     // Prompts in chunks of at most 48 tokens, decodes sharing the steps.
     while !seqs.iter().all(Seq::done) {
         let mut batch = Vec::new();
@@ -168,7 +180,14 @@ pub fn compare_and_report(
             } else {
                 worst_narrow = worst_narrow.max(e);
             }
-            if e > run.max_rel_err {
+            if e > run.max_rel_err && e <= OUTLIER_MAX && outliers < run.outliers {
+                outliers += 1;
+                println!(
+                    "  routing outlier: step {steps} seq {i} (position {}): logits relative \
+                     error {e:.3e}",
+                    end - 1
+                );
+            } else if e > run.max_rel_err {
                 failures.push(format!(
                     "{:?} step {steps} seq {i} (position {}): logits relative error {e:.3e} > {:.1e}",
                     config.arch,

@@ -14,19 +14,18 @@
 //! with batch invariance off (crate::gemm). `FERRITE_FP8_GEMM=0` turns it off there too, for
 //! A/B timing against the dequantizing path.
 
+mod linear_part;
+
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use cudarc::cublaslt::result as lt;
 use cudarc::cublaslt::sys;
 use cudarc::driver::CudaStream;
 
-use crate::buffer::Scratch;
 use crate::device_ptr::DevicePtr;
-use crate::kernels::{Kernels, FP8_BLOCK};
-use crate::linear::Matrix;
 
 /// One product: `rows` output columns (the weight's rows) for `n` tokens, reduction `k`.
 #[derive(Debug, Clone, Copy)]
@@ -295,96 +294,6 @@ impl Fp8Gemm {
             )
         }
         .map_err(|e| anyhow::anyhow!("cublasLtMatmul FP8 {}x{}x{}: {e:?}", o.n, o.rows, o.k))
-    }
-}
-
-/// Room the scratch leaves between its regions, so each starts 256-byte aligned.
-const ALIGN: usize = 256;
-
-fn align_up(bytes: usize) -> usize {
-    bytes.div_ceil(ALIGN) * ALIGN
-}
-
-impl Fp8Gemm {
-    /// y[n, rows] (f32, row stride `ldy`) = x[n, k] (bf16) · W^T for an FP8 matrix `w` with
-    /// its block-major scales (plane 2, crate::weights): the tokens quantized into `scratch`
-    /// as many at a time as it holds. `Ok(false)`, before anything is launched, when cuBLASLt
-    /// has no algorithm for the shape (the caller then dequantizes).
-    #[allow(clippy::too_many_arguments)]
-    pub fn linear_part(
-        &self,
-        kernels: &Kernels,
-        x: DevicePtr,
-        w: &Matrix,
-        y: DevicePtr,
-        n: usize,
-        rows: usize,
-        k: usize,
-        ldy: usize,
-        scratch: Scratch,
-    ) -> anyhow::Result<bool> {
-        // Plane 0, the row-major scales, serves the GEMVs.
-        let (Some(w_bytes), Some(w_scales_by_k)) = (w.planes[1], w.planes[2]) else {
-            anyhow::bail!("an FP8 matrix without its block-major scales");
-        };
-        let out_bytes = match self.output {
-            Fp8Output::F32 => 0,
-            Fp8Output::Bf16 => 2 * rows,
-        };
-        let per_token = k + 4 * (k / FP8_BLOCK) + out_bytes;
-        let chunk = scratch.bytes.saturating_sub(3 * ALIGN) / per_token;
-        anyhow::ensure!(
-            chunk > 0,
-            "the scratch holds no token of an FP8 product of k = {k}"
-        );
-        // Chunk c's quantized tokens, their scales and (bf16 output) product in the scratch.
-        let regions = |c: usize| {
-            let q_scales = scratch.ptr.offset(align_up(c * k));
-            (
-                scratch.ptr,
-                q_scales,
-                q_scales.offset(align_up(4 * c * (k / FP8_BLOCK))),
-            )
-        };
-        let operands = |t0: usize, c: usize| {
-            let (q, q_scales, out) = regions(c);
-            Fp8Operands {
-                w: w_bytes,
-                w_scales: w_scales_by_k,
-                x: q,
-                x_scales: q_scales,
-                y: match self.output {
-                    Fp8Output::F32 => y.offset(4 * t0 * ldy),
-                    Fp8Output::Bf16 => out,
-                },
-                n: c,
-                rows,
-                k,
-                ldy,
-            }
-        };
-        for c in [chunk.min(n), n % chunk] {
-            if c > 0 {
-                if let Err(e) = self.algorithm(&operands(0, c), self.output) {
-                    if !self.warned.swap(true, Ordering::Relaxed) {
-                        tracing::warn!("FP8 product {c}x{rows}x{k} dequantized instead: {e}");
-                    }
-                    return Ok(false);
-                }
-            }
-        }
-        let mut t0 = 0;
-        while t0 < n {
-            let c = chunk.min(n - t0);
-            let (q, q_scales, out) = regions(c);
-            kernels.fp8_quantize_rows(x.offset(2 * t0 * k), q, q_scales, c, k)?;
-            self.product(&operands(t0, c))?;
-            if self.output == Fp8Output::Bf16 {
-                kernels.widen_bf16_rows(out, y.offset(4 * t0 * ldy), c, rows, ldy)?;
-            }
-            t0 += c;
-        }
-        Ok(true)
     }
 }
 

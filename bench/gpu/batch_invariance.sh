@@ -4,8 +4,9 @@
 #   bash bench/gpu/batch_invariance.sh synthetic [tests|bench|all]
 #       (carry .gpu-pack; unpacks it) the kernel and model invariance tests
 #       (tests/batch_invariance.rs), the kernel, quantized, attention and CPU/CUDA parity
-#       suites, then offline_bench on random bf16 weights with the invariant kernels (the
-#       default) and without (FERRITE_BENCH_BATCH_INVARIANT=0), same call, interleaved:
+#       suites, then offline_bench on random bf16 weights with the invariant kernels
+#       (FERRITE_BENCH_BATCH_INVARIANT=1, `--batch-invariant`) and without (the default),
+#       same call, interleaved:
 #       batch-1 decode (bf16, and Q4_K_M for the 8B), 64 streams, a 4,096-token prefill.
 #
 #   the real SmolLM2-135M-Instruct Q4_1, which travels in three calls like
@@ -71,7 +72,7 @@ real() {
         set -- $mode
         local envs=() flags=()
         [ "$1" = widened ] && envs=(FERRITE_CUDA_WIDEN_QUANT=1)
-        [ "$2" = dependent ] && flags=(--no-batch-invariant)
+        [ "$2" = invariant ] && flags=(--batch-invariant)
         local log="$OUT/serve-$1-$2.log"
         env "${envs[@]}" "$W/ferrite" serve "$W/$MODEL" --device cuda --port $port \
             --served-model-name smollm2 "${flags[@]}" >"$log" 2>&1 &

@@ -39,8 +39,8 @@ fn main() -> anyhow::Result<()> {
         enforce_eager: eager,
         cuda_graph_max_bs: 512,
         gpu_memory_utilization: 0.9,
-        // FERRITE_BENCH_BATCH_INVARIANT=0: the batch-dependent kernels (`--no-batch-invariant`).
-        batch_invariant: std::env::var("FERRITE_BENCH_BATCH_INVARIANT").map_or(true, |v| v != "0"),
+        // FERRITE_BENCH_BATCH_INVARIANT=1: the batch-invariant kernels (`--batch-invariant`).
+        batch_invariant: std::env::var("FERRITE_BENCH_BATCH_INVARIANT").is_ok_and(|v| v == "1"),
     };
     // FERRITE_BENCH_QUANT=q4_k_m (or one type: q8_0, q6_k, ...): random GGUF-quantized
     // weights of the preset's shapes, loaded from the host as a quantized file would be.

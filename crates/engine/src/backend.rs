@@ -137,8 +137,10 @@ pub struct SampledOutput {
 
 /// A model that runs batched forward passes over a paged KV cache it owns.
 ///
-/// Contract: results must be *batch-invariant*: a sequence's logits do not depend on which
-/// other sequences share the step, nor on how its prompt was split into chunks.
+/// Contract: results should be *batch-invariant*: a sequence's logits do not depend on which
+/// other sequences share the step, nor on how its prompt was split into chunks. The CPU
+/// backend always is; CUDA with `--batch-invariant` (its batch-dependent kernels, the
+/// default, are much faster and may round a near-tie the other way).
 pub trait Backend: Send {
     fn vocab_size(&self) -> usize;
     /// Bytes of KV cache one token takes across all layers (K and V).

@@ -79,10 +79,10 @@ impl Built {
         }
         Ok(match args.device {
             Device::Cpu => {
-                if args.no_batch_invariant {
+                if args.batch_invariant {
                     anyhow::bail!(
-                        "--no-batch-invariant applies to --device cuda: the CPU backend's kernels \
-                         are batch-invariant by construction"
+                        "--batch-invariant applies to --device cuda: the CPU backend's kernels \
+                         are batch-invariant by construction, always"
                     );
                 }
                 let threads = args.threads.unwrap_or(0);
@@ -110,7 +110,7 @@ impl Built {
                     enforce_eager: args.enforce_eager,
                     cuda_graph_max_bs: args.cuda_graph_max_bs,
                     gpu_memory_utilization: args.gpu_memory_utilization,
-                    batch_invariant: !args.no_batch_invariant,
+                    batch_invariant: args.batch_invariant,
                 };
                 Built::Cuda(CudaBackend::new(model.config.clone(), source, options)?)
             }

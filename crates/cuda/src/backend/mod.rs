@@ -41,8 +41,9 @@ pub struct CudaOptions {
     /// Fraction of the device's memory ferrite may use in all (weights, workspace, KV cache).
     pub gpu_memory_utilization: f64,
     /// Kernels whose sums do not depend on the batch (kernels/bf16_order.cuh, per-sequence
-    /// decode-attention splits): a request's tokens are the same alone or batched. `false`
-    /// picks cuBLAS and batch-sized splits instead (faster prefill, batch-dependent rounding).
+    /// decode-attention splits): a request's tokens are the same alone or batched
+    /// (`--batch-invariant`). `false`, the default, picks cuBLAS and batch-sized splits (much
+    /// faster prefill and batches; batch-dependent rounding).
     pub batch_invariant: bool,
 }
 

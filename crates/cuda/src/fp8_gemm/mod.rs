@@ -38,12 +38,20 @@ pub struct Fp8Operands {
     pub x: DevicePtr,
     /// f32 [k / 128, n].
     pub x_scales: DevicePtr,
-    /// The output: f32 rows `ldy` apart.
+    /// The output: f32 rows `ldy` apart, or bf16 [n, rows] when cuBLASLt writes bf16 only.
     pub y: DevicePtr,
     pub n: usize,
     pub rows: usize,
     pub k: usize,
     pub ldy: usize,
+}
+
+/// The output type cuBLASLt offers for block-scaled FP8 products on this GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fp8Output {
+    F32,
+    /// Written as bf16 [n, rows] and widened by the caller.
+    Bf16,
 }
 
 /// Most algorithms remembered (steps of every token count up to the batch limit, for each
@@ -58,6 +66,7 @@ pub struct Fp8Gemm {
     stream: Arc<CudaStream>,
     workspace: DevicePtr,
     workspace_bytes: usize,
+    pub output: Fp8Output,
     algos: Mutex<HashMap<AlgoKey, sys::cublasLtMatmulAlgo_t>>,
     /// Whether a shape without an algorithm was reported (once).
     warned: AtomicBool,
@@ -125,17 +134,24 @@ impl Fp8Gemm {
             "cuBLASLt {version} predates block-scaled FP8 (12.9)"
         );
         let handle = lt::create_handle().map_err(err("create"))?;
-        let gemm = Fp8Gemm {
+        let mut gemm = Fp8Gemm {
             handle,
             stream: stream.clone(),
             workspace,
             workspace_bytes,
+            output: Fp8Output::F32,
             algos: Mutex::new(HashMap::new()),
             warned: AtomicBool::new(false),
         };
-        // A representative shape: whether cuBLASLt has block-scaled FP8 products here at all.
-        gemm.algorithm(&probe_operands())
-            .map_err(|e| anyhow::anyhow!("no block-scaled FP8 product on this GPU: {e}"))?;
+        // A representative shape decides the output type once.
+        let probe = |out| gemm.algorithm(&probe_operands(), out).is_ok();
+        gemm.output = if probe(Fp8Output::F32) {
+            Fp8Output::F32
+        } else if probe(Fp8Output::Bf16) {
+            Fp8Output::Bf16
+        } else {
+            anyhow::bail!("cuBLASLt has no block-scaled FP8 algorithm on this GPU");
+        };
         gemm.algos
             .lock()
             .map_err(|_| anyhow::anyhow!("poisoned"))?
@@ -145,7 +161,7 @@ impl Fp8Gemm {
 
     /// The descriptors of a product: column-major, D^T[rows, n] = W[rows, k] (stored k x rows,
     /// transposed) · X^T[k, n], the "TN" form FP8 products require.
-    fn descriptors(&self, o: &Fp8Operands) -> anyhow::Result<Descriptors> {
+    fn descriptors(&self, o: &Fp8Operands, out: Fp8Output) -> anyhow::Result<Descriptors> {
         use sys::cublasLtMatmulDescAttributes_t as A;
         let desc = lt::create_matmul_desc(
             sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
@@ -153,7 +169,10 @@ impl Fp8Gemm {
         )
         .map_err(err("matmul descriptor"))?;
         let e4m3 = sys::cudaDataType::CUDA_R_8F_E4M3;
-        let (out_type, ldd) = (sys::cudaDataType::CUDA_R_32F, o.ldy);
+        let (out_type, ldd) = match out {
+            Fp8Output::F32 => (sys::cudaDataType::CUDA_R_32F, o.ldy),
+            Fp8Output::Bf16 => (sys::cudaDataType::CUDA_R_16BF, o.rows),
+        };
         let w = lt::create_matrix_layout(e4m3, o.k as u64, o.rows as u64, o.k as i64);
         let x = lt::create_matrix_layout(e4m3, o.k as u64, o.n as u64, o.k as i64);
         let d = lt::create_matrix_layout(out_type, o.rows as u64, o.n as u64, ldd as i64);
@@ -197,9 +216,10 @@ impl Fp8Gemm {
     fn algorithm(
         &self,
         o: &Fp8Operands,
+        out: Fp8Output,
     ) -> anyhow::Result<(Descriptors, sys::cublasLtMatmulAlgo_t)> {
         use sys::cublasLtMatmulPreferenceAttributes_t as P;
-        let d = self.descriptors(o)?;
+        let d = self.descriptors(o, out)?;
         let aligns = [alignment(o.w), alignment(o.x), alignment(o.y)];
         let key = (o.n, o.rows, o.k, o.ldy, aligns[0], aligns[1], aligns[2]);
         let mut algos = self.algos.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
@@ -250,7 +270,7 @@ impl Fp8Gemm {
 
     /// Enqueues the product on the stream (capturable: no allocation, no synchronisation).
     pub fn product(&self, o: &Fp8Operands) -> anyhow::Result<()> {
-        let (d, algo) = self.algorithm(o)?;
+        let (d, algo) = self.algorithm(o, self.output)?;
         let (alpha, beta) = (1.0f32, 0.0f32);
         let [w, x, y] = d.layouts;
         unsafe {
@@ -278,7 +298,7 @@ impl Fp8Gemm {
 }
 
 /// Operands of a probe (256-byte aligned addresses): only their shape and alignment reach
-/// the heuristic.
+/// the heuristic. The start-up one decides the output type.
 fn probe_operands() -> Fp8Operands {
     shape_operands(512, 1024, 1024, 1024)
 }
@@ -303,7 +323,7 @@ impl Fp8Gemm {
     /// for the tests' report of what the library takes.
     pub fn probe(&self, n: usize, rows: usize, k: usize, ldy: usize) -> anyhow::Result<()> {
         let operands = shape_operands(n, rows, k, ldy);
-        self.algorithm(&operands).map(|_| ())
+        self.algorithm(&operands, self.output).map(|_| ())
     }
 }
 

@@ -100,7 +100,7 @@ fn fp8_products_match_the_dequantized_reference() {
             "{rows}x{k}: block-major scales differ"
         );
 
-        for n in [9usize, 37, 300] {
+        for n in [9usize, 12, 37, 300] {
             let mut r = rng(n as u64 + k as u64);
             // Tokens of different sizes, one all-zero block (scale 0).
             let mut x = random(&mut r, n * k, 1.0);
@@ -155,11 +155,9 @@ fn fp8_products_match_the_dequantized_reference() {
                 bytes: 64 << 20,
             };
             if let Err(e) = fp8.probe(n, rows, k, ldy) {
-                // Gemm::linear falls back to the slabs there; a model's own widths must not.
-                assert!(
-                    ldy != rows,
-                    "{rows}x{k} n={n}: cuBLASLt refuses a whole output: {e}"
-                );
+                // cuBLASLt takes token counts in steps of 4 only (H100, 2026-12-05); Gemm::linear
+                // dequantizes the others (the whole-model test below goes through that).
+                assert!(n % 4 != 0, "{rows}x{k} n={n}: cuBLASLt refuses it: {e}");
                 println!("FP8 {rows}x{k} ldy {ldy} n={n}: refused by cuBLASLt, skipped");
                 continue;
             }
@@ -185,7 +183,7 @@ fn fp8_products_match_the_dequantized_reference() {
             );
         }
     }
-    assert!(products >= 3, "only {products} products ran");
+    assert!(products >= 6, "only {products} products ran");
 }
 
 /// A small model with every matrix FP8, batch invariance off, against the CPU backend on the

@@ -170,7 +170,7 @@ impl Gemm {
                     while r0 < part.rows {
                         let rows = slab.min(part.rows - r0);
                         kernels.qdequant(format, planes, scratch.ptr, r0, rows, k)?;
-                        self.bf16_of_slab(
+                        self.bf16_many(
                             kernels,
                             &LinearArgs {
                                 x,
@@ -181,6 +181,7 @@ impl Gemm {
                                 k,
                                 ldy: lin.rows,
                             },
+                            true,
                         )?;
                         r0 += rows;
                     }
@@ -200,22 +201,20 @@ impl Gemm {
         if a.n <= self.gemv_max_tokens && !self.invariant_for(a) {
             return kernels.gemv(a);
         }
-        self.bf16_many(kernels, a)
+        self.bf16_many(kernels, a, false)
     }
 
-    /// A product of more tokens than the GEMVs take (or of any number when invariant).
-    fn bf16_many(&self, kernels: &Kernels, a: &LinearArgs) -> anyhow::Result<()> {
+    /// A product of more tokens than the GEMVs take (or of any number when invariant);
+    /// `weights_just_written`: `a.w` is a slab the dequantizer has just written
+    /// (crate::kernels::gemv: the skinny kernel must then wait for it before its first loads).
+    fn bf16_many(
+        &self,
+        kernels: &Kernels,
+        a: &LinearArgs,
+        weights_just_written: bool,
+    ) -> anyhow::Result<()> {
         if self.invariant_for(a) {
-            return kernels.invariant_product(a);
-        }
-        self.cublas(a)
-    }
-
-    /// [`Gemm::bf16_many`] on a slab the dequantizer has just written (crate::kernels::gemv:
-    /// the skinny kernel must then wait for it before its first loads).
-    fn bf16_of_slab(&self, kernels: &Kernels, a: &LinearArgs) -> anyhow::Result<()> {
-        if self.invariant_for(a) {
-            return kernels.invariant_product_of_fresh_weights(a);
+            return kernels.invariant_product(a, weights_just_written);
         }
         self.cublas(a)
     }

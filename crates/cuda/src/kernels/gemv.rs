@@ -98,18 +98,15 @@ impl Kernels {
     /// The batch-invariant product of `a`, any number of tokens: the skinny kernel up to
     /// [`SKINNY_MAX_TOKENS`], the tile kernel beyond; both sum in bf16_order.cuh's order, so
     /// a token's row is the same bit for bit whatever else shares the launch.
-    pub fn invariant_product(&self, a: &LinearArgs) -> anyhow::Result<()> {
-        self.invariant_product_on(a, true)
-    }
-
-    /// [`Kernels::invariant_product`] on weights the previous kernel has just written (a
-    /// dequantized slab): the skinny kernel's first weight loads precede its wait for the
-    /// previous kernel, so it must not overlap it.
-    pub fn invariant_product_of_fresh_weights(&self, a: &LinearArgs) -> anyhow::Result<()> {
-        self.invariant_product_on(a, false)
-    }
-
-    fn invariant_product_on(&self, a: &LinearArgs, overlap: bool) -> anyhow::Result<()> {
+    /// `weights_just_written`: the previous kernel wrote `a.w` (a dequantized slab); the
+    /// skinny kernel's first weight loads precede its wait for the previous kernel, so it
+    /// must not overlap it then.
+    pub fn invariant_product(
+        &self,
+        a: &LinearArgs,
+        weights_just_written: bool,
+    ) -> anyhow::Result<()> {
+        let overlap = !weights_just_written;
         anyhow::ensure!(
             tensor_core_k(a.k),
             "the batch-invariant product needs k % 32 == 0, not {}",

@@ -74,13 +74,21 @@ impl Fp8Gemm {
                 ldy,
             }
         };
+        // Before anything is launched: whether cuBLASLt takes the chunks' shapes. The first
+        // chunk's descriptors then serve its launch (the others', rare, are made again).
+        let mut first = None;
         for c in [chunk.min(n), n % chunk] {
             if c > 0 {
-                if let Err(e) = self.algorithm(&operands(0, c), self.output) {
-                    if !self.warned.swap(true, Ordering::Relaxed) {
-                        tracing::warn!("FP8 product {c}x{rows}x{k} dequantized instead: {e}");
+                match self.algorithm(&operands(0, c), self.output) {
+                    Ok(prepared) => {
+                        first.get_or_insert(prepared);
                     }
-                    return Ok(false);
+                    Err(e) => {
+                        if !self.warned.swap(true, Ordering::Relaxed) {
+                            tracing::warn!("FP8 product {c}x{rows}x{k} dequantized instead: {e}");
+                        }
+                        return Ok(false);
+                    }
                 }
             }
         }
@@ -89,7 +97,10 @@ impl Fp8Gemm {
             let c = chunk.min(n - t0);
             let (q, q_scales, out) = regions(c);
             kernels.fp8_quantize_rows(x.offset(2 * t0 * k), q, q_scales, c, k)?;
-            self.product(&operands(t0, c))?;
+            match first.take() {
+                Some((d, algo)) => self.enqueue(&d, &algo, &operands(t0, c))?,
+                None => self.product(&operands(t0, c))?,
+            }
             if self.output == Fp8Output::Bf16 {
                 kernels.widen_bf16_rows(out, y.offset(4 * t0 * ldy), c, rows, ldy)?;
             }

@@ -271,6 +271,16 @@ impl Fp8Gemm {
     /// Enqueues the product on the stream (capturable: no allocation, no synchronisation).
     pub fn product(&self, o: &Fp8Operands) -> anyhow::Result<()> {
         let (d, algo) = self.algorithm(o, self.output)?;
+        self.enqueue(&d, &algo, o)
+    }
+
+    /// [`Fp8Gemm::product`] with the descriptors and algorithm `algorithm` gave for `o`.
+    fn enqueue(
+        &self,
+        d: &Descriptors,
+        algo: &sys::cublasLtMatmulAlgo_t,
+        o: &Fp8Operands,
+    ) -> anyhow::Result<()> {
         let (alpha, beta) = (1.0f32, 0.0f32);
         let [w, x, y] = d.layouts;
         unsafe {
@@ -287,7 +297,7 @@ impl Fp8Gemm {
                 y,
                 o.y.raw() as *mut c_void,
                 y,
-                &algo,
+                algo,
                 self.workspace.raw() as *mut c_void,
                 self.workspace_bytes,
                 self.stream.cu_stream() as sys::cudaStream_t,

@@ -7,8 +7,8 @@
 //   q 0). Per token and block, so a token's bytes do not depend on the other tokens.
 // - fp8_scales_by_k: a weight's scales from ferrite's block order ([rows, k / 128], beside
 //   each block's bytes: crate::quant) to cuBLASLt's ([k / 128, rows]), once at load.
-// - widen_bf16_rows: a bf16 [n, m] product into the f32 output rows (row stride ldy), for a
-//   cuBLASLt that writes FP8 products only as bf16.
+// - copy_rows_f32: a product computed for tokens padded to a multiple of 4 (what cuBLASLt
+//   takes) into the output rows (row stride ldy), real tokens only.
 #include "common.cuh"
 
 // Four floats as four e4m3 bytes, first float in the lowest byte. cvt puts its first source
@@ -20,10 +20,12 @@ __device__ __forceinline__ u32 e4m3x4(float v0, float v1, float v2, float v3) {
     return (u32)lo | ((u32)hi << 16);
 }
 
-// A warp per (token, block of 128), eight warps a thread block; k % 128 == 0.
+// A warp per (token, block of 128), eight warps a thread block; k % 128 == 0. Tokens
+// n_valid .. n are padding (cuBLASLt takes token counts in steps of 4): zero bytes, scale 0.
 extern "C" __global__ void fp8_quantize_rows(const bf16* __restrict__ x,
                                              unsigned char* __restrict__ q,
-                                             float* __restrict__ scales, int n, int k) {
+                                             float* __restrict__ scales, int n, int n_valid,
+                                             int k) {
     pdl_enter();
     const int blocks = k / 128;
     const i64 item = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
@@ -32,7 +34,7 @@ extern "C" __global__ void fp8_quantize_rows(const bf16* __restrict__ x,
     const int t = (int)(item / blocks);
     const int b = (int)(item % blocks);
     const i64 at = (i64)t * k + b * 128 + lane * 4;
-    const uint2 raw = *reinterpret_cast<const uint2*>(x + at);
+    const uint2 raw = t < n_valid ? *reinterpret_cast<const uint2*>(x + at) : make_uint2(0, 0);
     const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
     const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
     float amax = fmaxf(fmaxf(fabsf(lo.x), fabsf(lo.y)), fmaxf(fabsf(hi.x), fabsf(hi.y)));
@@ -53,12 +55,13 @@ extern "C" __global__ void fp8_scales_by_k(const float* __restrict__ by_row,
     by_k[i] = by_row[(i64)r * blocks + b];
 }
 
-// y[t, c] (f32, row stride ldy) = src[t, c] (bf16 [n, m]); grid = (ceil(m / blockDim), n).
-extern "C" __global__ void widen_bf16_rows(const bf16* __restrict__ src, float* __restrict__ y,
-                                           int m, int ldy) {
+// y[t, c] (row stride ldy) = src[t, c] (f32 [n, m]): a padded product's real rows into the
+// output; grid = (ceil(m / blockDim), n).
+extern "C" __global__ void copy_rows_f32(const float* __restrict__ src, float* __restrict__ y,
+                                         int m, int ldy) {
     pdl_enter();
     const int t = blockIdx.y;
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= m) return;
-    y[(i64)t * ldy + c] = __bfloat162float(src[(i64)t * m + c]);
+    y[(i64)t * ldy + c] = src[(i64)t * m + c];
 }

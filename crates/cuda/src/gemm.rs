@@ -23,7 +23,7 @@ use cudarc::driver::CudaStream;
 
 use crate::buffer::DeviceBuffer;
 use crate::device_ptr::DevicePtr;
-use crate::fp8_gemm::{Fp8Gemm, Fp8Output};
+use crate::fp8_gemm::Fp8Gemm;
 use crate::kernels::{tensor_core_k, Kernels, LinearArgs, QuantGemvArgs, GEMV_MAX_TOKENS};
 use crate::linear::{Linear, MatrixFormat};
 use crate::quant::QuantType;
@@ -87,8 +87,7 @@ impl Gemm {
     /// How FP8 matrices are multiplied above 8 tokens, for the start-up log and the tests.
     pub fn fp8_products(&self) -> String {
         match &self.fp8 {
-            Ok(g) if g.output == Fp8Output::F32 => "FP8 tensor cores (cuBLASLt, f32 out)".into(),
-            Ok(_) => "FP8 tensor cores (cuBLASLt, bf16 out widened)".into(),
+            Ok(_) => "FP8 tensor cores (cuBLASLt, f32 out)".into(),
             Err(why) => format!("dequantized to bf16: {why}"),
         }
     }

@@ -51,31 +51,11 @@ fn fp8_products_match_the_dequantized_reference() {
     assert!(path.starts_with("FP8 tensor cores"), "{path}");
     let workspace = poisoned::<u8>(&ctx, 64 << 20);
     let fp8 = Fp8Gemm::new(stream(&ctx), workspace.ptr(), 64 << 20).unwrap();
-    // What cuBLASLt takes: token counts, output widths and row strides.
-    for &(rows, k, ldy) in &[
-        (96usize, 512usize, 100usize),
-        (96, 512, 96),
-        (1024, 1536, 1028),
-        (1024, 1536, 1024),
-        (264, 4096, 268),
-        (264, 4096, 264),
-        (1536, 512, 1536),
-    ] {
-        let mut refused = Vec::new();
-        for n in (1..=20).chain([24, 31, 32, 37, 48, 64, 100, 153, 300, 4096]) {
-            if let Err(e) = fp8.probe(n, rows, k, ldy) {
-                refused.push(format!("{n} ({e})"));
-            }
-        }
-        println!(
-            "  cuBLASLt {rows}x{k} ldy {ldy}: refuses n = {}",
-            if refused.is_empty() {
-                "none".to_string()
-            } else {
-                refused.join(", ")
-            }
-        );
-    }
+    // What cuBLASLt takes (linear_part pads the token count to a multiple of 4).
+    let refused: Vec<usize> = (1..=20)
+        .filter(|&n| fp8.probe(n, 1024, 1536, 1024).is_err())
+        .collect();
+    println!("  cuBLASLt 1024x1536 refuses n = {refused:?} of 1..=20");
     // Output rows `ldy` apart: a part of a wider output, or a whole one.
     let mut products = 0;
     for &(rows, k, ldy) in &[
@@ -100,7 +80,7 @@ fn fp8_products_match_the_dequantized_reference() {
             "{rows}x{k}: block-major scales differ"
         );
 
-        for n in [9usize, 12, 37, 300] {
+        for n in [9usize, 37, 300] {
             let mut r = rng(n as u64 + k as u64);
             // Tokens of different sizes, one all-zero block (scale 0).
             let mut x = random(&mut r, n * k, 1.0);
@@ -112,24 +92,41 @@ fn fp8_products_match_the_dequantized_reference() {
             let xd = dev(&ctx, &xb);
             let (want_q, want_scales) = quantize_host(&xb, n, k);
 
-            // The quantizer alone, bit for bit.
-            let q = poisoned::<u8>(&ctx, n * k);
-            let qs = poisoned::<f32>(&ctx, n * k / 128);
+            // The quantizer alone, bit for bit, with 5 padding tokens after the n real ones
+            // (zero bytes, scale 0).
+            let padded = n + 5;
+            let q = poisoned::<u8>(&ctx, padded * k);
+            let qs = poisoned::<f32>(&ctx, padded * k / 128);
             ctx.kernels
-                .fp8_quantize_rows(xd.ptr(), q.ptr(), qs.ptr(), n, k)
+                .fp8_quantize_rows(xd.ptr(), q.ptr(), qs.ptr(), padded, n, k)
                 .unwrap();
-            let mut got_q = vec![0u8; n * k];
+            let mut got_q = vec![0u8; padded * k];
             download(stream(&ctx), q.ptr(), &mut got_q).unwrap();
             let bad = got_q.iter().zip(&want_q).filter(|(a, b)| a != b).count();
             assert_eq!(bad, 0, "{rows}x{k} n={n}: {bad} e4m3 activations differ");
-            let got_scales = read_f32(&ctx, &qs, n * k / 128);
-            let same = got_scales
-                .iter()
-                .zip(&want_scales)
-                .all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(same, "{rows}x{k} n={n}: activation scales differ");
+            assert!(
+                got_q[n * k..].iter().all(|&b| b == 0),
+                "padding bytes not zero"
+            );
+            let got_scales = read_f32(&ctx, &qs, padded * k / 128);
+            for b in 0..k / 128 {
+                let row = &got_scales[b * padded..(b + 1) * padded];
+                let want = &want_scales[b * n..(b + 1) * n];
+                let same = row[..n]
+                    .iter()
+                    .zip(want)
+                    .all(|(a, w)| a.to_bits() == w.to_bits());
+                assert!(
+                    same,
+                    "{rows}x{k} n={n}: activation scales of block {b} differ"
+                );
+                assert!(
+                    row[n..].iter().all(|&v| v == 0.0),
+                    "padding scales not zero"
+                );
+            }
 
-            // The product through Gemm::linear, output rows 4 wider than the part.
+            // The product, output rows `ldy` apart.
             let xq: Vec<f64> = (0..n * k)
                 .map(|i| {
                     let (t, j) = (i / k, i % k);
@@ -154,13 +151,6 @@ fn fp8_products_match_the_dequantized_reference() {
                 ptr: scratch.ptr(),
                 bytes: 64 << 20,
             };
-            if let Err(e) = fp8.probe(n, rows, k, ldy) {
-                // cuBLASLt takes token counts in steps of 4 only (H100, 2026-12-05); Gemm::linear
-                // dequantizes the others (the whole-model test below goes through that).
-                assert!(n % 4 != 0, "{rows}x{k} n={n}: cuBLASLt refuses it: {e}");
-                println!("FP8 {rows}x{k} ldy {ldy} n={n}: refused by cuBLASLt, skipped");
-                continue;
-            }
             products += 1;
             // Straight through the FP8 path (Gemm::linear would fall back to the slabs).
             let took = fp8
@@ -183,7 +173,7 @@ fn fp8_products_match_the_dequantized_reference() {
             );
         }
     }
-    assert!(products >= 6, "only {products} products ran");
+    assert!(products >= 3, "only {products} products ran");
 }
 
 /// A small model with every matrix FP8, batch invariance off, against the CPU backend on the

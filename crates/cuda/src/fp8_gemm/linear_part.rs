@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{Fp8Gemm, Fp8Operands, Fp8Output};
+use super::{Fp8Gemm, Fp8Operands};
 use crate::buffer::Scratch;
 use crate::device_ptr::DevicePtr;
 use crate::kernels::{Kernels, FP8_BLOCK};
@@ -14,6 +14,25 @@ const ALIGN: usize = 256;
 
 fn align_up(bytes: usize) -> usize {
     bytes.div_ceil(ALIGN) * ALIGN
+}
+
+/// cuBLASLt's block-scaled FP8 products take token counts that are multiples of 4 (H100,
+/// 2026-12-05: every other count from 1 to 153 refused, whatever the shape).
+const TOKEN_STEP: usize = 4;
+
+/// A run of tokens multiplied at once: `c` tokens from `t0`, padded to a multiple of
+/// [`TOKEN_STEP`] (with zero rows) when `c` is not one, the product then written to the
+/// scratch and copied.
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    t0: usize,
+    c: usize,
+}
+
+impl Piece {
+    fn padded(self) -> usize {
+        self.c.div_ceil(TOKEN_STEP) * TOKEN_STEP
+    }
 }
 
 impl Fp8Gemm {
@@ -38,73 +57,76 @@ impl Fp8Gemm {
         let (Some(w_bytes), Some(w_scales_by_k)) = (w.planes[1], w.planes[2]) else {
             anyhow::bail!("an FP8 matrix without its block-major scales");
         };
-        let out_bytes = match self.output {
-            Fp8Output::F32 => 0,
-            Fp8Output::Bf16 => 2 * rows,
-        };
-        let per_token = k + 4 * (k / FP8_BLOCK) + out_bytes;
-        let chunk = scratch.bytes.saturating_sub(3 * ALIGN) / per_token;
-        anyhow::ensure!(
-            chunk > 0,
-            "the scratch holds no token of an FP8 product of k = {k}"
-        );
-        // Chunk c's quantized tokens, their scales and (bf16 output) product in the scratch.
+        let room = scratch.bytes.saturating_sub(3 * ALIGN);
+        // Scratch regions of `c` quantized tokens: bytes, scales, and a padded product.
         let regions = |c: usize| {
             let q_scales = scratch.ptr.offset(align_up(c * k));
-            (
-                scratch.ptr,
-                q_scales,
-                q_scales.offset(align_up(4 * c * (k / FP8_BLOCK))),
-            )
+            let out = q_scales.offset(align_up(4 * c * (k / FP8_BLOCK)));
+            (scratch.ptr, q_scales, out)
         };
-        let operands = |t0: usize, c: usize| {
-            let (q, q_scales, out) = regions(c);
+        let bytes = |c: usize, padded: bool| {
+            align_up(c * k)
+                + align_up(4 * c * (k / FP8_BLOCK))
+                + if padded { 4 * c * rows } else { 0 }
+        };
+        let chunk = room / (k + 4 * (k / FP8_BLOCK)) / TOKEN_STEP * TOKEN_STEP;
+        anyhow::ensure!(
+            chunk > 0 && bytes(TOKEN_STEP, true) <= room,
+            "the scratch holds too few tokens of an FP8 product of k = {k}"
+        );
+        // One padded piece when it fits (a step of a few tokens reads the weights once), else
+        // whole steps straight into y and the last 1..3 tokens padded.
+        let mut pieces = Vec::new();
+        let whole = Piece { t0: 0, c: n };
+        if n % TOKEN_STEP != 0 && bytes(whole.padded(), true) <= room {
+            pieces.push(whole);
+        } else {
+            let mut t0 = 0;
+            while n - t0 >= TOKEN_STEP {
+                let c = chunk.min((n - t0) / TOKEN_STEP * TOKEN_STEP);
+                pieces.push(Piece { t0, c });
+                t0 += c;
+            }
+            if t0 < n {
+                pieces.push(Piece { t0, c: n - t0 });
+            }
+        }
+        let operands = |p: Piece| {
+            let m = p.padded();
+            let (q, q_scales, out) = regions(m);
+            let (y, ldy) = if m == p.c {
+                (y.offset(4 * p.t0 * ldy), ldy)
+            } else {
+                (out, rows)
+            };
             Fp8Operands {
                 w: w_bytes,
                 w_scales: w_scales_by_k,
                 x: q,
                 x_scales: q_scales,
-                y: match self.output {
-                    Fp8Output::F32 => y.offset(4 * t0 * ldy),
-                    Fp8Output::Bf16 => out,
-                },
-                n: c,
+                y,
+                n: m,
                 rows,
                 k,
                 ldy,
             }
         };
-        // Before anything is launched: whether cuBLASLt takes the chunks' shapes. The first
-        // chunk's descriptors then serve its launch (the others', rare, are made again).
-        let mut first = None;
-        for c in [chunk.min(n), n % chunk] {
-            if c > 0 {
-                match self.algorithm(&operands(0, c), self.output) {
-                    Ok(prepared) => {
-                        first.get_or_insert(prepared);
-                    }
-                    Err(e) => {
-                        if !self.warned.swap(true, Ordering::Relaxed) {
-                            tracing::warn!("FP8 product {c}x{rows}x{k} dequantized instead: {e}");
-                        }
-                        return Ok(false);
-                    }
+        for &p in &pieces {
+            if let Err(e) = self.algorithm(&operands(p)) {
+                if !self.warned.swap(true, Ordering::Relaxed) {
+                    tracing::warn!("FP8 product {}x{rows}x{k} dequantized instead: {e}", p.c);
                 }
+                return Ok(false);
             }
         }
-        let mut t0 = 0;
-        while t0 < n {
-            let c = chunk.min(n - t0);
-            let (q, q_scales, out) = regions(c);
-            kernels.fp8_quantize_rows(x.offset(2 * t0 * k), q, q_scales, c, k)?;
-            match first.take() {
-                Some((d, algo)) => self.enqueue(&d, &algo, &operands(t0, c))?,
-                None => self.product(&operands(t0, c))?,
+        for p in pieces {
+            let m = p.padded();
+            let (q, q_scales, out) = regions(m);
+            kernels.fp8_quantize_rows(x.offset(2 * p.t0 * k), q, q_scales, m, p.c, k)?;
+            self.product(&operands(p))?;
+            if m != p.c {
+                kernels.copy_rows_f32(out, y.offset(4 * p.t0 * ldy), p.c, rows, ldy)?;
             }
-            if self.output == Fp8Output::Bf16 {
-                kernels.widen_bf16_rows(out, y.offset(4 * t0 * ldy), c, rows, ldy)?;
-            }
-            t0 += c;
         }
         Ok(true)
     }

@@ -38,20 +38,12 @@ pub struct Fp8Operands {
     pub x: DevicePtr,
     /// f32 [k / 128, n].
     pub x_scales: DevicePtr,
-    /// The output: f32 rows `ldy` apart, or bf16 [n, rows] when cuBLASLt writes bf16 only.
+    /// The output: f32 rows `ldy` apart.
     pub y: DevicePtr,
     pub n: usize,
     pub rows: usize,
     pub k: usize,
     pub ldy: usize,
-}
-
-/// The output type cuBLASLt offers for block-scaled FP8 products on this GPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fp8Output {
-    F32,
-    /// Written as bf16 [n, rows] and widened by the caller.
-    Bf16,
 }
 
 /// Most algorithms remembered (steps of every token count up to the batch limit, for each
@@ -66,7 +58,6 @@ pub struct Fp8Gemm {
     stream: Arc<CudaStream>,
     workspace: DevicePtr,
     workspace_bytes: usize,
-    pub output: Fp8Output,
     algos: Mutex<HashMap<AlgoKey, sys::cublasLtMatmulAlgo_t>>,
     /// Whether a shape without an algorithm was reported (once).
     warned: AtomicBool,
@@ -134,24 +125,17 @@ impl Fp8Gemm {
             "cuBLASLt {version} predates block-scaled FP8 (12.9)"
         );
         let handle = lt::create_handle().map_err(err("create"))?;
-        let mut gemm = Fp8Gemm {
+        let gemm = Fp8Gemm {
             handle,
             stream: stream.clone(),
             workspace,
             workspace_bytes,
-            output: Fp8Output::F32,
             algos: Mutex::new(HashMap::new()),
             warned: AtomicBool::new(false),
         };
-        // A representative shape decides the output type once.
-        let probe = |out| gemm.algorithm(&probe_operands(), out).is_ok();
-        gemm.output = if probe(Fp8Output::F32) {
-            Fp8Output::F32
-        } else if probe(Fp8Output::Bf16) {
-            Fp8Output::Bf16
-        } else {
-            anyhow::bail!("cuBLASLt has no block-scaled FP8 algorithm on this GPU");
-        };
+        // A representative shape: whether cuBLASLt has block-scaled FP8 products here at all.
+        gemm.algorithm(&probe_operands())
+            .map_err(|e| anyhow::anyhow!("no block-scaled FP8 product on this GPU: {e}"))?;
         gemm.algos
             .lock()
             .map_err(|_| anyhow::anyhow!("poisoned"))?
@@ -161,7 +145,7 @@ impl Fp8Gemm {
 
     /// The descriptors of a product: column-major, D^T[rows, n] = W[rows, k] (stored k x rows,
     /// transposed) · X^T[k, n], the "TN" form FP8 products require.
-    fn descriptors(&self, o: &Fp8Operands, out: Fp8Output) -> anyhow::Result<Descriptors> {
+    fn descriptors(&self, o: &Fp8Operands) -> anyhow::Result<Descriptors> {
         use sys::cublasLtMatmulDescAttributes_t as A;
         let desc = lt::create_matmul_desc(
             sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
@@ -169,10 +153,7 @@ impl Fp8Gemm {
         )
         .map_err(err("matmul descriptor"))?;
         let e4m3 = sys::cudaDataType::CUDA_R_8F_E4M3;
-        let (out_type, ldd) = match out {
-            Fp8Output::F32 => (sys::cudaDataType::CUDA_R_32F, o.ldy),
-            Fp8Output::Bf16 => (sys::cudaDataType::CUDA_R_16BF, o.rows),
-        };
+        let (out_type, ldd) = (sys::cudaDataType::CUDA_R_32F, o.ldy);
         let w = lt::create_matrix_layout(e4m3, o.k as u64, o.rows as u64, o.k as i64);
         let x = lt::create_matrix_layout(e4m3, o.k as u64, o.n as u64, o.k as i64);
         let d = lt::create_matrix_layout(out_type, o.rows as u64, o.n as u64, ldd as i64);
@@ -216,10 +197,9 @@ impl Fp8Gemm {
     fn algorithm(
         &self,
         o: &Fp8Operands,
-        out: Fp8Output,
     ) -> anyhow::Result<(Descriptors, sys::cublasLtMatmulAlgo_t)> {
         use sys::cublasLtMatmulPreferenceAttributes_t as P;
-        let d = self.descriptors(o, out)?;
+        let d = self.descriptors(o)?;
         let aligns = [alignment(o.w), alignment(o.x), alignment(o.y)];
         let key = (o.n, o.rows, o.k, o.ldy, aligns[0], aligns[1], aligns[2]);
         let mut algos = self.algos.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
@@ -270,17 +250,7 @@ impl Fp8Gemm {
 
     /// Enqueues the product on the stream (capturable: no allocation, no synchronisation).
     pub fn product(&self, o: &Fp8Operands) -> anyhow::Result<()> {
-        let (d, algo) = self.algorithm(o, self.output)?;
-        self.enqueue(&d, &algo, o)
-    }
-
-    /// [`Fp8Gemm::product`] with the descriptors and algorithm `algorithm` gave for `o`.
-    fn enqueue(
-        &self,
-        d: &Descriptors,
-        algo: &sys::cublasLtMatmulAlgo_t,
-        o: &Fp8Operands,
-    ) -> anyhow::Result<()> {
+        let (d, algo) = self.algorithm(o)?;
         let (alpha, beta) = (1.0f32, 0.0f32);
         let [w, x, y] = d.layouts;
         unsafe {
@@ -297,7 +267,7 @@ impl Fp8Gemm {
                 y,
                 o.y.raw() as *mut c_void,
                 y,
-                algo,
+                &algo,
                 self.workspace.raw() as *mut c_void,
                 self.workspace_bytes,
                 self.stream.cu_stream() as sys::cudaStream_t,
@@ -308,7 +278,7 @@ impl Fp8Gemm {
 }
 
 /// Operands of a probe (256-byte aligned addresses): only their shape and alignment reach
-/// the heuristic. The start-up one decides the output type.
+/// the heuristic.
 fn probe_operands() -> Fp8Operands {
     shape_operands(512, 1024, 1024, 1024)
 }
@@ -333,7 +303,7 @@ impl Fp8Gemm {
     /// for the tests' report of what the library takes.
     pub fn probe(&self, n: usize, rows: usize, k: usize, ldy: usize) -> anyhow::Result<()> {
         let operands = shape_operands(n, rows, k, ldy);
-        self.algorithm(&operands, self.output).map(|_| ())
+        self.algorithm(&operands).map(|_| ())
     }
 }
 

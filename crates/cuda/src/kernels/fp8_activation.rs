@@ -1,6 +1,6 @@
 //! Launchers of kernels/fp8_activation.cu: what the FP8 tensor-core GEMM (crate::fp8_gemm)
 //! needs around cuBLASLt — activations quantized per token and block of 128, weight scales
-//! in cuBLASLt's block-major order, and a bf16 product widened into f32 output rows.
+//! in cuBLASLt's block-major order, and a padded product's rows copied into the output.
 
 use super::launch::{grid1, Args, Kernels, Shape};
 use crate::device_ptr::DevicePtr;
@@ -9,23 +9,31 @@ use crate::device_ptr::DevicePtr;
 pub const FP8_BLOCK: usize = 128;
 
 impl Kernels {
-    /// q[t, :] (e4m3 [n, k]) and scales[b, t] (f32 [k / 128, n]) from x (bf16 [n, k]): each
-    /// block of 128 of a token scaled so its largest magnitude is 448.
+    /// q[t, :] (e4m3 [n, k]) and scales[b, t] (f32 [k / 128, n]) from x (bf16 [n_valid, k]):
+    /// each block of 128 of a token scaled so its largest magnitude is 448; tokens n_valid..n
+    /// are zero (padding).
     pub fn fp8_quantize_rows(
         &self,
         x: DevicePtr,
         q: DevicePtr,
         scales: DevicePtr,
         n: usize,
+        n_valid: usize,
         k: usize,
     ) -> anyhow::Result<()> {
         anyhow::ensure!(
-            k.is_multiple_of(FP8_BLOCK),
-            "FP8 activations need k % 128 == 0, not {k}"
+            k.is_multiple_of(FP8_BLOCK) && n_valid <= n,
+            "FP8 activations need k % 128 == 0 and n_valid <= n, not k = {k}, {n_valid} of {n}"
         );
         let warps = n * (k / FP8_BLOCK);
-        // fp8_quantize_rows(x, q, scales, n, k)
-        let args = Args::new().ptr(x).ptr(q).ptr(scales).usize(n).usize(k);
+        // fp8_quantize_rows(x, q, scales, n, n_valid, k)
+        let args = Args::new()
+            .ptr(x)
+            .ptr(q)
+            .ptr(scales)
+            .usize(n)
+            .usize(n_valid)
+            .usize(k);
         self.launch("fp8_quantize_rows", grid1(warps.div_ceil(8), 256), args)
     }
 
@@ -46,8 +54,8 @@ impl Kernels {
         )
     }
 
-    /// y[t, c] (f32, row stride `ldy`) = src[t, c] (bf16 [n, m]).
-    pub fn widen_bf16_rows(
+    /// y[t, c] (row stride `ldy`) = src[t, c] (f32 [n, m]).
+    pub fn copy_rows_f32(
         &self,
         src: DevicePtr,
         y: DevicePtr,
@@ -59,8 +67,8 @@ impl Kernels {
             grid: (m.div_ceil(256) as u32, n as u32, 1),
             block: 256,
         };
-        // widen_bf16_rows(src, y, m, ldy)
+        // copy_rows_f32(src, y, m, ldy)
         let args = Args::new().ptr(src).ptr(y).usize(m).usize(ldy);
-        self.launch("widen_bf16_rows", shape, args)
+        self.launch("copy_rows_f32", shape, args)
     }
 }

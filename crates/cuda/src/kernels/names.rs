@@ -33,7 +33,7 @@ pub(super) const NAMES: &[&str] = &[
     "moe_combine",
     "fp8_quantize_rows",
     "fp8_scales_by_k",
-    "widen_bf16_rows",
+    "copy_rows_f32",
 ];
 
 /// The mixture-of-experts products (moe.cu) by item size (`moe::MOE_CHUNKS`) and split

@@ -1,24 +1,64 @@
 #!/usr/bin/env bash
-# Where a decode step's time goes on the H200 (run from the repository root with .gpu/ carried):
-# step rates with graphs, eagerly and with cuBLAS instead of the GEMV kernels, then Nsight
-# Compute's per-kernel durations over a few eager decode steps. Logs go to $OUT.
+# Where a step's time goes on the GPU, run on the device from the repository root with .gpu/
+# carried; logs go to $OUT. Nsight Compute times every kernel one at a time
+# (--clock-control none), and bench/gpu/kernel_times.py sums one forward pass by kernel.
+#   profile.sh decode    1.5B batch-1 decode: step rates with graphs, eagerly and with cuBLAS
+#                        instead of the GEMV kernels, then the kernels of an eager decode step
+#   profile.sh prefill   a 4,096-token prefill of each of $SHAPES (default the 1.5B and 8B
+#                        shapes): the warm prefill with graphs, then the kernels of the last
+#                        (warm) forward pass of an eager run; with PEER=path/to/hf_prefill.py
+#                        the transformers peer in the same call (issue 16 item 2)
+#   profile.sh moe-decode  the same for a batch-1 decode step of Qwen3-30B-A3B's shape and
+#                        of its dense twin (issue 13)
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/ferrite-gpu-out}
 mkdir -p "$OUT"
 G=.gpu
+PHASE=${1:-decode}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw --format=csv
-b() { timeout 90 env "$@" 2>>"$OUT/profile-bench.log" | grep RESULT; }
-echo "== batch-1 decode, 1.5B: graphs / eager / cuBLAS instead of GEMV"
-b $G/offline_bench qwen2.5-1.5b 1 128 256
-b $G/offline_bench qwen2.5-1.5b 1 128 256 eager
-b FERRITE_GEMV_MAX_TOKENS=0 $G/offline_bench qwen2.5-1.5b 1 128 256
-echo "== batch-8 and batch-64 decode, 1.5B"
-b $G/offline_bench qwen2.5-1.5b 8 128 128
-b $G/offline_bench qwen2.5-1.5b 64 128 128
-echo "== per-kernel GPU time over eager decode steps (ncu)"
-timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
-  --launch-skip 1500 --launch-count 800 $G/offline_bench qwen2.5-1.5b 1 16 40 eager \
-  >"$OUT/ncu.log" 2>&1
-echo "ncu rc=$?"
-grep -E "^\s+[a-z_0-9]+.*\(|gpu__time_duration|Invocations|^  [A-Za-z]" "$OUT/ncu.log" | head -120
+b() { timeout 120 env "$@" 2>>"$OUT/profile-bench.log" | grep RESULT; }
+# kernels LABEL LIMIT "NCU_ARGS" FORWARD offline_bench args...: the kernel table of forward
+# pass FORWARD (-1 the last, -2 the one before, when the window may cut the last short).
+kernels() {
+  local label=$1 limit=$2 ncu_args=$3 forward=$4; shift 4
+  echo "== $label: kernels (ncu $ncu_args, forward pass $forward)"
+  # shellcheck disable=SC2086
+  timeout "$limit" ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+    $ncu_args $G/offline_bench "$@" >"$OUT/ncu-$label.csv" 2>"$OUT/ncu-$label.err"
+  echo "ncu rc=$?"
+  python3 bench/gpu/kernel_times.py "$OUT/ncu-$label.csv" --forward "$forward" \
+    | tee "$OUT/profile-$label.txt" | head -70
+}
+
+if [ "$PHASE" = decode ]; then
+  echo "== batch-1 decode, 1.5B: graphs / eager / cuBLAS instead of GEMV"
+  b $G/offline_bench qwen2.5-1.5b 1 128 256
+  b $G/offline_bench qwen2.5-1.5b 1 128 256 eager
+  b FERRITE_GEMV_MAX_TOKENS=0 $G/offline_bench qwen2.5-1.5b 1 128 256
+  echo "== batch-8 and batch-64 decode, 1.5B"
+  b $G/offline_bench qwen2.5-1.5b 8 128 128
+  b $G/offline_bench qwen2.5-1.5b 64 128 128
+  kernels decode-1.5b 240 "--launch-skip 4000 --launch-count 1500" -2 qwen2.5-1.5b 1 16 40 eager
+fi
+
+if [ "$PHASE" = prefill ]; then
+  for shape in ${SHAPES:-qwen2.5-1.5b llama-3.1-8b}; do
+    echo "== $shape: offline_bench 1 4096 1 (graphs): first request and warm"
+    b $G/offline_bench "$shape" 1 4096 1
+    # One request, then three warm ones: the last forward pass is a warm 4,096-token prefill.
+    kernels "prefill-$shape" 300 "" -1 "$shape" 1 4096 1 eager
+    if [ -n "${PEER:-}" ]; then
+      peer_shape=$shape; [ "$shape" = llama-3.1-8b ] && peer_shape=llama3.1-8b
+      echo "== transformers peer $peer_shape 4096"
+      timeout 180 python3 "$PEER" "$peer_shape" 4096 2>>"$OUT/peer.log" | grep RESULT
+    fi
+  done
+fi
+
+if [ "$PHASE" = moe-decode ]; then
+  M=bench/gpu/moe
+  for cfg in qwen3-30b-a3b qwen3-30b-a3b-dense; do
+    kernels "decode-$cfg" 300 "--launch-skip 9000 --launch-count 2500" -2 $M/$cfg.json 1 16 40 eager
+  done
+fi

@@ -10,22 +10,25 @@
 #                        the transformers peer in the same call (issue 16 item 2)
 #   profile.sh moe-decode  the same for a batch-1 decode step of Qwen3-30B-A3B's shape and
 #                        of its dense twin (issue 13)
+# BIN names another offline_bench build in .gpu/ (an A/B in one call); TAG marks its logs.
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/ferrite-gpu-out}
 mkdir -p "$OUT"
 G=.gpu
+BIN=${BIN:-offline_bench}
+TAG=${TAG:-}
 PHASE=${1:-decode}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw --format=csv
 b() { timeout 120 env "$@" 2>>"$OUT/profile-bench.log" | grep RESULT; }
 # kernels LABEL LIMIT "NCU_ARGS" FORWARD offline_bench args...: the kernel table of forward
 # pass FORWARD (-1 the last, -2 the one before, when the window may cut the last short).
 kernels() {
-  local label=$1 limit=$2 ncu_args=$3 forward=$4; shift 4
+  local label=$1$TAG limit=$2 ncu_args=$3 forward=$4; shift 4
   echo "== $label: kernels (ncu $ncu_args, forward pass $forward)"
   # shellcheck disable=SC2086
   timeout "$limit" ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
-    $ncu_args $G/offline_bench "$@" >"$OUT/ncu-$label.csv" 2>"$OUT/ncu-$label.err"
+    $ncu_args $G/$BIN "$@" >"$OUT/ncu-$label.csv" 2>"$OUT/ncu-$label.err"
   echo "ncu rc=$?"
   python3 bench/gpu/kernel_times.py "$OUT/ncu-$label.csv" --forward "$forward" \
     | tee "$OUT/profile-$label.txt" | head -70
@@ -45,9 +48,9 @@ fi
 if [ "$PHASE" = prefill ]; then
   for shape in ${SHAPES:-qwen2.5-1.5b llama-3.1-8b}; do
     echo "== $shape: offline_bench 1 4096 1 (graphs): first request and warm"
-    b $G/offline_bench "$shape" 1 4096 1
+    b $G/$BIN "$shape" 1 4096 1
     # One request, then three warm ones: the last forward pass is a warm 4,096-token prefill.
-    kernels "prefill-$shape" 300 "" -1 "$shape" 1 4096 1 eager
+    kernels "prefill-$shape" "${NCU_LIMIT:-300}" "" -1 "$shape" 1 4096 1 eager
     if [ -n "${PEER:-}" ]; then
       peer_shape=$shape; [ "$shape" = llama-3.1-8b ] && peer_shape=llama3.1-8b
       echo "== transformers peer $peer_shape 4096"

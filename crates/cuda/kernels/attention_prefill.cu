@@ -1,11 +1,15 @@
 // Prefill attention for chunks of prompt tokens whose K/V (the cached prefix and the chunk
 // itself) are already in the paged cache: causal flash attention on the tensor cores.
 //
-// Grid (row tiles, num_kv_heads, num_seqs). A block's 64 rows are (token, head) pairs of one
-// KV head's query group, row = token * group + g, so the K/V tiles it loads serve all G heads.
-// Four warps own 16 rows each. Per 64-key tile: S = Q K^T with mma.m16n8k16 (bf16 in, f32
-// accumulate), causal mask, online softmax in registers (log2 units), P re-packed as the A
-// operand of O += P V, V read from shared memory with ldmatrix.trans.
+// Grid (num_kv_heads, row tiles, num_seqs), the last row tile first: under the causal mask a
+// tile's work grows with its index, so the longest blocks start first and the short ones fill
+// the tail. A block's 64 rows are (token, head) pairs of one KV head's query group,
+// row = token * group + g, so the K/V tiles it loads serve all G heads. Four warps own 16 rows
+// each. Per 64-key tile: S = Q K^T with mma.m16n8k16 (bf16 in, f32 accumulate), causal mask
+// (only on tiles some row does not wholly see), online softmax in registers (log2 units), P
+// re-packed as the A operand of O += P V, V read from shared memory with ldmatrix.trans.
+// K and V arrive by cp.async, one tile ahead: the next K tile loads during the softmax and
+// P V, the next V tile during the next S = Q K^T. None of this changes a row's arithmetic.
 // With a sliding window w > 0 a row at position p sees keys p - w < key <= p only, and the
 // block starts at the key tile holding the first key its earliest row sees. `scale_log2` is the score scale times
 // log2(e).
@@ -50,6 +54,45 @@ __device__ __forceinline__ void ldmatrix_x4(u32& d0, u32& d1, u32& d2, u32& d3,
                  : "r"(addr));
 }
 
+// A 16-byte global -> shared copy that bypasses registers; `valid` false writes zeros
+// (src-size 0: nothing is read from `src`).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+    const u32 addr = (u32)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+
+// Waits until at most one of this thread's committed copy groups is still in flight.
+__device__ __forceinline__ void cp_async_wait_all_but_one() {
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+}
+
+// Starts loading the KEYS x HD tile of `cache` (one KV head's K or V) from key `kt` into
+// `dst` (rows STRIDE apart) as one copy group; keys at or past `key_end` become zeros, which
+// keeps the masked products finite. A tile past the end commits an empty group, so the
+// groups stay one per tile.
+template <int HD, int KEYS, int STRIDE, int THREADS>
+__device__ __forceinline__ void stage_tile(bf16* dst, const bf16* __restrict__ cache,
+                                           const i32* __restrict__ table, int kt, int key_end,
+                                           int kvh, int num_kv_heads, int page_size, int tid) {
+    if (kt < key_end) {
+        for (int c = tid; c < KEYS * (HD / 8); c += THREADS) {
+            const int kr = c / (HD / 8), ch = c % (HD / 8);
+            const int key = kt + kr;
+            const bool valid = key < key_end;
+            const bf16* src = cache;
+            if (valid) {
+                const i64 page = table[key / page_size];
+                src += ((page * num_kv_heads + kvh) * page_size + key % page_size) * HD + ch * 8;
+            }
+            cp_async16(dst + kr * STRIDE + ch * 8, src, valid);
+        }
+    }
+    cp_async_commit();
+}
+
 __device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<u32*>(&v);
@@ -70,7 +113,7 @@ __device__ __forceinline__ void prefill_attention(
     __shared__ __align__(16) bf16 ks[PRE_KEYS][STRIDE];
     __shared__ __align__(16) bf16 vs[PRE_KEYS][STRIDE];
 
-    const int tile = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
+    const int kvh = blockIdx.x, tile = gridDim.y - 1 - blockIdx.y, seq = blockIdx.z;
     const int q_len = q_lens[seq];
     const int rows = q_len * group;
     if (tile * PRE_ROWS >= rows) return;
@@ -117,22 +160,18 @@ __device__ __forceinline__ void prefill_attention(
     // prompt came whole or in chunks (a tile a row sees nothing of leaves its sums alone).
     const int key_begin =
         window > 0 ? max(0, pos0 + tile * PRE_ROWS / group - window + 1) / PRE_KEYS * PRE_KEYS : 0;
+    // Every real row sees keys up to its own position, so a tile wholly at or below the block's
+    // earliest row position needs no mask (without a window).
+    const int first_pos = pos0 + tile * PRE_ROWS / group;
+    auto stage = [&](bf16* dst, const bf16* cache, int kt) {
+        stage_tile<HD, PRE_KEYS, STRIDE, PRE_THREADS>(dst, cache, table, kt, key_end, kvh,
+                                                      num_kv_heads, page_size, tid);
+    };
+    stage(&ks[0][0], k_cache, key_begin);
+    stage(&vs[0][0], v_cache, key_begin);
     for (int kt = key_begin; kt < key_end; kt += PRE_KEYS) {
-        // Stage the K and V tiles (zeros past key_end keep the masked products finite).
-        for (int c = tid; c < PRE_KEYS * (HD / 8); c += PRE_THREADS) {
-            const int kr = c / (HD / 8), ch = c % (HD / 8);
-            const int key = kt + kr;
-            uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-            if (key < key_end) {
-                const i64 page = table[key / page_size];
-                const i64 base =
-                    ((page * num_kv_heads + kvh) * page_size + key % page_size) * HD + ch * 8;
-                kv = *reinterpret_cast<const uint4*>(k_cache + base);
-                vv = *reinterpret_cast<const uint4*>(v_cache + base);
-            }
-            *reinterpret_cast<uint4*>(&ks[kr][ch * 8]) = kv;
-            *reinterpret_cast<uint4*>(&vs[kr][ch * 8]) = vv;
-        }
+        // In flight: K(kt), V(kt). Wait for K(kt) only.
+        cp_async_wait_all_but_one();
         __syncthreads();
 
         // S = Q K^T for 16 rows x PRE_KEYS keys. The B fragments (8 keys x 16 dims, key-major as
@@ -158,15 +197,21 @@ __device__ __forceinline__ void prefill_attention(
             }
         }
 
+        // Every warp is done with ks: the next K tile loads during the softmax and P V.
+        __syncthreads();
+        stage(&ks[0][0], k_cache, kt + PRE_KEYS);
+
         // Mask, then the online softmax of each of the two rows.
         float tile_max[2] = {NEG_INF, NEG_INF};
+        const bool whole = window <= 0 && kt + PRE_KEYS - 1 <= first_pos;
 #pragma unroll
         for (int j = 0; j < PRE_KEYS / 8; ++j) {
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const int key = kt + j * 8 + 2 * t + (i & 1);
                 const int h = i >> 1;
-                const bool visible = key <= pos[h] && (window <= 0 || key > pos[h] - window);
+                const bool visible =
+                    whole || (key <= pos[h] && (window <= 0 || key > pos[h] - window));
                 s[j][i] = visible ? s[j][i] * scale_log2 : NEG_INF;
                 tile_max[h] = fmaxf(tile_max[h], s[j][i]);
             }
@@ -199,6 +244,10 @@ __device__ __forceinline__ void prefill_attention(
             o[n][3] *= corr[1];
         }
 
+        // In flight: V(kt), K(kt + KEYS). Wait for V(kt).
+        cp_async_wait_all_but_one();
+        __syncthreads();
+
         // O += P V.
 #pragma unroll
         for (int kk = 0; kk < PRE_KEYS / 16; ++kk) {
@@ -217,7 +266,9 @@ __device__ __forceinline__ void prefill_attention(
                 mma_16816(o[2 * np + 1], pa, b2, b3);
             }
         }
+        // Every warp is done with vs: the next V tile loads during the next S = Q K^T.
         __syncthreads();
+        stage(&vs[0][0], v_cache, kt + PRE_KEYS);
     }
 
 #pragma unroll

@@ -198,8 +198,10 @@ impl Kernels {
             .f32(a.mask.scale_log2())
             .usize(a.mask.window);
         let tiles = (a.max_q_len * d.group()).div_ceil(64);
+        anyhow::ensure!(tiles <= 65_535, "a prefill chunk of {} tokens is too long", a.max_q_len);
+        // KV heads fastest and row tiles in y (the kernel takes them last first).
         let shape = Shape {
-            grid: (tiles as u32, d.num_kv_heads as u32, a.num_seqs as u32),
+            grid: (d.num_kv_heads as u32, tiles as u32, a.num_seqs as u32),
             block: 128,
         };
         self.launch(name, shape, args)

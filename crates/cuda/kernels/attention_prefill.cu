@@ -3,13 +3,17 @@
 //
 // Grid (num_kv_heads, row tiles, num_seqs), the last row tile first: under the causal mask a
 // tile's work grows with its index, so the longest blocks start first and the short ones fill
-// the tail. A block's 64 rows are (token, head) pairs of one KV head's query group,
-// row = token * group + g, so the K/V tiles it loads serve all G heads. Four warps own 16 rows
-// each. Per 64-key tile: S = Q K^T with mma.m16n8k16 (bf16 in, f32 accumulate), causal mask
+// the tail. A block's rows are (token, head) pairs of one KV head's query group,
+// row = token * group + g, so the K/V tiles it loads serve all G heads. Four warps own
+// 16 * MT rows each (MT = 2 up to head_dim 128, FlashAttention-2's shape: every K and V
+// fragment read from shared memory feeds two products; 1 for head_dim 256, for registers).
+// Q waits in shared memory and its fragments are re-read per key tile (too many registers
+// otherwise). Per key tile: S = Q K^T with mma.m16n8k16 (bf16 in, f32 accumulate), causal mask
 // (only on tiles some row does not wholly see), online softmax in registers (log2 units), P
-// re-packed as the A operand of O += P V, V read from shared memory with ldmatrix.trans.
-// K and V arrive by cp.async, one tile ahead: the next K tile loads during the softmax and
-// P V, the next V tile during the next S = Q K^T. None of this changes a row's arithmetic.
+// re-packed as the A operand of O += P V, V read with ldmatrix.trans. K and V arrive by
+// cp.async one tile ahead: the next K tile loads during the softmax and P V, the next V tile
+// during the next S = Q K^T. A row's arithmetic does not depend on which block holds it, so
+// chunked and whole prompts give the same bits.
 // With a sliding window w > 0 a row at position p sees keys p - w < key <= p only, and the
 // block starts at the key tile holding the first key its earliest row sees. `scale_log2` is the score scale times
 // log2(e).
@@ -20,14 +24,18 @@
 //   C (16x8):  c0,c1 = (g, 2t..2t+1), c2,c3 = (g+8, 2t..2t+1)
 #include "common.cuh"
 
-#define PRE_ROWS 64
 #define PRE_THREADS 128
 
-// Keys per K/V tile: 64, or 32 for head_dim 256, whose 64-key K and V tiles would not fit in
-// the 48 KiB of static shared memory.
+// A block's shape for head_dim HD; the launcher (src/kernels/attention.rs, prefill_tile) must
+// agree. Keys per K/V tile: 64, or 32 for head_dim 256 (registers).
 template <int HD>
 struct PrefillTile {
+    static constexpr int MT = HD <= 128 ? 2 : 1;
+    static constexpr int ROWS = 64 * MT;
     static constexpr int KEYS = HD <= 128 ? 64 : 32;
+    static constexpr int STRIDE = HD + 8;  // padded row: conflict-free ldmatrix
+    // Q, K and V tiles, dynamic shared memory.
+    static constexpr int SHARED_BYTES = (ROWS + 2 * KEYS) * STRIDE * 2;
 };
 
 __device__ __forceinline__ void mma_16816(float c[4], const u32 a[4], u32 b0, u32 b1) {
@@ -106,142 +114,173 @@ __device__ __forceinline__ void prefill_attention(
     const i32* __restrict__ pos0s, bf16* __restrict__ out, int num_kv_heads, int group,
     int page_size, float scale_log2, int window) {
     pdl_enter();
-    constexpr int STRIDE = HD + 8;  // padded row: conflict-free fragment loads and ldmatrix
+    using T = PrefillTile<HD>;
+    constexpr int MT = T::MT, ROWS = T::ROWS, KEYS = T::KEYS, STRIDE = T::STRIDE;
     constexpr int KSTEPS = HD / 16;
     constexpr int NT_O = HD / 8;
-    constexpr int PRE_KEYS = PrefillTile<HD>::KEYS;
-    __shared__ __align__(16) bf16 ks[PRE_KEYS][STRIDE];
-    __shared__ __align__(16) bf16 vs[PRE_KEYS][STRIDE];
+    extern __shared__ __align__(16) unsigned char prefill_smem[];
+    bf16* qs = reinterpret_cast<bf16*>(prefill_smem);  // [ROWS][STRIDE]
+    bf16* ks = qs + ROWS * STRIDE;                       // [KEYS][STRIDE]
+    bf16* vs = ks + KEYS * STRIDE;                       // [KEYS][STRIDE]
 
     const int kvh = blockIdx.x, tile = gridDim.y - 1 - blockIdx.y, seq = blockIdx.z;
     const int q_len = q_lens[seq];
     const int rows = q_len * group;
-    if (tile * PRE_ROWS >= rows) return;
+    if (tile * ROWS >= rows) return;
     const int q_start = q_starts[seq], pos0 = pos0s[seq];
     const int num_heads = num_kv_heads * group;
     const i32* table = pages + page_offsets[seq];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
+    // Row of this lane's accumulator half h of m-tile mt: (query row, position, Q offset).
+    auto row_of = [&](int mt, int h) { return tile * ROWS + warp * 16 * MT + mt * 16 + g + 8 * h; };
+    auto q_offset = [&](int r) {
+        const int tok = r / group, head = kvh * group + r % group;
+        return ((i64)(q_start + tok) * num_heads + head) * HD;
+    };
 
-    // This lane's two rows (g and g + 8 of its warp's 16).
-    int pos[2];
-    i64 q_off[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int r = tile * PRE_ROWS + warp * 16 + g + 8 * h;
-        if (r < rows) {
-            const int tok = r / group, head = kvh * group + r % group;
-            pos[h] = pos0 + tok;
-            q_off[h] = ((i64)(q_start + tok) * num_heads + head) * HD;
-        } else {
-            pos[h] = -1;  // masks every key
-            q_off[h] = -1;
-        }
+    // The block's Q rows into shared memory (rows past the chunk: zeros), one copy group.
+    for (int c = tid; c < ROWS * (HD / 8); c += PRE_THREADS) {
+        const int rr = c / (HD / 8), ch = c % (HD / 8);
+        const int r = tile * ROWS + rr;
+        const bool valid = r < rows;
+        cp_async16(qs + rr * STRIDE + ch * 8, valid ? q + q_offset(r) + ch * 8 : q, valid);
     }
-    u32 qa[KSTEPS][4];
+    cp_async_commit();
+
+    int pos[MT][2];
 #pragma unroll
-    for (int kk = 0; kk < KSTEPS; ++kk) {
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int h = i & 1, col = kk * 16 + 2 * t + (i >> 1) * 8;
-            qa[kk][i] = q_off[h] >= 0 ? *reinterpret_cast<const u32*>(q + q_off[h] + col) : 0u;
+        for (int h = 0; h < 2; ++h) {
+            const int r = row_of(mt, h);
+            pos[mt][h] = r < rows ? pos0 + r / group : -1;  // -1 masks every key
         }
-    }
 
-    float o[NT_O][4];
+    float o[MT][NT_O][4];
 #pragma unroll
-    for (int n = 0; n < NT_O; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int n = 0; n < NT_O; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+    float m[MT][2], l[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = NEG_INF, l[mt][0] = l[mt][1] = 0.0f;
 
-    const int last_row = min(rows, (tile + 1) * PRE_ROWS) - 1;
+    const int last_row = min(rows, (tile + 1) * ROWS) - 1;
     const int key_end = pos0 + last_row / group + 1;  // keys 0..key_end-1 are visible to some row
     // The first key tile the block's earliest row sees (0 without a window). Tiles start at
-    // multiples of PRE_KEYS, wherever the chunk starts, so a row's sums are the same whether its
+    // multiples of KEYS, wherever the chunk starts, so a row's sums are the same whether its
     // prompt came whole or in chunks (a tile a row sees nothing of leaves its sums alone).
     const int key_begin =
-        window > 0 ? max(0, pos0 + tile * PRE_ROWS / group - window + 1) / PRE_KEYS * PRE_KEYS : 0;
+        window > 0 ? max(0, pos0 + tile * ROWS / group - window + 1) / KEYS * KEYS : 0;
     // Every real row sees keys up to its own position, so a tile wholly at or below the block's
     // earliest row position needs no mask (without a window).
-    const int first_pos = pos0 + tile * PRE_ROWS / group;
+    const int first_pos = pos0 + tile * ROWS / group;
     auto stage = [&](bf16* dst, const bf16* cache, int kt) {
-        stage_tile<HD, PRE_KEYS, STRIDE, PRE_THREADS>(dst, cache, table, kt, key_end, kvh,
-                                                      num_kv_heads, page_size, tid);
+        stage_tile<HD, KEYS, STRIDE, PRE_THREADS>(dst, cache, table, kt, key_end, kvh,
+                                                  num_kv_heads, page_size, tid);
     };
-    stage(&ks[0][0], k_cache, key_begin);
-    stage(&vs[0][0], v_cache, key_begin);
-    for (int kt = key_begin; kt < key_end; kt += PRE_KEYS) {
-        // In flight: K(kt), V(kt). Wait for K(kt) only.
+    stage(ks, k_cache, key_begin);
+    stage(vs, v_cache, key_begin);
+    // This warp's Q fragment (m-tile mt, k-step kk) from shared memory: lanes 0-15 address
+    // rows 0-15 at column kk*16, lanes 16-31 the same rows at kk*16 + 8 (a0..a3 in order).
+    const bf16* q_frag = qs + (warp * 16 * MT + (lane & 15)) * STRIDE + (lane >> 4) * 8;
+    for (int kt = key_begin; kt < key_end; kt += KEYS) {
+        // In flight: [Q,] K(kt), V(kt). Wait for Q and K(kt).
         cp_async_wait_all_but_one();
         __syncthreads();
 
-        // S = Q K^T for 16 rows x PRE_KEYS keys. The B fragments (8 keys x 16 dims, key-major as
-        // ks stores them) come four 8x8 matrices at a time from ldmatrix: the 8 keys at dims
-        // kk*16, +8, +16, +24, i.e. b0, b1 of step kk and of step kk + 1.
-        float s[PRE_KEYS / 8][4];
+        // S = Q K^T for 16 * MT rows x KEYS keys. The B fragments (8 keys x 16 dims, key-major
+        // as ks stores them) come four 8x8 matrices at a time from ldmatrix: the 8 keys at
+        // dims kk*16, +8, +16, +24, i.e. b0, b1 of step kk and of step kk + 1.
+        float s[MT][KEYS / 8][4];
 #pragma unroll
-        for (int j = 0; j < PRE_KEYS / 8; ++j) {
-            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int j = 0; j < KEYS / 8; ++j) s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.0f;
+        if constexpr (KSTEPS == 1) {
+            // head_dim 16: one k-step; lanes 16-31 load copies that go unused.
+            u32 qa[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+                ldmatrix_x4(qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3], q_frag + mt * 16 * STRIDE);
+#pragma unroll
+            for (int j = 0; j < KEYS / 8; ++j) {
+                u32 b0, b1, b2, b3;
+                ldmatrix_x4(b0, b1, b2, b3, ks + (j * 8 + (lane & 7)) * STRIDE + ((lane >> 3) & 1) * 8);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) mma_16816(s[mt][j], qa[mt], b0, b1);
+            }
+        } else {
 #pragma unroll
             for (int kk = 0; kk < KSTEPS; kk += 2) {
-                u32 b0, b1, b2, b3;
-                if constexpr (KSTEPS == 1) {
-                    // head_dim 16: one k-step; lanes 16-31 load a copy that goes unused.
-                    ldmatrix_x4(b0, b1, b2, b3, &ks[j * 8 + (lane & 7)][((lane >> 3) & 1) * 8]);
-                    mma_16816(s[j], qa[0], b0, b1);
-                } else {
-                    ldmatrix_x4(b0, b1, b2, b3,
-                                &ks[j * 8 + (lane & 7)][kk * 16 + (lane >> 3) * 8]);
-                    mma_16816(s[j], qa[kk], b0, b1);
-                    mma_16816(s[j], qa[kk + 1], b2, b3);
+                u32 qa[MT][2][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e)
+                        ldmatrix_x4(qa[mt][e][0], qa[mt][e][1], qa[mt][e][2], qa[mt][e][3],
+                                    q_frag + mt * 16 * STRIDE + (kk + e) * 16);
+#pragma unroll
+                for (int j = 0; j < KEYS / 8; ++j) {
+                    u32 b0, b1, b2, b3;
+                    ldmatrix_x4(b0, b1, b2, b3, ks + (j * 8 + (lane & 7)) * STRIDE + kk * 16 + (lane >> 3) * 8);
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        mma_16816(s[mt][j], qa[mt][0], b0, b1);
+                        mma_16816(s[mt][j], qa[mt][1], b2, b3);
+                    }
                 }
             }
         }
-
         // Every warp is done with ks: the next K tile loads during the softmax and P V.
         __syncthreads();
-        stage(&ks[0][0], k_cache, kt + PRE_KEYS);
+        stage(ks, k_cache, kt + KEYS);
 
-        // Mask, then the online softmax of each of the two rows.
-        float tile_max[2] = {NEG_INF, NEG_INF};
-        const bool whole = window <= 0 && kt + PRE_KEYS - 1 <= first_pos;
+        // Mask, then the online softmax of each of the lane's rows.
+        const bool whole = window <= 0 && kt + KEYS - 1 <= first_pos;
 #pragma unroll
-        for (int j = 0; j < PRE_KEYS / 8; ++j) {
+        for (int mt = 0; mt < MT; ++mt) {
+            float tile_max[2] = {NEG_INF, NEG_INF};
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int key = kt + j * 8 + 2 * t + (i & 1);
-                const int h = i >> 1;
-                const bool visible =
-                    whole || (key <= pos[h] && (window <= 0 || key > pos[h] - window));
-                s[j][i] = visible ? s[j][i] * scale_log2 : NEG_INF;
-                tile_max[h] = fmaxf(tile_max[h], s[j][i]);
+            for (int j = 0; j < KEYS / 8; ++j) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int key = kt + j * 8 + 2 * t + (i & 1);
+                    const int h = i >> 1;
+                    const bool visible = whole || (key <= pos[mt][h] &&
+                                                   (window <= 0 || key > pos[mt][h] - window));
+                    s[mt][j][i] = visible ? s[mt][j][i] * scale_log2 : NEG_INF;
+                    tile_max[h] = fmaxf(tile_max[h], s[mt][j][i]);
+                }
             }
-        }
-        float base[2], corr[2];
+            float base[2], corr[2];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(FULL_MASK, tile_max[h], 1));
-            tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(FULL_MASK, tile_max[h], 2));
-            const float m_new = fmaxf(m[h], tile_max[h]);
-            base[h] = m_new == NEG_INF ? 0.0f : m_new;  // a row with nothing visible yet
-            corr[h] = exp2f(m[h] - base[h]);
-            m[h] = m_new;
-            l[h] *= corr[h];
-        }
-#pragma unroll
-        for (int j = 0; j < PRE_KEYS / 8; ++j) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int h = i >> 1;
-                s[j][i] = exp2f(s[j][i] - base[h]);
-                l[h] += s[j][i];
+            for (int h = 0; h < 2; ++h) {
+                tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(FULL_MASK, tile_max[h], 1));
+                tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(FULL_MASK, tile_max[h], 2));
+                const float m_new = fmaxf(m[mt][h], tile_max[h]);
+                base[h] = m_new == NEG_INF ? 0.0f : m_new;  // a row with nothing visible yet
+                corr[h] = exp2f(m[mt][h] - base[h]);
+                m[mt][h] = m_new;
+                l[mt][h] *= corr[h];
             }
-        }
 #pragma unroll
-        for (int n = 0; n < NT_O; ++n) {
-            o[n][0] *= corr[0];
-            o[n][1] *= corr[0];
-            o[n][2] *= corr[1];
-            o[n][3] *= corr[1];
+            for (int j = 0; j < KEYS / 8; ++j) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int h = i >> 1;
+                    s[mt][j][i] = exp2f(s[mt][j][i] - base[h]);
+                    l[mt][h] += s[mt][j][i];
+                }
+            }
+#pragma unroll
+            for (int n = 0; n < NT_O; ++n) {
+                o[mt][n][0] *= corr[0];
+                o[mt][n][1] *= corr[0];
+                o[mt][n][2] *= corr[1];
+                o[mt][n][3] *= corr[1];
+            }
         }
 
         // In flight: V(kt), K(kt + KEYS). Wait for V(kt).
@@ -250,41 +289,51 @@ __device__ __forceinline__ void prefill_attention(
 
         // O += P V.
 #pragma unroll
-        for (int kk = 0; kk < PRE_KEYS / 16; ++kk) {
-            u32 pa[4];
-            pa[0] = pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
-            pa[1] = pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
-            pa[2] = pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            pa[3] = pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+        for (int kk = 0; kk < KEYS / 16; ++kk) {
+            u32 pa[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                pa[mt][0] = pack_bf16x2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                pa[mt][1] = pack_bf16x2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                pa[mt][2] = pack_bf16x2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                pa[mt][3] = pack_bf16x2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            }
             const int mi = lane >> 3, r = lane & 7;
 #pragma unroll
             for (int np = 0; np < HD / 16; ++np) {
                 u32 b0, b1, b2, b3;
                 ldmatrix_x4_trans(b0, b1, b2, b3,
-                                  &vs[kk * 16 + (mi & 1) * 8 + r][np * 16 + (mi >> 1) * 8]);
-                mma_16816(o[2 * np], pa, b0, b1);
-                mma_16816(o[2 * np + 1], pa, b2, b3);
+                                  vs + (kk * 16 + (mi & 1) * 8 + r) * STRIDE + np * 16 + (mi >> 1) * 8);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816(o[mt][2 * np], pa[mt], b0, b1);
+                    mma_16816(o[mt][2 * np + 1], pa[mt], b2, b3);
+                }
             }
         }
         // Every warp is done with vs: the next V tile loads during the next S = Q K^T.
         __syncthreads();
-        stage(&vs[0][0], v_cache, kt + PRE_KEYS);
+        stage(vs, v_cache, kt + KEYS);
     }
 
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        l[h] += __shfl_xor_sync(FULL_MASK, l[h], 1);
-        l[h] += __shfl_xor_sync(FULL_MASK, l[h], 2);
-    }
+    for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        if (q_off[h] < 0) continue;
-        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
-        bf16* dst = out + q_off[h];
+        for (int h = 0; h < 2; ++h) {
+            l[mt][h] += __shfl_xor_sync(FULL_MASK, l[mt][h], 1);
+            l[mt][h] += __shfl_xor_sync(FULL_MASK, l[mt][h], 2);
+        }
 #pragma unroll
-        for (int n = 0; n < NT_O; ++n) {
-            *reinterpret_cast<u32*>(dst + n * 8 + 2 * t) =
-                pack_bf16x2(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
+        for (int h = 0; h < 2; ++h) {
+            const int r = row_of(mt, h);
+            if (r >= rows) continue;
+            const float inv = l[mt][h] > 0.0f ? 1.0f / l[mt][h] : 0.0f;
+            bf16* dst = out + q_offset(r);
+#pragma unroll
+            for (int n = 0; n < NT_O; ++n) {
+                *reinterpret_cast<u32*>(dst + n * 8 + 2 * t) =
+                    pack_bf16x2(o[mt][n][2 * h] * inv, o[mt][n][2 * h + 1] * inv);
+            }
         }
     }
 }

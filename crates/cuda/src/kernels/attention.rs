@@ -172,13 +172,8 @@ impl Kernels {
     /// Prefill attention of `num_seqs` chunks; `max_q_len` bounds the row tiles.
     pub fn attention_prefill(&self, a: &PrefillArgs) -> anyhow::Result<()> {
         let d = a.dims;
-        let name = match d.head_dim {
-            16 => "attention_prefill_hd16",
-            32 => "attention_prefill_hd32",
-            64 => "attention_prefill_hd64",
-            128 => "attention_prefill_hd128",
-            256 => "attention_prefill_hd256",
-            other => anyhow::bail!("no prefill attention kernel for head_dim {other}"),
+        let Some(&(name, _)) = PREFILL_NAMES.iter().find(|(_, hd)| *hd == d.head_dim) else {
+            anyhow::bail!("no prefill attention kernel for head_dim {}", d.head_dim);
         };
         // attention_prefill_hd*(q, k_cache, v_cache, pages, page_offsets, q_starts, q_lens,
         //                       pos0s, out, num_kv_heads, group, page_size, scale_log2, window)
@@ -197,13 +192,30 @@ impl Kernels {
             .usize(a.page_size)
             .f32(a.mask.scale_log2())
             .usize(a.mask.window);
-        let tiles = (a.max_q_len * d.group()).div_ceil(64);
+        let (tile_rows, shared_bytes) = prefill_tile(d.head_dim);
+        let tiles = (a.max_q_len * d.group()).div_ceil(tile_rows);
         anyhow::ensure!(tiles <= 65_535, "a prefill chunk of {} tokens is too long", a.max_q_len);
         // KV heads fastest and row tiles in y (the kernel takes them last first).
         let shape = Shape {
             grid: (d.num_kv_heads as u32, tiles as u32, a.num_seqs as u32),
             block: 128,
         };
-        self.launch(name, shape, args)
+        self.launch_with_shared(name, shape, shared_bytes, args)
     }
+}
+
+/// The prefill attention kernels and their head_dim.
+pub(super) const PREFILL_NAMES: [(&str, usize); 5] = [
+    ("attention_prefill_hd16", 16),
+    ("attention_prefill_hd32", 32),
+    ("attention_prefill_hd64", 64),
+    ("attention_prefill_hd128", 128),
+    ("attention_prefill_hd256", 256),
+];
+
+/// Rows of a prefill attention block and its dynamic shared memory (Q, K and V tiles) for
+/// `head_dim`: kernels/attention_prefill.cu's `PrefillTile`, which this must match.
+pub(super) fn prefill_tile(head_dim: usize) -> (usize, u32) {
+    let (rows, keys) = if head_dim <= 128 { (128, 64) } else { (64, 32) };
+    (rows, ((rows + 2 * keys) * (head_dim + 8) * 2) as u32)
 }

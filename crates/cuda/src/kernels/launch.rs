@@ -124,6 +124,19 @@ impl Kernels {
         }
         .result()
         .map_err(|e| anyhow::anyhow!("allowing {TILE_MMA_NAME} its shared memory: {e}"))?;
+        // Prefill attention keeps Q, K and V tiles in shared memory (up to 68 KiB).
+        for (name, head_dim) in super::attention::PREFILL_NAMES {
+            let bytes = super::attention::prefill_tile(head_dim).1;
+            unsafe {
+                sys::cuFuncSetAttribute(
+                    functions[name].cu_function(),
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    bytes as i32,
+                )
+            }
+            .result()
+            .map_err(|e| anyhow::anyhow!("allowing {name} its shared memory: {e}"))?;
+        }
         let major =
             ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
         let programmatic = major >= 9 && std::env::var("FERRITE_PDL").map_or(true, |v| v != "0");

@@ -9,7 +9,7 @@
 //! add+RMSNorm -> gate/up GEMM -> SiLU or GELU-tanh * up -> down GEMM (or, in a sparse layer
 //! of a mixture of experts, crate::moe_mlp) -> [post-MLP RMSNorm].
 //! Bracketed steps run when `BlockVariant` asks for them (qwen3, gemma3). The residual stream
-//! stays f32; GEMM inputs are bf16, outputs f32.
+//! stays f32; GEMM inputs are bf16, outputs f32 (the gate/up rows of a prompt chunk bf16).
 
 use ferrite_model::config::{ModelConfig, RopeStyle};
 
@@ -190,8 +190,12 @@ impl Model<'_> {
             k.add_rmsnorm(&norm(Some(ws.delta), lw.ffn_norm))?;
             match &lw.mlp {
                 Mlp::Dense { gate_up, down } => {
-                    linear(ws.xn, gate_up, ws.gate_up)?;
-                    k.gated_activation(block.activation, ws.gate_up, ws.act, inter, n)?;
+                    // bf16 gate/up rows where cuBLAS can write them (prompt chunks).
+                    let bf16 = self.gemm.linear_bf16(ws.xn, gate_up, ws.gate_up, n)?;
+                    if !bf16 {
+                        linear(ws.xn, gate_up, ws.gate_up)?;
+                    }
+                    k.gated_activation(block.activation, ws.gate_up, bf16, ws.act, inter, n)?;
                     linear(ws.act, down, ws.delta)?;
                 }
                 Mlp::Sparse(moe) => self.enqueue_moe(moe, n, l, self.meta(o.slots))?,

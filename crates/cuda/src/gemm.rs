@@ -1,9 +1,10 @@
-//! Linear layers, y = x W^T with bf16 activations and f32 accumulation and output.
+//! Linear layers, y = x W^T with bf16 activations and f32 accumulation and output (bf16
+//! output where the caller asks and cuBLAS runs the product: [`Gemm::linear_bf16`]).
 //!
-//! Batch-invariant (the default, `CudaOptions::batch_invariant`): bf16 products of any number
+//! Batch-invariant (opt-in, `CudaOptions::batch_invariant`): bf16 products of any number
 //! of tokens go through the two tensor-core kernels that sum in one fixed order
 //! (kernels/bf16_order.cuh), so a token's output does not depend on what shares its step.
-//! Otherwise (the opt-out): cuBLAS for real batches, the GEMV kernels for 1..=8 tokens
+//! Otherwise (the default): cuBLAS for real batches, the GEMV kernels for 1..=8 tokens
 //! (decode), where a GEMM library leaves memory bandwidth unused; the threshold is
 //! `FERRITE_GEMV_MAX_TOKENS` (0..=8, default 8). cuBLAS picks its algorithm by shape, so a
 //! row's rounding then depends on how many rows share the product.
@@ -191,6 +192,46 @@ impl Gemm {
         Ok(())
     }
 
+    /// y[n, lin.rows] = x · W^T written as bf16, when cuBLAS runs every part of it (bf16
+    /// matrices, more tokens than the GEMVs take, batch invariance off): `Ok(false)`, with
+    /// nothing launched, otherwise, and the caller takes [`Gemm::linear`]'s f32. For an
+    /// intermediate whose next reader rounds to bf16 anyway (the MLP's gate and up halves),
+    /// this halves the bytes written and read.
+    pub fn linear_bf16(
+        &self,
+        x: DevicePtr,
+        lin: &Linear,
+        y: DevicePtr,
+        n: usize,
+    ) -> anyhow::Result<bool> {
+        if n <= self.gemv_max_tokens || self.batch_invariant {
+            return Ok(false);
+        }
+        let bf16_weights = |m: &crate::linear::Matrix| match m.format {
+            MatrixFormat::Bf16 => m.bf16_data(),
+            MatrixFormat::Quant(_) => None,
+        };
+        if lin.parts.iter().any(|p| bf16_weights(&p.matrix).is_none()) {
+            return Ok(false);
+        }
+        for part in &lin.parts {
+            let Some(w) = bf16_weights(&part.matrix) else {
+                continue; // checked above
+            };
+            let a = LinearArgs {
+                x,
+                w,
+                y: y.offset(2 * part.row0),
+                n,
+                rows: part.rows,
+                k: lin.k,
+                ldy: lin.rows,
+            };
+            self.cublas_to(&a, sys::cudaDataType::CUDA_R_16BF)?;
+        }
+        Ok(true)
+    }
+
     /// The product of bf16 operands `a`: batch-invariant, or the GEMV kernels up to
     /// `FERRITE_GEMV_MAX_TOKENS` tokens and cuBLAS beyond.
     pub fn bf16_product(&self, kernels: &Kernels, a: &LinearArgs) -> anyhow::Result<()> {
@@ -226,6 +267,11 @@ impl Gemm {
 
     /// The same product through cuBLAS whatever `n` (tests compare it with the GEMV).
     pub fn cublas(&self, a: &LinearArgs) -> anyhow::Result<()> {
+        self.cublas_to(a, sys::cudaDataType::CUDA_R_32F)
+    }
+
+    /// [`Gemm::cublas`] with y of type `y_type` (f32 or bf16; f32 accumulation either way).
+    fn cublas_to(&self, a: &LinearArgs, y_type: sys::cudaDataType) -> anyhow::Result<()> {
         let &LinearArgs {
             x,
             w,
@@ -255,7 +301,7 @@ impl Gemm {
                 k as i32,
                 &beta as *const f32 as *const c_void,
                 y.raw() as *mut c_void,
-                sys::cudaDataType::CUDA_R_32F,
+                y_type,
                 ldy as i32,
                 sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
                 sys::cublasGemmAlgo_t::CUBLAS_GEMM_DFALT,

@@ -153,37 +153,35 @@ fn embedding_and_gated_activations_match_reference() {
     let want: Vec<f64> = want.iter().map(|&v| (v as f32 * scale) as f64).collect();
     check("embedding scaled", &got, &want, 0.0);
 
+    // Gate/up rows as f32 and as bf16 (what cuBLAS writes for prompt chunks): the same values.
     let (n, inter) = (7usize, 1004usize);
-    let gu = random(&mut r, n * 2 * inter, 4.0);
-    let gud = dev(&ctx, &gu);
-    let out = poisoned::<u16>(&ctx, n * inter);
-    ctx.kernels
-        .gated_activation(Activation::Silu, gud.ptr(), out.ptr(), inter, n)
-        .unwrap();
-    let got = read_bf16(&ctx, &out, n * inter);
-    let want: Vec<f64> = (0..n * inter)
-        .map(|i| {
-            let (t, j) = (i / inter, i % inter);
-            let g = gu[t * 2 * inter + j] as f64;
-            g / (1.0 + (-g).exp()) * gu[t * 2 * inter + inter + j] as f64
-        })
-        .collect();
-    check("silu_mul", &got, &want, 8e-3);
-
-    let out = poisoned::<u16>(&ctx, n * inter);
-    ctx.kernels
-        .gated_activation(Activation::GeluTanh, gud.ptr(), out.ptr(), inter, n)
-        .unwrap();
-    let got = read_bf16(&ctx, &out, n * inter);
-    let want: Vec<f64> = (0..n * inter)
-        .map(|i| {
-            let (t, j) = (i / inter, i % inter);
-            let g = gu[t * 2 * inter + j] as f64;
-            let inner = (2.0 / std::f64::consts::PI).sqrt() * (g + 0.044715 * g * g * g);
-            0.5 * g * (1.0 + inner.tanh()) * gu[t * 2 * inter + inter + j] as f64
-        })
-        .collect();
-    check("gelu_tanh_mul", &got, &want, 8e-3);
+    let gu = bf16_round(&random(&mut r, n * 2 * inter, 4.0));
+    let (gu_f32, gu_bf16) = (dev(&ctx, &gu), dev(&ctx, &to_bf16(&gu)));
+    let silu = |g: f64| g / (1.0 + (-g).exp());
+    let gelu = |g: f64| {
+        let inner = (2.0 / std::f64::consts::PI).sqrt() * (g + 0.044715 * g * g * g);
+        0.5 * g * (1.0 + inner.tanh())
+    };
+    let cases: [(Activation, &str, &dyn Fn(f64) -> f64); 2] = [
+        (Activation::Silu, "silu_mul", &silu),
+        (Activation::GeluTanh, "gelu_tanh_mul", &gelu),
+    ];
+    for (activation, name, act) in cases {
+        let want: Vec<f64> = (0..n * inter)
+            .map(|i| {
+                let (t, j) = (i / inter, i % inter);
+                act(gu[t * 2 * inter + j] as f64) * gu[t * 2 * inter + inter + j] as f64
+            })
+            .collect();
+        for (input, bf16_in) in [(&gu_f32.ptr(), false), (&gu_bf16.ptr(), true)] {
+            let out = poisoned::<u16>(&ctx, n * inter);
+            ctx.kernels
+                .gated_activation(activation, *input, bf16_in, out.ptr(), inter, n)
+                .unwrap();
+            let got = read_bf16(&ctx, &out, n * inter);
+            check(&format!("{name} (bf16 in: {bf16_in})"), &got, &want, 8e-3);
+        }
+    }
 }
 
 #[test]

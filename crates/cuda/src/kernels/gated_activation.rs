@@ -6,12 +6,13 @@ use super::launch::{Args, Kernels, Shape};
 use crate::device_ptr::DevicePtr;
 
 impl Kernels {
-    /// out[t, j] = act(gate_up[t, j]) * gate_up[t, inter + j] (f32 -> bf16) for `n` tokens,
-    /// act = SiLU or tanh-approximated GELU.
+    /// out[t, j] = act(gate_up[t, j]) * gate_up[t, inter + j] (f32, or bf16 when
+    /// `gate_up_bf16`, -> bf16) for `n` tokens, act = SiLU or tanh-approximated GELU.
     pub fn gated_activation(
         &self,
         activation: Activation,
         gate_up: DevicePtr,
+        gate_up_bf16: bool,
         out: DevicePtr,
         inter: usize,
         n: usize,
@@ -21,9 +22,11 @@ impl Kernels {
             grid: ((inter / 4).div_ceil(threads) as u32, n as u32, 1),
             block: threads as u32,
         };
-        let name = match activation {
-            Activation::Silu => "silu_mul",
-            Activation::GeluTanh => "gelu_tanh_mul",
+        let name = match (activation, gate_up_bf16) {
+            (Activation::Silu, false) => "silu_mul",
+            (Activation::GeluTanh, false) => "gelu_tanh_mul",
+            (Activation::Silu, true) => "silu_mul_bf16",
+            (Activation::GeluTanh, true) => "gelu_tanh_mul_bf16",
         };
         // silu_mul / gelu_tanh_mul(gate_up, out, inter)
         let args = Args::new().ptr(gate_up).ptr(out).usize(inter);

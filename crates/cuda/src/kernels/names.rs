@@ -13,6 +13,8 @@ pub(super) const NAMES: &[&str] = &[
     "rope_kv_write",
     "silu_mul",
     "gelu_tanh_mul",
+    "silu_mul_bf16",
+    "gelu_tanh_mul_bf16",
     "attention_decode_hd16",
     "attention_decode_hd32",
     "attention_decode_hd64",

@@ -81,24 +81,40 @@ __device__ __forceinline__ void cp_async_wait_all_but_one() {
 // `dst` (rows STRIDE apart) as one copy group; keys at or past `key_end` become zeros, which
 // keeps the masked products finite. A tile past the end commits an empty group, so the
 // groups stay one per tile.
+// `page_shift` is log2(page_size) when that is a power of two (then no integer division in the
+// address arithmetic, which would otherwise cost as many instructions as the tile's products),
+// else -1.
 template <int HD, int KEYS, int STRIDE, int THREADS>
 __device__ __forceinline__ void stage_tile(bf16* dst, const bf16* __restrict__ cache,
                                            const i32* __restrict__ table, int kt, int key_end,
-                                           int kvh, int num_kv_heads, int page_size, int tid) {
+                                           int kvh, int num_kv_heads, int page_size,
+                                           int page_shift, int tid) {
+    static_assert(THREADS % (HD / 8) == 0, "a thread keeps one 16-byte column of the tile");
     if (kt < key_end) {
-        for (int c = tid; c < KEYS * (HD / 8); c += THREADS) {
-            const int kr = c / (HD / 8), ch = c % (HD / 8);
+        const int ch = tid % (HD / 8);
+        const i64 page_elems = (i64)num_kv_heads * page_size * HD;
+        const bf16* head = cache + ((i64)kvh * page_size) * HD + ch * 8;
+#pragma unroll
+        for (int kr = tid / (HD / 8); kr < KEYS; kr += THREADS / (HD / 8)) {
             const int key = kt + kr;
             const bool valid = key < key_end;
             const bf16* src = cache;
             if (valid) {
-                const i64 page = table[key / page_size];
-                src += ((page * num_kv_heads + kvh) * page_size + key % page_size) * HD + ch * 8;
+                const int page = page_shift >= 0 ? key >> page_shift : key / page_size;
+                const int slot = page_shift >= 0 ? key & (page_size - 1) : key % page_size;
+                src = head + table[page] * page_elems + (i64)slot * HD;
             }
             cp_async16(dst + kr * STRIDE + ch * 8, src, valid);
         }
     }
     cp_async_commit();
+}
+
+// 2^x in one MUFU instruction (-inf -> 0; results below 2^-126 flush to zero).
+__device__ __forceinline__ float exp2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
 }
 
 __device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
@@ -176,9 +192,10 @@ __device__ __forceinline__ void prefill_attention(
     // Every real row sees keys up to its own position, so a tile wholly at or below the block's
     // earliest row position needs no mask (without a window).
     const int first_pos = pos0 + tile * ROWS / group;
+    const int page_shift = (page_size & (page_size - 1)) == 0 ? __ffs(page_size) - 1 : -1;
     auto stage = [&](bf16* dst, const bf16* cache, int kt) {
         stage_tile<HD, KEYS, STRIDE, PRE_THREADS>(dst, cache, table, kt, key_end, kvh,
-                                                  num_kv_heads, page_size, tid);
+                                                  num_kv_heads, page_size, page_shift, tid);
     };
     stage(ks, k_cache, key_begin);
     stage(vs, v_cache, key_begin);
@@ -237,49 +254,66 @@ __device__ __forceinline__ void prefill_attention(
         __syncthreads();
         stage(ks, k_cache, kt + KEYS);
 
-        // Mask, then the online softmax of each of the lane's rows.
+        // Mask (only where some row does not see the whole tile), then the online softmax of
+        // each of the lane's rows. Maxima are of raw scores (the scale is positive, so the
+        // scaled maximum is the same number), and exp2(s * scale - max) is one FFMA and one
+        // MUFU per score.
         const bool whole = window <= 0 && kt + KEYS - 1 <= first_pos;
+        if (!whole) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int j = 0; j < KEYS / 8; ++j)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        const int key = kt + j * 8 + 2 * t + (i & 1);
+                        const int p = pos[mt][i >> 1];
+                        if (key > p || (window > 0 && key <= p - window)) s[mt][j][i] = NEG_INF;
+                    }
+        }
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-            float tile_max[2] = {NEG_INF, NEG_INF};
+            // Two partial maxima and sums per row: shorter dependency chains.
+            float tile_max[2][2] = {{NEG_INF, NEG_INF}, {NEG_INF, NEG_INF}};
 #pragma unroll
-            for (int j = 0; j < KEYS / 8; ++j) {
+            for (int j = 0; j < KEYS / 8; ++j)
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int key = kt + j * 8 + 2 * t + (i & 1);
-                    const int h = i >> 1;
-                    const bool visible = whole || (key <= pos[mt][h] &&
-                                                   (window <= 0 || key > pos[mt][h] - window));
-                    s[mt][j][i] = visible ? s[mt][j][i] * scale_log2 : NEG_INF;
-                    tile_max[h] = fmaxf(tile_max[h], s[mt][j][i]);
-                }
-            }
+                for (int i = 0; i < 4; ++i)
+                    tile_max[i >> 1][j & 1] = fmaxf(tile_max[i >> 1][j & 1], s[mt][j][i]);
             float base[2], corr[2];
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(FULL_MASK, tile_max[h], 1));
-                tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(FULL_MASK, tile_max[h], 2));
-                const float m_new = fmaxf(m[mt][h], tile_max[h]);
+                float mx = fmaxf(tile_max[h][0], tile_max[h][1]);
+                mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
+                const float m_new = fmaxf(m[mt][h], mx * scale_log2);
                 base[h] = m_new == NEG_INF ? 0.0f : m_new;  // a row with nothing visible yet
-                corr[h] = exp2f(m[mt][h] - base[h]);
+                corr[h] = exp2_approx(m[mt][h] - base[h]);
                 m[mt][h] = m_new;
-                l[mt][h] *= corr[h];
             }
+            float tile_sum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
 #pragma unroll
             for (int j = 0; j < KEYS / 8; ++j) {
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
                     const int h = i >> 1;
-                    s[mt][j][i] = exp2f(s[mt][j][i] - base[h]);
-                    l[mt][h] += s[mt][j][i];
+                    s[mt][j][i] = exp2_approx(fmaf(s[mt][j][i], scale_log2, -base[h]));
+                    tile_sum[h][j & 1] += s[mt][j][i];
                 }
             }
 #pragma unroll
-            for (int n = 0; n < NT_O; ++n) {
-                o[mt][n][0] *= corr[0];
-                o[mt][n][1] *= corr[0];
-                o[mt][n][2] *= corr[1];
-                o[mt][n][3] *= corr[1];
+            for (int h = 0; h < 2; ++h)
+                l[mt][h] = l[mt][h] * corr[h] + (tile_sum[h][0] + tile_sum[h][1]);
+            // Once a row's maximum settles (most tiles of a long prompt) corr is exactly 1:
+            // the warp skips the rescale when it is for all its rows.
+            if (__any_sync(FULL_MASK, corr[0] != 1.0f || corr[1] != 1.0f)) {
+#pragma unroll
+                for (int n = 0; n < NT_O; ++n) {
+                    o[mt][n][0] *= corr[0];
+                    o[mt][n][1] *= corr[0];
+                    o[mt][n][2] *= corr[1];
+                    o[mt][n][3] *= corr[1];
+                }
             }
         }
 

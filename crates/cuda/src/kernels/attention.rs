@@ -194,7 +194,11 @@ impl Kernels {
             .usize(a.mask.window);
         let (tile_rows, shared_bytes) = prefill_tile(d.head_dim);
         let tiles = (a.max_q_len * d.group()).div_ceil(tile_rows);
-        anyhow::ensure!(tiles <= 65_535, "a prefill chunk of {} tokens is too long", a.max_q_len);
+        anyhow::ensure!(
+            tiles <= 65_535,
+            "a prefill chunk of {} tokens is too long",
+            a.max_q_len
+        );
         // KV heads fastest and row tiles in y (the kernel takes them last first).
         let shape = Shape {
             grid: (d.num_kv_heads as u32, tiles as u32, a.num_seqs as u32),

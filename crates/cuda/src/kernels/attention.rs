@@ -3,6 +3,7 @@
 //! of prefill chunks over their paged prefix).
 
 use super::launch::{Args, Kernels, Shape};
+use super::names::{prefill_tile, PREFILL_NAMES};
 use crate::device_ptr::DevicePtr;
 
 /// Head sizes the attention kernels are instantiated for.
@@ -206,20 +207,4 @@ impl Kernels {
         };
         self.launch_with_shared(name, shape, shared_bytes, args)
     }
-}
-
-/// The prefill attention kernels and their head_dim.
-pub(super) const PREFILL_NAMES: [(&str, usize); 5] = [
-    ("attention_prefill_hd16", 16),
-    ("attention_prefill_hd32", 32),
-    ("attention_prefill_hd64", 64),
-    ("attention_prefill_hd128", 128),
-    ("attention_prefill_hd256", 256),
-];
-
-/// Rows of a prefill attention block and its dynamic shared memory (Q, K and V tiles) for
-/// `head_dim`: kernels/attention_prefill.cu's `PrefillTile`, which this must match.
-pub(super) fn prefill_tile(head_dim: usize) -> (usize, u32) {
-    let (rows, keys) = if head_dim <= 128 { (128, 64) } else { (64, 32) };
-    (rows, ((rows + 2 * keys) * (head_dim + 8) * 2) as u32)
 }

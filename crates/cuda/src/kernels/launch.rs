@@ -8,8 +8,9 @@ use std::sync::Arc;
 use cudarc::driver::{sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
 
 use super::names::{
-    ordered_qgemv_names, quant_names, FP8_MMA_NAMES, GEMV_MMA_NAMES, GEMV_NAMES, MOE_DOWN_NAMES,
-    MOE_GATE_UP_NAMES, NAMES, QMMA_NAMES, TILE_MMA_NAME, TILE_MMA_SHARED_BYTES,
+    ordered_qgemv_names, prefill_tile, quant_names, FP8_MMA_NAMES, GEMV_MMA_NAMES, GEMV_NAMES,
+    MOE_DOWN_NAMES, MOE_GATE_UP_NAMES, NAMES, PREFILL_NAMES, QMMA_NAMES, TILE_MMA_NAME,
+    TILE_MMA_SHARED_BYTES,
 };
 use crate::device_ptr::DevicePtr;
 use crate::kernel_sources::MODULES;
@@ -94,6 +95,7 @@ fn all_names() -> impl Iterator<Item = &'static str> {
         .copied()
         .chain(quant_names())
         .chain(ordered_qgemv_names())
+        .chain(PREFILL_NAMES.iter().map(|&(name, _)| name))
 }
 
 impl Kernels {
@@ -125,8 +127,8 @@ impl Kernels {
         .result()
         .map_err(|e| anyhow::anyhow!("allowing {TILE_MMA_NAME} its shared memory: {e}"))?;
         // Prefill attention keeps Q, K and V tiles in shared memory (up to 68 KiB).
-        for (name, head_dim) in super::attention::PREFILL_NAMES {
-            let bytes = super::attention::prefill_tile(head_dim).1;
+        for (name, head_dim) in PREFILL_NAMES {
+            let bytes = prefill_tile(head_dim).1;
             unsafe {
                 sys::cuFuncSetAttribute(
                     functions[name].cu_function(),

@@ -21,11 +21,6 @@ pub(super) const NAMES: &[&str] = &[
     "attention_decode_hd128",
     "attention_decode_hd256",
     "attention_decode_reduce",
-    "attention_prefill_hd16",
-    "attention_prefill_hd32",
-    "attention_prefill_hd64",
-    "attention_prefill_hd128",
-    "attention_prefill_hd256",
     "sample_partial",
     "sample_tokens",
     "apply_token_mask",
@@ -242,6 +237,22 @@ pub(super) fn qdequant_name(q: QuantType) -> &'static str {
 pub(super) fn qembed_name(q: QuantType) -> &'static str {
     let (start, count) = type_names(q);
     &QUANT_NAMES.0[start + count - 1]
+}
+
+/// The prefill attention kernels and their head_dim.
+pub(super) const PREFILL_NAMES: [(&str, usize); 5] = [
+    ("attention_prefill_hd16", 16),
+    ("attention_prefill_hd32", 32),
+    ("attention_prefill_hd64", 64),
+    ("attention_prefill_hd128", 128),
+    ("attention_prefill_hd256", 256),
+];
+
+/// Rows of a prefill attention block and its dynamic shared memory (Q, K and V tiles) for
+/// `head_dim`: kernels/attention_prefill.cu's `PrefillTile`, which this must match.
+pub(super) fn prefill_tile(head_dim: usize) -> (usize, u32) {
+    let (rows, keys) = if head_dim <= 128 { (128, 64) } else { (64, 32) };
+    (rows, ((rows + 2 * keys) * (head_dim + 8) * 2) as u32)
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 # (--clock-control none), and bench/gpu/kernel_times.py sums one forward pass by kernel.
 #   profile.sh decode    1.5B batch-1 decode: step rates with graphs, eagerly and with cuBLAS
 #                        instead of the GEMV kernels, then the kernels of an eager decode step
+#                        (decode-kernels: the kernels alone)
 #   profile.sh prefill   a 4,096-token prefill of each of $SHAPES (default the 1.5B and 8B
 #                        shapes): the warm prefill with graphs, then the kernels of the last
 #                        (warm) forward pass of an eager run; with PEER=path/to/hf_prefill.py
@@ -34,7 +35,7 @@ kernels() {
     | tee "$OUT/profile-$label.txt" | head -70
 }
 
-if [ "$PHASE" = decode ]; then
+if [ "$PHASE" = decode ]; then  # (decode-kernels: the kernel table alone)
   echo "== batch-1 decode, 1.5B: graphs / eager / cuBLAS instead of GEMV"
   b $G/offline_bench qwen2.5-1.5b 1 128 256
   b $G/offline_bench qwen2.5-1.5b 1 128 256 eager
@@ -42,7 +43,9 @@ if [ "$PHASE" = decode ]; then
   echo "== batch-8 and batch-64 decode, 1.5B"
   b $G/offline_bench qwen2.5-1.5b 8 128 128
   b $G/offline_bench qwen2.5-1.5b 64 128 128
-  kernels decode-1.5b 240 "--launch-skip 4000 --launch-count 1500" -2 qwen2.5-1.5b 1 16 40 eager
+fi
+if [ "$PHASE" = decode ] || [ "$PHASE" = decode-kernels ]; then
+  kernels decode-1.5b "${NCU_LIMIT:-240}" "--launch-skip 4000 --launch-count 1500" -2 qwen2.5-1.5b 1 16 40 eager
 fi
 
 if [ "$PHASE" = prefill ]; then
@@ -62,6 +65,6 @@ fi
 if [ "$PHASE" = moe-decode ]; then
   M=bench/gpu/moe
   for cfg in qwen3-30b-a3b qwen3-30b-a3b-dense; do
-    kernels "decode-$cfg" 300 "--launch-skip 9000 --launch-count 2500" -2 $M/$cfg.json 1 16 40 eager
+    kernels "decode-$cfg" "${NCU_LIMIT:-300}" "--launch-skip 9000 --launch-count 2500" -2 $M/$cfg.json 1 16 40 eager
   done
 fi

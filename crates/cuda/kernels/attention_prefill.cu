@@ -242,11 +242,12 @@ __device__ __forceinline__ void prefill_attention(
                 for (int j = 0; j < KEYS / 8; ++j) {
                     u32 b0, b1, b2, b3;
                     ldmatrix_x4(b0, b1, b2, b3, ks + (j * 8 + (lane & 7)) * STRIDE + kk * 16 + (lane >> 3) * 8);
+                    // Both m-tiles' first k-step, then both second ones: no product waits
+                    // on the one just issued (same order per accumulator).
 #pragma unroll
-                    for (int mt = 0; mt < MT; ++mt) {
-                        mma_16816(s[mt][j], qa[mt][0], b0, b1);
-                        mma_16816(s[mt][j], qa[mt][1], b2, b3);
-                    }
+                    for (int mt = 0; mt < MT; ++mt) mma_16816(s[mt][j], qa[mt][0], b0, b1);
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) mma_16816(s[mt][j], qa[mt][1], b2, b3);
                 }
             }
         }

@@ -6,9 +6,40 @@
 // page * page_size + offset; slot < 0 marks a padding token whose K/V are not stored.
 #include "common.cuh"
 
-// grid = (tokens, ceil((rotated pairs + kv_dim) / 128)), block = 128: one thread per rotated
-// pair of a Q or K head, or per V element, so that even one token's work spreads over several
-// multiprocessors (a decode step of batch 1 is one token).
+// Two adjacent rotated pairs (i, i + 1) of one head: their elements as f32 from the row
+// (plus bias), loaded as one float2 pair (i, i+1 | i+half, i+half+1) or one float4
+// (interleaved: 2i .. 2i+3).
+struct TwoPairs {
+    float a0, a1, b0, b1;  // element a and b of pair i, then of pair i + 1
+};
+
+__device__ __forceinline__ TwoPairs load_two_pairs(const float* __restrict__ src, int i, int half,
+                                                   bool interleaved) {
+    if (interleaved) {
+        const float4 v = *reinterpret_cast<const float4*>(src + 2 * i);
+        return {v.x, v.z, v.y, v.w};
+    }
+    const float2 lo = *reinterpret_cast<const float2*>(src + i);
+    const float2 hi = *reinterpret_cast<const float2*>(src + i + half);
+    return {lo.x, lo.y, hi.x, hi.y};
+}
+
+__device__ __forceinline__ void store_two_pairs(bf16* dst, int i, int half, bool interleaved,
+                                                float ra0, float ra1, float rb0, float rb1) {
+    if (interleaved) {
+        __nv_bfloat162* d = reinterpret_cast<__nv_bfloat162*>(dst + 2 * i);
+        d[0] = __floats2bfloat162_rn(ra0, rb0);
+        d[1] = __floats2bfloat162_rn(ra1, rb1);
+    } else {
+        *reinterpret_cast<__nv_bfloat162*>(dst + i) = __floats2bfloat162_rn(ra0, ra1);
+        *reinterpret_cast<__nv_bfloat162*>(dst + i + half) = __floats2bfloat162_rn(rb0, rb1);
+    }
+}
+
+// grid = (tokens, ceil((rotated pairs / 2 + kv_dim / 4) / 128)), block = 128: one thread per two
+// adjacent rotated pairs of a Q or K head, or per four V elements (vector loads and stores),
+// so that even one token's work spreads over several multiprocessors (a decode step of batch 1
+// is one token). head_dim % 4 == 0.
 // qkv rows are [q (num_heads*hd) | k (kv_heads*hd) | v (kv_heads*hd)].
 // interleaved != 0 rotates pairs (2i, 2i+1), else (i, i + hd/2); inv_freq has hd/2 entries.
 extern "C" __global__ void rope_kv_write(const float* __restrict__ qkv,
@@ -31,42 +62,49 @@ extern "C" __global__ void rope_kv_write(const float* __restrict__ qkv,
     // Positions and slots are host-written step metadata: read before the wait (common.cuh).
     pdl_enter();
 
-    // Rotated pairs of Q heads, then of K heads, then the V elements.
-    const int pairs = (num_heads + num_kv_heads) * half;
+    // Pairs of rotated pairs of Q heads, then of K heads, then groups of four V elements.
+    const int quads = (num_heads + num_kv_heads) * half / 2;
     const int first = blockIdx.y * blockDim.x + threadIdx.x;
     const int stride = gridDim.y * blockDim.x;
-    for (int p = first; p < pairs; p += stride) {
-        const int head = p / half, i = p % half;
-        const int a = interleaved ? 2 * i : i;
-        const int b = interleaved ? 2 * i + 1 : i + half;
+    for (int p = first; p < quads; p += stride) {
+        const int head = p / (half / 2), i = 2 * (p % (half / 2));
         const int base = head * head_dim;  // Q heads then K heads are contiguous in the row
-        float xa = row[base + a], xb = row[base + b];
+        TwoPairs x = load_two_pairs(row + base, i, half, interleaved);
         if (bias) {
-            xa += bias[base + a];
-            xb += bias[base + b];
+            const TwoPairs b = load_two_pairs(bias + base, i, half, interleaved);
+            x.a0 += b.a0;
+            x.a1 += b.a1;
+            x.b0 += b.b0;
+            x.b1 += b.b1;
         }
-        float s, c;
-        sincosf(pos * inv_freq[i], &s, &c);
-        const float ra = xa * c - xb * s;
-        const float rb = xb * c + xa * s;
+        float s0, c0, s1, c1;
+        sincosf(pos * inv_freq[i], &s0, &c0);
+        sincosf(pos * inv_freq[i + 1], &s1, &c1);
+        const float ra0 = x.a0 * c0 - x.b0 * s0, rb0 = x.b0 * c0 + x.a0 * s0;
+        const float ra1 = x.a1 * c1 - x.b1 * s1, rb1 = x.b1 * c1 + x.a1 * s1;
         if (head < num_heads) {
-            bf16* q = q_out + (i64)t * q_dim + base;
-            q[a] = __float2bfloat16_rn(ra);
-            q[b] = __float2bfloat16_rn(rb);
+            store_two_pairs(q_out + (i64)t * q_dim + base, i, half, interleaved, ra0, ra1, rb0, rb1);
         } else if (slot >= 0) {
             const int kvh = head - num_heads;
             bf16* k = k_cache + ((page * num_kv_heads + kvh) * page_size + offset) * head_dim;
-            k[a] = __float2bfloat16_rn(ra);
-            k[b] = __float2bfloat16_rn(rb);
+            store_two_pairs(k, i, half, interleaved, ra0, ra1, rb0, rb1);
         }
     }
     if (slot < 0) return;
-    for (int e = first - pairs; e < kv_dim; e += stride) {
-        if (e < 0) continue;
-        const int kvh = e / head_dim, d = e % head_dim;
-        float v = row[q_dim + kv_dim + e];
-        if (bias) v += bias[q_dim + kv_dim + e];
-        v_cache[((page * num_kv_heads + kvh) * page_size + offset) * head_dim + d] =
-            __float2bfloat16_rn(v);
+    for (int e4 = first - quads; e4 < kv_dim / 4; e4 += stride) {
+        if (e4 < 0) continue;
+        const int e = 4 * e4, kvh = e / head_dim, d = e % head_dim;
+        float4 v = *reinterpret_cast<const float4*>(row + q_dim + kv_dim + e);
+        if (bias) {
+            const float4 b = *reinterpret_cast<const float4*>(bias + q_dim + kv_dim + e);
+            v.x += b.x;
+            v.y += b.y;
+            v.z += b.z;
+            v.w += b.w;
+        }
+        __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(
+            v_cache + ((page * num_kv_heads + kvh) * page_size + offset) * head_dim + d);
+        dst[0] = __floats2bfloat162_rn(v.x, v.y);
+        dst[1] = __floats2bfloat162_rn(v.z, v.w);
     }
 }

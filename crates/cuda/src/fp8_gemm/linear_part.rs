@@ -78,7 +78,7 @@ impl Fp8Gemm {
         // whole steps straight into y and the last 1..3 tokens padded.
         let mut pieces = Vec::new();
         let whole = Piece { t0: 0, c: n };
-        if n % TOKEN_STEP != 0 && bytes(whole.padded(), true) <= room {
+        if !n.is_multiple_of(TOKEN_STEP) && bytes(whole.padded(), true) <= room {
             pieces.push(whole);
         } else {
             let mut t0 = 0;

@@ -49,9 +49,14 @@ impl Kernels {
             .usize(d.head_dim)
             .usize(a.page_size)
             .i32(a.interleaved as i32);
-        anyhow::ensure!(d.head_dim % 4 == 0, "RoPE needs head_dim % 4 == 0, not {}", d.head_dim);
+        anyhow::ensure!(
+            d.head_dim.is_multiple_of(4),
+            "RoPE needs head_dim % 4 == 0, not {}",
+            d.head_dim
+        );
         // Threads: one per two rotated pairs, one per four V elements.
-        let work = (d.num_heads + d.num_kv_heads) * d.head_dim / 4 + d.num_kv_heads * d.head_dim / 4;
+        let work =
+            (d.num_heads + d.num_kv_heads) * d.head_dim / 4 + d.num_kv_heads * d.head_dim / 4;
         let shape = Shape {
             grid: (a.n as u32, work.div_ceil(128) as u32, 1),
             block: 128,

@@ -111,19 +111,25 @@ impl Fp8Gemm {
                 ldy,
             }
         };
+        // Before anything is launched: whether cuBLASLt takes every piece's shape (the
+        // descriptors and algorithm made for the check then serve the launch).
+        let mut prepared = Vec::with_capacity(pieces.len());
         for &p in &pieces {
-            if let Err(e) = self.algorithm(&operands(p)) {
-                if !self.warned.swap(true, Ordering::Relaxed) {
-                    tracing::warn!("FP8 product {}x{rows}x{k} dequantized instead: {e}", p.c);
+            match self.algorithm(&operands(p)) {
+                Ok(ready) => prepared.push(ready),
+                Err(e) => {
+                    if !self.warned.swap(true, Ordering::Relaxed) {
+                        tracing::warn!("FP8 product {}x{rows}x{k} dequantized instead: {e}", p.c);
+                    }
+                    return Ok(false);
                 }
-                return Ok(false);
             }
         }
-        for p in pieces {
+        for (p, ready) in pieces.into_iter().zip(&prepared) {
             let m = p.padded();
             let (q, q_scales, out) = regions(m);
             kernels.fp8_quantize_rows(x.offset(2 * p.t0 * k), q, q_scales, m, p.c, k)?;
-            self.product(&operands(p))?;
+            self.enqueue(ready, &operands(p))?;
             if m != p.c {
                 kernels.copy_rows_f32(out, y.offset(4 * p.t0 * ldy), p.c, rows, ldy)?;
             }

@@ -68,6 +68,9 @@ unsafe impl Send for Fp8Gemm {}
 unsafe impl Sync for Fp8Gemm {}
 
 /// Owned cuBLASLt descriptors of one call, destroyed on drop.
+/// A product's descriptors and the algorithm chosen for them.
+type Prepared = (Descriptors, sys::cublasLtMatmulAlgo_t);
+
 struct Descriptors {
     desc: sys::cublasLtMatmulDesc_t,
     layouts: [sys::cublasLtMatrixLayout_t; 3],
@@ -194,10 +197,7 @@ impl Fp8Gemm {
 
     /// The fastest algorithm cuBLASLt's heuristic gives for this shape and these alignments,
     /// remembered per shape.
-    fn algorithm(
-        &self,
-        o: &Fp8Operands,
-    ) -> anyhow::Result<(Descriptors, sys::cublasLtMatmulAlgo_t)> {
+    fn algorithm(&self, o: &Fp8Operands) -> anyhow::Result<Prepared> {
         use sys::cublasLtMatmulPreferenceAttributes_t as P;
         let d = self.descriptors(o)?;
         let aligns = [alignment(o.w), alignment(o.x), alignment(o.y)];
@@ -216,22 +216,15 @@ impl Fp8Gemm {
                 P::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                 &(self.workspace_bytes as u64).to_ne_bytes(),
             )?;
-            set(
-                P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                &aligns[0].to_ne_bytes(),
-            )?;
-            set(
-                P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                &aligns[1].to_ne_bytes(),
-            )?;
-            set(
-                P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                &aligns[2].to_ne_bytes(),
-            )?;
-            set(
-                P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                &aligns[2].to_ne_bytes(),
-            )?;
+            // A = W, B = X, C = D = Y.
+            for (attr, align) in [
+                (P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, aligns[0]),
+                (P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, aligns[1]),
+                (P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, aligns[2]),
+                (P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, aligns[2]),
+            ] {
+                set(attr, &align.to_ne_bytes())?;
+            }
             let [w, x, y] = d.layouts;
             unsafe { lt::get_matmul_algo_heuristic(self.handle, d.desc, w, x, y, y, pref) }
                 .map_err(err("no algorithm"))
@@ -248,9 +241,9 @@ impl Fp8Gemm {
         Ok((d, algo))
     }
 
-    /// Enqueues the product on the stream (capturable: no allocation, no synchronisation).
-    pub fn product(&self, o: &Fp8Operands) -> anyhow::Result<()> {
-        let (d, algo) = self.algorithm(o)?;
+    /// Enqueues the product of `o` on the stream with what [`Fp8Gemm::algorithm`] prepared
+    /// for it (capturable: no allocation, no synchronisation).
+    fn enqueue(&self, (d, algo): &Prepared, o: &Fp8Operands) -> anyhow::Result<()> {
         let (alpha, beta) = (1.0f32, 0.0f32);
         let [w, x, y] = d.layouts;
         unsafe {
@@ -267,7 +260,7 @@ impl Fp8Gemm {
                 y,
                 o.y.raw() as *mut c_void,
                 y,
-                &algo,
+                algo,
                 self.workspace.raw() as *mut c_void,
                 self.workspace_bytes,
                 self.stream.cu_stream() as sys::cudaStream_t,

@@ -207,16 +207,12 @@ impl Gemm {
         if n <= self.gemv_max_tokens || self.batch_invariant {
             return Ok(false);
         }
-        let bf16_weights = |m: &crate::linear::Matrix| match m.format {
-            MatrixFormat::Bf16 => m.bf16_data(),
-            MatrixFormat::Quant(_) => None,
-        };
-        if lin.parts.iter().any(|p| bf16_weights(&p.matrix).is_none()) {
+        if lin.parts.iter().any(|p| p.matrix.bf16_data().is_none()) {
             return Ok(false);
         }
         for part in &lin.parts {
-            let Some(w) = bf16_weights(&part.matrix) else {
-                continue; // checked above
+            let Some(w) = part.matrix.bf16_data() else {
+                anyhow::bail!("a bf16 matrix without data"); // every part has it (above)
             };
             let a = LinearArgs {
                 x,

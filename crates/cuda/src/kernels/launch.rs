@@ -115,23 +115,17 @@ impl Kernels {
         if let Some(missing) = all_names().find(|n| !functions.contains_key(*n)) {
             anyhow::bail!("kernel `{missing}` is in no loaded module");
         }
-        // The tile product stages more than the 48 KiB a kernel gets without asking.
-        let tile: &CudaFunction = &functions[TILE_MMA_NAME];
-        unsafe {
-            sys::cuFuncSetAttribute(
-                tile.cu_function(),
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                TILE_MMA_SHARED_BYTES as i32,
-            )
-        }
-        .result()
-        .map_err(|e| anyhow::anyhow!("allowing {TILE_MMA_NAME} its shared memory: {e}"))?;
-        // Prefill attention keeps Q, K and V tiles in shared memory (up to 68 KiB).
-        for (name, head_dim) in PREFILL_NAMES {
-            let bytes = prefill_tile(head_dim).1;
+        // Kernels that stage more than the 48 KiB of shared memory a kernel gets without
+        // asking: the tile product, and prefill attention's Q, K and V tiles (up to 68 KiB).
+        let large_shared = PREFILL_NAMES
+            .iter()
+            .map(|&(name, head_dim)| (name, prefill_tile(head_dim).1))
+            .chain([(TILE_MMA_NAME, TILE_MMA_SHARED_BYTES)]);
+        for (name, bytes) in large_shared {
+            let f: &CudaFunction = &functions[name];
             unsafe {
                 sys::cuFuncSetAttribute(
-                    functions[name].cu_function(),
+                    f.cu_function(),
                     sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                     bytes as i32,
                 )

@@ -23,6 +23,7 @@
 //   B (16x8):  b0 = (k 2t..2t+1, n g), b1 = (k 2t+8..2t+9, n g)
 //   C (16x8):  c0,c1 = (g, 2t..2t+1), c2,c3 = (g+8, 2t..2t+1)
 #include "common.cuh"
+#include "cp_async.cuh"
 
 #define PRE_THREADS 128
 
@@ -62,21 +63,6 @@ __device__ __forceinline__ void ldmatrix_x4(u32& d0, u32& d1, u32& d2, u32& d3,
                  : "r"(addr));
 }
 
-// A 16-byte global -> shared copy that bypasses registers; `valid` false writes zeros
-// (src-size 0: nothing is read from `src`).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-    const u32 addr = (u32)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src),
-                 "r"(valid ? 16 : 0));
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
-
-// Waits until at most one of this thread's committed copy groups is still in flight.
-__device__ __forceinline__ void cp_async_wait_all_but_one() {
-    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-}
-
 // Starts loading the KEYS x HD tile of `cache` (one KV head's K or V) from key `kt` into
 // `dst` (rows STRIDE apart) as one copy group; keys at or past `key_end` become zeros, which
 // keeps the masked products finite. A tile past the end commits an empty group, so the
@@ -104,7 +90,7 @@ __device__ __forceinline__ void stage_tile(bf16* dst, const bf16* __restrict__ c
                 const int slot = page_shift >= 0 ? key & (page_size - 1) : key % page_size;
                 src = head + table[page] * page_elems + (i64)slot * HD;
             }
-            cp_async16(dst + kr * STRIDE + ch * 8, src, valid);
+            cp_async16(dst + kr * STRIDE + ch * 8, src, valid ? 16 : 0);
         }
     }
     cp_async_commit();
@@ -160,7 +146,7 @@ __device__ __forceinline__ void prefill_attention(
         const int rr = c / (HD / 8), ch = c % (HD / 8);
         const int r = tile * ROWS + rr;
         const bool valid = r < rows;
-        cp_async16(qs + rr * STRIDE + ch * 8, valid ? q + q_offset(r) + ch * 8 : q, valid);
+        cp_async16(qs + rr * STRIDE + ch * 8, valid ? q + q_offset(r) + ch * 8 : q, valid ? 16 : 0);
     }
     cp_async_commit();
 
@@ -204,7 +190,7 @@ __device__ __forceinline__ void prefill_attention(
     const bf16* q_frag = qs + (warp * 16 * MT + (lane & 15)) * STRIDE + (lane >> 4) * 8;
     for (int kt = key_begin; kt < key_end; kt += KEYS) {
         // In flight: [Q,] K(kt), V(kt). Wait for Q and K(kt).
-        cp_async_wait_all_but_one();
+        cp_async_wait<1>();
         __syncthreads();
 
         // S = Q K^T for 16 * MT rows x KEYS keys. The B fragments (8 keys x 16 dims, key-major
@@ -319,7 +305,7 @@ __device__ __forceinline__ void prefill_attention(
         }
 
         // In flight: V(kt), K(kt + KEYS). Wait for V(kt).
-        cp_async_wait_all_but_one();
+        cp_async_wait<1>();
         __syncthreads();
 
         // O += P V.

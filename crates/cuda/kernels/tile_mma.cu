@@ -15,6 +15,7 @@
 // part's first block (`part` and `total` accumulators).
 #include "common.cuh"
 #include "bf16_order.cuh"
+#include "cp_async.cuh"
 
 #define TILE_WM 2
 #define TILE_WN 4
@@ -22,17 +23,6 @@
 #define TILE_BN (TILE_WN * 32)
 #define TILE_STAGES 3
 #define TILE_THREADS (TILE_WM * TILE_WN * 32)
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
-    const u32 s = (u32)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
-                 "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // Where 16-byte chunk `ch` (0..15) of smem row `r` lives: the 8 lanes of a quarter-warp read
 // chunks 4 u + i of rows g, g + 1 (u = 0..3): bit 0 of the row and bit 3 of the chunk move

@@ -102,13 +102,22 @@ __device__ __forceinline__ void decode_attention(
     __syncthreads();
 
     for (int tile0 = start; tile0 < end; tile0 += S::TILE) {
-        // 1. Scores: all K loads of the tile first, then the dot products.
+        // 1. Scores: all K loads of the tile first, then the dot products. The tile's V loads
+        // are issued here too, so that their latency overlaps the scores and the softmax
+        // instead of following them (a decode step's context is a few tiles at most).
         uint4 kraw[S::ITERS];
 #pragma unroll
         for (int it = 0; it < S::ITERS; ++it) {
             const int j = tile0 + (warp * S::ITERS + it) * S::KPW + sub;
             kraw[it] = j < end ? *kv_row(k_cache, table, j, page_size, num_kv_heads, kvh, HD, dl)
                                : make_uint4(0, 0, 0, 0);
+        }
+        uint4 vraw[S::KEYS_PER_GROUP];
+#pragma unroll
+        for (int i = 0; i < S::KEYS_PER_GROUP; ++i) {
+            const int j = tile0 + kg + S::KG * i;
+            vraw[i] = j < end ? *kv_row(v_cache, table, j, page_size, num_kv_heads, kvh, HD, dl)
+                              : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int it = 0; it < S::ITERS; ++it) {
@@ -152,14 +161,7 @@ __device__ __forceinline__ void decode_attention(
         }
         __syncthreads();
 
-        // 3. Weighted values.
-        uint4 vraw[S::KEYS_PER_GROUP];
-#pragma unroll
-        for (int i = 0; i < S::KEYS_PER_GROUP; ++i) {
-            const int j = tile0 + kg + S::KG * i;
-            vraw[i] = j < end ? *kv_row(v_cache, table, j, page_size, num_kv_heads, kvh, HD, dl)
-                              : make_uint4(0, 0, 0, 0);
-        }
+        // 3. Weighted values (loaded with the keys, above).
 #pragma unroll
         for (int g = 0; g < DEC_MAX_GROUP; ++g) {
             if (g < group) {

@@ -149,15 +149,42 @@ extern "C" __global__ void __launch_bounds__(1024)
         if (load != nullptr && slots[i / k] >= 0) atomicAdd(&s_real[e], 1);
     }
     __syncthreads();
-    if (tid == 0) {
-        int row = 0, item = 0;
-        for (int e = 0; e < experts; ++e) {
-            s_next[e] = row;
-            s_item0[e] = item;
-            row += s_count[e];
-            item += (s_count[e] + chunk - 1) / chunk;
+    if (tid < 32) {
+        // Exclusive prefix sums of the rows and items per expert, by one warp: each lane sums
+        // a run of consecutive experts, a shuffle scan over the lanes gives each run's start,
+        // then each lane writes its run's starts (one thread walking 128 experts took most of
+        // a decode step's routing time).
+        constexpr int RUN = MOE_MAX_EXPERTS / 32;
+        const int e0 = lane * RUN;
+        int rows = 0, its = 0;
+#pragma unroll
+        for (int i = 0; i < RUN; ++i) {
+            const int c = e0 + i < experts ? s_count[e0 + i] : 0;
+            rows += c;
+            its += (c + chunk - 1) / chunk;
         }
-        s_item0[experts] = item;
+        int row = rows, item = its;  // inclusive scan over lanes
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int r = __shfl_up_sync(FULL_MASK, row, o), t = __shfl_up_sync(FULL_MASK, item, o);
+            if (lane >= o) {
+                row += r;
+                item += t;
+            }
+        }
+        row -= rows;  // exclusive: where this lane's run starts
+        item -= its;
+#pragma unroll
+        for (int i = 0; i < RUN; ++i) {
+            const int e = e0 + i;
+            if (e < experts) {
+                s_next[e] = row;
+                s_item0[e] = item;
+                row += s_count[e];
+                item += (s_count[e] + chunk - 1) / chunk;
+            }
+        }
+        if (lane == 31) s_item0[experts] = item;
     }
     __syncthreads();
     for (int e = tid; e < experts; e += blockDim.x) {

@@ -24,6 +24,30 @@ __device__ __forceinline__ TwoPairs load_two_pairs(const float* __restrict__ src
     return {lo.x, lo.y, hi.x, hi.y};
 }
 
+// The same from a bf16 row (a prompt chunk's QKV rows, written bf16 by cuBLAS).
+__device__ __forceinline__ TwoPairs load_two_pairs(const bf16* __restrict__ src, int i, int half,
+                                                   bool interleaved) {
+    if (interleaved) {
+        const __nv_bfloat162* v = reinterpret_cast<const __nv_bfloat162*>(src + 2 * i);
+        const float2 p = __bfloat1622float2(v[0]), q = __bfloat1622float2(v[1]);
+        return {p.x, q.x, p.y, q.y};
+    }
+    const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(src + i));
+    const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(src + i + half));
+    return {lo.x, lo.y, hi.x, hi.y};
+}
+
+// Four consecutive V elements.
+__device__ __forceinline__ float4 load_four(const float* __restrict__ src) {
+    return *reinterpret_cast<const float4*>(src);
+}
+
+__device__ __forceinline__ float4 load_four(const bf16* __restrict__ src) {
+    const __nv_bfloat162* v = reinterpret_cast<const __nv_bfloat162*>(src);
+    const float2 lo = __bfloat1622float2(v[0]), hi = __bfloat1622float2(v[1]);
+    return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+
 __device__ __forceinline__ void store_two_pairs(bf16* dst, int i, int half, bool interleaved,
                                                 float ra0, float ra1, float rb0, float rb1) {
     if (interleaved) {
@@ -42,19 +66,20 @@ __device__ __forceinline__ void store_two_pairs(bf16* dst, int i, int half, bool
 // is one token). head_dim % 4 == 0.
 // qkv rows are [q (num_heads*hd) | k (kv_heads*hd) | v (kv_heads*hd)].
 // interleaved != 0 rotates pairs (2i, 2i+1), else (i, i + hd/2); inv_freq has hd/2 entries.
-extern "C" __global__ void rope_kv_write(const float* __restrict__ qkv,
-                                         const float* __restrict__ bias,
-                                         const i32* __restrict__ positions,
-                                         const i32* __restrict__ slots,
-                                         const float* __restrict__ inv_freq,
-                                         bf16* __restrict__ q_out, bf16* __restrict__ k_cache,
-                                         bf16* __restrict__ v_cache, int num_heads,
-                                         int num_kv_heads, int head_dim, int page_size,
-                                         int interleaved) {
+// T: f32 rows, or bf16 rows (rope_kv_write_bf16).
+template <typename T>
+__device__ __forceinline__ void rope_kv(const T* __restrict__ qkv, const float* __restrict__ bias,
+                                        const i32* __restrict__ positions,
+                                        const i32* __restrict__ slots,
+                                        const float* __restrict__ inv_freq,
+                                        bf16* __restrict__ q_out, bf16* __restrict__ k_cache,
+                                        bf16* __restrict__ v_cache, int num_heads,
+                                        int num_kv_heads, int head_dim, int page_size,
+                                        int interleaved) {
     const int t = blockIdx.x;
     const int half = head_dim / 2;
     const int q_dim = num_heads * head_dim, kv_dim = num_kv_heads * head_dim;
-    const float* row = qkv + (i64)t * (q_dim + 2 * kv_dim);
+    const T* row = qkv + (i64)t * (q_dim + 2 * kv_dim);
     const float pos = (float)positions[t];
     const int slot = slots[t];
     const i64 page = slot >= 0 ? slot / page_size : 0;
@@ -94,7 +119,7 @@ extern "C" __global__ void rope_kv_write(const float* __restrict__ qkv,
     for (int e4 = first - quads; e4 < kv_dim / 4; e4 += stride) {
         if (e4 < 0) continue;
         const int e = 4 * e4, kvh = e / head_dim, d = e % head_dim;
-        float4 v = *reinterpret_cast<const float4*>(row + q_dim + kv_dim + e);
+        float4 v = load_four(row + q_dim + kv_dim + e);
         if (bias) {
             const float4 b = *reinterpret_cast<const float4*>(bias + q_dim + kv_dim + e);
             v.x += b.x;
@@ -107,4 +132,21 @@ extern "C" __global__ void rope_kv_write(const float* __restrict__ qkv,
         dst[0] = __floats2bfloat162_rn(v.x, v.y);
         dst[1] = __floats2bfloat162_rn(v.z, v.w);
     }
+}
+
+#define ROPE_KV_ARGS                                                                          \
+    const float *__restrict__ bias, const i32 *__restrict__ positions,                        \
+        const i32 *__restrict__ slots, const float *__restrict__ inv_freq,                    \
+        bf16 *__restrict__ q_out, bf16 *__restrict__ k_cache, bf16 *__restrict__ v_cache,     \
+        int num_heads, int num_kv_heads, int head_dim, int page_size, int interleaved
+#define ROPE_KV_PASS                                                                          \
+    bias, positions, slots, inv_freq, q_out, k_cache, v_cache, num_heads, num_kv_heads,       \
+        head_dim, page_size, interleaved
+
+extern "C" __global__ void rope_kv_write(const float* __restrict__ qkv, ROPE_KV_ARGS) {
+    rope_kv(qkv, ROPE_KV_PASS);
+}
+
+extern "C" __global__ void rope_kv_write_bf16(const bf16* __restrict__ qkv, ROPE_KV_ARGS) {
+    rope_kv(qkv, ROPE_KV_PASS);
 }

@@ -9,7 +9,8 @@
 //! add+RMSNorm -> gate/up GEMM -> SiLU or GELU-tanh * up -> down GEMM (or, in a sparse layer
 //! of a mixture of experts, crate::moe_mlp) -> [post-MLP RMSNorm].
 //! Bracketed steps run when `BlockVariant` asks for them (qwen3, gemma3). The residual stream
-//! stays f32; GEMM inputs are bf16, outputs f32 (the gate/up rows of a prompt chunk bf16).
+//! stays f32; GEMM inputs are bf16, outputs f32 (the QKV and gate/up rows of a prompt chunk
+//! bf16, and its O and down projections added to the residual by cuBLAS itself).
 
 use ferrite_model::config::{ModelConfig, RopeStyle};
 
@@ -70,8 +71,9 @@ impl Model<'_> {
         self.meta.offset(4 * offset)
     }
 
-    /// Every layer of the step; leaves the last layer's output in `x` + `delta`.
-    pub fn enqueue_layers(&self, s: &StepShape) -> anyhow::Result<()> {
+    /// Every layer of the step; leaves the last layer's output in `x`, plus `delta` when the
+    /// returned `delta_pending` is true (pass it to [`Model::enqueue_logits`]).
+    pub fn enqueue_layers(&self, s: &StepShape) -> anyhow::Result<bool> {
         let (c, k, ws, w) = (self.config, self.kernels, self.ws, self.weights);
         let n = s.num_tokens;
         let (hidden, inter) = (c.hidden_size, c.intermediate_size);
@@ -108,6 +110,19 @@ impl Model<'_> {
             })
         };
         let block = c.block;
+        // Whether `delta` holds a projection not yet added to the residual `x` (the next
+        // add_rmsnorm adds it). A projection cuBLAS runs adds itself in its epilogue instead,
+        // unless a post-norm must first scale it.
+        let mut delta_pending = false;
+        // Projects `input` through `w` into the residual stream: added to `x` by cuBLAS, or
+        // written to `delta` (returns whether it is pending there).
+        let into_residual = |input, w: &Linear| -> anyhow::Result<bool> {
+            if !block.post_norms && self.gemm.linear_add(input, w, ws.x, n)? {
+                return Ok(false);
+            }
+            linear(input, w, ws.delta)?;
+            Ok(true)
+        };
         k.embed_tokens(
             &w.embed,
             self.meta(o.tokens),
@@ -122,10 +137,14 @@ impl Model<'_> {
                 scale: block.attn_scale,
                 window: c.attention(l).sliding_window.unwrap_or(0),
             };
-            // The previous layer's down projection joins the residual here.
-            let delta = (l > 0).then_some(ws.delta);
-            k.add_rmsnorm(&norm(delta, lw.attn_norm))?;
-            linear(ws.xn, &lw.wqkv, ws.qkv)?;
+            // The previous layer's down projection joins the residual here if still pending.
+            k.add_rmsnorm(&norm(delta_pending.then_some(ws.delta), lw.attn_norm))?;
+            // bf16 QKV rows (prompt chunks) unless the per-head norms read them as f32.
+            let qkv_bf16 =
+                lw.qk_norm.is_none() && self.gemm.linear_bf16(ws.xn, &lw.wqkv, ws.qkv, n)?;
+            if !qkv_bf16 {
+                linear(ws.xn, &lw.wqkv, ws.qkv)?;
+            }
             if let Some(qk) = lw.qk_norm {
                 // Q heads, then K heads, of each token's QKV row (no bias: check_supported).
                 let k_part = ws.qkv.offset(4 * q_dim);
@@ -135,6 +154,7 @@ impl Model<'_> {
             k.rope_kv_write(&RopeKvArgs {
                 dims,
                 qkv: ws.qkv,
+                qkv_bf16,
                 bias: lw.bqkv,
                 positions: self.meta(o.positions),
                 slots: self.meta(o.slots),
@@ -183,11 +203,11 @@ impl Model<'_> {
                     max_q_len: s.max_q_len,
                 })?;
             }
-            linear(ws.attn, &lw.wo, ws.delta)?;
+            delta_pending = into_residual(ws.attn, &lw.wo)?;
             if let Some(post) = lw.post_norms {
                 norm_rows(ws.delta, post.attention, 1, hidden, hidden)?;
             }
-            k.add_rmsnorm(&norm(Some(ws.delta), lw.ffn_norm))?;
+            k.add_rmsnorm(&norm(delta_pending.then_some(ws.delta), lw.ffn_norm))?;
             match &lw.mlp {
                 Mlp::Dense { gate_up, down } => {
                     // bf16 gate/up rows where cuBLAS can write them (prompt chunks).
@@ -196,25 +216,34 @@ impl Model<'_> {
                         linear(ws.xn, gate_up, ws.gate_up)?;
                     }
                     k.gated_activation(block.activation, ws.gate_up, bf16, ws.act, inter, n)?;
-                    linear(ws.act, down, ws.delta)?;
+                    delta_pending = into_residual(ws.act, down)?;
                 }
-                Mlp::Sparse(moe) => self.enqueue_moe(moe, n, l, self.meta(o.slots))?,
+                Mlp::Sparse(moe) => {
+                    self.enqueue_moe(moe, n, l, self.meta(o.slots))?;
+                    delta_pending = true;
+                }
             }
             if let Some(post) = lw.post_norms {
                 norm_rows(ws.delta, post.mlp, 1, hidden, hidden)?;
             }
         }
-        Ok(())
+        Ok(delta_pending)
     }
 
     /// LM head for `rows` token rows listed at packed offset `rows_at`: the final residual add
     /// and norm of just those rows, then logits into the logits buffer (f32 [rows, vocab]).
-    pub fn enqueue_logits(&self, rows_at: usize, rows: usize) -> anyhow::Result<()> {
+    /// `delta_pending`: what [`Model::enqueue_layers`] returned.
+    pub fn enqueue_logits(
+        &self,
+        rows_at: usize,
+        rows: usize,
+        delta_pending: bool,
+    ) -> anyhow::Result<()> {
         let (c, k, ws, w) = (self.config, self.kernels, self.ws, self.weights);
         k.add_rmsnorm(&AddRmsNormArgs {
             x: ws.x,
-            // The last layer's down projection joins the residual here.
-            delta: (c.num_layers > 0).then_some(ws.delta),
+            // The last layer's down projection joins the residual here if still pending.
+            delta: delta_pending.then_some(ws.delta),
             weight: w.output_norm,
             rows: Some(self.meta(rows_at)),
             out: ws.xn,

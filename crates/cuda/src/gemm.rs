@@ -1,5 +1,6 @@
 //! Linear layers, y = x W^T with bf16 activations and f32 accumulation and output (bf16
-//! output where the caller asks and cuBLAS runs the product: [`Gemm::linear_bf16`]).
+//! output, or y += x W^T, where the caller asks and cuBLAS runs the product:
+//! [`Gemm::linear_bf16`], [`Gemm::linear_add`]).
 //!
 //! Batch-invariant (opt-in, `CudaOptions::batch_invariant`): bf16 products of any number
 //! of tokens go through the two tensor-core kernels that sum in one fixed order
@@ -192,11 +193,11 @@ impl Gemm {
         Ok(())
     }
 
-    /// y[n, lin.rows] = x · W^T written as bf16, when cuBLAS runs every part of it (bf16
-    /// matrices, more tokens than the GEMVs take, batch invariance off): `Ok(false)`, with
-    /// nothing launched, otherwise, and the caller takes [`Gemm::linear`]'s f32. For an
-    /// intermediate whose next reader rounds to bf16 anyway (the MLP's gate and up halves),
-    /// this halves the bytes written and read.
+    /// y[n, lin.rows] = x · W^T written as bf16, when cuBLAS runs every part of it
+    /// ([`Gemm::cublas_runs`]): `Ok(false)`, with nothing launched, otherwise, and the caller
+    /// takes [`Gemm::linear`]'s f32. For an intermediate whose next reader rounds to bf16 anyway
+    /// (the MLP's gate and up halves, the QKV rows RoPE reads), this halves the bytes written
+    /// and read.
     pub fn linear_bf16(
         &self,
         x: DevicePtr,
@@ -204,26 +205,59 @@ impl Gemm {
         y: DevicePtr,
         n: usize,
     ) -> anyhow::Result<bool> {
-        if n <= self.gemv_max_tokens || self.batch_invariant {
+        self.cublas_parts(x, lin, y, n, Epilogue::Bf16)
+    }
+
+    /// y[n, lin.rows] (f32) += x · W^T, the addition in cuBLAS's epilogue (beta = 1), under
+    /// the same condition as [`Gemm::linear_bf16`]: a projection that joins the residual
+    /// stream adds itself instead of leaving a delta for the next norm to read.
+    pub fn linear_add(
+        &self,
+        x: DevicePtr,
+        lin: &Linear,
+        y: DevicePtr,
+        n: usize,
+    ) -> anyhow::Result<bool> {
+        self.cublas_parts(x, lin, y, n, Epilogue::AddF32)
+    }
+
+    /// Whether cuBLAS runs every part of `lin` for `n` tokens: bf16 matrices, more tokens
+    /// than the GEMVs take, batch invariance off.
+    fn cublas_runs(&self, lin: &Linear, n: usize) -> bool {
+        n > self.gemv_max_tokens
+            && !self.batch_invariant
+            && lin.parts.iter().all(|p| p.matrix.bf16_data().is_some())
+    }
+
+    fn cublas_parts(
+        &self,
+        x: DevicePtr,
+        lin: &Linear,
+        y: DevicePtr,
+        n: usize,
+        epilogue: Epilogue,
+    ) -> anyhow::Result<bool> {
+        if !self.cublas_runs(lin, n) {
             return Ok(false);
         }
-        if lin.parts.iter().any(|p| p.matrix.bf16_data().is_none()) {
-            return Ok(false);
-        }
+        let item = match epilogue {
+            Epilogue::Bf16 => 2,
+            Epilogue::F32 | Epilogue::AddF32 => 4,
+        };
         for part in &lin.parts {
             let Some(w) = part.matrix.bf16_data() else {
-                anyhow::bail!("a bf16 matrix without data"); // every part has it (above)
+                anyhow::bail!("a bf16 matrix without data"); // every part has it (cublas_runs)
             };
             let a = LinearArgs {
                 x,
                 w,
-                y: y.offset(2 * part.row0),
+                y: y.offset(item * part.row0),
                 n,
                 rows: part.rows,
                 k: lin.k,
                 ldy: lin.rows,
             };
-            self.cublas_to(&a, sys::cudaDataType::CUDA_R_16BF)?;
+            self.cublas_to(&a, epilogue)?;
         }
         Ok(true)
     }
@@ -263,11 +297,11 @@ impl Gemm {
 
     /// The same product through cuBLAS whatever `n` (tests compare it with the GEMV).
     pub fn cublas(&self, a: &LinearArgs) -> anyhow::Result<()> {
-        self.cublas_to(a, sys::cudaDataType::CUDA_R_32F)
+        self.cublas_to(a, Epilogue::F32)
     }
 
-    /// [`Gemm::cublas`] with y of type `y_type` (f32 or bf16; f32 accumulation either way).
-    fn cublas_to(&self, a: &LinearArgs, y_type: sys::cudaDataType) -> anyhow::Result<()> {
+    /// [`Gemm::cublas`] with the output `epilogue` asks for (f32 accumulation either way).
+    fn cublas_to(&self, a: &LinearArgs, epilogue: Epilogue) -> anyhow::Result<()> {
         let &LinearArgs {
             x,
             w,
@@ -279,7 +313,12 @@ impl Gemm {
         } = a;
         // Column-major view: Y^T[rows, n] = W[rows, k] (stored as k x rows, transposed) · X^T[k, n],
         // Y^T's columns `ldy` apart.
-        let (alpha, beta) = (1.0f32, 0.0f32);
+        let (y_type, beta) = match epilogue {
+            Epilogue::F32 => (sys::cudaDataType::CUDA_R_32F, 0.0f32),
+            Epilogue::AddF32 => (sys::cudaDataType::CUDA_R_32F, 1.0),
+            Epilogue::Bf16 => (sys::cudaDataType::CUDA_R_16BF, 0.0),
+        };
+        let alpha = 1.0f32;
         unsafe {
             cublas::gemm_ex(
                 self.handle,
@@ -305,6 +344,14 @@ impl Gemm {
         }
         .map_err(|e| anyhow::anyhow!("cublasGemmEx {n}x{rows}x{k}: {e:?}"))
     }
+}
+
+/// What cuBLAS writes: y = x W^T as f32 or bf16, or y += x W^T (f32).
+#[derive(Debug, Clone, Copy)]
+enum Epilogue {
+    F32,
+    Bf16,
+    AddF32,
 }
 
 impl Drop for Gemm {

@@ -204,7 +204,8 @@ fn rope_bias_and_kv_write_match_reference() {
         let (q_dim, kv_dim) = (6 * head_dim, 2 * head_dim);
         let n = 9usize;
         let num_pages = 40usize;
-        let qkv = random(&mut r, n * (q_dim + 2 * kv_dim), 2.0);
+        // bf16 values, so that f32 and bf16 QKV rows (rope_kv_write_bf16) hold the same numbers.
+        let qkv = bf16_round(&random(&mut r, n * (q_dim + 2 * kv_dim), 2.0));
         let bias = random(&mut r, q_dim + 2 * kv_dim, 0.5);
         let positions: Vec<i32> = (0..n as i32).map(|i| i * 97 + 3).collect();
         // Distinct slots, one padding token (-1) that must write nothing.
@@ -223,82 +224,93 @@ fn rope_bias_and_kv_write_match_reference() {
             dev(&ctx, &slots),
             dev(&ctx, &inv),
         );
-        let q_out = poisoned::<u16>(&ctx, n * q_dim);
-        let cache_len = num_pages * page_size * kv_dim;
-        let (kc, vc) = (
-            poisoned::<u16>(&ctx, cache_len),
-            poisoned::<u16>(&ctx, cache_len),
-        );
-        ctx.kernels
-            .rope_kv_write(&RopeKvArgs {
-                dims,
-                qkv: qd.ptr(),
-                bias: Some(bd.ptr()),
-                positions: pd.ptr(),
-                slots: sd.ptr(),
-                inv_freq: id.ptr(),
-                q_out: q_out.ptr(),
-                k_cache: kc.ptr(),
-                v_cache: vc.ptr(),
-                page_size,
-                interleaved,
-                n,
-            })
-            .unwrap();
-        let q_got = read_bf16(&ctx, &q_out, n * q_dim);
-        let k_got = read_bf16(&ctx, &kc, cache_len);
-        let v_got = read_bf16(&ctx, &vc, cache_len);
-        let rotate = |v: &mut [f64], pos: f64| {
-            let half = head_dim / 2;
-            for head in v.chunks_mut(head_dim) {
-                for i in 0..half {
-                    let (a, b) = if interleaved {
-                        (2 * i, 2 * i + 1)
+        let qkv_bf16_dev = dev(&ctx, &to_bf16(&qkv));
+        for qkv_bf16 in [false, true] {
+            let q_out = poisoned::<u16>(&ctx, n * q_dim);
+            let cache_len = num_pages * page_size * kv_dim;
+            let (kc, vc) = (
+                poisoned::<u16>(&ctx, cache_len),
+                poisoned::<u16>(&ctx, cache_len),
+            );
+            ctx.kernels
+                .rope_kv_write(&RopeKvArgs {
+                    dims,
+                    qkv: if qkv_bf16 {
+                        qkv_bf16_dev.ptr()
                     } else {
-                        (i, i + half)
-                    };
-                    let angle = pos * inv[i] as f64;
-                    let (xa, xb) = (head[a], head[b]);
-                    head[a] = xa * angle.cos() - xb * angle.sin();
-                    head[b] = xb * angle.cos() + xa * angle.sin();
+                        qd.ptr()
+                    },
+                    qkv_bf16,
+                    bias: Some(bd.ptr()),
+                    positions: pd.ptr(),
+                    slots: sd.ptr(),
+                    inv_freq: id.ptr(),
+                    q_out: q_out.ptr(),
+                    k_cache: kc.ptr(),
+                    v_cache: vc.ptr(),
+                    page_size,
+                    interleaved,
+                    n,
+                })
+                .unwrap();
+            let q_got = read_bf16(&ctx, &q_out, n * q_dim);
+            let k_got = read_bf16(&ctx, &kc, cache_len);
+            let v_got = read_bf16(&ctx, &vc, cache_len);
+            let rotate = |v: &mut [f64], pos: f64| {
+                let half = head_dim / 2;
+                for head in v.chunks_mut(head_dim) {
+                    for i in 0..half {
+                        let (a, b) = if interleaved {
+                            (2 * i, 2 * i + 1)
+                        } else {
+                            (i, i + half)
+                        };
+                        let angle = pos * inv[i] as f64;
+                        let (xa, xb) = (head[a], head[b]);
+                        head[a] = xa * angle.cos() - xb * angle.sin();
+                        head[b] = xb * angle.cos() + xa * angle.sin();
+                    }
+                }
+            };
+            let (mut q_want, mut k_want_all, mut k_got_all, mut v_want_all, mut v_got_all) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for t in 0..n {
+                let row = &qkv[t * (q_dim + 2 * kv_dim)..(t + 1) * (q_dim + 2 * kv_dim)];
+                let with_bias: Vec<f64> = row
+                    .iter()
+                    .zip(&bias)
+                    .map(|(&a, &b)| a as f64 + b as f64)
+                    .collect();
+                let mut q = with_bias[..q_dim].to_vec();
+                let mut k = with_bias[q_dim..q_dim + kv_dim].to_vec();
+                rotate(&mut q, positions[t] as f64);
+                rotate(&mut k, positions[t] as f64);
+                q_want.extend(q);
+                if slots[t] < 0 {
+                    continue;
+                }
+                let (page, off) = (slots[t] as usize / page_size, slots[t] as usize % page_size);
+                for h in 0..2 {
+                    let at = ((page * 2 + h) * page_size + off) * head_dim;
+                    k_got_all.extend_from_slice(&k_got[at..at + head_dim]);
+                    v_got_all.extend_from_slice(&v_got[at..at + head_dim]);
+                    k_want_all.extend_from_slice(&k[h * head_dim..(h + 1) * head_dim]);
+                    v_want_all.extend_from_slice(
+                        &with_bias
+                            [q_dim + kv_dim + h * head_dim..q_dim + kv_dim + (h + 1) * head_dim],
+                    );
                 }
             }
-        };
-        let (mut q_want, mut k_want_all, mut k_got_all, mut v_want_all, mut v_got_all) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for t in 0..n {
-            let row = &qkv[t * (q_dim + 2 * kv_dim)..(t + 1) * (q_dim + 2 * kv_dim)];
-            let with_bias: Vec<f64> = row
-                .iter()
-                .zip(&bias)
-                .map(|(&a, &b)| a as f64 + b as f64)
-                .collect();
-            let mut q = with_bias[..q_dim].to_vec();
-            let mut k = with_bias[q_dim..q_dim + kv_dim].to_vec();
-            rotate(&mut q, positions[t] as f64);
-            rotate(&mut k, positions[t] as f64);
-            q_want.extend(q);
-            if slots[t] < 0 {
-                continue;
-            }
-            let (page, off) = (slots[t] as usize / page_size, slots[t] as usize % page_size);
-            for h in 0..2 {
-                let at = ((page * 2 + h) * page_size + off) * head_dim;
-                k_got_all.extend_from_slice(&k_got[at..at + head_dim]);
-                v_got_all.extend_from_slice(&v_got[at..at + head_dim]);
-                k_want_all.extend_from_slice(&k[h * head_dim..(h + 1) * head_dim]);
-                v_want_all.extend_from_slice(
-                    &with_bias[q_dim + kv_dim + h * head_dim..q_dim + kv_dim + (h + 1) * head_dim],
-                );
-            }
+            let tag = format!(
+                "interleaved={interleaved} hd={head_dim} page={page_size} bf16 in={qkv_bf16}"
+            );
+            check(&format!("rope q {tag}"), &q_got, &q_want, 8e-3);
+            check(&format!("rope k {tag}"), &k_got_all, &k_want_all, 8e-3);
+            check(&format!("v {tag}"), &v_got_all, &v_want_all, 8e-3);
+            // Slots nobody wrote stay poisoned: the padding token wrote nothing.
+            let written = k_got.iter().filter(|v| !v.is_nan()).count();
+            assert_eq!(written, (n - 1) * kv_dim, "{tag}: K elements written");
         }
-        let tag = format!("interleaved={interleaved} hd={head_dim} page={page_size}");
-        check(&format!("rope q {tag}"), &q_got, &q_want, 8e-3);
-        check(&format!("rope k {tag}"), &k_got_all, &k_want_all, 8e-3);
-        check(&format!("v {tag}"), &v_got_all, &v_want_all, 8e-3);
-        // Slots nobody wrote stay poisoned: the padding token wrote nothing.
-        let written = k_got.iter().filter(|v| !v.is_nan()).count();
-        assert_eq!(written, (n - 1) * kv_dim, "{tag}: K elements written");
     }
 }
 

@@ -201,8 +201,8 @@ impl CudaBackend {
                 }
                 let shape =
                     StepShape::of(&inputs, decode_splits(bs, kv_heads, sm, None, invariant));
-                model.enqueue_layers(&shape)?;
-                model.enqueue_logits(inputs.offsets.logit_rows, bs)
+                let delta_pending = model.enqueue_layers(&shape)?;
+                model.enqueue_logits(inputs.offsets.logit_rows, bs, delta_pending)
             },
         )?;
         tracing::info!(
@@ -282,12 +282,12 @@ impl CudaBackend {
                 let shape = StepShape::of(inputs, splits);
                 let (rows_at, total) = (inputs.offsets.logit_rows, inputs.num_logit_rows);
                 let model = self.model()?;
-                model.enqueue_layers(&shape).map_err(err)?;
+                let delta_pending = model.enqueue_layers(&shape).map_err(err)?;
                 let mut c0 = 0;
                 while c0 < total {
                     let c1 = (c0 + chunk).min(total);
                     self.model()?
-                        .enqueue_logits(rows_at + c0, c1 - c0)
+                        .enqueue_logits(rows_at + c0, c1 - c0, delta_pending)
                         .map_err(err)?;
                     self.collect(c0, c1, &mut out).map_err(err)?;
                     c0 = c1;

@@ -11,6 +11,7 @@ pub(super) const NAMES: &[&str] = &[
     "add_rmsnorm",
     "rmsnorm_rows",
     "rope_kv_write",
+    "rope_kv_write_bf16",
     "silu_mul",
     "gelu_tanh_mul",
     "silu_mul_bf16",

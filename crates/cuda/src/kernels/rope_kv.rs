@@ -9,8 +9,9 @@ use crate::device_ptr::DevicePtr;
 #[derive(Debug, Clone, Copy)]
 pub struct RopeKvArgs {
     pub dims: AttentionDims,
-    /// f32 [n, q_dim + 2 kv_dim]: the QKV projection's output.
+    /// [n, q_dim + 2 kv_dim]: the QKV projection's output, f32 (or bf16 when `qkv_bf16`).
     pub qkv: DevicePtr,
+    pub qkv_bf16: bool,
     /// f32 [q_dim + 2 kv_dim]; `None` without QKV bias.
     pub bias: Option<DevicePtr>,
     /// i32 [n] token positions.
@@ -61,6 +62,11 @@ impl Kernels {
             grid: (a.n as u32, work.div_ceil(128) as u32, 1),
             block: 128,
         };
-        self.launch("rope_kv_write", shape, args)
+        let name = if a.qkv_bf16 {
+            "rope_kv_write_bf16"
+        } else {
+            "rope_kv_write"
+        };
+        self.launch(name, shape, args)
     }
 }

@@ -11,6 +11,8 @@
 #                        the transformers peer in the same call (issue 16 item 2)
 #   profile.sh moe-decode  the same for a batch-1 decode step of Qwen3-30B-A3B's shape and
 #                        of its dense twin (issue 13)
+#   profile.sh decode-batch  the kernels of one decode step of 256 x (512 in, 128 out) for each
+#                        of $SHAPES, well after the prompts (issue 16's 256-stream targets)
 # BIN names another offline_bench build in .gpu/ (an A/B in one call); TAG marks its logs.
 set -u
 cd "$(dirname "$0")/../.."
@@ -59,6 +61,14 @@ if [ "$PHASE" = prefill ]; then
       echo "== transformers peer $peer_shape 4096"
       timeout 180 python3 "$PEER" "$peer_shape" 4096 2>>"$OUT/peer.log" | grep RESULT
     fi
+  done
+fi
+
+if [ "$PHASE" = decode-batch ]; then
+  for shape in ${SHAPES:-qwen2.5-1.5b llama-3.1-8b}; do
+    # 16 prompt chunks of 8,192 tokens come first; 15,000 launches in, the steps are decodes.
+    kernels "decode256-$shape" "${NCU_LIMIT:-300}" "--launch-skip 15000 --launch-count 1200" -2 \
+      "$shape" 256 512 128 eager
   done
 fi
 

@@ -6,6 +6,10 @@
 //   1. scores of the tile's keys for the G heads (lanes split head_dim, 16-byte loads),
 //   2. an online-softmax update per head (running max m and sum l, in log2 units),
 //   3. the value rows weighted by the probabilities, accumulated in f32 registers.
+// K and V tiles arrive in shared memory by cp.async one tile ahead (two stages), and each
+// tile's page ids are loaded a tile before that, so a block never waits on a page-table read
+// and then a K/V read in series (with 256 sequences a step, waiting tile by tile kept the
+// kernel near a third of the memory bandwidth).
 // One split writes the normalised output directly; several write (acc, m, l) partials that
 // `attention_decode_reduce` combines (a sequence whose context fills fewer splits than the
 // launch has leaves the rest empty; one partial reduces to what a direct write gives). A sequence with ctx_len 0 (graph padding) writes zeros.
@@ -16,6 +20,7 @@
 // Cache layout per layer: [num_pages][num_kv_heads][page_size][HD] bf16. Sequence s owns the
 // pages pages[page_offsets[s]..]: position p lives in page pages[page_offsets[s] + p / page_size].
 #include "common.cuh"
+#include "cp_async.cuh"
 
 #define DEC_THREADS 128
 #define DEC_MAX_GROUP 8
@@ -31,16 +36,55 @@ struct DecodeShape {
     static constexpr int TILE = (DEC_THREADS / 32) * KPW * ITERS;  // keys per tile
     static constexpr int KG = DEC_THREADS / LPK;                // key groups in the PV phase
     static constexpr int KEYS_PER_GROUP = TILE / KG;
+    // Staging: 16-byte chunks of a K (or V) tile per thread, and the keys between a thread's
+    // chunks (a thread keeps one column of 8 dims).
+    static constexpr int CHUNKS = TILE * LPK / DEC_THREADS;
+    static constexpr int KEY_STEP = DEC_THREADS / LPK;
+    // Dynamic shared memory: two stages of a K and a V tile, reused after the last tile for
+    // the key groups' partial sums. The launcher (src/kernels/names.rs, decode_shared_bytes)
+    // must agree.
+    static constexpr int STAGE = TILE * HD;  // elements of one K or V tile
+    static constexpr int RED_BYTES = KG * DEC_MAX_GROUP * HD * 4;
+    static constexpr int SHARED_BYTES = 4 * STAGE * 2 > RED_BYTES ? 4 * STAGE * 2 : RED_BYTES;
 };
 
-__device__ __forceinline__ const uint4* kv_row(const bf16* cache, const i32* table, int key,
-                                               int page_size, int num_kv_heads, int kvh,
-                                               int head_dim, int chunk) {
-    const i64 page = table[key / page_size];
-    const int offset = key % page_size;
-    return reinterpret_cast<const uint4*>(
-               cache + ((page * num_kv_heads + kvh) * page_size + offset) * head_dim) +
-           chunk;
+// The page ids of the keys this thread stages in the tile from key `tile0` (-1 past `end`).
+template <int HD>
+__device__ __forceinline__ void tile_pages(int pg[DecodeShape<HD>::CHUNKS],
+                                           const i32* __restrict__ table, int tile0, int end,
+                                           int page_size, int page_shift, int tid) {
+    typedef DecodeShape<HD> S;
+#pragma unroll
+    for (int i = 0; i < S::CHUNKS; ++i) {
+        const int key = tile0 + tid / S::LPK + i * S::KEY_STEP;
+        const int page = page_shift >= 0 ? key >> page_shift : key / page_size;
+        pg[i] = key < end ? table[page] : -1;
+    }
+}
+
+// Starts copying the K and V tile from key `tile0` into `ks` / `vs` ([TILE][HD], no padding:
+// the readers' 16-byte accesses cover whole rows) as one copy group; keys past the end
+// become zeros, so a masked key's zero probability meets a zero value.
+template <int HD>
+__device__ __forceinline__ void stage_kv(bf16* ks, bf16* vs, const bf16* __restrict__ k_cache,
+                                         const bf16* __restrict__ v_cache,
+                                         const int pg[DecodeShape<HD>::CHUNKS], int tile0,
+                                         int num_kv_heads, int kvh, int page_size,
+                                         int page_shift, int tid) {
+    typedef DecodeShape<HD> S;
+    const int col = tid % S::LPK;
+#pragma unroll
+    for (int i = 0; i < S::CHUNKS; ++i) {
+        const int kl = tid / S::LPK + i * S::KEY_STEP;
+        const int key = tile0 + kl;
+        const int slot = page_shift >= 0 ? key & (page_size - 1) : key % page_size;
+        const i64 at =
+            pg[i] >= 0 ? (((i64)pg[i] * num_kv_heads + kvh) * page_size + slot) * HD + col * 8 : 0;
+        const int bytes = pg[i] >= 0 ? 16 : 0;
+        cp_async16(ks + kl * HD + col * 8, k_cache + at, bytes);
+        cp_async16(vs + kl * HD + col * 8, v_cache + at, bytes);
+    }
+    cp_async_commit();
 }
 
 template <int HD>
@@ -53,7 +97,9 @@ __device__ __forceinline__ void decode_attention(
     typedef DecodeShape<HD> S;
     __shared__ float s_scores[DEC_MAX_GROUP][S::TILE];
     __shared__ float s_m[DEC_MAX_GROUP], s_l[DEC_MAX_GROUP], s_corr[DEC_MAX_GROUP];
-    __shared__ float s_red[S::KG][DEC_MAX_GROUP][HD];
+    extern __shared__ __align__(16) unsigned char decode_smem[];
+    bf16* stages = reinterpret_cast<bf16*>(decode_smem);  // [2][K tile, V tile]
+    float(*s_red)[DEC_MAX_GROUP][HD] = reinterpret_cast<float(*)[DEC_MAX_GROUP][HD]>(decode_smem);
 
     const int kvh = blockIdx.x, seq = blockIdx.y, split = blockIdx.z;
     const int num_splits = gridDim.z;
@@ -101,29 +147,36 @@ __device__ __forceinline__ void decode_attention(
     }
     __syncthreads();
 
-    for (int tile0 = start; tile0 < end; tile0 += S::TILE) {
-        // 1. Scores: all K loads of the tile first, then the dot products. The tile's V loads
-        // are issued here too, so that their latency overlaps the scores and the softmax
-        // instead of following them (a decode step's context is a few tiles at most).
-        uint4 kraw[S::ITERS];
-#pragma unroll
-        for (int it = 0; it < S::ITERS; ++it) {
-            const int j = tile0 + (warp * S::ITERS + it) * S::KPW + sub;
-            kraw[it] = j < end ? *kv_row(k_cache, table, j, page_size, num_kv_heads, kvh, HD, dl)
-                               : make_uint4(0, 0, 0, 0);
+    const int page_shift = (page_size & (page_size - 1)) == 0 ? __ffs(page_size) - 1 : -1;
+    int pg[S::CHUNKS];  // page ids of the next tile to stage
+    if (start < end) {
+        tile_pages<HD>(pg, table, start, end, page_size, page_shift, tid);
+        stage_kv<HD>(stages, stages + S::STAGE, k_cache, v_cache, pg, start, num_kv_heads, kvh,
+                     page_size, page_shift, tid);
+        tile_pages<HD>(pg, table, start + S::TILE, end, page_size, page_shift, tid);
+    }
+    for (int tile0 = start, t = 0; tile0 < end; tile0 += S::TILE, ++t) {
+        const bf16* ks = stages + (t & 1) * 2 * S::STAGE;
+        const bf16* vs = ks + S::STAGE;
+        // The next tile's copies start now (its page ids were read a tile ago), and the page
+        // ids of the one after are read; then this tile's copies are waited for.
+        if (tile0 + S::TILE < end) {
+            bf16* next = stages + ((t + 1) & 1) * 2 * S::STAGE;
+            stage_kv<HD>(next, next + S::STAGE, k_cache, v_cache, pg, tile0 + S::TILE,
+                         num_kv_heads, kvh, page_size, page_shift, tid);
+            tile_pages<HD>(pg, table, tile0 + 2 * S::TILE, end, page_size, page_shift, tid);
+        } else {
+            cp_async_commit();  // an empty group: one per tile, so the wait below stays exact
         }
-        uint4 vraw[S::KEYS_PER_GROUP];
-#pragma unroll
-        for (int i = 0; i < S::KEYS_PER_GROUP; ++i) {
-            const int j = tile0 + kg + S::KG * i;
-            vraw[i] = j < end ? *kv_row(v_cache, table, j, page_size, num_kv_heads, kvh, HD, dl)
-                              : make_uint4(0, 0, 0, 0);
-        }
+        cp_async_wait<1>();
+        __syncthreads();
+
+        // 1. Scores.
 #pragma unroll
         for (int it = 0; it < S::ITERS; ++it) {
             const int jl = (warp * S::ITERS + it) * S::KPW + sub;
             float kf[8];
-            unpack8(kraw[it], kf);
+            unpack8(reinterpret_cast<const uint4*>(ks + jl * HD)[dl], kf);
 #pragma unroll
             for (int g = 0; g < DEC_MAX_GROUP; ++g) {
                 if (g < group) {
@@ -161,7 +214,7 @@ __device__ __forceinline__ void decode_attention(
         }
         __syncthreads();
 
-        // 3. Weighted values (loaded with the keys, above).
+        // 3. Weighted values.
 #pragma unroll
         for (int g = 0; g < DEC_MAX_GROUP; ++g) {
             if (g < group) {
@@ -174,7 +227,7 @@ __device__ __forceinline__ void decode_attention(
         for (int i = 0; i < S::KEYS_PER_GROUP; ++i) {
             const int jl = kg + S::KG * i;
             float vf[8];
-            unpack8(vraw[i], vf);
+            unpack8(reinterpret_cast<const uint4*>(vs + jl * HD)[dl], vf);
 #pragma unroll
             for (int g = 0; g < DEC_MAX_GROUP; ++g) {
                 if (g < group) {
@@ -187,7 +240,10 @@ __device__ __forceinline__ void decode_attention(
         __syncthreads();
     }
 
-    // Sum the key groups' partial accumulators.
+    // Sum the key groups' partial accumulators (in the stages' memory: every copy has landed
+    // and every thread is past its last read of a tile).
+    cp_async_wait<0>();
+    __syncthreads();
 #pragma unroll
     for (int g = 0; g < DEC_MAX_GROUP; ++g)
         if (g < group)

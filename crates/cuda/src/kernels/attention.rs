@@ -3,7 +3,7 @@
 //! of prefill chunks over their paged prefix).
 
 use super::launch::{Args, Kernels, Shape};
-use super::names::{prefill_tile, PREFILL_NAMES};
+use super::names::{decode_shared_bytes, prefill_tile, DECODE_NAMES, PREFILL_NAMES};
 use crate::device_ptr::DevicePtr;
 
 /// Head sizes the attention kernels are instantiated for.
@@ -116,13 +116,8 @@ pub struct PrefillArgs {
 impl Kernels {
     pub fn attention_decode(&self, a: &DecodeArgs) -> anyhow::Result<()> {
         let d = a.dims;
-        let name = match d.head_dim {
-            16 => "attention_decode_hd16",
-            32 => "attention_decode_hd32",
-            64 => "attention_decode_hd64",
-            128 => "attention_decode_hd128",
-            256 => "attention_decode_hd256",
-            other => anyhow::bail!("no decode attention kernel for head_dim {other}"),
+        let Some(&(name, _)) = DECODE_NAMES.iter().find(|(_, hd)| *hd == d.head_dim) else {
+            anyhow::bail!("no decode attention kernel for head_dim {}", d.head_dim);
         };
         // attention_decode_hd*(q, k_cache, v_cache, pages, page_offsets, ctx_lens, q_rows, out,
         //                      part_acc, part_ml, num_kv_heads, group, page_size, scale_log2,
@@ -151,7 +146,7 @@ impl Kernels {
             ),
             block: 128,
         };
-        self.launch(name, shape, args)?;
+        self.launch_with_shared(name, shape, decode_shared_bytes(d.head_dim), args)?;
         if a.num_splits > 1 {
             // attention_decode_reduce(part_acc, part_ml, q_rows, out, num_splits, head_dim)
             let args = Args::new()

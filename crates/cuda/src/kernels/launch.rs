@@ -8,9 +8,9 @@ use std::sync::Arc;
 use cudarc::driver::{sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
 
 use super::names::{
-    ordered_qgemv_names, prefill_tile, quant_names, FP8_MMA_NAMES, GEMV_MMA_NAMES, GEMV_NAMES,
-    MOE_DOWN_NAMES, MOE_GATE_UP_NAMES, NAMES, PREFILL_NAMES, QMMA_NAMES, TILE_MMA_NAME,
-    TILE_MMA_SHARED_BYTES,
+    decode_shared_bytes, ordered_qgemv_names, prefill_tile, quant_names, DECODE_NAMES,
+    FP8_MMA_NAMES, GEMV_MMA_NAMES, GEMV_NAMES, MOE_DOWN_NAMES, MOE_GATE_UP_NAMES, NAMES,
+    PREFILL_NAMES, QMMA_NAMES, TILE_MMA_NAME, TILE_MMA_SHARED_BYTES,
 };
 use crate::device_ptr::DevicePtr;
 use crate::kernel_sources::MODULES;
@@ -96,6 +96,7 @@ fn all_names() -> impl Iterator<Item = &'static str> {
         .chain(quant_names())
         .chain(ordered_qgemv_names())
         .chain(PREFILL_NAMES.iter().map(|&(name, _)| name))
+        .chain(DECODE_NAMES.iter().map(|&(name, _)| name))
 }
 
 impl Kernels {
@@ -116,10 +117,16 @@ impl Kernels {
             anyhow::bail!("kernel `{missing}` is in no loaded module");
         }
         // Kernels that stage more than the 48 KiB of shared memory a kernel gets without
-        // asking: the tile product, and prefill attention's Q, K and V tiles (up to 68 KiB).
+        // asking: the tile product, prefill attention's Q, K and V tiles (up to 68 KiB), and
+        // decode attention's two stages of K and V tiles (64 KiB).
         let large_shared = PREFILL_NAMES
             .iter()
             .map(|&(name, head_dim)| (name, prefill_tile(head_dim).1))
+            .chain(
+                DECODE_NAMES
+                    .iter()
+                    .map(|&(name, head_dim)| (name, decode_shared_bytes(head_dim))),
+            )
             .chain([(TILE_MMA_NAME, TILE_MMA_SHARED_BYTES)]);
         for (name, bytes) in large_shared {
             let f: &CudaFunction = &functions[name];

@@ -16,11 +16,6 @@ pub(super) const NAMES: &[&str] = &[
     "gelu_tanh_mul",
     "silu_mul_bf16",
     "gelu_tanh_mul_bf16",
-    "attention_decode_hd16",
-    "attention_decode_hd32",
-    "attention_decode_hd64",
-    "attention_decode_hd128",
-    "attention_decode_hd256",
     "attention_decode_reduce",
     "sample_partial",
     "sample_tokens",
@@ -248,6 +243,29 @@ pub(super) const PREFILL_NAMES: [(&str, usize); 5] = [
     ("attention_prefill_hd128", 128),
     ("attention_prefill_hd256", 256),
 ];
+
+/// The decode attention kernels by head_dim.
+pub(super) const DECODE_NAMES: [(&str, usize); 5] = [
+    ("attention_decode_hd16", 16),
+    ("attention_decode_hd32", 32),
+    ("attention_decode_hd64", 64),
+    ("attention_decode_hd128", 128),
+    ("attention_decode_hd256", 256),
+];
+
+/// Dynamic shared memory of a decode attention block for `head_dim`: two stages of a K and a
+/// V tile (kernels/attention_decode.cu's `DecodeShape`, which this must match), or the key
+/// groups' partial sums reusing them, whichever is larger.
+pub(super) fn decode_shared_bytes(head_dim: usize) -> u32 {
+    const THREADS: usize = 128;
+    const MAX_GROUP: usize = 8;
+    let lanes_per_key = head_dim / 8;
+    let iters = if head_dim >= 32 { 8 } else { 4 };
+    let tile = (THREADS / 32) * (32 / lanes_per_key) * iters;
+    let stages = 4 * tile * head_dim * 2;
+    let partial_sums = (THREADS / lanes_per_key) * MAX_GROUP * head_dim * 4;
+    stages.max(partial_sums) as u32
+}
 
 /// Rows of a prefill attention block and its dynamic shared memory (Q, K and V tiles) for
 /// `head_dim`: kernels/attention_prefill.cu's `PrefillTile`, which this must match.

@@ -79,7 +79,7 @@ impl Workspace {
         stream: &Arc<CudaStream>,
         c: &ModelConfig,
         cap: Capacity,
-        sm_count: usize,
+        decode_slots: usize,
         largest_quantized: usize,
         batch_invariant: bool,
     ) -> anyhow::Result<Workspace> {
@@ -92,7 +92,7 @@ impl Workspace {
         let inter = c.intermediate_size.max(shared_width.unwrap_or(0));
         let (q_dim, kv_dim) = (c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim);
         let most_partials = (1..=cap.seqs)
-            .map(|d| d * decode_splits(d, c.num_kv_heads, sm_count, None, batch_invariant))
+            .map(|d| d * decode_splits(d, c.num_kv_heads, decode_slots, None, batch_invariant))
             .max()
             .unwrap_or(1);
         let mut l = Layout::new();

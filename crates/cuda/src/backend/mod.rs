@@ -69,6 +69,8 @@ pub struct CudaBackend {
     mask_words: Vec<u32>,
     /// Tokens routed to each expert (mixture-of-experts models).
     expert_load: Option<DeviceExpertLoad>,
+    /// Decode attention blocks resident on the GPU at once (kernels::decode_splits).
+    decode_slots: usize,
 }
 
 // CUDA objects may be used from any thread once the context is current there; the backend
@@ -85,6 +87,7 @@ impl CudaBackend {
         let started = std::time::Instant::now();
         let gpu = Gpu::open(options.device)?;
         let kernels = Kernels::load(&gpu.stream)?;
+        let decode_slots = kernels.decode_slots(config.head_dim, gpu.sm_count)?;
         let gemm = Gemm::new(&gpu.stream, options.batch_invariant)?;
         let weights = ModelWeights::load(&gpu.stream, &kernels, &config, &source)?;
         drop(source);
@@ -103,13 +106,14 @@ impl CudaBackend {
             &gpu.stream,
             &config,
             cap,
-            gpu.sm_count,
+            decode_slots,
             weights.largest_quantized,
             options.batch_invariant,
         )?;
         tracing::info!(
             gpu = %gpu.name,
             sms = gpu.sm_count,
+            decode_slots,
             kernels = if has_prebuilt_cubins() { "embedded sm_90 cubins" } else { "NVRTC" },
             weights_gib = weights.bytes() as f64 / (1u64 << 30) as f64,
             workspace_gib = ws.bytes() as f64 / (1u64 << 30) as f64,
@@ -129,6 +133,7 @@ impl CudaBackend {
         let expert_load = DeviceExpertLoad::new(&gpu.stream, &config)?;
         Ok(CudaBackend {
             expert_load,
+            decode_slots,
             config,
             options,
             graphs: DecodeGraphs::none(),
@@ -187,7 +192,7 @@ impl CudaBackend {
         let page_size = self.kv.as_ref().map_or(16, |kv| kv.page_size);
         let gpu = &self.gpu;
         let model = self.model().map_err(|e| anyhow::anyhow!(e.0))?;
-        let sm = gpu.sm_count;
+        let slots = self.decode_slots;
         let kv_heads = self.config.num_kv_heads;
         let invariant = self.options.batch_invariant;
         let (graphs, report) = DecodeGraphs::capture(
@@ -200,7 +205,7 @@ impl CudaBackend {
                     upload(&gpu.stream, model.meta, &inputs.packed)?;
                 }
                 let shape =
-                    StepShape::of(&inputs, decode_splits(bs, kv_heads, sm, None, invariant));
+                    StepShape::of(&inputs, decode_splits(bs, kv_heads, slots, None, invariant));
                 let delta_pending = model.enqueue_layers(&shape)?;
                 model.enqueue_logits(inputs.offsets.logit_rows, bs, delta_pending)
             },
@@ -275,7 +280,7 @@ impl CudaBackend {
                 let splits = decode_splits(
                     inputs.num_decodes,
                     self.config.num_kv_heads,
-                    self.gpu.sm_count,
+                    self.decode_slots,
                     Some(inputs.max_decode_ctx),
                     self.options.batch_invariant,
                 );

@@ -15,12 +15,17 @@ pub const MAX_SPLITS: usize = 32;
 
 /// Context splits of decode attention for `num_decodes` sequences. Batch-invariant: always
 /// `MAX_SPLITS`, of which each sequence uses one per tile of its own context (up to all of
-/// them), so its sums do not depend on the batch. Otherwise enough blocks to fill the GPU
-/// twice over, never more splits than 64-key pieces of the longest context (when known).
+/// them), so its sums do not depend on the batch. Otherwise the count that finishes soonest
+/// in whole waves of `slots` resident blocks (`Kernels::decode_slots`): s splits run
+/// ceil(blocks * s / slots) waves of 1/s of a context each, and each split costs 2% more for
+/// its partial sums and their reduction; never more splits than 64-key pieces of the longest
+/// context (when known). (H100, 2026-12-05: over splits from a fixed two blocks per
+/// multiprocessor this picked the fastest of the counts tried for 256 x 512-token and 32 and
+/// 64 x 2,048-token decodes.)
 pub fn decode_splits(
     num_decodes: usize,
     kv_heads: usize,
-    sm_count: usize,
+    slots: usize,
     max_ctx: Option<usize>,
     batch_invariant: bool,
 ) -> usize {
@@ -28,11 +33,15 @@ pub fn decode_splits(
         return MAX_SPLITS;
     }
     let blocks = (num_decodes * kv_heads).max(1);
-    let mut splits = (2 * sm_count).div_ceil(blocks).clamp(1, MAX_SPLITS);
-    if let Some(ctx) = max_ctx {
-        splits = splits.min(ctx.div_ceil(64).max(1));
-    }
-    splits
+    let slots = slots.max(1);
+    let most = max_ctx.map_or(MAX_SPLITS, |ctx| ctx.div_ceil(64).clamp(1, MAX_SPLITS));
+    let cost = |s: usize| {
+        let waves = (blocks * s).div_ceil(slots) as f64;
+        waves / s as f64 * (1.0 + 0.02 * (s - 1) as f64)
+    };
+    (1..=most)
+        .min_by(|&a, &b| cost(a).total_cmp(&cost(b)))
+        .unwrap_or(1)
 }
 
 /// Head geometry of the attention kernels.
@@ -114,6 +123,16 @@ pub struct PrefillArgs {
 }
 
 impl Kernels {
+    /// Decode attention blocks resident on the whole GPU at once (`sm_count` multiprocessors):
+    /// the wave size [`decode_splits`] plans with.
+    pub fn decode_slots(&self, head_dim: usize, sm_count: usize) -> anyhow::Result<usize> {
+        let Some(&(name, _)) = DECODE_NAMES.iter().find(|(_, hd)| *hd == head_dim) else {
+            anyhow::bail!("no decode attention kernel for head_dim {head_dim}");
+        };
+        let per_sm = self.occupancy(name, 128, decode_shared_bytes(head_dim))?;
+        Ok(per_sm.max(1) * sm_count)
+    }
+
     pub fn attention_decode(&self, a: &DecodeArgs) -> anyhow::Result<()> {
         let d = a.dims;
         let Some(&(name, _)) = DECODE_NAMES.iter().find(|(_, hd)| *hd == d.head_dim) else {
@@ -201,5 +220,23 @@ impl Kernels {
             block: 128,
         };
         self.launch_with_shared(name, shape, shared_bytes, args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{decode_splits, MAX_SPLITS};
+
+    #[test]
+    fn splits_fill_whole_waves() {
+        // 396 resident blocks (132 multiprocessors, 3 each).
+        assert_eq!(decode_splits(256, 2, 396, None, false), 3); // 1,536 blocks: 3.9 waves
+        assert_eq!(decode_splits(32, 8, 396, None, false), 3); // 768 blocks: 1.9 waves
+        assert_eq!(decode_splits(64, 2, 396, None, false), 3); // 384 blocks: one wave
+        assert_eq!(decode_splits(1, 2, 396, None, false), MAX_SPLITS);
+        assert_eq!(decode_splits(1, 2, 396, Some(100), false), 2); // two 64-key pieces
+        assert_eq!(decode_splits(256, 8, 396, None, true), MAX_SPLITS);
+        // Many waves: the 2% a split outweighs the last wave's idle blocks.
+        assert!(decode_splits(4096, 8, 396, None, false) <= 2);
     }
 }

@@ -237,6 +237,24 @@ impl Kernels {
         Ok((f.num_regs()?, f.local_size_bytes()?, f.shared_size_bytes()?))
     }
 
+    /// Blocks of `block` threads and `shared_bytes` of dynamic shared memory that one
+    /// multiprocessor holds at once for kernel `name`.
+    pub(super) fn occupancy(
+        &self,
+        name: &str,
+        block: u32,
+        shared_bytes: u32,
+    ) -> anyhow::Result<usize> {
+        let f = self
+            .functions
+            .get(name)
+            .ok_or_else(|| anyhow::anyhow!("no kernel named {name}"))?;
+        Ok(
+            f.occupancy_max_active_blocks_per_multiprocessor(block, shared_bytes as usize, None)?
+                as usize,
+        )
+    }
+
     pub fn names() -> &'static [&'static str] {
         NAMES
     }

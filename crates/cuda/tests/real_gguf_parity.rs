@@ -1,0 +1,194 @@
+//! Issue 15's oracle on real files: a real GGUF model (its quantized matrices kept quantized
+//! on the GPU, the default load) gives the CPU backend's results on CUDA, step by step along
+//! the CPU's greedy continuation of each prompt of its reference fixture
+//! (fixtures/reference/*.json, made from transformers on the same file; the CPU equals
+//! transformers there). CUDA rounds activations to bf16 where the CPU keeps f32, and real models
+//! have outlier features that random ones lack: the first run on the device (H100, 2026-12-05)
+//! saw logits relative errors of 2.2e-2 (Qwen2.5-Coder) and 2.7e-2 (SmolLM2) at single
+//! positions, past the 2e-2 of the random models in tests/parity.rs. So the bounds here are
+//! the ones a user sees: the same greedy token unless the CPU's top two logits are within
+//! `MIN_MARGIN` (the bound crates/cpu/tests/parity.rs uses against transformers), the log
+//! probability of the CPU's token within `MEAN_LOGPROB` on average, and no step's logits
+//! further than `WORST_REL` from the CPU's. Every statistic is printed before the asserts.
+//!
+//! The files are too large for the repository: each test looks for its file in
+//! $FERRITE_MODELS (or ~/.cache/ferrite/models) and says SKIPPED when it is absent or there is
+//! no GPU. On the device the file travels in parts (bench/gpu/spec_suffix.sh prepare/stage);
+//! run from the repository root with FERRITE_MODELS pointing at it.
+
+mod common;
+
+use std::path::PathBuf;
+
+use ferrite_cpu::CpuBackend;
+use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
+use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
+use ferrite_model::gguf::GgufFile;
+use serde_json::Value;
+
+const PAGE_SIZE: usize = 16;
+const MIN_MARGIN: f32 = 0.25;
+const MEAN_LOGPROB: f64 = 0.02;
+const WORST_REL: f64 = 5e-2;
+
+/// log softmax(row)[token].
+fn logprob(row: &[f32], token: u32) -> f64 {
+    let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
+    let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
+    row[token as usize] as f64 - max - sum.ln()
+}
+
+/// The gap between the two largest logits.
+fn top_two_gap(row: &[f32]) -> f32 {
+    let (mut a, mut b) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+    for &v in row {
+        if v > a {
+            b = a;
+            a = v;
+        } else if v > b {
+            b = v;
+        }
+    }
+    a - b
+}
+
+fn model_path(file: &str) -> PathBuf {
+    let dir = std::env::var_os("FERRITE_MODELS")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/ferrite/models"))
+        })
+        .unwrap_or_default();
+    dir.join(file)
+}
+
+fn fixture(name: &str) -> Value {
+    let built = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/reference");
+    let root = if built.is_dir() {
+        built
+    } else {
+        PathBuf::from("fixtures/reference")
+    };
+    let text = std::fs::read_to_string(root.join(name)).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+fn check_file(fixture_name: &str) {
+    let doc = fixture(fixture_name);
+    let file = doc["model_file"].as_str().unwrap();
+    let path = model_path(file);
+    if !path.exists() {
+        println!("SKIPPED {fixture_name}: {} is absent", path.display());
+        return;
+    }
+    let Some(_) = common::gpu(&format!("real GGUF parity {file}")) else {
+        return;
+    };
+    let gguf = GgufFile::open(&path).unwrap();
+    let config = gguf.config().unwrap();
+    let mut cpu = CpuBackend::new(config.clone(), gguf.weights(), 2).unwrap();
+    let options = CudaOptions {
+        device: 0,
+        max_num_seqs: 8,
+        max_num_batched_tokens: 512,
+        enforce_eager: false,
+        cuda_graph_max_bs: 8,
+        gpu_memory_utilization: 0.5,
+        batch_invariant: false,
+    };
+    let mut gpu = CudaBackend::new(config.clone(), WeightSource::Host(gguf.weights()), options)
+        .unwrap_or_else(|e| panic!("{file} on CUDA: {e:#}"));
+    let (mut worst, mut sum_rel, mut sum_dlogp) = (0.0f64, 0.0f64, 0.0f64);
+    let (mut near_ties, mut same_as_reference, mut steps) = (0, 0, 0);
+    let mut failures = Vec::new();
+    let cases = doc["generate"].as_array().unwrap();
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let (prompt, reference) = (ids(&case["prompt_ids"]), ids(&case["greedy_ids"]));
+        let total = prompt.len() + reference.len();
+        let pages = total.div_ceil(PAGE_SIZE);
+        cpu.init_kv_cache(pages, PAGE_SIZE).unwrap();
+        gpu.init_kv_cache(pages, PAGE_SIZE).unwrap();
+        let table: Vec<u32> = (0..pages as u32).rev().collect();
+        let mut tokens = prompt.clone();
+        let mut start = 0;
+        while tokens.len() < total {
+            let batch = [SeqBatch {
+                tokens: &tokens[start..],
+                start_pos: start,
+                block_table: &table,
+                logits: LogitsRequest::Last,
+            }];
+            let (a, b) = (cpu.forward(&batch).unwrap(), gpu.forward(&batch).unwrap());
+            let (ra, rb) = (a.row(0), b.row(0));
+            let want: Vec<f64> = ra.iter().map(|&v| v as f64).collect();
+            let e = common::rel_err(rb, &want);
+            worst = worst.max(e);
+            sum_rel += e;
+            let at = tokens.len();
+            let (ta, tb) = (
+                ferrite_engine::sampler::argmax(ra),
+                ferrite_engine::sampler::argmax(rb),
+            );
+            sum_dlogp += (logprob(ra, ta) - logprob(rb, ta)).abs();
+            if ta != tb {
+                let gap = top_two_gap(ra);
+                if gap >= MIN_MARGIN {
+                    failures.push(format!(
+                        "`{name}` position {at}: greedy CPU {ta} vs CUDA {tb}, CPU top-two gap \
+                         {gap:.3} >= {MIN_MARGIN}"
+                    ));
+                }
+                near_ties += 1;
+            }
+            if tb == reference[at - prompt.len()] {
+                same_as_reference += 1;
+            }
+            start = tokens.len();
+            tokens.push(ta);
+            steps += 1;
+        }
+    }
+    let (mean_rel, mean_dlogp) = (sum_rel / steps as f64, sum_dlogp / steps as f64);
+    println!(
+        "real {file} on CUDA: {steps} greedy steps over {} prompts; logits relative error vs \
+         the CPU worst {worst:.2e}, mean {mean_rel:.2e}; mean |log p CPU - log p CUDA| of the \
+         CPU's token {mean_dlogp:.2e}; {near_ties} different greedy tokens (each at a CPU \
+         top-two gap under {MIN_MARGIN}: {}); CUDA's token = transformers' at \
+         {same_as_reference}/{steps} steps",
+        cases.len(),
+        failures.is_empty()
+    );
+    assert!(failures.is_empty(), "{file}: {failures:#?}");
+    assert!(
+        mean_dlogp <= MEAN_LOGPROB,
+        "{file}: mean log-probability difference {mean_dlogp:.3e} > {MEAN_LOGPROB}"
+    );
+    assert!(
+        worst <= WORST_REL,
+        "{file}: worst logits relative error {worst:.3e} > {WORST_REL}"
+    );
+}
+
+#[test]
+fn smollm2_q4_1_on_cuda_matches_the_cpu() {
+    check_file("smollm2.json");
+}
+
+#[test]
+fn qwen25_coder_q4_k_m_on_cuda_matches_the_cpu() {
+    check_file("qwen2.5-coder-0.5b.json");
+}
+
+#[test]
+fn gemma3_q4_k_m_on_cuda_matches_the_cpu() {
+    check_file("gemma3-270m.json");
+}

@@ -14,10 +14,10 @@ mod common;
 use std::path::PathBuf;
 
 use common::compare::OUTLIER_MAX;
+use common::teacher_forced::teacher_forced;
 
 use ferrite_cpu::CpuBackend;
 use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
-use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
 use ferrite_model::hf;
 use serde_json::Value;
 
@@ -78,55 +78,42 @@ fn check_arch(arch: &str) {
     let mut outliers_left = if config.moe.is_some() { 3 } else { 0 };
     let cases = prompts(arch);
     for (p, (prompt, reference)) in cases.iter().enumerate() {
-        let total = prompt.len() + reference.len();
-        let pages = total.div_ceil(PAGE_SIZE);
-        cpu.init_kv_cache(pages, PAGE_SIZE).unwrap();
-        gpu.init_kv_cache(pages, PAGE_SIZE).unwrap();
-        let table: Vec<u32> = (0..pages as u32).rev().collect();
-        let mut tokens = prompt.clone();
-        let mut start = 0;
-        while tokens.len() < total {
-            let batch = [SeqBatch {
-                tokens: &tokens[start..],
-                start_pos: start,
-                block_table: &table,
-                logits: LogitsRequest::Last,
-            }];
-            let (a, b) = (cpu.forward(&batch).unwrap(), gpu.forward(&batch).unwrap());
-            let (ra, rb) = (a.row(0), b.row(0));
-            let want: Vec<f64> = ra.iter().map(|&v| v as f64).collect();
-            let e = common::rel_err(rb, &want);
-            worst = worst.max(e);
-            let at = tokens.len();
-            if e > 2e-2 && e <= OUTLIER_MAX && outliers_left > 0 {
-                outliers_left -= 1;
-                println!("  {arch} routing outlier: prompt {p} position {at}, {e:.3e}");
-            } else {
-                assert!(
-                    e <= 2e-2,
-                    "{arch} prompt {p} position {at}: logits relative error {e:.3e} > 2e-2"
-                );
-            }
-            let (ta, tb) = (
-                ferrite_engine::sampler::argmax(ra),
-                ferrite_engine::sampler::argmax(rb),
-            );
-            if ta != tb {
-                let gap = (ra[ta as usize] - ra[tb as usize]).abs();
-                assert!(
-                    gap < 0.05,
-                    "{arch} prompt {p} position {at}: greedy CPU {ta} vs CUDA {tb}, CPU logit \
+        teacher_forced(
+            &mut cpu,
+            &mut gpu,
+            prompt,
+            reference.len(),
+            PAGE_SIZE,
+            |s| {
+                let want: Vec<f64> = s.cpu.iter().map(|&v| v as f64).collect();
+                let e = common::rel_err(s.cuda, &want);
+                worst = worst.max(e);
+                let at = s.at;
+                if e > 2e-2 && e <= OUTLIER_MAX && outliers_left > 0 {
+                    outliers_left -= 1;
+                    println!("  {arch} routing outlier: prompt {p} position {at}, {e:.3e}");
+                } else {
+                    assert!(
+                        e <= 2e-2,
+                        "{arch} prompt {p} position {at}: logits relative error {e:.3e} > 2e-2"
+                    );
+                }
+                let (ta, tb) = (s.cpu_token, s.cuda_token);
+                if ta != tb {
+                    let gap = (s.cpu[ta as usize] - s.cpu[tb as usize]).abs();
+                    assert!(
+                        gap < 0.05,
+                        "{arch} prompt {p} position {at}: greedy CPU {ta} vs CUDA {tb}, CPU logit \
                      gap {gap} >= 0.05"
-                );
-                near_ties += 1;
-            }
-            if tb == reference[at - prompt.len()] {
-                same_as_reference += 1;
-            }
-            start = tokens.len();
-            tokens.push(ta);
-            steps += 1;
-        }
+                    );
+                    near_ties += 1;
+                }
+                if tb == reference[at - prompt.len()] {
+                    same_as_reference += 1;
+                }
+                steps += 1;
+            },
+        );
     }
     println!(
         "fixture {arch} hd={} on CUDA: {steps} greedy steps over {} prompts, worst logits rel \

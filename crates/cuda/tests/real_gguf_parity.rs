@@ -20,9 +20,10 @@ mod common;
 
 use std::path::PathBuf;
 
+use common::teacher_forced::teacher_forced;
+
 use ferrite_cpu::CpuBackend;
 use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
-use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
 use ferrite_model::gguf::GgufFile;
 use serde_json::Value;
 
@@ -113,49 +114,36 @@ fn check_file(fixture_name: &str) {
     for case in cases {
         let name = case["name"].as_str().unwrap();
         let (prompt, reference) = (ids(&case["prompt_ids"]), ids(&case["greedy_ids"]));
-        let total = prompt.len() + reference.len();
-        let pages = total.div_ceil(PAGE_SIZE);
-        cpu.init_kv_cache(pages, PAGE_SIZE).unwrap();
-        gpu.init_kv_cache(pages, PAGE_SIZE).unwrap();
-        let table: Vec<u32> = (0..pages as u32).rev().collect();
-        let mut tokens = prompt.clone();
-        let mut start = 0;
-        while tokens.len() < total {
-            let batch = [SeqBatch {
-                tokens: &tokens[start..],
-                start_pos: start,
-                block_table: &table,
-                logits: LogitsRequest::Last,
-            }];
-            let (a, b) = (cpu.forward(&batch).unwrap(), gpu.forward(&batch).unwrap());
-            let (ra, rb) = (a.row(0), b.row(0));
-            let want: Vec<f64> = ra.iter().map(|&v| v as f64).collect();
-            let e = common::rel_err(rb, &want);
-            worst = worst.max(e);
-            sum_rel += e;
-            let at = tokens.len();
-            let (ta, tb) = (
-                ferrite_engine::sampler::argmax(ra),
-                ferrite_engine::sampler::argmax(rb),
-            );
-            sum_dlogp += (logprob(ra, ta) - logprob(rb, ta)).abs();
-            if ta != tb {
-                let gap = top_two_gap(ra);
-                if gap >= MIN_MARGIN {
-                    failures.push(format!(
-                        "`{name}` position {at}: greedy CPU {ta} vs CUDA {tb}, CPU top-two gap \
-                         {gap:.3} >= {MIN_MARGIN}"
-                    ));
+        teacher_forced(
+            &mut cpu,
+            &mut gpu,
+            &prompt,
+            reference.len(),
+            PAGE_SIZE,
+            |s| {
+                let want: Vec<f64> = s.cpu.iter().map(|&v| v as f64).collect();
+                let e = common::rel_err(s.cuda, &want);
+                worst = worst.max(e);
+                sum_rel += e;
+                let (ta, tb) = (s.cpu_token, s.cuda_token);
+                sum_dlogp += (logprob(s.cpu, ta) - logprob(s.cuda, ta)).abs();
+                if ta != tb {
+                    let gap = top_two_gap(s.cpu);
+                    if gap >= MIN_MARGIN {
+                        failures.push(format!(
+                            "`{name}` position {}: greedy CPU {ta} vs CUDA {tb}, CPU top-two gap \
+                         {gap:.3} >= {MIN_MARGIN}",
+                            s.at
+                        ));
+                    }
+                    near_ties += 1;
                 }
-                near_ties += 1;
-            }
-            if tb == reference[at - prompt.len()] {
-                same_as_reference += 1;
-            }
-            start = tokens.len();
-            tokens.push(ta);
-            steps += 1;
-        }
+                if tb == reference[s.at - prompt.len()] {
+                    same_as_reference += 1;
+                }
+                steps += 1;
+            },
+        );
     }
     let (mean_rel, mean_dlogp) = (sum_rel / steps as f64, sum_dlogp / steps as f64);
     println!(

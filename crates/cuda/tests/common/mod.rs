@@ -34,6 +34,7 @@ pub fn gpu(test: &str) -> Option<Ctx> {
 
 pub mod compare;
 pub mod quant;
+pub mod teacher_forced;
 
 pub fn rng(seed: u64) -> StdRng {
     StdRng::seed_from_u64(seed)

@@ -28,6 +28,14 @@ __device__ __forceinline__ void unpack8(const uint4 raw, float out[8]) {
     }
 }
 
+// Four bf16 values from an 8-byte aligned address, as floats.
+__device__ __forceinline__ float4 load4_bf16(const bf16* p) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(p);
+    const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+    const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+    return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+
 __device__ __forceinline__ uint4 pack8(const float in[8]) {
     Pack8 p;
 #pragma unroll

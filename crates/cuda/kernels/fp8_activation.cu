@@ -34,13 +34,11 @@ extern "C" __global__ void fp8_quantize_rows(const bf16* __restrict__ x,
     const int t = (int)(item / blocks);
     const int b = (int)(item % blocks);
     const i64 at = (i64)t * k + b * 128 + lane * 4;
-    const uint2 raw = t < n_valid ? *reinterpret_cast<const uint2*>(x + at) : make_uint2(0, 0);
-    const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
-    const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
-    float amax = fmaxf(fmaxf(fabsf(lo.x), fabsf(lo.y)), fmaxf(fabsf(hi.x), fabsf(hi.y)));
+    const float4 v = t < n_valid ? load4_bf16(x + at) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
     amax = warp_max(amax);
     const float inv = amax > 0.0f ? 448.0f / amax : 0.0f;
-    *reinterpret_cast<u32*>(q + at) = e4m3x4(lo.x * inv, lo.y * inv, hi.x * inv, hi.y * inv);
+    *reinterpret_cast<u32*>(q + at) = e4m3x4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
     if (lane == 0) scales[(i64)b * n + t] = amax / 448.0f;
 }
 

@@ -24,14 +24,8 @@ __device__ __forceinline__ void load4(const float* row, int inter, int c, float4
     u = reinterpret_cast<const float4*>(row + inter)[c];
 }
 __device__ __forceinline__ void load4(const bf16* row, int inter, int c, float4& g, float4& u) {
-    const uint2 gr = reinterpret_cast<const uint2*>(row)[c];
-    const uint2 ur = reinterpret_cast<const uint2*>(row + inter)[c];
-    const float2 g0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&gr.x));
-    const float2 g1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&gr.y));
-    const float2 u0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&ur.x));
-    const float2 u1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&ur.y));
-    g = make_float4(g0.x, g0.y, g1.x, g1.y);
-    u = make_float4(u0.x, u0.y, u1.x, u1.y);
+    g = load4_bf16(row + 4 * c);
+    u = load4_bf16(row + inter + 4 * c);
 }
 
 // grid = (ceil(inter / 4 / blockDim), tokens); inter % 4 == 0.

@@ -28,9 +28,8 @@ __device__ __forceinline__ TwoPairs load_two_pairs(const float* __restrict__ src
 __device__ __forceinline__ TwoPairs load_two_pairs(const bf16* __restrict__ src, int i, int half,
                                                    bool interleaved) {
     if (interleaved) {
-        const __nv_bfloat162* v = reinterpret_cast<const __nv_bfloat162*>(src + 2 * i);
-        const float2 p = __bfloat1622float2(v[0]), q = __bfloat1622float2(v[1]);
-        return {p.x, q.x, p.y, q.y};
+        const float4 v = load4_bf16(src + 2 * i);
+        return {v.x, v.z, v.y, v.w};
     }
     const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(src + i));
     const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(src + i + half));
@@ -43,9 +42,7 @@ __device__ __forceinline__ float4 load_four(const float* __restrict__ src) {
 }
 
 __device__ __forceinline__ float4 load_four(const bf16* __restrict__ src) {
-    const __nv_bfloat162* v = reinterpret_cast<const __nv_bfloat162*>(src);
-    const float2 lo = __bfloat1622float2(v[0]), hi = __bfloat1622float2(v[1]);
-    return make_float4(lo.x, lo.y, hi.x, hi.y);
+    return load4_bf16(src);
 }
 
 __device__ __forceinline__ void store_two_pairs(bf16* dst, int i, int half, bool interleaved,

@@ -110,6 +110,15 @@ impl Model<'_> {
             })
         };
         let block = c.block;
+        // y = input W^T as bf16 rows where cuBLAS writes them (prompt chunks) and the reader
+        // takes them (`bf16_ok`), else f32; returns whether they are bf16.
+        let rows_maybe_bf16 = |input, w: &Linear, y, bf16_ok: bool| -> anyhow::Result<bool> {
+            if bf16_ok && self.gemm.linear_bf16(input, w, y, n)? {
+                return Ok(true);
+            }
+            linear(input, w, y)?;
+            Ok(false)
+        };
         // Whether `delta` holds a projection not yet added to the residual `x` (the next
         // add_rmsnorm adds it). A projection cuBLAS runs adds itself in its epilogue instead,
         // unless a post-norm must first scale it.
@@ -139,12 +148,8 @@ impl Model<'_> {
             };
             // The previous layer's down projection joins the residual here if still pending.
             k.add_rmsnorm(&norm(delta_pending.then_some(ws.delta), lw.attn_norm))?;
-            // bf16 QKV rows (prompt chunks) unless the per-head norms read them as f32.
-            let qkv_bf16 =
-                lw.qk_norm.is_none() && self.gemm.linear_bf16(ws.xn, &lw.wqkv, ws.qkv, n)?;
-            if !qkv_bf16 {
-                linear(ws.xn, &lw.wqkv, ws.qkv)?;
-            }
+            // The per-head Q/K norms read f32 rows.
+            let qkv_bf16 = rows_maybe_bf16(ws.xn, &lw.wqkv, ws.qkv, lw.qk_norm.is_none())?;
             if let Some(qk) = lw.qk_norm {
                 // Q heads, then K heads, of each token's QKV row (no bias: check_supported).
                 let k_part = ws.qkv.offset(4 * q_dim);
@@ -210,11 +215,7 @@ impl Model<'_> {
             k.add_rmsnorm(&norm(delta_pending.then_some(ws.delta), lw.ffn_norm))?;
             match &lw.mlp {
                 Mlp::Dense { gate_up, down } => {
-                    // bf16 gate/up rows where cuBLAS can write them (prompt chunks).
-                    let bf16 = self.gemm.linear_bf16(ws.xn, gate_up, ws.gate_up, n)?;
-                    if !bf16 {
-                        linear(ws.xn, gate_up, ws.gate_up)?;
-                    }
+                    let bf16 = rows_maybe_bf16(ws.xn, gate_up, ws.gate_up, true)?;
                     k.gated_activation(block.activation, ws.gate_up, bf16, ws.act, inter, n)?;
                     delta_pending = into_residual(ws.act, down)?;
                 }

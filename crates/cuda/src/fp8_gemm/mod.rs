@@ -67,10 +67,10 @@ pub struct Fp8Gemm {
 unsafe impl Send for Fp8Gemm {}
 unsafe impl Sync for Fp8Gemm {}
 
-/// Owned cuBLASLt descriptors of one call, destroyed on drop.
 /// A product's descriptors and the algorithm chosen for them.
 type Prepared = (Descriptors, sys::cublasLtMatmulAlgo_t);
 
+/// Owned cuBLASLt descriptors of one call, destroyed on drop.
 struct Descriptors {
     desc: sys::cublasLtMatmulDesc_t,
     layouts: [sys::cublasLtMatrixLayout_t; 3],

@@ -122,22 +122,31 @@ pub struct PrefillArgs {
     pub max_q_len: usize,
 }
 
+/// The kernel of `kernels` (name, head_dim) instantiated for `head_dim`.
+fn for_head_dim(
+    kernels: &[(&'static str, usize)],
+    head_dim: usize,
+    what: &str,
+) -> anyhow::Result<&'static str> {
+    kernels
+        .iter()
+        .find(|&&(_, hd)| hd == head_dim)
+        .map(|&(name, _)| name)
+        .ok_or_else(|| anyhow::anyhow!("no {what} attention kernel for head_dim {head_dim}"))
+}
+
 impl Kernels {
     /// Decode attention blocks resident on the whole GPU at once (`sm_count` multiprocessors):
     /// the wave size [`decode_splits`] plans with.
     pub fn decode_slots(&self, head_dim: usize, sm_count: usize) -> anyhow::Result<usize> {
-        let Some(&(name, _)) = DECODE_NAMES.iter().find(|(_, hd)| *hd == head_dim) else {
-            anyhow::bail!("no decode attention kernel for head_dim {head_dim}");
-        };
+        let name = for_head_dim(&DECODE_NAMES, head_dim, "decode")?;
         let per_sm = self.occupancy(name, 128, decode_shared_bytes(head_dim))?;
         Ok(per_sm.max(1) * sm_count)
     }
 
     pub fn attention_decode(&self, a: &DecodeArgs) -> anyhow::Result<()> {
         let d = a.dims;
-        let Some(&(name, _)) = DECODE_NAMES.iter().find(|(_, hd)| *hd == d.head_dim) else {
-            anyhow::bail!("no decode attention kernel for head_dim {}", d.head_dim);
-        };
+        let name = for_head_dim(&DECODE_NAMES, d.head_dim, "decode")?;
         // attention_decode_hd*(q, k_cache, v_cache, pages, page_offsets, ctx_lens, q_rows, out,
         //                      part_acc, part_ml, num_kv_heads, group, page_size, scale_log2,
         //                      window)
@@ -187,9 +196,7 @@ impl Kernels {
     /// Prefill attention of `num_seqs` chunks; `max_q_len` bounds the row tiles.
     pub fn attention_prefill(&self, a: &PrefillArgs) -> anyhow::Result<()> {
         let d = a.dims;
-        let Some(&(name, _)) = PREFILL_NAMES.iter().find(|(_, hd)| *hd == d.head_dim) else {
-            anyhow::bail!("no prefill attention kernel for head_dim {}", d.head_dim);
-        };
+        let name = for_head_dim(&PREFILL_NAMES, d.head_dim, "prefill")?;
         // attention_prefill_hd*(q, k_cache, v_cache, pages, page_offsets, q_starts, q_lens,
         //                       pos0s, out, num_kv_heads, group, page_size, scale_log2, window)
         let args = Args::new()

@@ -1,4 +1,4 @@
-//! Batch invariance on the GPU (the default, `CudaOptions::batch_invariant`): a token's result
+//! Batch invariance on the GPU (opt-in, `CudaOptions::batch_invariant`, `--batch-invariant`): a token's result
 //! is the same bit for bit whatever shares its launch.
 //!
 //! - The bf16 products (gemv_mma.cu up to 64 tokens, tile_mma.cu beyond): each token's row of a
@@ -26,7 +26,7 @@ use ferrite_cuda::gemm::{Gemm, Scratch};
 use ferrite_cuda::kernels::LinearArgs;
 use ferrite_cuda::linear::Linear;
 use ferrite_cuda::quant::QuantType;
-use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
+use ferrite_cuda::{CudaBackend, WeightSource};
 use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
 use ferrite_model::config::{BlockVariant, ModelConfig};
 
@@ -250,15 +250,7 @@ fn run(gpu: &mut CudaBackend, plans: &[Plan<'_>]) -> Rows {
 fn same_logits_alone_batched_and_chunked(config: &ModelConfig, name: &str) {
     let Some(_) = gpu(name) else { return };
     let page_size = 16;
-    let options = CudaOptions {
-        device: 0,
-        max_num_seqs: 8,
-        max_num_batched_tokens: 512,
-        enforce_eager: false,
-        cuda_graph_max_bs: 8,
-        gpu_memory_utilization: 0.9,
-        batch_invariant: true,
-    };
+    let options = common::fixtures::test_options(false, true);
     let mut gpu =
         CudaBackend::new(config.clone(), WeightSource::Dummy { seed: 3 }, options).unwrap();
     gpu.init_kv_cache(1024, page_size).unwrap();

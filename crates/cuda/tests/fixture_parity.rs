@@ -14,36 +14,24 @@ mod common;
 use std::path::PathBuf;
 
 use common::compare::OUTLIER_MAX;
+use common::fixtures::{fixture_path, ids, test_options};
 use common::teacher_forced::teacher_forced;
 
 use ferrite_cpu::CpuBackend;
-use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
+use ferrite_cuda::{CudaBackend, WeightSource};
 use ferrite_model::hf;
 use serde_json::Value;
 
 const PAGE_SIZE: usize = 16;
 
 fn fixture_dir(arch: &str) -> PathBuf {
-    let built = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/arch");
-    let root = if built.is_dir() {
-        built
-    } else {
-        PathBuf::from("fixtures/arch")
-    };
-    root.join(arch)
+    fixture_path("arch").join(arch)
 }
 
 /// (prompt ids, transformers' greedy ids) of each reference prompt.
 fn prompts(arch: &str) -> Vec<(Vec<u32>, Vec<u32>)> {
     let text = std::fs::read_to_string(fixture_dir(arch).join("reference.json")).unwrap();
     let doc: Value = serde_json::from_str(&text).unwrap();
-    let ids = |v: &Value| -> Vec<u32> {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_u64().unwrap() as u32)
-            .collect()
-    };
     doc["prompts"]
         .as_array()
         .unwrap()
@@ -60,15 +48,7 @@ fn check_arch(arch: &str) {
     let (config, cpu_weights) = hf::load_dir(&dir).unwrap_or_else(|e| panic!("{arch}: {e}"));
     let (_, gpu_weights) = hf::load_dir(&dir).unwrap();
     let mut cpu = CpuBackend::new(config.clone(), cpu_weights, 2).unwrap();
-    let options = CudaOptions {
-        device: 0,
-        max_num_seqs: 8,
-        max_num_batched_tokens: 512,
-        enforce_eager: false,
-        cuda_graph_max_bs: 8,
-        gpu_memory_utilization: 0.9,
-        batch_invariant: true,
-    };
+    let options = test_options(false, true);
     let mut gpu = CudaBackend::new(config.clone(), WeightSource::Host(gpu_weights), options)
         .unwrap_or_else(|e| panic!("{arch} on CUDA: {e:#}"));
     let (mut worst, mut near_ties, mut same_as_reference, mut steps) = (0.0f64, 0, 0, 0);
@@ -85,8 +65,7 @@ fn check_arch(arch: &str) {
             reference.len(),
             PAGE_SIZE,
             |s| {
-                let want: Vec<f64> = s.cpu.iter().map(|&v| v as f64).collect();
-                let e = common::rel_err(s.cuda, &want);
+                let e = s.rel_err;
                 worst = worst.max(e);
                 let at = s.at;
                 if e > 2e-2 && e <= OUTLIER_MAX && outliers_left > 0 {

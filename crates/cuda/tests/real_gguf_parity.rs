@@ -20,10 +20,11 @@ mod common;
 
 use std::path::PathBuf;
 
+use common::fixtures::{fixture_path, ids, test_options};
 use common::teacher_forced::teacher_forced;
 
 use ferrite_cpu::CpuBackend;
-use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
+use ferrite_cuda::{CudaBackend, WeightSource};
 use ferrite_model::gguf::GgufFile;
 use serde_json::Value;
 
@@ -64,22 +65,8 @@ fn model_path(file: &str) -> PathBuf {
 }
 
 fn fixture(name: &str) -> Value {
-    let built = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/reference");
-    let root = if built.is_dir() {
-        built
-    } else {
-        PathBuf::from("fixtures/reference")
-    };
-    let text = std::fs::read_to_string(root.join(name)).unwrap();
+    let text = std::fs::read_to_string(fixture_path("reference").join(name)).unwrap();
     serde_json::from_str(&text).unwrap()
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
 }
 
 fn check_file(fixture_name: &str) {
@@ -96,15 +83,7 @@ fn check_file(fixture_name: &str) {
     let gguf = GgufFile::open(&path).unwrap();
     let config = gguf.config().unwrap();
     let mut cpu = CpuBackend::new(config.clone(), gguf.weights(), 2).unwrap();
-    let options = CudaOptions {
-        device: 0,
-        max_num_seqs: 8,
-        max_num_batched_tokens: 512,
-        enforce_eager: false,
-        cuda_graph_max_bs: 8,
-        gpu_memory_utilization: 0.5,
-        batch_invariant: false,
-    };
+    let options = test_options(false, false);
     let mut gpu = CudaBackend::new(config.clone(), WeightSource::Host(gguf.weights()), options)
         .unwrap_or_else(|e| panic!("{file} on CUDA: {e:#}"));
     let (mut worst, mut sum_rel, mut sum_dlogp) = (0.0f64, 0.0f64, 0.0f64);
@@ -121,8 +100,7 @@ fn check_file(fixture_name: &str) {
             reference.len(),
             PAGE_SIZE,
             |s| {
-                let want: Vec<f64> = s.cpu.iter().map(|&v| v as f64).collect();
-                let e = common::rel_err(s.cuda, &want);
+                let e = s.rel_err;
                 worst = worst.max(e);
                 sum_rel += e;
                 let (ta, tb) = (s.cpu_token, s.cuda_token);

@@ -3,7 +3,7 @@
 //! every step (tests/parity.rs, tests/moe.rs).
 
 use ferrite_cpu::CpuBackend;
-use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
+use ferrite_cuda::{CudaBackend, WeightSource};
 use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
 use ferrite_model::config::ModelConfig;
 use ferrite_model::dummy::generate;
@@ -90,15 +90,7 @@ pub fn compare_and_report(
     let seed = 5;
     let cpu_weights = host.clone().unwrap_or_else(|| generate(config, seed));
     let mut cpu = CpuBackend::new(config.clone(), cpu_weights, 2).unwrap();
-    let options = CudaOptions {
-        device: 0,
-        max_num_seqs: 8,
-        max_num_batched_tokens: 512,
-        enforce_eager: eager,
-        cuda_graph_max_bs: 8,
-        gpu_memory_utilization: 0.9,
-        batch_invariant: run.batch_invariant,
-    };
+    let options = super::fixtures::test_options(eager, run.batch_invariant);
     let source = host.map_or(WeightSource::Dummy { seed }, WeightSource::Host);
     let mut gpu = CudaBackend::new(config.clone(), source, options).unwrap();
     let num_pages = 4096 / page_size;

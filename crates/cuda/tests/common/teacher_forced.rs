@@ -9,11 +9,12 @@ use ferrite_engine::sampler::argmax;
 use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
 
 /// What each step gives the caller: the position of the token its logits predict, both rows,
-/// and each backend's greedy token.
+/// CUDA's logits relative error against the CPU's, and each backend's greedy token.
 pub struct Step<'a> {
     pub at: usize,
     pub cpu: &'a [f32],
     pub cuda: &'a [f32],
+    pub rel_err: f64,
     pub cpu_token: u32,
     pub cuda_token: u32,
 }
@@ -44,10 +45,12 @@ pub fn teacher_forced(
         }];
         let (a, b) = (cpu.forward(&batch).unwrap(), gpu.forward(&batch).unwrap());
         let (cpu_row, cuda_row) = (a.row(0), b.row(0));
+        let want: Vec<f64> = cpu_row.iter().map(|&v| v as f64).collect();
         let step = Step {
             at: tokens.len(),
             cpu: cpu_row,
             cuda: cuda_row,
+            rel_err: super::rel_err(cuda_row, &want),
             cpu_token: argmax(cpu_row),
             cuda_token: argmax(cuda_row),
         };

@@ -2,8 +2,21 @@
 //   out[t, i] = bf16(act(gu[t, i]) * gu[t, inter + i])
 // gu is f32, or bf16 where cuBLAS wrote it so (prompt chunks: half the bytes of the step's
 // largest intermediate, written and read once each).
-// One kernel per activation (activation.cuh; the model's config picks one), sharing the loop.
-#include "activation.cuh"
+// SwiGLU (llama, qwen, mistral): silu(g) = g / (1 + e^-g).
+// GeGLU (gemma, `gelu_pytorch_tanh`): gelu(g) = g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))).
+// One kernel per activation (the model's config picks one), sharing the loop.
+#include "common.cuh"
+
+struct Silu {
+    static __device__ __forceinline__ float apply(float g) { return g / (1.0f + __expf(-g)); }
+};
+
+struct GeluTanh {
+    static __device__ __forceinline__ float apply(float g) {
+        const float inner = 0.7978845608028654f * (g + 0.044715f * g * g * g);
+        return 0.5f * g * (1.0f + tanhf(inner));
+    }
+};
 
 // Four gate and four up values of row `row` from column 4c: f32 or bf16 rows of 2 * inter.
 __device__ __forceinline__ void load4(const float* row, int inter, int c, float4& g, float4& u) {

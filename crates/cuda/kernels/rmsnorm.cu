@@ -3,7 +3,7 @@
 //   out[r] = bf16(x[r] / sqrt(mean(x[r]^2) + eps) * weight)
 // `rows` (optional) picks which rows of x to normalise into out's consecutive rows: the
 // final norm runs only on the rows whose logits are wanted.
-#include "norm.cuh"
+#include "common.cuh"
 
 // Values per thread kept in registers between the two passes: hidden <= 4 * 8 * blockDim.
 #define NORM_MAX_PER_THREAD 8
@@ -45,7 +45,7 @@ extern "C" __global__ void add_rmsnorm(float* __restrict__ x, const float* __res
                     v[i].x += d.x; v[i].y += d.y; v[i].z += d.z; v[i].w += d.w;
                     xr[c] = v[i];
                 }
-                sum_sq += sum_sq4(v[i]);
+                sum_sq += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
             }
         }
     } else {
@@ -56,23 +56,27 @@ extern "C" __global__ void add_rmsnorm(float* __restrict__ x, const float* __res
                 u.x += d.x; u.y += d.y; u.z += d.z; u.w += d.w;
                 xr[c] = u;
             }
-            sum_sq += sum_sq4(u);
+            sum_sq += u.x * u.x + u.y * u.y + u.z * u.z + u.w * u.w;
         }
     }
     sum_sq = block_sum(sum_sq, scratch);
-    const float inv_rms = inv_rms_of(sum_sq, hidden, eps);
+    const float inv_rms = rsqrtf(sum_sq / (float)hidden + eps);
     if (in_registers) {
 #pragma unroll
         for (int i = 0; i < NORM_MAX_PER_THREAD; ++i) {
             const int c = threadIdx.x + i * blockDim.x;
             if (c < n4) {
-                store_normed4(o2 + 2 * c, v[i], inv_rms, wv[i]);
+                o2[2 * c] = __floats2bfloat162_rn(v[i].x * inv_rms * wv[i].x, v[i].y * inv_rms * wv[i].y);
+                o2[2 * c + 1] = __floats2bfloat162_rn(v[i].z * inv_rms * wv[i].z, v[i].w * inv_rms * wv[i].w);
             }
         }
         return;
     }
     for (int c = threadIdx.x; c < n4; c += blockDim.x) {
-        store_normed4(o2 + 2 * c, xr[c], inv_rms, w4[c]);
+        const float4 u = xr[c];
+        const float4 w = w4[c];
+        o2[2 * c] = __floats2bfloat162_rn(u.x * inv_rms * w.x, u.y * inv_rms * w.y);
+        o2[2 * c + 1] = __floats2bfloat162_rn(u.z * inv_rms * w.z, u.w * inv_rms * w.w);
     }
 }
 
@@ -97,10 +101,10 @@ extern "C" __global__ void rmsnorm_rows(float* __restrict__ x, const float* __re
     float sum_sq = 0.0f;
     for (int c = lane; c < n4; c += 32) {
         const float4 v = row[c];
-        sum_sq += sum_sq4(v);
+        sum_sq += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }
     sum_sq = warp_sum(sum_sq);
-    const float inv_rms = inv_rms_of(sum_sq, dim, eps);
+    const float inv_rms = rsqrtf(sum_sq / (float)dim + eps);
     for (int c = lane; c < n4; c += 32) {
         const float4 v = row[c];
         const float4 w = w4[c];

@@ -4,7 +4,7 @@
 // KV cache layout per layer: [num_pages][num_kv_heads][page_size][head_dim] bf16, so one KV
 // head of one page is a contiguous page_size x head_dim block. A token's slot is
 // page * page_size + offset; slot < 0 marks a padding token whose K/V are not stored.
-#include "rope.cuh"
+#include "common.cuh"
 
 // Two adjacent rotated pairs (i, i + 1) of one head: their elements as f32 from the row
 // (plus bias), loaded as one float2 pair (i, i+1 | i+half, i+half+1) or one float4
@@ -99,9 +99,11 @@ __device__ __forceinline__ void rope_kv(const T* __restrict__ qkv, const float* 
             x.b0 += b.b0;
             x.b1 += b.b1;
         }
-        float ra0, rb0, ra1, rb1;
-        rope_rotate(x.a0, x.b0, pos * inv_freq[i], ra0, rb0);
-        rope_rotate(x.a1, x.b1, pos * inv_freq[i + 1], ra1, rb1);
+        float s0, c0, s1, c1;
+        sincosf(pos * inv_freq[i], &s0, &c0);
+        sincosf(pos * inv_freq[i + 1], &s1, &c1);
+        const float ra0 = x.a0 * c0 - x.b0 * s0, rb0 = x.b0 * c0 + x.a0 * s0;
+        const float ra1 = x.a1 * c1 - x.b1 * s1, rb1 = x.b1 * c1 + x.a1 * s1;
         if (head < num_heads) {
             store_two_pairs(q_out + (i64)t * q_dim + base, i, half, interleaved, ra0, ra1, rb0, rb1);
         } else if (slot >= 0) {

@@ -10,9 +10,7 @@
 //! of a mixture of experts, crate::moe_mlp) -> [post-MLP RMSNorm].
 //! Bracketed steps run when `BlockVariant` asks for them (qwen3, gemma3). The residual stream
 //! stays f32; GEMM inputs are bf16, outputs f32 (the QKV and gate/up rows of a prompt chunk
-//! bf16, and its O and down projections added to the residual by cuBLAS itself). A one-token
-//! step folds the norms, RoPE + KV write, activation and residual adds into its GEMVs
-//! (gemm::decode_fusion), same bits.
+//! bf16, and its O and down projections added to the residual by cuBLAS itself).
 
 use ferrite_model::config::{ModelConfig, RopeStyle};
 
@@ -20,7 +18,7 @@ use crate::device_ptr::DevicePtr;
 use crate::expert_load::DeviceExpertLoad;
 use crate::gemm::Gemm;
 use crate::kernels::{
-    AddRmsNormArgs, AttentionDims, AttentionMask, DecodeArgs, Kernels, NormedInput, PrefillArgs,
+    AddRmsNormArgs, AttentionDims, AttentionMask, DecodeArgs, Kernels, PrefillArgs,
     RmsNormRowsArgs, RopeKvArgs,
 };
 use crate::kv_cache::KvCache;
@@ -128,19 +126,11 @@ impl Model<'_> {
         // Projects `input` through `w` into the residual stream: added to `x` by cuBLAS, or
         // written to `delta` (returns whether it is pending there).
         let into_residual = |input, w: &Linear| -> anyhow::Result<bool> {
-            if !block.post_norms && self.gemm.linear_add(k, input, w, ws.x, n)? {
+            if !block.post_norms && self.gemm.linear_add(input, w, ws.x, n)? {
                 return Ok(false);
             }
             linear(input, w, ws.delta)?;
             Ok(true)
-        };
-        // The residual row normalised inside a fused one-token GEMV (gemm::decode_fusion),
-        // which needs nothing pending in `delta`.
-        let normed = |weight| NormedInput {
-            x: ws.x,
-            weight,
-            eps: c.rms_norm_eps,
-            hidden,
         };
         k.embed_tokens(
             &w.embed,
@@ -156,7 +146,17 @@ impl Model<'_> {
                 scale: block.attn_scale,
                 window: c.attention(l).sliding_window.unwrap_or(0),
             };
-            let rope = |qkv_bf16| RopeKvArgs {
+            // The previous layer's down projection joins the residual here if still pending.
+            k.add_rmsnorm(&norm(delta_pending.then_some(ws.delta), lw.attn_norm))?;
+            // The per-head Q/K norms read f32 rows.
+            let qkv_bf16 = rows_maybe_bf16(ws.xn, &lw.wqkv, ws.qkv, lw.qk_norm.is_none())?;
+            if let Some(qk) = lw.qk_norm {
+                // Q heads, then K heads, of each token's QKV row (no bias: check_supported).
+                let k_part = ws.qkv.offset(4 * q_dim);
+                norm_rows(ws.qkv, qk.q, c.num_heads, qkv_rows, c.head_dim)?;
+                norm_rows(k_part, qk.k, c.num_kv_heads, qkv_rows, c.head_dim)?;
+            }
+            k.rope_kv_write(&RopeKvArgs {
                 dims,
                 qkv: ws.qkv,
                 qkv_bf16,
@@ -170,26 +170,7 @@ impl Model<'_> {
                 page_size,
                 interleaved: c.rope_style == RopeStyle::Interleaved,
                 n,
-            };
-            // Norm, QKV, RoPE and the K/V write: one kernel for one token when it applies.
-            let fused = !delta_pending
-                && lw.qk_norm.is_none()
-                && self
-                    .gemm
-                    .norm_rope(k, &normed(lw.attn_norm), &lw.wqkv, &rope(false))?;
-            if !fused {
-                // The previous layer's down projection joins the residual here if pending.
-                k.add_rmsnorm(&norm(delta_pending.then_some(ws.delta), lw.attn_norm))?;
-                // The per-head Q/K norms read f32 rows.
-                let qkv_bf16 = rows_maybe_bf16(ws.xn, &lw.wqkv, ws.qkv, lw.qk_norm.is_none())?;
-                if let Some(qk) = lw.qk_norm {
-                    // Q heads, then K heads, of each token's QKV row (no bias: check_supported).
-                    let k_part = ws.qkv.offset(4 * q_dim);
-                    norm_rows(ws.qkv, qk.q, c.num_heads, qkv_rows, c.head_dim)?;
-                    norm_rows(k_part, qk.k, c.num_kv_heads, qkv_rows, c.head_dim)?;
-                }
-                k.rope_kv_write(&rope(qkv_bf16))?;
-            }
+            })?;
             if s.num_decodes > 0 {
                 k.attention_decode(&DecodeArgs {
                     dims,
@@ -231,24 +212,11 @@ impl Model<'_> {
             if let Some(post) = lw.post_norms {
                 norm_rows(ws.delta, post.attention, 1, hidden, hidden)?;
             }
-            // Norm, gate/up and activation: one kernel for one token when it applies.
-            let fused = match &lw.mlp {
-                Mlp::Dense { gate_up, .. } if !delta_pending => {
-                    let input = normed(lw.ffn_norm);
-                    let act = block.activation;
-                    self.gemm.norm_gated(k, &input, gate_up, act, ws.act, n)?
-                }
-                _ => false,
-            };
-            if !fused {
-                k.add_rmsnorm(&norm(delta_pending.then_some(ws.delta), lw.ffn_norm))?;
-            }
+            k.add_rmsnorm(&norm(delta_pending.then_some(ws.delta), lw.ffn_norm))?;
             match &lw.mlp {
                 Mlp::Dense { gate_up, down } => {
-                    if !fused {
-                        let bf16 = rows_maybe_bf16(ws.xn, gate_up, ws.gate_up, true)?;
-                        k.gated_activation(block.activation, ws.gate_up, bf16, ws.act, inter, n)?;
-                    }
+                    let bf16 = rows_maybe_bf16(ws.xn, gate_up, ws.gate_up, true)?;
+                    k.gated_activation(block.activation, ws.gate_up, bf16, ws.act, inter, n)?;
                     delta_pending = into_residual(ws.act, down)?;
                 }
                 Mlp::Sparse(moe) => {

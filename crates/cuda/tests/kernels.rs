@@ -371,30 +371,21 @@ fn gemv_and_cublas_match_reference() {
                 &want,
                 1e-5,
             );
-            // The residual epilogue: y0 + x W^T where cuBLAS runs the product (n > 8) or the
-            // fused one-token GEMV does (n = 1), nothing launched (false) between; and the
-            // same product written as bf16 (cuBLAS only).
+            // The residual epilogue: y0 + x W^T where cuBLAS runs the product (n > 8),
+            // nothing launched (false) below that; and the same product written as bf16.
             let lin = Linear::single(Matrix::bf16(wd.ptr()), rows, k);
             let y0 = random(&mut r, n * rows, 1.0);
             let y3 = dev(&ctx, &y0);
-            let added = gemm
-                .linear_add(&ctx.kernels, xd.ptr(), &lin, y3.ptr(), n)
-                .unwrap();
-            assert_eq!(
-                added,
-                n > GEMV_MAX_TOKENS || n == 1,
-                "linear_add ran at n={n}"
-            );
+            let added = gemm.linear_add(xd.ptr(), &lin, y3.ptr(), n).unwrap();
+            assert_eq!(added, n > GEMV_MAX_TOKENS, "linear_add ran at n={n}");
             if added {
                 let want_sum: Vec<f64> = want.iter().zip(&y0).map(|(a, b)| a + *b as f64).collect();
                 check(
-                    &format!("y += {rows}x{k} n={n}"),
+                    &format!("cublas y += {rows}x{k} n={n}"),
                     &read_f32(&ctx, &y3, n * rows),
                     &want_sum,
                     1e-5,
                 );
-            }
-            if n > GEMV_MAX_TOKENS {
                 let y4 = poisoned::<u16>(&ctx, n * rows);
                 assert!(gemm.linear_bf16(xd.ptr(), &lin, y4.ptr(), n).unwrap());
                 check(

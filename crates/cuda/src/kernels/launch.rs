@@ -9,25 +9,25 @@ use cudarc::driver::{sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream}
 
 use super::names::{
     decode_shared_bytes, ordered_qgemv_names, prefill_tile, quant_names, DECODE_NAMES,
-    FP8_MMA_NAMES, FUSED_GEMV_NAMES, GEMV_MMA_NAMES, GEMV_NAMES, MOE_DOWN_NAMES, MOE_GATE_UP_NAMES,
-    NAMES, PREFILL_NAMES, QMMA_NAMES, TILE_MMA_NAME, TILE_MMA_SHARED_BYTES,
+    FP8_MMA_NAMES, GEMV_MMA_NAMES, GEMV_NAMES, MOE_DOWN_NAMES, MOE_GATE_UP_NAMES, NAMES,
+    PREFILL_NAMES, QMMA_NAMES, TILE_MMA_NAME, TILE_MMA_SHARED_BYTES,
 };
 use crate::device_ptr::DevicePtr;
 use crate::kernel_sources::MODULES;
 use crate::module_loader;
 
-/// Up to 20 kernel arguments, each stored in an 8-byte slot (the driver reads each parameter's
+/// Up to 16 kernel arguments, each stored in an 8-byte slot (the driver reads each parameter's
 /// own size from the front of its slot: little-endian, so narrower values sit there). Pushed
 /// in the order of the kernel's parameters.
 pub(super) struct Args {
-    slots: [u64; 20],
+    slots: [u64; 16],
     len: usize,
 }
 
 impl Args {
     pub(super) fn new() -> Self {
         Args {
-            slots: [0; 20],
+            slots: [0; 16],
             len: 0,
         }
     }
@@ -86,7 +86,6 @@ fn all_names() -> impl Iterator<Item = &'static str> {
     NAMES
         .iter()
         .chain(GEMV_NAMES.iter().flatten())
-        .chain(FUSED_GEMV_NAMES.iter().flatten())
         .chain(QMMA_NAMES.iter().flatten())
         .chain(FP8_MMA_NAMES.iter())
         .chain(GEMV_MMA_NAMES.iter().flatten())
@@ -192,7 +191,7 @@ impl Kernels {
         args: Args,
         overlap: bool,
     ) -> anyhow::Result<()> {
-        let mut params = [std::ptr::null_mut::<c_void>(); 20];
+        let mut params = [std::ptr::null_mut::<c_void>(); 16];
         let mut slots = args.slots;
         for (p, slot) in params.iter_mut().zip(slots.iter_mut()).take(args.len) {
             *p = slot as *mut u64 as *mut c_void;

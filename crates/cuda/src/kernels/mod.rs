@@ -15,7 +15,6 @@ mod embedding;
 mod fp8_activation;
 mod gated_activation;
 mod gemv;
-mod gemv_fused;
 mod launch;
 mod moe;
 mod names;
@@ -32,7 +31,6 @@ pub use attention::{
 pub use dummy_init::DummyFormat;
 pub use fp8_activation::FP8_BLOCK;
 pub use gemv::{gemv_split, tensor_core_k, LinearArgs, SKINNY_MAX_TOKENS};
-pub use gemv_fused::{NormedInput, FUSED_MAX_HIDDEN};
 pub use launch::Kernels;
 pub use moe::{
     moe_chunk, moe_max_items, ExpertCounters, MoeDownArgs, MoeGateUpArgs, MoeRouting, MOE_CHUNKS,

@@ -60,27 +60,6 @@ pub(super) const MOE_DOWN_NAMES: [[&str; 4]; 2] = [
     ],
 ];
 
-/// The one-token fused GEMVs (gemv_fused.cu), each by split (1, 4, 8 warps per row): the
-/// residual add, the MLP's norm + SiLU or GELU, the attention's norm + RoPE + KV write.
-pub(super) const FUSED_GEMV_NAMES: [[&str; 3]; 4] = [
-    ["gemv_bf16_add_s1", "gemv_bf16_add_s4", "gemv_bf16_add_s8"],
-    [
-        "gemv_norm_silu_s1",
-        "gemv_norm_silu_s4",
-        "gemv_norm_silu_s8",
-    ],
-    [
-        "gemv_norm_gelu_tanh_s1",
-        "gemv_norm_gelu_tanh_s4",
-        "gemv_norm_gelu_tanh_s8",
-    ],
-    [
-        "gemv_norm_rope_s1",
-        "gemv_norm_rope_s4",
-        "gemv_norm_rope_s8",
-    ],
-];
-
 /// Largest token count the GEMV kernels take.
 pub const GEMV_MAX_TOKENS: usize = 8;
 

@@ -17,8 +17,6 @@
 //! matrices above 8 tokens with batch invariance off go to Hopper's FP8 tensor cores instead
 //! (crate::fp8_gemm, activations quantized per token; `FERRITE_FP8_GEMM=0` keeps the slabs).
 
-mod decode_fusion;
-
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -33,7 +31,6 @@ use crate::linear::{Linear, MatrixFormat};
 use crate::quant::QuantType;
 
 pub use crate::buffer::Scratch;
-pub use decode_fusion::DecodeFusion;
 
 /// cuBLAS workspace: set explicitly so that graph capture never makes it allocate.
 const WORKSPACE_BYTES: usize = 64 << 20;
@@ -43,8 +40,6 @@ pub struct Gemm {
     _workspace: DeviceBuffer,
     gemv_max_tokens: usize,
     batch_invariant: bool,
-    /// How much of a one-token step runs through the fused GEMVs (decode_fusion.rs).
-    fusion: DecodeFusion,
     /// FP8 products on the FP8 tensor cores, or why not.
     fp8: Result<Fp8Gemm, String>,
 }
@@ -87,7 +82,6 @@ impl Gemm {
             _workspace: workspace,
             gemv_max_tokens,
             batch_invariant,
-            fusion: DecodeFusion::from_env(),
             fp8,
         })
     }
@@ -214,22 +208,16 @@ impl Gemm {
         self.cublas_parts(x, lin, y, n, Epilogue::Bf16)
     }
 
-    /// y[n, lin.rows] (f32) += x · W^T, the addition in cuBLAS's epilogue (beta = 1) under
-    /// the same condition as [`Gemm::linear_bf16`], or in the fused one-token GEMV
-    /// (decode_fusion.rs): a projection that joins the residual stream adds itself instead of
-    /// leaving a delta for the next norm to read. `Ok(false)`, with nothing launched, when
-    /// neither runs it.
+    /// y[n, lin.rows] (f32) += x · W^T, the addition in cuBLAS's epilogue (beta = 1), under
+    /// the same condition as [`Gemm::linear_bf16`]: a projection that joins the residual
+    /// stream adds itself instead of leaving a delta for the next norm to read.
     pub fn linear_add(
         &self,
-        kernels: &Kernels,
         x: DevicePtr,
         lin: &Linear,
         y: DevicePtr,
         n: usize,
     ) -> anyhow::Result<bool> {
-        if self.fused_add(kernels, x, lin, y, n)? {
-            return Ok(true);
-        }
         self.cublas_parts(x, lin, y, n, Epilogue::AddF32)
     }
 

@@ -10,9 +10,11 @@
 // tile's page ids are loaded a tile before that, so a block never waits on a page-table read
 // and then a K/V read in series (with 256 sequences a step, waiting tile by tile kept the
 // kernel near a third of the memory bandwidth).
-// One split writes the normalised output directly; several write (acc, m, l) partials that
-// `attention_decode_reduce` combines (a sequence whose context fills fewer splits than the
-// launch has leaves the rest empty; one partial reduces to what a direct write gives). A sequence with ctx_len 0 (graph padding) writes zeros.
+// A sequence uses at most one split per tile of its context; the launch's splits past those
+// exit at once. With one split the block writes the normalised output directly; with several
+// each writes (acc, m, l) partials that `attention_decode_reduce` combines, over the
+// sequence's own splits only (split 0 records how many in `seq_splits_out`). A sequence with
+// ctx_len 0 (graph padding) writes zeros.
 // With a sliding window w > 0 the query (at position ctx_len - 1) sees only keys
 // ctx_len - w .. ctx_len - 1, and the splits divide just that range: pages wholly outside
 // the window are never read. `scale_log2` is the score scale times log2(e).
@@ -92,8 +94,8 @@ __device__ __forceinline__ void decode_attention(
     const bf16* __restrict__ q, const bf16* __restrict__ k_cache,
     const bf16* __restrict__ v_cache, const i32* __restrict__ pages, const i32* __restrict__ page_offsets,
     const i32* __restrict__ ctx_lens, const i32* __restrict__ q_rows, bf16* __restrict__ out,
-    float* __restrict__ part_acc, float* __restrict__ part_ml, int num_kv_heads, int group,
-    int page_size, float scale_log2, int window) {
+    float* __restrict__ part_acc, float* __restrict__ part_ml, i32* __restrict__ seq_splits_out,
+    int num_kv_heads, int group, int page_size, float scale_log2, int window) {
     typedef DecodeShape<HD> S;
     __shared__ float s_scores[DEC_MAX_GROUP][S::TILE];
     __shared__ float s_m[DEC_MAX_GROUP], s_l[DEC_MAX_GROUP], s_corr[DEC_MAX_GROUP];
@@ -117,6 +119,7 @@ __device__ __forceinline__ void decode_attention(
     // its own context alone when the launch has MAX_SPLITS (the batch-invariant setting:
     // attention.rs); splits past them get no keys and write empty partials.
     const int seq_splits = max(1, min(num_splits, (ctx - first_key + S::TILE - 1) / S::TILE));
+    if (split >= seq_splits) return;  // no keys, nothing to write
     const int per_split = (ctx - first_key + seq_splits - 1) / seq_splits;
     const int chunk = (per_split + S::TILE - 1) / S::TILE * S::TILE;
     const int start = first_key + split * chunk;
@@ -124,6 +127,7 @@ __device__ __forceinline__ void decode_attention(
     const i32* table = pages + page_offsets[seq];
     const int q_row = q_rows[seq];
     pdl_enter();
+    if (split == 0 && kvh == 0 && tid == 0) seq_splits_out[seq] = seq_splits;
 
     float qf[DEC_MAX_GROUP][8];
 #pragma unroll
@@ -255,7 +259,7 @@ __device__ __forceinline__ void decode_attention(
         float total = 0.0f;
         for (int k = 0; k < S::KG; ++k) total += s_red[k][g][d];
         const int head = kvh * group + g;
-        if (num_splits == 1) {
+        if (seq_splits == 1) {
             const float l = s_l[g];
             out[((i64)q_row * num_heads + head) * HD + d] =
                 __float2bfloat16_rn(l > 0.0f ? total / l : 0.0f);
@@ -276,10 +280,11 @@ __device__ __forceinline__ void decode_attention(
         const bf16* __restrict__ v_cache, const i32* __restrict__ pages, const i32* __restrict__ page_offsets,               \
         const i32* __restrict__ ctx_lens, const i32* __restrict__ q_rows,                     \
         bf16* __restrict__ out, float* __restrict__ part_acc, float* __restrict__ part_ml,    \
-        int num_kv_heads, int group, int page_size, float scale_log2, int window) {           \
+        i32* __restrict__ seq_splits_out, int num_kv_heads, int group, int page_size,         \
+        float scale_log2, int window) {                                                       \
         decode_attention<HD>(q, k_cache, v_cache, pages, page_offsets, ctx_lens, q_rows, out, \
-                             part_acc, part_ml, num_kv_heads, group, page_size, scale_log2,   \
-                             window);                                                         \
+                             part_acc, part_ml, seq_splits_out, num_kv_heads, group,          \
+                             page_size, scale_log2, window);                                  \
     }
 DECODE_KERNEL(16)
 DECODE_KERNEL(32)
@@ -287,22 +292,26 @@ DECODE_KERNEL(64)
 DECODE_KERNEL(128)
 DECODE_KERNEL(256)
 
-// Combines the splits: out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s.
+// Combines a sequence's splits: out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s over the
+// seq_splits[seq] splits the decode kernel used (a sequence of one split was written there).
 // grid = (num_heads, num_seqs), block = head_dim threads.
 extern "C" __global__ void attention_decode_reduce(const float* __restrict__ part_acc,
                                                    const float* __restrict__ part_ml,
+                                                   const i32* __restrict__ seq_splits,
                                                    const i32* __restrict__ q_rows,
                                                    bf16* __restrict__ out, int num_splits,
                                                    int head_dim) {
     pdl_enter();
     const int head = blockIdx.x, seq = blockIdx.y, d = threadIdx.x;
+    const int splits = seq_splits[seq];
+    if (splits == 1) return;
     const int num_heads = gridDim.x;
     const i64 first = ((i64)seq * num_heads + head) * num_splits;
     float m_max = NEG_INF;
-    for (int s = 0; s < num_splits; ++s) m_max = fmaxf(m_max, part_ml[(first + s) * 2]);
+    for (int s = 0; s < splits; ++s) m_max = fmaxf(m_max, part_ml[(first + s) * 2]);
     float num = 0.0f, den = 0.0f;
     if (m_max != NEG_INF) {
-        for (int s = 0; s < num_splits; ++s) {
+        for (int s = 0; s < splits; ++s) {
             const float m = part_ml[(first + s) * 2];
             if (m == NEG_INF) continue;
             const float w = exp2f(m - m_max);

@@ -185,6 +185,7 @@ impl Model<'_> {
                     out: ws.attn,
                     part_acc: ws.part_acc,
                     part_ml: ws.part_ml,
+                    seq_splits: ws.seq_splits,
                     page_size,
                     num_seqs: s.num_decodes,
                     num_splits: s.decode_splits,

@@ -42,6 +42,8 @@ pub struct Workspace {
     /// Split-K partial results of decode attention.
     pub part_acc: DevicePtr,
     pub part_ml: DevicePtr,
+    /// i32 [seqs]: how many splits each sequence's decode attention used.
+    pub seq_splits: DevicePtr,
     pub sample_rows: DevicePtr,
     pub sample_params: DevicePtr,
     pub sampled: DevicePtr,
@@ -107,6 +109,7 @@ impl Workspace {
         let logits = l.take(cap.logit_rows * c.vocab_size * 4);
         let part_acc = l.take(most_partials * c.num_heads * c.head_dim * 4);
         let part_ml = l.take(most_partials * c.num_heads * 2 * 4);
+        let seq_splits = l.take(cap.seqs * 4);
         let sample_rows = l.take(cap.logit_rows * 4);
         let sample_params = l.take(cap.logit_rows * std::mem::size_of::<SampleParams>());
         let sampled = l.take(cap.logit_rows * 4);
@@ -158,6 +161,7 @@ impl Workspace {
             logits: buf.at(logits),
             part_acc: buf.at(part_acc),
             part_ml: buf.at(part_ml),
+            seq_splits: buf.at(seq_splits),
             sample_rows: buf.at(sample_rows),
             sample_params: buf.at(sample_params),
             sampled: buf.at(sampled),

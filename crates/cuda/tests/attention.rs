@@ -159,6 +159,7 @@ fn decode_case(
     let out = poisoned::<u16>(ctx, n * heads * hd);
     let part_acc = poisoned::<f32>(ctx, n * heads * splits * hd);
     let part_ml = poisoned::<f32>(ctx, n * heads * splits * 2);
+    let seq_splits = poisoned::<i32>(ctx, n);
     ctx.kernels
         .attention_decode(&DecodeArgs {
             dims,
@@ -173,6 +174,7 @@ fn decode_case(
             out: out.ptr(),
             part_acc: part_acc.ptr(),
             part_ml: part_ml.ptr(),
+            seq_splits: seq_splits.ptr(),
             page_size: ps,
             num_seqs: n,
             num_splits: splits,

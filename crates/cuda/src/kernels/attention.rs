@@ -98,6 +98,9 @@ pub struct DecodeArgs {
     pub out: DevicePtr,
     pub part_acc: DevicePtr,
     pub part_ml: DevicePtr,
+    /// i32 [num_seqs]: the splits each sequence used (written by the decode kernel, read by
+    /// the reduction of the partials).
+    pub seq_splits: DevicePtr,
     pub page_size: usize,
     pub num_seqs: usize,
     pub num_splits: usize,
@@ -148,8 +151,8 @@ impl Kernels {
         let d = a.dims;
         let name = for_head_dim(&DECODE_NAMES, d.head_dim, "decode")?;
         // attention_decode_hd*(q, k_cache, v_cache, pages, page_offsets, ctx_lens, q_rows, out,
-        //                      part_acc, part_ml, num_kv_heads, group, page_size, scale_log2,
-        //                      window)
+        //                      part_acc, part_ml, seq_splits, num_kv_heads, group, page_size,
+        //                      scale_log2, window)
         let args = Args::new()
             .ptr(a.q)
             .ptr(a.k_cache)
@@ -161,6 +164,7 @@ impl Kernels {
             .ptr(a.out)
             .ptr(a.part_acc)
             .ptr(a.part_ml)
+            .ptr(a.seq_splits)
             .usize(d.num_kv_heads)
             .usize(d.group())
             .usize(a.page_size)
@@ -176,10 +180,12 @@ impl Kernels {
         };
         self.launch_with_shared(name, shape, decode_shared_bytes(d.head_dim), args)?;
         if a.num_splits > 1 {
-            // attention_decode_reduce(part_acc, part_ml, q_rows, out, num_splits, head_dim)
+            // attention_decode_reduce(part_acc, part_ml, seq_splits, q_rows, out, num_splits,
+            //                         head_dim)
             let args = Args::new()
                 .ptr(a.part_acc)
                 .ptr(a.part_ml)
+                .ptr(a.seq_splits)
                 .ptr(a.q_rows)
                 .ptr(a.out)
                 .usize(a.num_splits)

@@ -126,6 +126,9 @@ __device__ __forceinline__ void decode_attention(
     const int end = min(ctx, start + chunk);
     const i32* table = pages + page_offsets[seq];
     const int q_row = q_rows[seq];
+    const int page_shift = (page_size & (page_size - 1)) == 0 ? __ffs(page_size) - 1 : -1;
+    int pg[S::CHUNKS];  // page ids of the next tile to stage (the page lists are metadata too)
+    if (start < end) tile_pages<HD>(pg, table, start, end, page_size, page_shift, tid);
     pdl_enter();
     if (split == 0 && kvh == 0 && tid == 0) seq_splits_out[seq] = seq_splits;
 
@@ -151,10 +154,7 @@ __device__ __forceinline__ void decode_attention(
     }
     __syncthreads();
 
-    const int page_shift = (page_size & (page_size - 1)) == 0 ? __ffs(page_size) - 1 : -1;
-    int pg[S::CHUNKS];  // page ids of the next tile to stage
     if (start < end) {
-        tile_pages<HD>(pg, table, start, end, page_size, page_shift, tid);
         stage_kv<HD>(stages, stages + S::STAGE, k_cache, v_cache, pg, start, num_kv_heads, kvh,
                      page_size, page_shift, tid);
         tile_pages<HD>(pg, table, start + S::TILE, end, page_size, page_shift, tid);
@@ -292,21 +292,15 @@ DECODE_KERNEL(64)
 DECODE_KERNEL(128)
 DECODE_KERNEL(256)
 
-// Combines a sequence's splits: out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s over the
-// seq_splits[seq] splits the decode kernel used (a sequence of one split was written there).
-// grid = (num_heads, num_seqs), block = head_dim threads.
-extern "C" __global__ void attention_decode_reduce(const float* __restrict__ part_acc,
-                                                   const float* __restrict__ part_ml,
-                                                   const i32* __restrict__ seq_splits,
-                                                   const i32* __restrict__ q_rows,
-                                                   bf16* __restrict__ out, int num_splits,
-                                                   int head_dim) {
-    pdl_enter();
-    const int head = blockIdx.x, seq = blockIdx.y, d = threadIdx.x;
-    const int splits = seq_splits[seq];
-    if (splits == 1) return;
-    const int num_heads = gridDim.x;
-    const i64 first = ((i64)seq * num_heads + head) * num_splits;
+// Largest split count (attention.rs MAX_SPLITS).
+#define DEC_MAX_SPLITS 32
+// Most splits the reduction walks thread by thread (what batches of many sequences use).
+#define SHORT_SPLITS 4
+
+// Element d of a head's output from its `splits` partials, one split after the other.
+__device__ __forceinline__ float combine_short(const float* __restrict__ part_acc,
+                                               const float* __restrict__ part_ml, i64 first,
+                                               int splits, int head_dim, int d) {
     float m_max = NEG_INF;
     for (int s = 0; s < splits; ++s) m_max = fmaxf(m_max, part_ml[(first + s) * 2]);
     float num = 0.0f, den = 0.0f;
@@ -319,6 +313,65 @@ extern "C" __global__ void attention_decode_reduce(const float* __restrict__ par
             den += w * part_ml[(first + s) * 2 + 1];
         }
     }
-    out[((i64)q_rows[seq] * num_heads + head) * head_dim + d] =
-        __float2bfloat16_rn(den > 0.0f ? num / den : 0.0f);
+    return den > 0.0f ? num / den : 0.0f;
+}
+
+// Combines a sequence's splits: out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s over the
+// seq_splits[seq] splits the decode kernel used (a sequence of one split was written there).
+// Up to SHORT_SPLITS splits each thread walks them (combine_short). More (one sequence's long
+// context cut into up to 32 splits) make that a chain of L2 round trips, so the splits' (m, l)
+// are staged in shared memory and their weights and denominator computed once, by thread 0 in
+// split order, while each thread loads its value of every split at once; it then adds them in
+// split order. Both are the same sums in the same order, so the same bits.
+// grid = (num_heads, num_seqs), block = head_dim threads.
+extern "C" __global__ void attention_decode_reduce(const float* __restrict__ part_acc,
+                                                   const float* __restrict__ part_ml,
+                                                   const i32* __restrict__ seq_splits,
+                                                   const i32* __restrict__ q_rows,
+                                                   bf16* __restrict__ out, int num_splits,
+                                                   int head_dim) {
+    __shared__ float s_m[DEC_MAX_SPLITS], s_l[DEC_MAX_SPLITS], s_w[DEC_MAX_SPLITS];
+    __shared__ float s_den;
+    pdl_enter();
+    const int head = blockIdx.x, seq = blockIdx.y, d = threadIdx.x;
+    const int splits = seq_splits[seq];
+    if (splits == 1) return;
+    const int num_heads = gridDim.x;
+    const i64 first = ((i64)seq * num_heads + head) * num_splits;
+    bf16* dst = out + ((i64)q_rows[seq] * num_heads + head) * head_dim + d;
+    if (splits <= SHORT_SPLITS) {
+        *dst = __float2bfloat16_rn(combine_short(part_acc, part_ml, first, splits, head_dim, d));
+        return;
+    }
+    for (int s = d; s < splits; s += blockDim.x) {
+        s_m[s] = part_ml[(first + s) * 2];
+        s_l[s] = part_ml[(first + s) * 2 + 1];
+    }
+    float acc[DEC_MAX_SPLITS];
+#pragma unroll
+    for (int s = 0; s < DEC_MAX_SPLITS; ++s)
+        acc[s] = s < splits ? part_acc[(first + s) * head_dim + d] : 0.0f;
+    __syncthreads();
+    if (d == 0) {
+        float m_max = NEG_INF;
+        for (int s = 0; s < splits; ++s) m_max = fmaxf(m_max, s_m[s]);
+        float den = 0.0f;
+        for (int s = 0; s < splits; ++s) {
+            // An empty split (m = -inf) is left out (weight -1 marks it), as is every split
+            // when all are empty.
+            const bool used = m_max != NEG_INF && s_m[s] != NEG_INF;
+            const float w = used ? exp2f(s_m[s] - m_max) : -1.0f;
+            s_w[s] = w;
+            if (used) den += w * s_l[s];
+        }
+        s_den = den;
+    }
+    __syncthreads();
+    float num = 0.0f;
+#pragma unroll
+    for (int s = 0; s < DEC_MAX_SPLITS; ++s) {
+        if (s < splits && s_w[s] >= 0.0f) num += s_w[s] * acc[s];
+    }
+    const float den = s_den;
+    *dst = __float2bfloat16_rn(den > 0.0f ? num / den : 0.0f);
 }

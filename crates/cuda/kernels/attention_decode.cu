@@ -117,9 +117,10 @@ __device__ __forceinline__ void decode_attention(
     const int first_key = window > 0 ? max(0, ctx - window) : 0;
     // This sequence's splits: at most one per tile of keys, so that its partition depends on
     // its own context alone when the launch has MAX_SPLITS (the batch-invariant setting:
-    // attention.rs); splits past them get no keys and write empty partials.
+    // attention.rs); splits past them get no keys, write nothing and exit here (the
+    // reduction reads only the seq_splits partials).
     const int seq_splits = max(1, min(num_splits, (ctx - first_key + S::TILE - 1) / S::TILE));
-    if (split >= seq_splits) return;  // no keys, nothing to write
+    if (split >= seq_splits) return;
     const int per_split = (ctx - first_key + seq_splits - 1) / seq_splits;
     const int chunk = (per_split + S::TILE - 1) / S::TILE * S::TILE;
     const int start = first_key + split * chunk;

@@ -84,8 +84,9 @@ def test_the_directory_gives_the_ggufs_greedy_tokens(gguf_file):
 
 def test_quantization_fp8_keeps_the_answer_and_refuses_a_quantized_file():
     """--quantization fp8 on the bf16 Qwen directory (every projection FP8, one scale per output
-    channel): the known answer survives (2026-12-04: the first 16 of 24 greedy tokens equal
-    the bf16 model's); on the Q4_1 GGUF the flag is refused, naming a tensor and its type."""
+    channel): the known answer survives (its first greedy tokens equal the bf16 model's;
+    measured: docs/performance.md, 'Measurements formerly in source comments'); on the Q4_1
+    GGUF the flag is refused, naming a tensor and its type."""
     directory = hf_dir_of(QWEN_FILE)
     quantized = generate(directory, "--quantization", "fp8")
     # 24 layers x 7 projections, each now FP8 (the log line is the quantizer's own count).

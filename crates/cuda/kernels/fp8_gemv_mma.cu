@@ -3,11 +3,12 @@
 // y[t, row] = sum_k W[row, k] * x[t, k], x bf16 [n, k], y f32 with row stride ldy.
 //
 // Why: quant_gemv.cu turns an e4m3 byte into a float with three integer instructions and then
-// multiplies once per token: at 8 tokens an 8B step took 16.4 ms (H200, 2026-12-04). Here
+// multiplies once per token, so its step time grows with the tokens. Here
 // `cvt.rn.f16x2.e4m3x2` makes two exact f16 weights in one instruction and `mma.m16n8k16`
 // (f16 in, f32 sums) does the products; the mma's 8 columns are the tokens, so 8 tokens cost
-// about what one does (3.94 ms a step). One token stays on quant_gemv.cu, which is faster
-// there (3.16 against 3.46 ms): this kernel keeps fewer bytes in flight per SM.
+// about what one does. One token stays on quant_gemv.cu, which is faster there: this kernel
+// keeps fewer bytes in flight per SM. (Measured: docs/performance.md, '2026-12-04
+// 20:09-20:32 UTC: FP8 weights kept as FP8'.)
 //
 // The tile: a warp takes 32 rows, two mma tiles of 16 sharing their B; lane (g = lane / 4,
 // t = lane % 4) reads bytes 32 t .. 32 t + 32 of rows g, g + 8, g + 16 and g + 24 in every
@@ -140,8 +141,8 @@ __device__ __forceinline__ void fp8_mma_gemv(const float* __restrict__ scales,
     tile.store(s_part, y, rows, ldy, n, FP8_Y_SCALE);
 }
 
-// One block per SM (154 registers): capped at 128 for two, it spilled and decoded slower (H200,
-// 2026-12-04, 8B: 3.85 against 3.46 ms a batch-1 step).
+// One block per SM (154 registers): capped at 128 for two, it spilled and decoded slower
+// (measured: docs/performance.md, '2026-12-04 20:09-20:32 UTC: FP8 weights kept as FP8').
 #define FP8_MMA_KERNEL(SPLIT)                                                                   \
     extern "C" __global__ void __launch_bounds__(256) fp8_gemv_mma_s##SPLIT(                    \
         const float* __restrict__ scales, const unsigned char* __restrict__ q,                  \

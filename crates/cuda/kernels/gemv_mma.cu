@@ -3,7 +3,8 @@
 // row stride ldy; k % 32 == 0.
 //
 // Why: gemv.cu multiplies each weight once per token on the CUDA cores, so its time grows with
-// the tokens (8B shape, H200, 2026-12-04: 4.57 ms a step for one token, 11.4 for eight). Here
+// the tokens (measured: docs/performance.md, '2026-12-04 20:09-20:32 UTC: FP8 weights kept as
+// FP8', and '2026-12-04 20:53 UTC: bf16 decode of 2..8 tokens on the tensor cores'). Here
 // `mma.m16n8k16` takes the weights as they are stored (bf16 pairs are A fragments), the mma's 8
 // columns are tokens, and eight tokens cost about what one does: the kernel only streams. T
 // groups of 8 tokens share each weight fragment.

@@ -12,7 +12,9 @@
 // 32 consecutive units at one group, and the next GROUPS - 1 warps the other groups of the
 // same units. The group is then the same across the warp, so of the per-group code below a
 // warp runs one branch; numbered lane by lane (group = thread % GROUPS), every warp ran all
-// GROUPS branches, each for an eighth of its lanes (8B Q4_K: ~0.7 TB/s, 2026-12-04). A store
+// GROUPS branches, each for an eighth of its lanes, far below the memory bandwidth
+// (docs/performance.md, '2026-12-04 15:42 UTC: the slab dequantizer without divergence', and
+// 'Measurements formerly in source comments'). A store
 // writes 16 bytes into each of 32 lines, whose other groups the neighbouring warps of the
 // block write next, so whole lines leave L2. The slab's units are numbered from its first row
 // on, so no division by the row length is needed.

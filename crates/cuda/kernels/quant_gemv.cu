@@ -13,8 +13,9 @@
 #include "quant.cuh"
 
 // Rows per warp for NT tokens (the host's qgemv_rows_per_warp). Two, not four: four rows took
-// 192 registers (one block per SM) and decoded batch-1 8% slower on the H200 (2026-12-04,
-// 8B Q4_K_M 244.6 vs 265.5 tok/s); one for more tokens, as x takes registers.
+// 192 registers (one block per SM) and decoded batch-1 slower (measured: docs/performance.md,
+// '2026-12-04 04:30-05:10 UTC, faster GEMVs, side by side with llama.cpp'); one for more
+// tokens, as x takes registers.
 template <int NT>
 struct RowsPerWarp {
     static constexpr int R = NT <= 4 ? 2 : 1;

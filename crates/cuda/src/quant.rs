@@ -109,9 +109,9 @@ impl QuantType {
     }
 
     /// Up to how many tokens the CUDA-core GEMV (quant_gemv.cu) serves this format: FP8 takes
-    /// the tensor cores (fp8_gemv_mma.cu) from two tokens on. On the H200 (2026-12-04, 8B
-    /// shape) the CUDA-core FP8 GEMV decoded one token in 3.16 ms a step against the tensor
-    /// cores' 3.46, and eight in 16.4 ms against 3.94.
+    /// the tensor cores (fp8_gemv_mma.cu) from two tokens on: the CUDA-core FP8 GEMV is the
+    /// faster at one token and far slower at eight (measured: docs/performance.md, '2026-12-04
+    /// 20:09-20:32 UTC: FP8 weights kept as FP8').
     pub fn cuda_core_gemv_tokens(self) -> usize {
         match self {
             QuantType::Fp8 => 1,

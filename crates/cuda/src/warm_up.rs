@@ -1,15 +1,17 @@
-//! Start-up warm-up: the first prompt after start-up used to take 2-2.5x as long as later
-//! ones (the H200 runs of issue 16: 95 ms against 38 ms for one 4,096-token prefill of the
-//! 1.5B shape), because the first use of each GEMM shape and kernel pays for lazy module
-//! loading and cuBLAS's kernel choice. Running the prefill shapes once before serving moves
-//! that cost into start-up, where graph capture already does the same for decode steps.
+//! Start-up warm-up: the first prompt after start-up used to take much longer than later
+//! ones (measured: docs/performance.md, '2026-12-04 12:45-12:59 UTC: start-up warm-up, the
+//! CUDA token budget, same-run peers'), because the first use of each GEMM shape and kernel
+//! pays for lazy module loading and cuBLAS's kernel choice. Running the prefill shapes once
+//! before serving moves that cost into start-up, where graph capture already does the same
+//! for decode steps.
 
 use ferrite_engine::{BackendError, LogitsRequest, SeqBatch};
 
 /// Prompt chunk sizes run once at start-up besides the step token budget itself: cuBLAS
 /// picks its kernels by the row count, so the common sizes each get theirs. (With the CUDA
-/// budget of 8,192 and no 2,048 here, a first 2,048-token prompt of the 1.5B shape took 1.3x
-/// as long as the next: H200, 2026-12-04.)
+/// budget of 8,192 and no 2,048 here, a first 2,048-token prompt of the 1.5B shape was slower
+/// than the next: docs/performance.md, '2026-12-04 15:00 UTC: batch-1 Q4_K products on the
+/// tensor cores'.)
 const CHUNK_LADDER: [usize; 7] = [4096, 2048, 1024, 512, 128, 32, 9];
 
 /// The chunk sizes warmed for a step budget of `budget` tokens: the budget, then the ladder

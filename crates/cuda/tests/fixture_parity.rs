@@ -53,8 +53,8 @@ fn check_arch(arch: &str) {
         .unwrap_or_else(|e| panic!("{arch} on CUDA: {e:#}"));
     let (mut worst, mut near_ties, mut same_as_reference, mut steps) = (0.0f64, 0, 0, 0);
     // A mixture of experts may flip an expert at a router near-tie (common::compare::Run's
-    // `outliers`): a few rows of its 64 past the tolerance (H100, 2026-12-05: mixtral one row
-    // at 4.0e-2, qwen3_moe one at 2.9e-2).
+    // `outliers`): a few rows of its 64 past the tolerance (measured: docs/performance.md,
+    // '2026-12-05 12:24-12:25 UTC' and '13:11-13:14 UTC').
     let mut outliers_left = if config.moe.is_some() { 3 } else { 0 };
     let cases = prompts(arch);
     for (p, (prompt, reference)) in cases.iter().enumerate() {

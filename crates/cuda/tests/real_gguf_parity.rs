@@ -3,9 +3,10 @@
 //! the CPU's greedy continuation of each prompt of its reference fixture
 //! (fixtures/reference/*.json, made from transformers on the same file; the CPU equals
 //! transformers there). CUDA rounds activations to bf16 where the CPU keeps f32, and real models
-//! have outlier features that random ones lack: the first run on the device (H100, 2026-12-05)
-//! saw logits relative errors of 2.2e-2 (Qwen2.5-Coder) and 2.7e-2 (SmolLM2) at single
-//! positions, past the 2e-2 of the random models in tests/parity.rs. So the bounds here are
+//! have outlier features that random ones lack: the first run on the device went past the
+//! 2e-2 of the random models in tests/parity.rs at single positions (docs/performance.md,
+//! '2026-12-05 17:50-17:56 UTC, H100 80GB HBM3: the real GGUF files on CUDA against the
+//! CPU'). So the bounds here are
 //! the ones a user sees: the same greedy token unless the CPU's top two logits are within
 //! `MIN_MARGIN` (the bound crates/cpu/tests/parity.rs uses against transformers), the log
 //! probability of the CPU's token within `MEAN_LOGPROB` on average, and no step's logits

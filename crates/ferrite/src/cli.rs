@@ -106,8 +106,8 @@ pub struct EngineArgs {
     /// invariance"). Without it, cuBLAS multiplies prompt chunks and batches, decode attention
     /// splits by the batch, and FP8 weights multiply them on the FP8 tensor cores with
     /// activations quantized per token, so greedy output may differ between a request alone
-    /// and batched at a near-tie. Costs (H100, 2026-12-05): 16% of 1.5B batch-1 decode, 60% of
-    /// 64-stream throughput, half of a 4,096-token prefill, 54% of a Q4_K_M 8B's decode.
+    /// and batched at a near-tie. It costs speed, most on quantized weights, at many streams
+    /// and in prefill (measured: docs/performance.md, '2026-12-05 13:11-13:14 UTC').
     #[arg(long)]
     pub batch_invariant: bool,
     /// Longest prompt + completion in tokens [default: the model's trained context, capped by
@@ -142,16 +142,16 @@ pub struct EngineArgs {
     #[arg(long)]
     pub threads: Option<usize>,
     /// CPU: multiply Q4_K and Q6_K weights by activations rounded to int8 per block of 256
-    /// (integer dot products, AVX-512 VNNI), as llama.cpp does: about twice the decode speed,
-    /// but the logits leave the float32 reference (greedy text can change; see
+    /// (integer dot products, AVX-512 VNNI), as llama.cpp does: faster decode, but the logits
+    /// leave the float32 reference (greedy text can change; both measured in
     /// docs/performance.md). Other weight types keep the exact f32 path. [default: off]
     #[arg(long)]
     pub int8_activations: bool,
     /// CPU: map the weight files in the kernel's default 4 KiB pages. By default ferrite asks
     /// Linux for 2 MiB pages (transparent huge pages) and, if the page cache holds the file in
-    /// 4 KiB pages, reads it again once (about a second per GiB): decode reads every weight
-    /// every token, and scattered reads such as a mixture of experts' run faster from huge
-    /// pages (docs/performance.md: +10% decode tokens/s of a 1 GiB MoE on 2 cores).
+    /// 4 KiB pages, reads it again once, at load: decode reads every weight every token, and
+    /// scattered reads such as a mixture of experts' run faster from huge pages (measured:
+    /// docs/performance.md, '2026-12-05 06:40-07:27 UTC, MoE decode: weights in 2 MiB pages').
     #[arg(long)]
     pub no_huge_pages: bool,
     /// Quantize a float checkpoint's linear layers (attention and MLP projections, experts)

@@ -20,14 +20,16 @@ const CPU_KV_CACHE_BYTES: usize = 1 << 30;
 /// `--prefill-per-decode` when not given: on a CPU a step's time grows with its tokens, so
 /// prompts are fed in small chunks beside decodes; a GPU runs a few hundred tokens in the
 /// time of one, so it takes whole chunks. 3 keeps SmolLM2's inter-token p99 within 3x its
-/// median at 16 streams on 2 Zen 4 cores (2.3-2.8 in three runs; 4 gave 3.1-4.0 once decodes
-/// of 8-16 streams got faster), for about 4% of throughput and twice the time to first token
-/// (docs/performance.md, 2026-12-05).
+/// median at 16 streams on 2 Zen 4 cores, where 4 went past it once decodes of 8-16 streams
+/// got faster, for a little throughput and a longer time to first token (measured:
+/// docs/performance.md, '2026-12-04 23:58 - 2026-12-05 00:05 UTC, `--prefill-per-decode 3` on
+/// the CPU').
 const CPU_PREFILL_PER_DECODE: usize = 3;
 
-/// `--max-num-batched-tokens` when not given. On CUDA a 4,096-token prompt of the 8B shape
-/// with Q4_K_M weights took 187 ms in two chunks of 2048 and 158 ms in one (H200,
-/// 2026-12-04): each chunk dequantizes every matrix again.
+/// `--max-num-batched-tokens` when not given. On CUDA a prompt in two chunks takes longer than
+/// in one when the weights are quantized: each chunk dequantizes every matrix again (measured:
+/// docs/performance.md, '2026-12-04 12:45-12:59 UTC: start-up warm-up, the CUDA token budget,
+/// same-run peers').
 const CPU_MAX_NUM_BATCHED_TOKENS: usize = 2048;
 const CUDA_MAX_NUM_BATCHED_TOKENS: usize = 8192;
 

@@ -58,7 +58,8 @@ impl Q8Activations {
     }
 
     /// [`Self::blocks`] compiled for AVX-512, where the compiler vectorizes its loops (the
-    /// baseline x86-64 target has no unsigned 32-bit max: 1 ns an element there, 10x this).
+    /// baseline x86-64 target has no unsigned 32-bit max, and this runs many times slower
+    /// there: docs/performance.md, 'Measurements formerly in source comments').
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bw,avx2")]
     unsafe fn blocks_avx512(&mut self, x: &[f32]) {

@@ -4,8 +4,9 @@
 //! - fused (few rows of x: decode of up to 16 streams on AVX-512, 4 elsewhere, and speculative
 //!   verification): each weight block is decoded into registers and multiplied into a group of
 //!   4 or 8 x rows right away, so the weights are read straight from their quantized bytes,
-//!   once per group (at 8 to 16 rows this beats the panel's f32 round trip through L2: SmolLM2
-//!   Q4_1 at 8 streams decodes 287 -> 386 tok/s, Qwen2.5-0.5B Q4_K_M 79 -> 114);
+//!   once per group (at 8 to 16 rows this beats the panel's f32 round trip through L2;
+//!   measured: docs/performance.md, '2026-12-04 23:30 UTC, decode of 5-16 streams on the
+//!   fused kernels');
 //! - panel (prefill): the task's weight rows are decoded once into an f32 panel, then register
 //!   tiles of x rows × panel rows run over it.
 //!
@@ -281,8 +282,9 @@ mod x86 {
         let x = task.x.as_ptr().add(r0 * k);
         let mut acc = [[S::zero(); NC]; MR];
         // With three or four x rows the NC rows' blocks are decoded first and multiplied
-        // chunk by chunk after, so NC * MR independent accumulators advance side by side (17%
-        // faster on Zen 4 at four rows); with one or two, each chunk is multiplied as it is
+        // chunk by chunk after, so NC * MR independent accumulators advance side by side
+        // (faster on Zen 4 at four rows: docs/performance.md, '2026-12-04 18:16 UTC', "Fused
+        // f32 kernel at 3-4 rows"); with one or two, each chunk is multiplied as it is
         // decoded (storing the decoded block costs more than the interleaving gains). Both
         // add the same values to each accumulator in the same order.
         let mut decoded = [[S::zero(); 16]; NC];

@@ -183,8 +183,10 @@ pub struct Q8_0;
 impl BlockFormat for Q8_0 {
     const ELEMS: usize = 32;
     const BYTES: usize = 36;
-    // Eight-bit weights stream fastest: 14 -> 22 GMAC/s at one x row, 2 threads
-    // (matmul_speed q8_0 4864 896 2 32 1,4); the other formats measured the same either way.
+    // Eight-bit weights stream fast enough to run out of L1's miss buffers when prefetched
+    // into L1 (measured at one x row, 2 threads, `matmul_speed q8_0 4864 896 2 32 1,4`:
+    // docs/performance.md, '2026-12-04 22:31 and 23:05 UTC'); the other formats measured the
+    // same either way.
     const PREFETCH_TO_L2: bool = true;
     #[inline(always)]
     unsafe fn decode<S: Vec16>(p: *const u8, mut sink: impl FnMut(usize, S::V)) {

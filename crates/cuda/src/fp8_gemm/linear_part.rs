@@ -16,8 +16,9 @@ fn align_up(bytes: usize) -> usize {
     bytes.div_ceil(ALIGN) * ALIGN
 }
 
-/// cuBLASLt's block-scaled FP8 products take token counts that are multiples of 4 (H100,
-/// 2026-12-05: every other count from 1 to 153 refused, whatever the shape).
+/// cuBLASLt's block-scaled FP8 products take token counts that are multiples of 4 and refuse
+/// the others, whatever the shape (probed: docs/performance.md, '2026-12-05 13:11-13:14 UTC,
+/// the same on the H100 after the fixes').
 const TOKEN_STEP: usize = 4;
 
 /// A run of tokens multiplied at once: `c` tokens from `t0`, padded to a multiple of

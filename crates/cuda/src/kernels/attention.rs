@@ -19,9 +19,10 @@ pub const MAX_SPLITS: usize = 32;
 /// in whole waves of `slots` resident blocks (`Kernels::decode_slots`): s splits run
 /// ceil(blocks * s / slots) waves of 1/s of a context each, and each split adds 10% for its
 /// partial sums, their reduction and its own start; never more splits than 64-key pieces of
-/// the longest context (when known). (H100, 2026-12-05, 396 slots: the fastest of the counts
-/// measured for 256 x 512-token decodes of the 1.5B and 8B shapes, 3 and 1, and for 32 and 64 x
-/// 2,048-token ones, 3 and 3; a 2% charge picked 3 for the 8B's 256, 0.8% slower than 1.)
+/// the longest context (when known). For each batch it was measured on, the rule picks the
+/// count that ran fastest; a smaller charge a split took more splits than paid off
+/// (docs/performance.md, '2026-12-05 17:10-17:25 UTC, H100 80GB HBM3: decode attention at 256
+/// streams').
 pub fn decode_splits(
     num_decodes: usize,
     kv_heads: usize,

@@ -64,9 +64,11 @@ pub(super) fn bf16_order_split_index(k: usize) -> usize {
 
 impl Kernels {
     /// The product of `a` for `a.n` <= 8 tokens, batch-dependent: one token on the CUDA cores
-    /// (gemv.cu, which streams at 84% of the copy bandwidth there), more through the tensor
-    /// cores when rows are whole 128-element blocks (the CUDA-core kernel's time grows with
-    /// the tokens, 2.5x for eight).
+    /// (gemv.cu, which streams near the copy bandwidth there), more through the tensor cores
+    /// when rows are whole 128-element blocks (the CUDA-core kernel's time grows with the
+    /// tokens). Measured: docs/performance.md, '2026-12-03, later runs: programmatic dependent
+    /// launch, chunked sampling, wider GEMV rows' and '2026-12-04 20:53 UTC: bf16 decode of
+    /// 2..8 tokens on the tensor cores'.
     pub fn gemv(&self, a: &LinearArgs) -> anyhow::Result<()> {
         let (rows, k, n) = (a.rows, a.k, a.n);
         anyhow::ensure!(

@@ -77,8 +77,9 @@ pub(super) fn upload_vector(
 }
 
 /// A matrix in any dtype the dequantizer knows, converted to bf16 on every core a group of row
-/// slabs at a time (one thread per slab) and uploaded group by group: an 8B F16 GGUF loads in
-/// seconds rather than the half minute one thread takes.
+/// slabs at a time (one thread per slab) and uploaded group by group: on one thread the
+/// widening was most of an 8B F16 GGUF's load time (measured: docs/performance.md, '2026-12-03
+/// 20:20 UTC, `bench/gpu/run.sh all` after issues 12 and 14's CUDA changes').
 fn upload_widened(
     stream: &CudaStream,
     dst: DevicePtr,

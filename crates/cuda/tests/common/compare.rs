@@ -36,13 +36,15 @@ pub struct Run {
     /// Rows allowed past `max_rel_err` (each still under [`OUTLIER_MAX`]): a mixture of
     /// experts' routing is discontinuous, so where a token's k-th and (k+1)-th router logits
     /// are nearly tied, the bf16 rounding on CUDA picks the other expert and that row moves by
-    /// a whole expert's share (H100, 2026-12-05: single rows at 2.1e-2 to 1.28e-1 in runs
-    /// whose other rows stay under 6e-3, the larger the fewer experts a token has). 0 for
-    /// dense models.
+    /// a whole expert's share, the more the fewer experts a token has, while the run's other
+    /// rows stay well within the tolerance (measured: docs/performance.md, '2026-12-05
+    /// 12:24-12:25 UTC, NVIDIA H100 80GB HBM3'). 0 for dense models.
     pub outliers: usize,
-    /// The CUDA backend's `batch_invariant`: true in the parity tests (H100, 2026-12-05: all
-    /// pass so), false in the FP8 tensor-core one, which exists only with it off. The
-    /// backend's default, false, has had the parity suite on the H200 since 2026-12-03.
+    /// The CUDA backend's `batch_invariant`: true in the parity tests (they all pass so:
+    /// docs/performance.md, '2026-12-05 13:11-13:14 UTC, the same on the H100 after the
+    /// fixes'), false in the FP8 tensor-core one, which exists only with it off. The backend's
+    /// default, false, is what the parity suite ran with in the earlier H200 runs of
+    /// docs/performance.md.
     pub batch_invariant: bool,
 }
 

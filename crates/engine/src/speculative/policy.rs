@@ -56,7 +56,9 @@ impl CostTable {
     /// Whether some pass of at most `rows` rows was measured. Below the smallest measurement
     /// the estimate is that measurement, which may be a whole prompt chunk's: on a GPU, a
     /// 64-sequence decode step then looked as dear as an 8,192-token prefill, and every
-    /// speculative step as a bargain beside it (offline_bench, 2026-12-04: 0.03x plain).
+    /// speculative step as a bargain beside it, at a large loss against plain decoding
+    /// (measured: docs/performance.md, '2026-12-04 13:52-14:02 UTC, the speculation policy
+    /// against a controlled acceptance rate').
     pub fn covers(&self, rows: usize) -> bool {
         self.points.first().is_some_and(|p| p.0 <= key(rows))
     }
@@ -172,8 +174,9 @@ impl SpecPolicy {
     /// Whether to try `max_k` again now, to notice a workload that changed: every
     /// `EXPLORE_EVERY` steps times how much dearer such a step is than a plain one, so that
     /// trials cost at most ~1/EXPLORE_EVERY of the time. (At a fixed period a GPU with a draft
-    /// model lost half its throughput at 16 sequences to trials alone: each one moved every
-    /// row's logits to the host. offline_bench, 2026-12-04.)
+    /// model lost much of its throughput to trials alone: each one moved every row's logits to
+    /// the host. Measured: docs/performance.md, '2026-12-04 13:52-14:02 UTC', and 'Measurements
+    /// formerly in source comments'.)
     fn exploration_due(&mut self, plain: f64, trial_rows: usize, draft_step: f64) -> bool {
         let trial =
             self.target.estimate(trial_rows).unwrap_or(plain) + self.max_k as f64 * draft_step;

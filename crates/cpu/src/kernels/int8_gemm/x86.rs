@@ -15,7 +15,8 @@
 //! instructions per multiply (decode and loads), not the multiplies. Those two multiplies per
 //! 64 products per pair of rows bound the path at 32 products a cycle; the end of each block
 //! (conversion, scaling, the offsets: about 3.5 more per pair of rows, done for two weight rows
-//! at once in a zmm) and the weights' decode are what keep a thread at ~60% of it.
+//! at once in a zmm) and the weights' decode are what keep a thread well below it (measured:
+//! docs/performance.md, '2026-12-05 02:00 UTC, the int8 path's tiles rebuilt for prefill').
 
 use std::arch::x86_64::*;
 
@@ -29,9 +30,10 @@ use ferrite_model::weights::DType;
 
 /// Weight rows per tile: a pair, whose f32 lanes share a zmm register at each block's end.
 const NC: usize = 2;
-/// How many weight rows ahead blocks are prefetched. Measured, one-row products from memory on
-/// 2 threads (`matmul_speed ... 1 int8`): the MoE's Q6_K output matrix streams at 22-26 GB/s
-/// 4 rows ahead, 36-41 GB/s 8 ahead, 30 GB/s 16 ahead.
+/// How many weight rows ahead blocks are prefetched: of 4, 8 and 16, the distance at which
+/// one-row products from memory streamed fastest on 2 threads, the MoE's Q6_K output matrix
+/// with `matmul_speed ... 1 int8` (measured: docs/performance.md, '2026-12-05 02:00 UTC, the
+/// int8 path's tiles rebuilt for prefill').
 const PREFETCH_ROWS: usize = 8;
 /// Bytes of int8 activations a pass over a task's weight rows keeps in L2 (Zen 4: 1 MiB),
 /// next to the task's weights: each activation tile is read once per `NC` weight rows.
@@ -259,7 +261,8 @@ unsafe fn tile<F: IntBlock, const R: usize, const C: usize>(
         let blks: [*const u8; 2] =
             std::array::from_fn(|j| bytes.add((c + j.min(C - 1)) * row_bytes + b * F::BYTES));
         for blk in &blks[..C] {
-            // To L2: to L1, Q6_K's stream ran at half the speed (12 vs 22 GMAC/s a thread).
+            // To L2: into L1 the fast int8 stream runs out of L1's miss buffers (Q6_K measured
+            // much slower so: docs/performance.md, 'Measurements formerly in source comments').
             prefetch_lines::<TO_L2>(blk.wrapping_add(PREFETCH_ROWS * row_bytes), F::BYTES);
         }
         // Written out, not `array::from_fn`: a closure does not inherit the target features,

@@ -1,4 +1,5 @@
-//! The `ferrite` binary: glues the model loader, the CPU backend, the engine and the server.
+//! The `ferrite` binary: glues the model loader, the CPU backend and the CUDA backend
+//! (`--device cuda`), the engine, the server and the benchmark client together.
 
 mod bench;
 mod bench_model;

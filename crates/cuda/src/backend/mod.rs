@@ -1,5 +1,7 @@
-//! `CudaBackend`: the llama/qwen2 forward pass on an NVIDIA GPU behind the engine's `Backend`
-//! trait, with sampling on the device and CUDA graphs for decode steps.
+//! `CudaBackend`: the forward pass of the decoder-only models ferrite's model crate describes
+//! (dense and mixture-of-experts, as `ModelConfig` gives them; crate::forward) on an NVIDIA GPU
+//! behind the engine's `Backend` trait, with sampling on the device and CUDA graphs for decode
+//! steps.
 
 mod collect;
 

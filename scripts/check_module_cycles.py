@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Reports import circles between modules of each crate under crates/: module A uses B
-(`use crate::b`, `crate::b::x`, `super::b`) while B, directly or through others, uses A.
+(`use crate::b`, `crate::b::x`, `super::b`, brace groups such as `use super::{b, c::d}`) while B, directly or through others, uses A.
 
 Checked at two granularities: source files, and the crate's top-level modules (a child
 module using its own parent does not count there). Test code is left out: files named
@@ -12,6 +12,38 @@ import sys
 from pathlib import Path
 
 USE = re.compile(r"\b(crate|super)((?:::[a-z_][a-z0-9_]*)+)")
+USE_STATEMENT = re.compile(r"\buse\s+((?:crate|super)\b[^;]*);")
+
+
+def split_top(text: str) -> list:
+    """`a, b::{c, d}` split at the commas outside braces."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def expand_use(tree: str) -> list:
+    """The paths a use tree names: `super::{a, b::{c, self}}` -> super::a, super::b::c,
+    super::b. Aliases and globs name their path."""
+    tree = re.sub(r"\s+as\s+\w+", "", tree.strip())
+    brace = tree.find("{")
+    if brace < 0:
+        return [tree.removesuffix("::*").removesuffix("::self")]
+    prefix = tree[:brace].removesuffix("::")
+    inner = tree[brace + 1 : tree.rfind("}")]
+    out = []
+    for item in split_top(inner):
+        for path in expand_use(item):
+            out.append(prefix if path in ("self", "*") else f"{prefix}::{path}")
+    return out
 
 
 def module_path(src: Path, file: Path) -> tuple:
@@ -30,7 +62,11 @@ def non_test_text(text: str) -> str:
     """The code before the file's tests, without comments (doc links are not imports)."""
     cut = text.find("#[cfg(test)]")
     code = text if cut < 0 else text[:cut]
-    return "\n".join(line.split("//", 1)[0] for line in code.splitlines())
+    code = "\n".join(line.split("//", 1)[0] for line in code.splitlines())
+    # Brace groups written out as one path each, so the plain pattern sees every module.
+    return USE_STATEMENT.sub(
+        lambda m: " ".join(f"use {path};" for path in expand_use(m.group(1))), code
+    )
 
 
 def edges_of(src: Path):

@@ -13,30 +13,10 @@
 use ferrite_model::dequant::scale_min_k4;
 use ferrite_model::weights::DType;
 
+pub use super::int8_support::{available, supports};
 use super::q8_activations::{Q8Activations, BLOCK};
 use super::qgemm::Task;
 use crate::simd::Isa;
-
-/// Whether this machine can run the int8 path (AVX-512 BW/DQ/VL with VNNI).
-pub fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        is_x86_feature_detected!("avx512f")
-            && is_x86_feature_detected!("avx512bw")
-            && is_x86_feature_detected!("avx512dq")
-            && is_x86_feature_detected!("avx512vl")
-            && is_x86_feature_detected!("avx512vnni")
-            && is_x86_feature_detected!("fma")
-            && is_x86_feature_detected!("f16c")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
-}
-
-/// The weight types the int8 path multiplies (the rest of a model keeps the f32 path).
-pub fn supports(dtype: DType) -> bool {
-    matches!(dtype, DType::Q4_K | DType::Q6_K)
-}
 
 /// Columns `c0..c1` of the task's output from its int8 activations.
 pub fn run(isa: Isa, task: &Task<'_>, acts: &Q8Activations) {

@@ -3,6 +3,7 @@
 pub mod activation;
 pub mod attention;
 pub mod int8_gemm;
+mod int8_support;
 pub mod matmul;
 pub mod norm;
 pub mod q8_activations;

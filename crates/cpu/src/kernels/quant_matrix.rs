@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use ferrite_model::weights::{DType, ModelWeights as LoadedWeights, Storage, WeightTensor};
 
-use super::{int8_gemm, q8_activations};
+use super::{int8_support, q8_activations};
 use crate::quant::{check_row, kernel_row_dequantizer, portable_kernel_row_dequantizer};
 use crate::quant::{repack, QuantError, RowDequantizer};
 
@@ -63,9 +63,9 @@ impl QuantMatrix {
     /// 256, integer dot products), if its type has an integer kernel and this machine the
     /// instructions; returns whether it does.
     pub fn use_int8_activations(&mut self) -> bool {
-        self.int8_activations = int8_gemm::supports(self.dtype)
+        self.int8_activations = int8_support::supports(self.dtype)
             && self.cols.is_multiple_of(q8_activations::BLOCK)
-            && int8_gemm::available();
+            && int8_support::available();
         self.int8_activations
     }
 

@@ -8,7 +8,7 @@ use tokenizers::pre_tokenizers::sequence::Sequence;
 use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
 use tokenizers::{PreTokenizerWrapper, SplitDelimiterBehavior, Tokenizer};
 
-use super::gguf::{GgufTokenizerError, ModelPart};
+use super::gguf_part::{GgufTokenizerError, ModelPart};
 use crate::gguf::Metadata;
 
 const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";

@@ -21,7 +21,7 @@ use tokenizers::pre_tokenizers::metaspace::{Metaspace, PrependScheme};
 use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
 use tokenizers::{DecoderWrapper, SplitDelimiterBehavior, Tokenizer};
 
-use super::gguf::{GgufTokenizerError, ModelPart};
+use super::gguf_part::{GgufTokenizerError, ModelPart};
 use crate::gguf::Metadata;
 
 const SPACE: char = '\u{2581}';

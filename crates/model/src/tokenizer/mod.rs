@@ -3,6 +3,7 @@
 
 mod gguf;
 mod gguf_bpe;
+mod gguf_part;
 mod gguf_spm;
 mod hf_files;
 mod synthetic;

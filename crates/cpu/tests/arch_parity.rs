@@ -23,7 +23,7 @@ use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
 use ferrite_model::config::{Arch, RopeStyle};
 use ferrite_model::dequant::dequantize;
 use ferrite_model::gguf::GgufFile;
-use ferrite_model::hf;
+use ferrite_model::load;
 use serde_json::Value;
 
 const MEAN_BAR: f64 = 0.02;
@@ -49,7 +49,7 @@ fn ids(v: &Value) -> Vec<u32> {
 
 fn load(arch: &str) -> (CpuBackend, Vec<Case>, f64) {
     let dir = repo_root().join("fixtures/arch").join(arch);
-    let (config, weights) = hf::load_dir(&dir).unwrap_or_else(|e| panic!("{arch}: {e}"));
+    let (config, weights) = load::hf_dir(&dir).unwrap_or_else(|e| panic!("{arch}: {e}"));
     let backend = CpuBackend::new(config, weights, 2).unwrap();
     // A bf16 checkpoint is held as bf16 (dequantized panel by panel), not widened to f32.
     let checkpoint = std::fs::metadata(dir.join("model.safetensors"))
@@ -282,7 +282,7 @@ fn check_gguf_copy(copy: GgufCopy) {
     let dir = repo_root().join("fixtures/arch").join(arch);
     let gguf = GgufFile::open(&dir.join(file)).unwrap();
     let config = gguf.config().unwrap();
-    let (hf_config, hf_weights) = hf::load_dir(&dir).unwrap();
+    let (hf_config, hf_weights) = load::hf_dir(&dir).unwrap();
     assert_eq!(config.moe, hf_config.moe, "{arch}");
     assert_eq!(
         (config.head_dim, &config.block),

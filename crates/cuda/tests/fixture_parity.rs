@@ -19,7 +19,7 @@ use common::teacher_forced::teacher_forced;
 
 use ferrite_cpu::CpuBackend;
 use ferrite_cuda::{CudaBackend, WeightSource};
-use ferrite_model::hf;
+use ferrite_model::load;
 use serde_json::Value;
 
 const PAGE_SIZE: usize = 16;
@@ -45,8 +45,8 @@ fn check_arch(arch: &str) {
         return;
     };
     let dir = fixture_dir(arch);
-    let (config, cpu_weights) = hf::load_dir(&dir).unwrap_or_else(|e| panic!("{arch}: {e}"));
-    let (_, gpu_weights) = hf::load_dir(&dir).unwrap();
+    let (config, cpu_weights) = load::hf_dir(&dir).unwrap_or_else(|e| panic!("{arch}: {e}"));
+    let (_, gpu_weights) = load::hf_dir(&dir).unwrap();
     let mut cpu = CpuBackend::new(config.clone(), cpu_weights, 2).unwrap();
     let options = test_options(false, true);
     let mut gpu = CudaBackend::new(config.clone(), WeightSource::Host(gpu_weights), options)

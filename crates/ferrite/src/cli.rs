@@ -26,6 +26,21 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// The command line, with the model architectures the registry knows appended to the long
+    /// help of every command that loads a model.
+    pub fn parse_with_architectures() -> Cli {
+        use clap::{CommandFactory, FromArgMatches};
+        let architectures = ferrite_model::arch::supported_summary();
+        let mut command = Cli::command().after_long_help(architectures.clone());
+        for name in ["serve", "run-batch", "generate", "bench-model"] {
+            command = command.mut_subcommand(name, |c| c.after_long_help(architectures.clone()));
+        }
+        let matches = command.get_matches();
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve a model over the OpenAI HTTP API.

@@ -13,10 +13,8 @@ mod model_source;
 mod run_batch;
 mod serve;
 
-use clap::Parser;
-
 fn main() -> anyhow::Result<()> {
-    let cli = cli::Cli::parse();
+    let cli = cli::Cli::parse_with_architectures();
     let (log_format, log_filter) = match &cli.command {
         cli::Command::Serve(args) => (args.log_format, "info"),
         cli::Command::RunBatch(_) => (cli::LogFormat::Text, run_batch::LOG_FILTER),

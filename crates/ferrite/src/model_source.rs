@@ -173,7 +173,7 @@ fn load_hf_dir(dir: &Path, name: String, pages: MapPages) -> anyhow::Result<Load
         );
     }
     let started = Instant::now();
-    let (config, weights) = ferrite_model::hf::load_dir_with(dir, pages)
+    let (config, weights) = ferrite_model::load::hf_dir_with(dir, pages)
         .with_context(|| format!("loading the model in {}", dir.display()))?;
     let tokenizer = ferrite_model::tokenizer::tokenizer_from_hf_dir(dir)?;
     let generation = ferrite_model::hf::load_generation_defaults(dir)?;

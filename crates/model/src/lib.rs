@@ -2,6 +2,7 @@
 //! one scalar GGML dequantizer (the reference for every backend's fast paths), and random
 //! dummy weights.
 
+pub mod arch;
 pub mod config;
 pub mod dequant;
 pub mod dummy;
@@ -9,6 +10,7 @@ pub mod fp8;
 pub mod gguf;
 pub mod hf;
 pub mod hub;
+pub mod load;
 pub mod mapping;
 mod progress;
 pub mod tokenizer;

@@ -235,7 +235,7 @@ fn fixture_switches_match() {
         ("gemma3", gemma3()),
     ] {
         let text = std::fs::read_to_string(dir.join(name).join("config.json")).unwrap();
-        let parsed = match ferrite_model::hf::config_from_json(&text) {
+        let parsed = match ferrite_model::load::hf_config(&text) {
             Ok(parsed) => parsed,
             Err(e) => {
                 println!("SKIPPED parity config {name}: fixture not parsed yet ({e})");

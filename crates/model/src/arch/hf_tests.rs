@@ -1,9 +1,14 @@
+//! The families' translations of the fixtures' `config.json` files (fixtures/arch).
+
 use std::path::PathBuf;
 
-use super::*;
 use serde_json::Value;
 
-use crate::config::{MoeConfig, RopeScaling};
+use crate::config::{
+    Activation, Arch, BlockVariant, ModelConfig, MoeConfig, RopeScaling, RopeStyle,
+};
+use crate::hf::HfError;
+use crate::load::hf_config as config_from_json;
 
 fn fixture(arch: &str, file: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

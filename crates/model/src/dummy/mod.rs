@@ -90,7 +90,7 @@ pub fn config_for(spec: &str) -> anyhow::Result<ModelConfig> {
         );
     }
     let text = std::fs::read_to_string(&file)?;
-    Ok(crate::hf::config_from_json(&text)?)
+    Ok(crate::load::hf_config(&text)?)
 }
 
 fn splitmix64(mut x: u64) -> u64 {

@@ -10,10 +10,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use metadata::{MetaValue, Metadata};
-pub use model_config::config_from_metadata;
+pub use model_config::{GgufConfig, DEFAULT_ROPE_THETA};
 pub use reader::{dtype_from_ggml, GgufHeader, TensorInfo};
 
-use crate::config::ModelConfig;
 use crate::mapping::{map_file, MapPages};
 use crate::weights::{ModelWeights, Storage, WeightTensor};
 
@@ -44,7 +43,7 @@ pub enum GgufError {
         expected: &'static str,
         found: &'static str,
     },
-    #[error("architecture `{0}` is not supported (llama, qwen2, qwen3, gemma3, qwen2moe and qwen3moe are)")]
+    #[error("architecture {0}")]
     UnsupportedArch(String),
     #[error("unsupported GGUF model: {0}")]
     Unsupported(String),
@@ -83,8 +82,13 @@ impl GgufFile {
         &self.header.metadata
     }
 
-    pub fn config(&self) -> Result<ModelConfig, GgufError> {
-        config_from_metadata(&self.header.metadata, &self.header.tensors)
+    /// The metadata and tensor list a family reads its config from (`crate::load::gguf_config`
+    /// picks the family).
+    pub fn config_fields(&self) -> GgufConfig<'_> {
+        GgufConfig {
+            meta: &self.header.metadata,
+            tensors: &self.header.tensors,
+        }
     }
 
     /// Every tensor, shaped `[rows, cols]` (GGUF's dims reversed), backed by the map.

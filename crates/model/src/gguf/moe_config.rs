@@ -11,12 +11,15 @@ use crate::config::MoeConfig;
 /// llama.cpp's `LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX`: the only gating implemented.
 const GATING_SOFTMAX: usize = 1;
 
-/// `None` when the file has no experts (`expert_count` absent or 0).
+/// `None` when the file has no experts (`expert_count` absent or 0). `renormalise_default`:
+/// whether the chosen weights are renormalised when the file does not say
+/// (`expert_weights_norm`), as llama.cpp decides per architecture.
 pub fn moe_from_metadata(
     meta: &Metadata,
     tensors: &[TensorInfo],
     arch_name: &str,
     num_layers: usize,
+    renormalise_default: bool,
 ) -> Result<Option<MoeConfig>, GgufError> {
     let key = |suffix: &str| format!("{arch_name}.{suffix}");
     let num_experts = meta.opt_usize(&key("expert_count"))?.unwrap_or(0);
@@ -66,11 +69,9 @@ pub fn moe_from_metadata(
                 },
             ),
         };
-    // llama.cpp renormalises the chosen weights for qwen3moe and llama (Mixtral), not for
-    // qwen2moe; newer files may say so themselves.
     let norm_topk_prob = meta
         .opt_bool(&key("expert_weights_norm"))?
-        .unwrap_or(arch_name != "qwen2moe");
+        .unwrap_or(renormalise_default);
     Ok(Some(MoeConfig {
         num_experts,
         experts_per_token,

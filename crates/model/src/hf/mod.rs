@@ -1,5 +1,7 @@
-//! Hugging Face model directories: `config.json` and `*.safetensors`, tensors renamed to GGUF's
-//! canonical names and llama's Q/K rows permuted for interleaved RoPE.
+//! Hugging Face model directories, read generically: `config.json`'s fields (`HfConfig`),
+//! `*.safetensors` (FP8 weights converted), the canonical tensor names of the llama-style
+//! families and the Q/K row permutation for interleaved RoPE. What a config means is its
+//! family's (`crate::arch`); `crate::load` puts the two together.
 
 mod config;
 pub mod fp8;
@@ -13,15 +15,17 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use self::config::config_from_json;
+pub use self::config::{HfConfig, HfTranslation};
 pub use self::generation::{
     generation_defaults_from_json, load_generation_defaults, GenerationDefaults,
 };
-pub use self::names::{canonical_name, permute_rows_for_interleaved_rope};
+pub use self::moe_config::MoeConvention;
+pub use self::names::{canonical_name, layer_tensor, permute_rows_for_interleaved_rope};
+pub use self::rope_config::{Rope, RopeDefaults, DEFAULT_ROPE_THETA};
 use self::safetensors::Stored;
 pub use self::safetensors::{shards_of_index, weight_files};
 
-use crate::config::{Arch, ModelConfig};
+use crate::config::ModelConfig;
 use crate::mapping::MapPages;
 use crate::weights::{ModelWeights, Storage, WeightTensor};
 
@@ -36,7 +40,7 @@ pub enum HfError {
     Config(serde_json::Error),
     #[error("generation_config.json is not valid: {0}")]
     GenerationConfig(serde_json::Error),
-    #[error("architecture {0} is not supported (Llama, Qwen2, Qwen3, Mistral, Gemma3, Qwen3Moe, Qwen2Moe and MixtralForCausalLM are)")]
+    #[error("architecture {0}")]
     UnsupportedArch(String),
     #[error("not supported: {0}")]
     Unsupported(String),
@@ -53,27 +57,21 @@ impl HfError {
     }
 }
 
-pub fn load_config(dir: &Path) -> Result<ModelConfig, HfError> {
-    config_from_json(&read_config(dir)?)
-}
-
-fn read_config(dir: &Path) -> Result<String, HfError> {
+/// The text of `dir/config.json`.
+pub fn read_config(dir: &Path) -> Result<String, HfError> {
     let path = dir.join("config.json");
     std::fs::read_to_string(&path).map_err(|e| HfError::io(&path, e))
 }
 
-/// The config and every weight of a directory. Tensors stay memory-mapped except llama's
-/// Q/K, which are permuted into owned copies, and FP8 weights, re-laid in FP8 blocks or
-/// dequantized to f32 (`fp8`).
-pub fn load_dir(dir: &Path) -> Result<(ModelConfig, ModelWeights), HfError> {
-    load_dir_with(dir, MapPages::Plain)
-}
-
-/// [`load_dir`] with the weight files mapped in `pages` (see `mapping`).
-pub fn load_dir_with(dir: &Path, pages: MapPages) -> Result<(ModelConfig, ModelWeights), HfError> {
-    let config_text = read_config(dir)?;
-    let config = config_from_json(&config_text)?;
-    let fp8_config = fp8::fp8_config(&config_text)?;
+/// Every tensor of a directory's safetensors files under its Hugging Face name, mapped in
+/// `pages` (see `mapping`). FP8 weights are re-laid in FP8 blocks or dequantized to f32
+/// (`fp8`) as `config_text`'s `quantization_config` says.
+pub fn read_tensors(
+    dir: &Path,
+    pages: MapPages,
+    config_text: &str,
+) -> Result<HashMap<String, WeightTensor>, HfError> {
+    let fp8_config = fp8::fp8_config(config_text)?;
     let mut by_hf_name = HashMap::new();
     let mut fp8_weights = Vec::new();
     for file in weight_files(dir)? {
@@ -105,30 +103,15 @@ pub fn load_dir_with(dir: &Path, pages: MapPages) -> Result<(ModelConfig, ModelW
         let loaded = fp8::load(&weight, &scale_name, &scale, fp8_config)?;
         by_hf_name.insert(hf_name, loaded);
     }
-    let mut weights = ModelWeights::default();
-    for (hf_name, tensor) in by_hf_name {
-        let Some(name) = canonical_name(config.arch, &hf_name) else {
-            tracing::debug!(tensor = %hf_name, "ignoring tensor ferrite does not use");
-            continue;
-        };
-        weights.tensors.insert(name, tensor);
-    }
-    if config.tie_word_embeddings {
-        // A tied checkpoint may still carry a copy of the embedding as lm_head; the model
-        // uses the embedding.
-        weights.tensors.remove("output.weight");
-    } else if !weights.tensors.contains_key("output.weight") {
-        return Err(HfError::Weights(
-            "config says untied embeddings but there is no lm_head.weight".into(),
-        ));
-    }
-    if config.arch == Arch::Llama {
-        permute_llama_qk(&config, &mut weights)?;
-    }
-    Ok((config, weights))
+    Ok(by_hf_name)
 }
 
-fn permute_llama_qk(config: &ModelConfig, weights: &mut ModelWeights) -> Result<(), HfError> {
+/// Permutes every layer's Q and K rows (weights and biases, canonical names) from Hugging
+/// Face's rotate-half layout into GGUF's interleaved one, into owned copies.
+pub fn permute_qk_for_interleaved_rope(
+    config: &ModelConfig,
+    weights: &mut ModelWeights,
+) -> Result<(), HfError> {
     for layer in 0..config.num_layers {
         for (proj, heads) in [
             ("attn_q", config.num_heads),

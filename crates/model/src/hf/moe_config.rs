@@ -1,27 +1,32 @@
-//! The mixture-of-experts part of a Hugging Face `config.json`: Qwen3MoeForCausalLM and
-//! Qwen2MoeForCausalLM (`num_experts`, `moe_intermediate_size`, `norm_topk_prob`,
-//! `decoder_sparse_step`, `mlp_only_layers`, qwen2_moe's shared expert) and MixtralForCausalLM
-//! (`num_local_experts`, experts as wide as `intermediate_size`, top-k renormalised).
+//! The mixture-of-experts part of a Hugging Face `config.json` (`num_experts` or
+//! `num_local_experts`, `num_experts_per_tok`, `moe_intermediate_size`, `norm_topk_prob`,
+//! `decoder_sparse_step`, `mlp_only_layers`, `shared_expert_intermediate_size`), read under a
+//! family's `MoeConvention`.
 
 use serde::Deserialize;
 
 use super::HfError;
 use crate::config::MoeConfig;
 
-/// Which MoE convention a config follows (the attention side is the family's `Arch`).
+/// How a family's config describes its experts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MoeFamily {
-    Qwen3Moe,
-    /// qwen3_moe's router and layer switches, plus a shared expert.
-    Qwen2Moe,
-    Mixtral,
+pub struct MoeConvention {
+    /// Experts are `moe_intermediate_size` wide (qwen); else `intermediate_size` (Mixtral).
+    pub own_expert_width: bool,
+    /// Which layers are sparse: `decoder_sparse_step` and `mlp_only_layers` (qwen); else all.
+    pub sparse_step: bool,
+    /// A shared expert of `shared_expert_intermediate_size` (qwen2_moe).
+    pub shared_expert: bool,
+    /// The chosen probabilities are always renormalised (Mixtral); else `norm_topk_prob`,
+    /// default false.
+    pub always_renormalise: bool,
 }
 
 /// transformers' defaults (configuration_qwen2_moe.py / configuration_qwen3_moe.py).
-const QWEN_DEFAULT_SPARSE_STEP: usize = 1;
+const DEFAULT_SPARSE_STEP: usize = 1;
 
 #[derive(Debug, Default, Deserialize)]
-pub struct MoeFields {
+pub(crate) struct MoeFields {
     num_experts: Option<usize>,
     /// Mixtral's name for `num_experts` (and the name transformers 5 writes for every family).
     num_local_experts: Option<usize>,
@@ -43,11 +48,11 @@ fn bad(field: &str, value: impl std::fmt::Display, why: &str) -> HfError {
     HfError::Unsupported(format!("`{field}` = {value}: {why}"))
 }
 
-/// The config's `MoeConfig`, or `None` for a Qwen MoE config without experts (transformers
-/// then builds dense MLPs everywhere).
-pub fn moe_of(
+/// The config's `MoeConfig`, or `None` for a config without experts (transformers then
+/// builds dense MLPs everywhere).
+pub(super) fn moe_of(
     fields: &MoeFields,
-    family: MoeFamily,
+    convention: &MoeConvention,
     num_layers: usize,
     intermediate_size: usize,
 ) -> Result<Option<MoeConfig>, HfError> {
@@ -56,9 +61,10 @@ pub fn moe_of(
         .num_experts
         .or(fields.num_local_experts)
         .ok_or_else(|| missing("num_experts"))?;
-    let expert_width = match family {
-        MoeFamily::Qwen3Moe | MoeFamily::Qwen2Moe => fields.moe_intermediate_size,
-        MoeFamily::Mixtral => Some(intermediate_size),
+    let expert_width = if convention.own_expert_width {
+        fields.moe_intermediate_size
+    } else {
+        Some(intermediate_size)
     };
     if num_experts == 0 {
         return Ok(None);
@@ -74,24 +80,20 @@ pub fn moe_of(
             "must be between 1 and the number of experts",
         ));
     }
-    let sparse_layers = match family {
-        MoeFamily::Mixtral => vec![true; num_layers],
-        MoeFamily::Qwen3Moe | MoeFamily::Qwen2Moe => {
-            let step = fields
-                .decoder_sparse_step
-                .unwrap_or(QWEN_DEFAULT_SPARSE_STEP);
-            if step == 0 {
-                return Err(bad("decoder_sparse_step", 0, "must be at least 1"));
-            }
-            let dense = fields.mlp_only_layers.as_deref().unwrap_or_default();
-            (0..num_layers)
-                .map(|i| !dense.contains(&i) && (i + 1) % step == 0)
-                .collect()
+    let sparse_layers = if convention.sparse_step {
+        let step = fields.decoder_sparse_step.unwrap_or(DEFAULT_SPARSE_STEP);
+        if step == 0 {
+            return Err(bad("decoder_sparse_step", 0, "must be at least 1"));
         }
+        let dense = fields.mlp_only_layers.as_deref().unwrap_or_default();
+        (0..num_layers)
+            .map(|i| !dense.contains(&i) && (i + 1) % step == 0)
+            .collect()
+    } else {
+        vec![true; num_layers]
     };
-    let shared_expert = family == MoeFamily::Qwen2Moe;
     let shared_expert_intermediate_size =
-        match (shared_expert, fields.shared_expert_intermediate_size) {
+        match (convention.shared_expert, fields.shared_expert_intermediate_size) {
             (false, _) => None,
             (true, Some(0)) | (true, None) => {
                 return Err(missing("shared_expert_intermediate_size"))
@@ -102,8 +104,7 @@ pub fn moe_of(
         num_experts,
         experts_per_token,
         expert_intermediate_size,
-        // transformers: Mixtral always renormalises; the Qwen configs default to false.
-        norm_topk_prob: family == MoeFamily::Mixtral || fields.norm_topk_prob.unwrap_or(false),
+        norm_topk_prob: convention.always_renormalise || fields.norm_topk_prob.unwrap_or(false),
         shared_expert_intermediate_size,
         sparse_layers,
     }))

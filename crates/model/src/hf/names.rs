@@ -1,34 +1,22 @@
 //! Hugging Face tensor names to GGUF's canonical ones, and the Q/K row permutation that turns
 //! Hugging Face's rotate-half layout into GGUF's interleaved one.
 
-use crate::config::Arch;
-
-/// The canonical name of a Hugging Face tensor of an `arch` model; `None` for tensors ferrite
-/// does not use (e.g. `rotary_emb.inv_freq`).
-///
-/// `post_attention_layernorm` is llama's pre-MLP norm (`ffn_norm`) but gemma3's norm of the
-/// attention output (`post_attention_norm`, llama.cpp's name), whose pre-MLP norm is
-/// `pre_feedforward_layernorm`.
-pub fn canonical_name(arch: Arch, hf: &str) -> Option<String> {
+/// The canonical name of a Hugging Face tensor as the llama-style families name them; `None`
+/// for tensors ferrite does not use (e.g. `rotary_emb.inv_freq`). A family that names a
+/// tensor otherwise (gemma3's `post_attention_layernorm`) translates it first.
+pub fn canonical_name(hf: &str) -> Option<String> {
     match hf {
         "model.embed_tokens.weight" => return Some("token_embd.weight".into()),
         "model.norm.weight" => return Some("output_norm.weight".into()),
         "lm_head.weight" => return Some("output.weight".into()),
         _ => {}
     }
-    let rest = hf.strip_prefix("model.layers.")?;
-    let (layer, rest) = rest.split_once('.')?;
-    let layer: usize = layer.parse().ok()?;
-    let (module, kind) = rest.rsplit_once('.')?;
-    if kind != "weight" && kind != "bias" {
-        return None;
-    }
+    let (layer, module, kind) = layer_tensor(hf)?;
     if let Some((expert, proj)) = expert_of(module) {
         return Some(format!("blk.{layer}.{proj}.{expert}.{kind}"));
     }
     let gguf = match module {
         "input_layernorm" => "attn_norm",
-        "post_attention_layernorm" if arch == Arch::Gemma3 => "post_attention_norm",
         "post_attention_layernorm" => "ffn_norm",
         "pre_feedforward_layernorm" => "ffn_norm",
         "post_feedforward_layernorm" => "post_ffw_norm",
@@ -50,6 +38,16 @@ pub fn canonical_name(arch: Arch, hf: &str) -> Option<String> {
         _ => return None,
     };
     Some(format!("blk.{layer}.{gguf}.{kind}"))
+}
+
+/// `(layer, module, kind)` of `model.layers.{layer}.{module}.{kind}` where kind is `weight`
+/// or `bias`.
+pub fn layer_tensor(hf: &str) -> Option<(usize, &str, &str)> {
+    let rest = hf.strip_prefix("model.layers.")?;
+    let (layer, rest) = rest.split_once('.')?;
+    let layer: usize = layer.parse().ok()?;
+    let (module, kind) = rest.rsplit_once('.')?;
+    (kind == "weight" || kind == "bias").then_some((layer, module, kind))
 }
 
 /// `(expert, projection)` of one expert's matrix: `mlp.experts.{e}.gate_proj` (qwen MoE) or
@@ -102,7 +100,7 @@ mod tests {
 
     #[test]
     fn experts_routers_and_shared_experts_get_llama_cpp_names() {
-        let name = |hf: &str| canonical_name(Arch::Qwen3, hf);
+        let name = canonical_name;
         assert_eq!(
             name("model.layers.3.mlp.experts.17.down_proj.weight").as_deref(),
             Some("blk.3.ffn_down.17.weight")

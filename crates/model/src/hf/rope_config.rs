@@ -7,16 +7,33 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::HfError;
-use crate::config::{Arch, RopeScaling};
+use crate::config::RopeScaling;
 
-const DEFAULT_ROPE_THETA: f64 = 10_000.0;
-/// Gemma3's defaults: global layers 1e6, sliding (local) layers 1e4.
-const GEMMA3_DEFAULT_THETA: f64 = 1_000_000.0;
-const GEMMA3_DEFAULT_LOCAL_THETA: f64 = 10_000.0;
+/// transformers' `rope_theta` when a config does not give one.
+pub const DEFAULT_ROPE_THETA: f64 = 10_000.0;
+
+/// A family's RoPE conventions.
+#[derive(Debug, Clone, Copy)]
+pub struct RopeDefaults {
+    /// The base when the config gives none.
+    pub theta: f64,
+    /// `Some(default)`: sliding layers have a base of their own (gemma3's
+    /// `rope_local_base_freq`, this when absent) and are never scaled; `None`: they rotate as
+    /// full-attention layers do.
+    pub local_theta: Option<f64>,
+}
+
+impl RopeDefaults {
+    /// Every layer one base, transformers' default 10,000.
+    pub const PLAIN: RopeDefaults = RopeDefaults {
+        theta: DEFAULT_ROPE_THETA,
+        local_theta: None,
+    };
+}
 
 /// The fields of `config.json` that say how RoPE is done.
 #[derive(Debug, Deserialize)]
-pub(super) struct RopeFields {
+pub(crate) struct RopeFields {
     rope_theta: Option<f64>,
     /// transformers >= 5 groups `rope_theta` and the scaling in here (per layer type for gemma3).
     rope_parameters: Option<Value>,
@@ -27,13 +44,13 @@ pub(super) struct RopeFields {
 
 /// One layer type's rope: its base and whether the config's scaling applies.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct LayerRope {
+pub struct LayerRope {
     pub theta: f32,
     pub scaled: bool,
 }
 
 #[derive(Debug)]
-pub(super) struct Rope {
+pub struct Rope {
     pub full: LayerRope,
     pub sliding: LayerRope,
     pub scaling: Option<RopeScaling>,
@@ -92,18 +109,11 @@ fn parse_entry(field: &str, v: &Value) -> Result<(Option<f64>, Option<RopeScalin
     Ok((theta, scaling))
 }
 
-pub(super) fn rope_of(raw: &RopeFields, arch: Arch) -> Result<Rope, HfError> {
-    let gemma = arch == Arch::Gemma3;
-    let default_theta = if gemma {
-        GEMMA3_DEFAULT_THETA
-    } else {
-        DEFAULT_ROPE_THETA
-    };
-    let default_local = if gemma {
-        GEMMA3_DEFAULT_LOCAL_THETA
-    } else {
-        default_theta
-    };
+pub(super) fn rope_of(raw: &RopeFields, defaults: RopeDefaults) -> Result<Rope, HfError> {
+    // A family whose sliding layers have a base of their own (gemma3).
+    let own_local = defaults.local_theta.is_some();
+    let default_theta = defaults.theta;
+    let default_local = defaults.local_theta.unwrap_or(default_theta);
     let layer = |theta: f64, scaled: bool| LayerRope {
         theta: theta as f32,
         scaled,
@@ -140,7 +150,7 @@ pub(super) fn rope_of(raw: &RopeFields, arch: Arch) -> Result<Rope, HfError> {
             ),
             sliding: layer(
                 local_theta.unwrap_or(default_local),
-                local_scaling.is_some() || (unscaled && !gemma),
+                local_scaling.is_some() || (unscaled && !own_local),
             ),
             scaling,
         });
@@ -157,8 +167,8 @@ pub(super) fn rope_of(raw: &RopeFields, arch: Arch) -> Result<Rope, HfError> {
         }
     };
     let theta = theta.or(raw.rope_theta).unwrap_or(default_theta);
-    let sliding = if gemma {
-        // Gemma3's sliding layers: the local base, never scaled.
+    let sliding = if own_local {
+        // Sliding layers with a base of their own (gemma3): the local base, never scaled.
         layer(raw.rope_local_base_freq.unwrap_or(default_local), false)
     } else {
         layer(theta, true)

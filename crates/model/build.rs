@@ -30,9 +30,20 @@ fn main() {
             .lines()
             .map(str::trim)
             .find_map(|line| line.strip_prefix("#![cfg(")?.strip_suffix(")]"));
-        let cfg = condition.map(|c| format!("#[cfg({c})]\n")).unwrap_or_default();
-        writeln!(modules, "#[path = {:?}]\nmod {stem};", path.display().to_string()).unwrap();
-        writeln!(pushes, "    {cfg}families.extend_from_slice({stem}::FAMILIES);").unwrap();
+        let cfg = condition
+            .map(|c| format!("#[cfg({c})]\n"))
+            .unwrap_or_default();
+        writeln!(
+            modules,
+            "#[path = {:?}]\nmod {stem};",
+            path.display().to_string()
+        )
+        .unwrap();
+        writeln!(
+            pushes,
+            "    {cfg}families.extend_from_slice({stem}::FAMILIES);"
+        )
+        .unwrap();
     }
     let generated = format!(
         "{modules}\n/// Every family, in the order of their files' names.\n\

@@ -33,28 +33,10 @@ impl std::fmt::Debug for CpuBackend {
     }
 }
 
-fn check_config(c: &ModelConfig) -> anyhow::Result<()> {
-    if c.num_heads == 0 || c.num_kv_heads == 0 || c.num_heads % c.num_kv_heads != 0 {
-        anyhow::bail!(
-            "{} attention heads cannot share {} KV heads",
-            c.num_heads,
-            c.num_kv_heads
-        );
-    }
-    if c.head_dim == 0 || c.head_dim % 2 != 0 {
-        anyhow::bail!("head_dim {} must be even for RoPE", c.head_dim);
-    }
-    if let Some(layer) = (0..c.num_layers).find(|&l| c.attention(l).sliding_window == Some(0)) {
-        anyhow::bail!("layer {layer} has a sliding window of 0 tokens");
-    }
-    if c.vocab_size == 0 || c.hidden_size == 0 {
-        anyhow::bail!(
-            "empty model: vocab {} hidden {}",
-            c.vocab_size,
-            c.hidden_size
-        );
-    }
-    Ok(())
+/// Whether the CPU backend runs `c`: every architecture the model crate reads, so only the
+/// shape checks every backend makes.
+pub fn supports(c: &ModelConfig) -> anyhow::Result<()> {
+    Ok(c.check_shape()?)
 }
 
 impl CpuBackend {
@@ -65,7 +47,7 @@ impl CpuBackend {
         weights: LoadedWeights,
         threads: usize,
     ) -> anyhow::Result<CpuBackend> {
-        check_config(&config)?;
+        supports(&config)?;
         let model_weights = ModelWeights::new(&config, &weights)?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)

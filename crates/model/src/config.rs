@@ -1,5 +1,8 @@
 //! The shape of a decoder-only transformer, whichever file it came from.
 
+/// The decoder block lineage a config follows (its family, `crate::arch`, decides it):
+/// informational once loaded (logs, tests), since the forward passes read the switches of
+/// `ModelConfig`, never this.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arch {
     /// Llama and its relatives (SmolLM2): no QKV bias.
@@ -147,7 +150,40 @@ pub struct LayerAttention {
     pub rope_scaled: bool,
 }
 
+/// A config no backend can run: its shapes contradict each other.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ShapeError(String);
+
 impl ModelConfig {
+    /// The checks every backend makes before its own (`supports`): heads that share KV heads
+    /// evenly, an even head size for RoPE, windows that hold a token, a non-empty model.
+    pub fn check_shape(&self) -> Result<(), ShapeError> {
+        let fail = |message: String| Err(ShapeError(message));
+        if self.num_heads == 0 || self.num_kv_heads == 0 || self.num_heads % self.num_kv_heads != 0
+        {
+            return fail(format!(
+                "{} attention heads cannot share {} KV heads",
+                self.num_heads, self.num_kv_heads
+            ));
+        }
+        if self.head_dim == 0 || self.head_dim % 2 != 0 {
+            return fail(format!("head_dim {} must be even for RoPE", self.head_dim));
+        }
+        if let Some(layer) =
+            (0..self.num_layers).find(|&l| self.attention(l).sliding_window == Some(0))
+        {
+            return fail(format!("layer {layer} has a sliding window of 0 tokens"));
+        }
+        if self.vocab_size == 0 || self.hidden_size == 0 {
+            return fail(format!(
+                "empty model: vocab {} hidden {}",
+                self.vocab_size, self.hidden_size
+            ));
+        }
+        Ok(())
+    }
+
     /// The mixture of experts of layer `layer`, `None` when its MLP is dense.
     pub fn moe_at(&self, layer: usize) -> Option<&MoeConfig> {
         self.moe.as_ref().filter(|m| m.is_sparse(layer))

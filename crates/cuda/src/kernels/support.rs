@@ -9,6 +9,7 @@ use super::moe::{MOE_MAX_EXPERTS, MOE_MAX_K};
 /// The model's attention geometry has kernels (head size, query group) and its hidden and
 /// intermediate sizes suit the kernels' vector loads (up to 8 bf16 at a time).
 pub fn check_supported(c: &ModelConfig) -> anyhow::Result<()> {
+    c.check_shape()?;
     if let Some(moe) = &c.moe {
         anyhow::ensure!(
             moe.num_experts <= MOE_MAX_EXPERTS,
@@ -32,12 +33,6 @@ pub fn check_supported(c: &ModelConfig) -> anyhow::Result<()> {
             moe.expert_intermediate_size
         );
     }
-    anyhow::ensure!(
-        c.num_kv_heads > 0 && c.num_heads.is_multiple_of(c.num_kv_heads),
-        "{} attention heads cannot share {} KV heads",
-        c.num_heads,
-        c.num_kv_heads
-    );
     anyhow::ensure!(
         HEAD_DIMS.contains(&c.head_dim),
         "the CUDA kernels support head_dim {HEAD_DIMS:?}, not {}",

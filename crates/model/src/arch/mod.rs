@@ -35,7 +35,9 @@ pub trait Family: Sync {
     fn from_hf(&self, config: &HfConfig) -> Result<crate::config::ModelConfig, HfError>;
     /// Its `ModelConfig` from GGUF metadata; only called for the names of `gguf_names`.
     fn from_gguf(&self, file: &GgufConfig) -> Result<crate::config::ModelConfig, GgufError> {
-        Err(GgufError::UnsupportedArch(unsupported_gguf(file.arch_name())))
+        Err(GgufError::UnsupportedArch(unsupported_gguf(
+            file.arch_name(),
+        )))
     }
     /// The canonical (GGUF) name of a Hugging Face tensor; `None` for tensors ferrite does not
     /// use. Families whose checkpoints name tensors their own way override this.
@@ -61,7 +63,11 @@ pub fn hf_family(config: &HfConfig) -> Result<&'static dyn Family, HfError> {
                 || (model_type.is_some() && f.hf_model_type() == model_type)
         })
         .ok_or_else(|| {
-            let names = config.architectures.as_deref().unwrap_or_default().join(", ");
+            let names = config
+                .architectures
+                .as_deref()
+                .unwrap_or_default()
+                .join(", ");
             HfError::UnsupportedArch(format!(
                 "{} (model_type {}) is not supported ({} are)",
                 if names.is_empty() { "unnamed" } else { &names },
@@ -88,7 +94,10 @@ fn unsupported_gguf(arch_name: &str) -> String {
 
 /// The Hugging Face classes ferrite reads, in registry order.
 pub fn hf_classes() -> Vec<&'static str> {
-    registry::all().iter().filter_map(|f| f.hf_class()).collect()
+    registry::all()
+        .iter()
+        .filter_map(|f| f.hf_class())
+        .collect()
 }
 
 /// The GGUF architecture names ferrite reads, in registry order.
@@ -130,8 +139,16 @@ mod tests {
         classes.dedup();
         ggufs.sort();
         ggufs.dedup();
-        assert_eq!((classes.len(), ggufs.len()), (n, m), "a name is claimed twice");
-        for name in ["LlamaForCausalLM", "Gemma3ForCausalLM", "MixtralForCausalLM"] {
+        assert_eq!(
+            (classes.len(), ggufs.len()),
+            (n, m),
+            "a name is claimed twice"
+        );
+        for name in [
+            "LlamaForCausalLM",
+            "Gemma3ForCausalLM",
+            "MixtralForCausalLM",
+        ] {
             assert!(classes.contains(&name), "{name}");
         }
         for name in ["llama", "qwen2", "qwen3", "gemma3", "qwen2moe", "qwen3moe"] {
@@ -145,13 +162,18 @@ mod tests {
     fn the_readme_lists_every_family() {
         let readme = std::fs::read_to_string(crate::testing::repo_root().join("README.md"))
             .expect("README.md");
-        let start = readme.find("Architectures: ").expect("an `Architectures: ` paragraph");
+        let start = readme
+            .find("Architectures: ")
+            .expect("an `Architectures: ` paragraph");
         let paragraph = &readme[start..start + readme[start..].find("\n\n").unwrap()];
         // The test-only family (families/test_renamed_llama.rs) is registered in tests alone.
         let classes = hf_classes();
         let served = classes.iter().filter(|c| **c != "RenamedLlamaForCausalLM");
         for class in served {
-            assert!(paragraph.contains(&format!("`{class}`")), "README lacks {class}");
+            assert!(
+                paragraph.contains(&format!("`{class}`")),
+                "README lacks {class}"
+            );
         }
         let gguf = &paragraph[paragraph.find("GGUF files:").expect("a GGUF list")..];
         for name in gguf_names() {

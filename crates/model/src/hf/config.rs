@@ -118,7 +118,11 @@ impl HfConfig {
 
     /// The MLP's activation from `hidden_act`, or from gemma's `hidden_activation` first when
     /// `gemma_field`; `default` when neither is given.
-    pub fn activation(&self, default: Activation, gemma_field: bool) -> Result<Activation, HfError> {
+    pub fn activation(
+        &self,
+        default: Activation,
+        gemma_field: bool,
+    ) -> Result<Activation, HfError> {
         let (field, name) = match (&self.hidden_activation, &self.hidden_act) {
             (Some(name), _) if gemma_field => ("hidden_activation", name.as_str()),
             (_, Some(name)) => ("hidden_act", name.as_str()),

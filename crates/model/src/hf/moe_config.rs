@@ -92,14 +92,14 @@ pub(super) fn moe_of(
     } else {
         vec![true; num_layers]
     };
-    let shared_expert_intermediate_size =
-        match (convention.shared_expert, fields.shared_expert_intermediate_size) {
-            (false, _) => None,
-            (true, Some(0)) | (true, None) => {
-                return Err(missing("shared_expert_intermediate_size"))
-            }
-            (true, Some(width)) => Some(width),
-        };
+    let shared_expert_intermediate_size = match (
+        convention.shared_expert,
+        fields.shared_expert_intermediate_size,
+    ) {
+        (false, _) => None,
+        (true, Some(0)) | (true, None) => return Err(missing("shared_expert_intermediate_size")),
+        (true, Some(width)) => Some(width),
+    };
     Ok(Some(MoeConfig {
         num_experts,
         experts_per_token,

@@ -33,5 +33,4 @@ impl Family for Mixtral {
         config.moe = c.moe(&MIXTRAL_EXPERTS)?;
         Ok(config)
     }
-
 }

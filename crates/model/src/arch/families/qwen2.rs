@@ -58,7 +58,9 @@ pub(super) fn qwen_translation(
 ) -> Result<HfTranslation, HfError> {
     let rope = c.rope(RopeDefaults::PLAIN)?;
     // Qwen configs carry a `sliding_window` that only applies with use_sliding_window.
-    let window = c.sliding_window.filter(|_| c.use_sliding_window == Some(true));
+    let window = c
+        .sliding_window
+        .filter(|_| c.use_sliding_window == Some(true));
     let first_sliding = c.max_window_layers.unwrap_or(c.num_hidden_layers);
     let windows = c.layer_windows(window, |layer| layer >= first_sliding)?;
     let block = BlockVariant {

@@ -121,7 +121,8 @@ mod tests {
     #[test]
     fn a_renamed_llama_loads_exactly_the_llama_model() {
         let original = repo_root().join("fixtures/arch/llama");
-        let copy = std::env::temp_dir().join(format!("ferrite-renamed-llama-{}", std::process::id()));
+        let copy =
+            std::env::temp_dir().join(format!("ferrite-renamed-llama-{}", std::process::id()));
         write_renamed_copy(&original, &copy);
         let (config, weights) = crate::load::hf_dir(&original).unwrap();
         let (renamed_config, renamed_weights) = crate::load::hf_dir(&copy).unwrap();
@@ -136,8 +137,15 @@ mod tests {
         assert!(names.contains(&&"blk.1.attn_q.weight".to_string()));
         for (name, tensor) in &weights.tensors {
             let other = &renamed_weights.tensors[name];
-            assert_eq!((other.dtype, &other.shape), (tensor.dtype, &tensor.shape), "{name}");
-            assert!(other.storage.bytes() == tensor.storage.bytes(), "{name} differs");
+            assert_eq!(
+                (other.dtype, &other.shape),
+                (tensor.dtype, &tensor.shape),
+                "{name}"
+            );
+            assert!(
+                other.storage.bytes() == tensor.storage.bytes(),
+                "{name} differs"
+            );
         }
     }
 }

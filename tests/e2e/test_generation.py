@@ -81,6 +81,31 @@ def test_stop_string_truncates_and_is_never_streamed(client):
     assert text == want and finish == "stop"
 
 
+def test_the_stop_string_that_matched_is_named_in_stop_reason(client):
+    """vLLM's `stop_reason`: the stop string that finished a choice, complete and streamed;
+    absent when the choice ended otherwise."""
+    kw = dict(model=MODEL_NAME, prompt="Count: one, two, three, four, five,", max_tokens=12, temperature=0)
+    full = client.completions.create(**kw)
+    assert getattr(full.choices[0], "stop_reason", None) is None
+    text = full.choices[0].text
+    stop = text[3:6]
+    r = client.completions.create(stop=["never in the text", stop], **kw)
+    assert r.choices[0].finish_reason == "stop" and r.choices[0].stop_reason == stop
+    last = [c for chunk in client.completions.create(stop=[stop], stream=True, **kw) for c in chunk.choices][-1]
+    assert last.finish_reason == "stop" and last.stop_reason == stop
+    ask = dict(model=MODEL_NAME, messages=[{"role": "user", "content": "Count from one to ten in words."}],
+               max_tokens=30, temperature=0)
+    answer = client.chat.completions.create(**ask).choices[0].message.content
+    words = answer.split()
+    assert len(words) > 3, answer
+    stop = words[2]
+    r = client.chat.completions.create(stop=[stop], **ask)
+    assert r.choices[0].stop_reason == stop
+    assert r.choices[0].message.content == answer[: answer.index(stop)]
+    chunks = [c for chunk in client.chat.completions.create(stop=[stop], stream=True, **ask) for c in chunk.choices]
+    assert chunks[-1].finish_reason == "stop" and chunks[-1].stop_reason == stop
+
+
 def test_chat_logprobs(client):
     r = chat(client, logprobs=True, top_logprobs=3, max_tokens=6)
     content = r.choices[0].logprobs.content

@@ -57,6 +57,8 @@ pub struct Delta {
     /// In the first delta of a request.
     pub prompt: Option<PromptSummary>,
     pub finish: Option<Finish>,
+    /// The stop string that finished the request (with `Finish::Stop`), if one did.
+    pub stop_string: Option<String>,
 }
 
 /// How the HTTP side announces a request before handing it to the engine.
@@ -216,6 +218,10 @@ fn process(
         })
     };
     let finished = delta.finish.is_some();
+    if finished {
+        // Also when the stop string came in the text flushed at the end.
+        delta.stop_string = req.stops.matched().map(str::to_string);
+    }
     let client_gone = req.sender.send(delta).is_err();
     if stopped || (client_gone && !finished) {
         abort(out.id);

@@ -55,6 +55,8 @@ pub struct ChoiceResult {
     pub logprobs: Vec<LogprobEntry>,
     pub prompt: Option<PromptSummary>,
     pub finish: Option<Finish>,
+    /// The stop string that finished it, if one did.
+    pub stop_string: Option<String>,
 }
 
 impl ChoiceResult {
@@ -67,6 +69,7 @@ impl ChoiceResult {
         }
         if d.finish.is_some() {
             self.finish = d.finish;
+            self.stop_string = d.stop_string;
         }
     }
 }

@@ -15,6 +15,9 @@ pub enum StopCheck {
 pub struct StopMatcher {
     stops: Vec<String>,
     held: String,
+    /// The stop string that matched, once one has: what vLLM answers as `stop_reason` and
+    /// Anthropic as `stop_sequence`.
+    matched: Option<String>,
 }
 
 impl StopMatcher {
@@ -22,7 +25,13 @@ impl StopMatcher {
         Self {
             stops: stops.into_iter().filter(|s| !s.is_empty()).collect(),
             held: String::new(),
+            matched: None,
         }
+    }
+
+    /// The stop string that stopped the text, if one did.
+    pub fn matched(&self) -> Option<&str> {
+        self.matched.as_deref()
     }
 
     pub fn push(&mut self, text: &str) -> StopCheck {
@@ -30,12 +39,14 @@ impl StopMatcher {
             return StopCheck::Continue(text.to_string());
         }
         self.held.push_str(text);
+        // The earliest match; of several starting there, the first listed.
         let first_match = self
             .stops
             .iter()
-            .filter_map(|s| self.held.find(s.as_str()))
-            .min();
-        if let Some(at) = first_match {
+            .filter_map(|s| Some((self.held.find(s.as_str())?, s)))
+            .min_by_key(|&(at, _)| at);
+        if let Some((at, stop)) = first_match {
+            self.matched = Some(stop.clone());
             let before = self.held[..at].to_string();
             self.held.clear();
             return StopCheck::Stopped(before);
@@ -108,6 +119,35 @@ mod tests {
     #[test]
     fn the_earliest_of_several_stops_wins() {
         assert_eq!(run(&["c", "ab"], &["xxabc"]), ("xx".into(), true));
+    }
+
+    /// The stop that matched is named, across pieces; of two starting at one place, the first
+    /// listed (these were the tests of `anthropic`'s own matcher before the detokenizer named the match).
+    #[test]
+    fn the_matching_stop_is_named_across_pieces_and_never_sent() {
+        let mut stops = StopMatcher::new(vec!["END".into(), "".into(), "\n\n".into()]);
+        assert_eq!(stops.push("one E"), StopCheck::Continue("one ".into()));
+        assert_eq!(stops.matched(), None);
+        assert_eq!(stops.push("N"), StopCheck::Continue(String::new()));
+        assert_eq!(stops.push("D and more"), StopCheck::Stopped(String::new()));
+        assert_eq!(stops.matched(), Some("END"));
+        let mut stops = StopMatcher::new(vec!["END".into(), "\n\n".into()]);
+        assert_eq!(stops.push("a\n\nEND"), StopCheck::Stopped("a".into()));
+        assert_eq!(stops.matched(), Some("\n\n"));
+        let mut stops = StopMatcher::new(vec!["ab".into(), "a".into()]);
+        assert_eq!(stops.push("xab"), StopCheck::Stopped("x".into()));
+        assert_eq!(stops.matched(), Some("ab"));
+    }
+
+    #[test]
+    fn held_text_comes_out_when_the_text_ends_otherwise() {
+        let mut stops = StopMatcher::new(vec!["END".into()]);
+        assert_eq!(stops.push("the EN"), StopCheck::Continue("the ".into()));
+        assert_eq!(stops.flush(), "EN");
+        assert_eq!(stops.matched(), None);
+        let mut none = StopMatcher::new(Vec::new());
+        assert_eq!(none.push("x"), StopCheck::Continue("x".into()));
+        assert_eq!(none.flush(), "");
     }
 
     #[test]

@@ -8,6 +8,6 @@ pub mod blocks;
 pub mod error;
 pub mod request;
 pub mod response;
-pub mod stop_sequences;
 pub mod stream;
 pub mod translate;
+pub mod turn_text;

@@ -3,7 +3,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::stop_sequences::TurnEnd;
+use super::turn_text::TurnEnd;
 use crate::detokenizer::Finish;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -77,6 +77,9 @@ pub struct ChatChunkChoice {
     pub logprobs: Option<ChatLogprobs>,
     /// `null` until the choice finished.
     pub finish_reason: Option<&'static str>,
+    /// vLLM's `stop_reason`: the stop string that finished the choice (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
     /// vLLM's `return_token_ids`: this chunk's generated tokens.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_ids: Option<Vec<u32>>,
@@ -151,6 +154,7 @@ mod tests {
             delta: ChatDelta::default(),
             logprobs: None,
             finish_reason: Some("stop"),
+            stop_reason: None,
             token_ids: None,
         }
     }

@@ -75,6 +75,9 @@ pub struct ChatChoice {
     pub logprobs: Option<ChatLogprobs>,
     /// `null` only for a choice that has not finished (never in a complete answer).
     pub finish_reason: Option<&'static str>,
+    /// vLLM's `stop_reason`: the stop string that finished the choice (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
     /// vLLM's `return_token_ids`: the generated tokens.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_ids: Option<Vec<u32>>,
@@ -158,6 +161,9 @@ pub struct CompletionChoice {
     pub logprobs: Option<CompletionLogprobs>,
     /// `null` until the choice finished.
     pub finish_reason: Option<&'static str>,
+    /// vLLM's `stop_reason`: the stop string that finished the choice (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
     /// vLLM's `return_token_ids`: the choice's prompt (in the first chunk when streamed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_token_ids: Option<Vec<u32>>,

@@ -4,19 +4,15 @@
 //! [`AnswerShape`]: its complete answer, and a [`ChunkFormatter`] that turns a choice's delta
 //! into that endpoint's chunk choices.
 //!
-//! A task forwards the chunks to the response body. When the client disconnects the body is
-//! dropped, the task notices (`closed()`) even while no token is coming, and dropping the
-//! [`RunningChoices`] aborts the unfinished requests in the engine.
+//! The shared pump (`event_pump`) sends the chunks; dropping the [`RunningChoices`] aborts the
+//! unfinished requests in the engine.
 
-use std::convert::Infallible;
-
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures::stream;
 use serde::Serialize;
-use tokio::sync::mpsc;
 
+use super::event_pump::{json_event, stream_response, EventSource, Outgoing};
 use crate::detokenizer::Delta;
 use crate::error::ApiError;
 use crate::generation::{ChoiceResult, RunningChoices, Submission};
@@ -87,61 +83,49 @@ fn sse_response<F: ChunkFormatter>(
     include_usage: bool,
     formatter: F,
 ) -> Response {
-    let (tx, rx) = mpsc::channel::<Event>(64);
-    tokio::spawn(forward(
-        submission.run(),
+    stream_response(Chunks {
+        choices: submission.run(),
         meta,
         include_usage,
         formatter,
-        tx,
-    ));
-    let body = stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
-    });
-    Sse::new(body)
-        .keep_alive(KeepAlive::default())
-        .into_response()
+        done: false,
+    })
 }
 
-/// Runs until every choice finished or the client went away.
-async fn forward<F: ChunkFormatter>(
-    mut choices: RunningChoices,
+/// Each choice's chunks as its deltas arrive, then the usage chunk when asked for and
+/// `[DONE]`.
+struct Chunks<F> {
+    choices: RunningChoices,
     meta: ResponseMeta,
     include_usage: bool,
-    mut formatter: F,
-    tx: mpsc::Sender<Event>,
-) {
-    loop {
-        let next = tokio::select! {
-            _ = tx.closed() => return,
-            next = choices.next() => next,
-        };
-        let Some((i, delta)) = next else { break };
-        for part in formatter.on_delta(i, delta) {
-            let chunk =
-                StreamChunk::with_choice(&meta, part.choice, include_usage, part.prompt_token_ids);
-            if !send(&tx, chunk).await {
-                return;
-            }
-        }
-    }
-    if include_usage {
-        let chunk = StreamChunk::<F::Choice>::usage(&meta, choices.usage());
-        if !send(&tx, chunk).await {
-            return;
-        }
-    }
-    let _ = tx.send(Event::default().data("[DONE]")).await;
+    formatter: F,
+    done: bool,
 }
 
-/// Whether the chunk went out (false: the client is gone, or it could not be serialized).
-async fn send(tx: &mpsc::Sender<Event>, chunk: impl Serialize) -> bool {
-    let event = match Event::default().json_data(&chunk) {
-        Ok(event) => event,
-        Err(e) => {
-            tracing::error!("cannot serialize a stream chunk: {e}");
-            return false;
+impl<F: ChunkFormatter> EventSource for Chunks<F> {
+    async fn next_events(&mut self) -> Option<Vec<Outgoing>> {
+        if self.done {
+            return None;
         }
-    };
-    tx.send(event).await.is_ok()
+        if let Some((i, delta)) = self.choices.next().await {
+            let chunks = self.formatter.on_delta(i, delta).into_iter().map(|part| {
+                let chunk = StreamChunk::with_choice(
+                    &self.meta,
+                    part.choice,
+                    self.include_usage,
+                    part.prompt_token_ids,
+                );
+                json_event(None, &chunk)
+            });
+            return Some(chunks.collect());
+        }
+        self.done = true;
+        let mut events = Vec::new();
+        if self.include_usage {
+            let usage = StreamChunk::<F::Choice>::usage(&self.meta, self.choices.usage());
+            events.push(json_event(None, &usage));
+        }
+        events.push(Ok(Event::default().data("[DONE]")));
+        Some(events)
+    }
 }

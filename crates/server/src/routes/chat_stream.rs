@@ -97,6 +97,7 @@ impl ChunkFormatter for ChatChunks {
                     delta: ChatDelta::start(),
                     logprobs: None,
                     finish_reason: None,
+                    stop_reason: None,
                     token_ids: return_token_ids.then(Vec::new),
                 },
                 prompt_token_ids: self.prompt_ids.clone(),
@@ -126,6 +127,11 @@ impl ChunkFormatter for ChatChunks {
                 finish_reason: match k == last {
                     true => delta.finish.map(|f| finish_reason(f, called_tools)),
                     false => None,
+                },
+                stop_reason: if k == last {
+                    delta.stop_string.clone()
+                } else {
+                    None
                 },
                 token_ids: token_ids.take().or_else(|| return_token_ids.then(Vec::new)),
             }));

@@ -149,7 +149,7 @@ impl Shape {
         index: usize,
         text: String,
         lp: &mut LegacyLogprobs,
-        finish: Option<Finish>,
+        (finish, stop_reason): (Option<Finish>, Option<String>),
         with_prompt_ids: bool,
         token_ids: Vec<u32>,
     ) -> CompletionChoice {
@@ -159,6 +159,7 @@ impl Shape {
             text,
             logprobs: self.logprobs.then(|| lp.take()),
             finish_reason: finish.map(Finish::as_openai),
+            stop_reason,
             prompt_token_ids: (ids && with_prompt_ids).then(|| self.prompt_of(index).ids.clone()),
             token_ids: ids.then_some(token_ids),
         }
@@ -176,7 +177,14 @@ impl AnswerShape for Shape {
             .map(|(i, r)| {
                 let mut lp = LegacyLogprobs::starting_at(0);
                 let text = self.text(i, true, r.prompt.as_ref(), &r.text, &r.logprobs, &mut lp);
-                self.choice(i, text, &mut lp, r.finish, true, r.token_ids)
+                self.choice(
+                    i,
+                    text,
+                    &mut lp,
+                    (r.finish, r.stop_string),
+                    true,
+                    r.token_ids,
+                )
             })
             .collect();
         Completion::new(meta, choices, usage)
@@ -214,9 +222,14 @@ impl ChunkFormatter for CompletionChunks {
             &delta.logprobs,
             lp,
         );
-        let choice =
-            self.shape
-                .choice(i, text, lp, delta.finish, prompt.is_some(), delta.token_ids);
+        let choice = self.shape.choice(
+            i,
+            text,
+            lp,
+            (delta.finish, delta.stop_string),
+            prompt.is_some(),
+            delta.token_ids,
+        );
         vec![ChunkPart::new(choice)]
     }
 }

@@ -15,8 +15,8 @@ use crate::anthropic::blocks::{assemble, BlockBuilder};
 use crate::anthropic::error::{AnthropicError, AnthropicJson};
 use crate::anthropic::request::{refuse_unimplemented, CountTokensRequest, MessagesRequest};
 use crate::anthropic::response::{new_message_id, Message, StopReason, TokenCount};
-use crate::anthropic::stop_sequences::{TurnEnd, TurnText};
 use crate::anthropic::translate::chat_turn;
+use crate::anthropic::turn_text::{TurnEnd, TurnText};
 use crate::assistant_output::{OutputParser, OutputSpec};
 use crate::chat_turn::{start_chat, StartedChat};
 use crate::error::ApiError;
@@ -41,6 +41,8 @@ pub async fn create_message(
         ..SamplingFields::default()
     };
     let mut sampling = fields.validate(None, &state.sampling_defaults)?;
+    // Matched by the detokenizer as stop strings, which reports the one that matched.
+    sampling.stop = req.stop_sequences.unwrap_or_default();
     let reads_reasoning = state.reasoning_format.is_some();
     let turn = chat_turn(req.conversation, sampling.max_tokens, reads_reasoning)?;
     let StartedChat { submission, output } = start_chat(&state, turn, &mut sampling).await?;
@@ -49,7 +51,7 @@ pub async fn create_message(
         state.model_name.clone(),
         submission.prompt_ids.len(),
     );
-    let text = TurnText::new(submission, req.stop_sequences.unwrap_or_default());
+    let text = TurnText::new(submission);
     if req.stream {
         return Ok(messages_stream::respond(text, output, reply));
     }

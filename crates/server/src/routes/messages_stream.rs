@@ -1,69 +1,63 @@
 //! The streamed `/v1/messages` answer: Anthropic's server-sent events, `event: <name>` and the
-//! event as JSON. A task forwards them to the response body; when the client disconnects the
-//! body is dropped, the task notices (`closed()`) even while no token is coming, and dropping
-//! the [`TurnText`] aborts the engine request.
+//! event as JSON, sent by the shared pump (`event_pump`); dropping the [`TurnText`] aborts the
+//! engine request.
 
-use std::convert::Infallible;
+use axum::response::Response;
 
-use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
-use futures::stream;
-use tokio::sync::mpsc;
-
+use super::event_pump::{json_event, stream_response, EventSource, Outgoing};
 use crate::anthropic::blocks::BlockBuilder;
 use crate::anthropic::error::ErrorInfo;
 use crate::anthropic::response::{Message, StopReason};
-use crate::anthropic::stop_sequences::{TurnEnd, TurnText};
 use crate::anthropic::stream::{MessageDeltaBody, OutputUsage, StreamEvent};
+use crate::anthropic::turn_text::{TurnEnd, TurnText};
 use crate::assistant_output::{OutputParser, OutputSpec};
 use crate::error::ApiError;
 
 pub(super) fn respond(text: TurnText, output: OutputSpec, start: Message) -> Response {
-    let (tx, rx) = mpsc::channel::<Event>(64);
-    tokio::spawn(forward(text, output, start, tx));
-    let body = stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
-    });
-    Sse::new(body)
-        .keep_alive(KeepAlive::default())
-        .into_response()
+    stream_response(MessageEvents {
+        start: Some(start),
+        parser: OutputParser::new(&output),
+        blocks: BlockBuilder::default(),
+        text: Some(text),
+    })
 }
 
-/// Runs until the turn ended or the client went away.
-async fn forward(mut text: TurnText, output: OutputSpec, start: Message, tx: mpsc::Sender<Event>) {
-    if !send(&tx, &StreamEvent::MessageStart { message: start }).await {
-        return;
-    }
-    let mut parser = OutputParser::new(&output);
-    let mut blocks = BlockBuilder::default();
-    loop {
-        let next = tokio::select! {
-            _ = tx.closed() => return,
-            next = text.next() => next,
-        };
-        let Some((piece, end)) = next else {
+/// `message_start`, the content blocks as the text arrives, then `message_delta` (stop reason,
+/// usage) and `message_stop`.
+struct MessageEvents {
+    start: Option<Message>,
+    parser: OutputParser,
+    blocks: BlockBuilder,
+    /// `None` once the turn ended (dropped: after a stop sequence the engine request is still
+    /// running, and this aborts it).
+    text: Option<TurnText>,
+}
+
+fn event(event: &StreamEvent) -> Outgoing {
+    json_event(Some(event.name()), event)
+}
+
+impl EventSource for MessageEvents {
+    async fn next_events(&mut self) -> Option<Vec<Outgoing>> {
+        if let Some(message) = self.start.take() {
+            return Some(vec![event(&StreamEvent::MessageStart { message })]);
+        }
+        let text = self.text.as_mut()?;
+        let Some((piece, end)) = text.next().await else {
+            self.text = None;
             let error = ApiError::internal("a generation ended without finishing");
-            let _ = send(
-                &tx,
-                &StreamEvent::Error {
-                    error: ErrorInfo::of(&error),
-                },
-            )
-            .await;
-            return;
+            let error = ErrorInfo::of(&error);
+            return Some(vec![event(&StreamEvent::Error { error })]);
         };
         let mut events = Vec::new();
-        blocks.on_events(parser.feed(&piece), &mut events);
+        self.blocks.on_events(self.parser.feed(&piece), &mut events);
         if let Some(end) = end {
-            blocks.on_events(parser.finish(), &mut events);
-            blocks.finish(&mut events);
-            // Aborted: the client is gone, nobody reads the rest.
-            let Some(stop_reason) = StopReason::of(&end, blocks.called_tools()) else {
-                return;
-            };
+            self.blocks.on_events(self.parser.finish(), &mut events);
+            self.blocks.finish(&mut events);
             let output_tokens = text.output_tokens();
-            // After a stop sequence the engine request is still running: this aborts it.
-            drop(text);
+            self.text = None;
+            // Aborted: the client is gone, nobody reads the rest.
+            let stop_reason = StopReason::of(&end, self.blocks.called_tools())?;
             events.push(StreamEvent::MessageDelta {
                 delta: MessageDeltaBody {
                     stop_reason: Some(stop_reason),
@@ -75,32 +69,7 @@ async fn forward(mut text: TurnText, output: OutputSpec, start: Message, tx: mps
                 usage: OutputUsage { output_tokens },
             });
             events.push(StreamEvent::MessageStop);
-            send_all(&tx, &events).await;
-            return;
         }
-        if !send_all(&tx, &events).await {
-            return;
-        }
+        Some(events.iter().map(event).collect())
     }
-}
-
-async fn send_all(tx: &mpsc::Sender<Event>, events: &[StreamEvent]) -> bool {
-    for event in events {
-        if !send(tx, event).await {
-            return false;
-        }
-    }
-    true
-}
-
-/// Whether the event went out (false: the client is gone, or it could not be serialized).
-async fn send(tx: &mpsc::Sender<Event>, event: &StreamEvent) -> bool {
-    let sse = match Event::default().event(event.name()).json_data(event) {
-        Ok(sse) => sse,
-        Err(e) => {
-            tracing::error!("cannot serialize a stream event: {e}");
-            return false;
-        }
-    };
-    tx.send(sse).await.is_ok()
 }

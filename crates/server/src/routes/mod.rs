@@ -4,6 +4,7 @@ mod answer;
 pub mod chat;
 mod chat_stream;
 pub mod completions;
+mod event_pump;
 pub mod info;
 pub mod messages;
 mod messages_stream;

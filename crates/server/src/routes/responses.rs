@@ -3,20 +3,16 @@
 //! [`OutputBuilder`] fed the same deltas; the stream sends its events as they come, the
 //! complete response keeps only the items.
 //!
-//! Streamed, a task forwards the events to the response body; when the client disconnects the
-//! body is dropped, the task notices (`closed()`) even while no token is coming, and dropping
-//! the [`RunningChoices`] aborts the engine request.
+//! Streamed, the shared pump (`event_pump`) sends the events; dropping the [`RunningChoices`]
+//! aborts the engine request.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures::stream;
-use tokio::sync::mpsc;
 
+use super::event_pump::{json_event, stream_response, EventSource, Outgoing};
 use crate::chat_turn::{start_chat, StartedChat};
 use crate::detokenizer::Finish;
 use crate::error::ApiError;
@@ -88,99 +84,80 @@ fn finished(
     (response, events)
 }
 
+/// `response.created`, `response.in_progress`, the output's events as the text arrives,
+/// then the last ones and `response.completed` (or `.incomplete`), numbered in order.
+struct ResponseEvents {
+    /// The engine request; `None` once the answer ended.
+    choices: Option<RunningChoices>,
+    /// The response and its output, taken when the answer ends.
+    response: Option<ResponseObject>,
+    builder: Option<OutputBuilder>,
+    opened: bool,
+    finish: Option<Finish>,
+    sequence: Sequencer,
+}
+
+impl ResponseEvents {
+    fn stamped(&mut self, bodies: Vec<EventBody>) -> Vec<Outgoing> {
+        bodies
+            .into_iter()
+            .map(|body| {
+                let name = body.name();
+                json_event(Some(name), &self.sequence.stamp(body))
+            })
+            .collect()
+    }
+}
+
+impl EventSource for ResponseEvents {
+    async fn next_events(&mut self) -> Option<Vec<Outgoing>> {
+        if !self.opened {
+            self.opened = true;
+            let response = self.response.as_ref()?;
+            let opening = vec![
+                EventBody::Created {
+                    response: Box::new(response.clone()),
+                },
+                EventBody::InProgress {
+                    response: Box::new(response.clone()),
+                },
+            ];
+            return Some(self.stamped(opening));
+        }
+        let choices = self.choices.as_mut()?;
+        if let Some((_, delta)) = choices.next().await {
+            self.finish = delta.finish.or(self.finish);
+            let builder = self.builder.as_mut()?;
+            let events = builder.feed(&delta.text, delta.token_ids.len());
+            return Some(self.stamped(events));
+        }
+        let choices = self.choices.take()?;
+        let (response, builder) = (self.response.take()?, self.builder.take()?);
+        let Some(finish) = self.finish else {
+            tracing::error!("a streamed response's generation ended without finishing");
+            return None;
+        };
+        let (response, mut events) = finished(response, builder, &choices, finish);
+        let response = Box::new(response);
+        events.push(match finish {
+            Finish::Length => EventBody::Incomplete { response },
+            _ => EventBody::Completed { response },
+        });
+        Some(self.stamped(events))
+    }
+}
+
 fn sse_response(
     submission: Submission,
     response: ResponseObject,
     builder: OutputBuilder,
 ) -> Response {
-    let (tx, rx) = mpsc::channel::<Event>(64);
-    tokio::spawn(forward(submission.run(), response, builder, tx));
-    let body = stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
-    });
-    Sse::new(body)
-        .keep_alive(KeepAlive::default())
-        .into_response()
-}
-
-/// Sends the events in order, numbered; false once the client is gone.
-struct EventSender {
-    tx: mpsc::Sender<Event>,
-    sequence: Sequencer,
-}
-
-impl EventSender {
-    async fn send(&mut self, body: EventBody) -> bool {
-        let name = body.name();
-        let event = match Event::default()
-            .event(name)
-            .json_data(self.sequence.stamp(body))
-        {
-            Ok(event) => event,
-            Err(e) => {
-                tracing::error!("cannot serialize a {name} event: {e}");
-                return false;
-            }
-        };
-        self.tx.send(event).await.is_ok()
-    }
-
-    async fn send_all(&mut self, bodies: Vec<EventBody>) -> bool {
-        for body in bodies {
-            if !self.send(body).await {
-                return false;
-            }
-        }
-        true
-    }
-}
-
-/// Runs until the answer ended or the client went away.
-async fn forward(
-    mut choices: RunningChoices,
-    response: ResponseObject,
-    mut builder: OutputBuilder,
-    tx: mpsc::Sender<Event>,
-) {
-    let mut out = EventSender {
-        tx,
+    stream_response(ResponseEvents {
+        choices: Some(submission.run()),
+        response: Some(response),
+        builder: Some(builder),
+        opened: false,
+        finish: None,
         sequence: Sequencer::default(),
-    };
-    let opening = vec![
-        EventBody::Created {
-            response: Box::new(response.clone()),
-        },
-        EventBody::InProgress {
-            response: Box::new(response.clone()),
-        },
-    ];
-    if !out.send_all(opening).await {
-        return;
-    }
-    let mut finish = None;
-    loop {
-        let next = tokio::select! {
-            _ = out.tx.closed() => return,
-            next = choices.next() => next,
-        };
-        let Some((_, delta)) = next else { break };
-        finish = delta.finish.or(finish);
-        if !out
-            .send_all(builder.feed(&delta.text, delta.token_ids.len()))
-            .await
-        {
-            return;
-        }
-    }
-    let Some(finish) = finish else {
-        tracing::error!("a streamed response's generation ended without finishing");
-        return;
-    };
-    let (response, mut events) = finished(response, builder, &choices, finish);
-    let response = Box::new(response);
-    events.push(match finish {
-        Finish::Length => EventBody::Incomplete { response },
-        _ => EventBody::Completed { response },
-    });
-    out.send_all(events).await;
+    })
 }

@@ -17,11 +17,11 @@ use ferrite_model::config::{ModelConfig, RopeStyle};
 use crate::device_ptr::DevicePtr;
 use crate::expert_load::DeviceExpertLoad;
 use crate::gemm::Gemm;
-use crate::kernels::{
+use crate::kv_cache::KvCache;
+use crate::launchers::{
     AddRmsNormArgs, AttentionDims, AttentionMask, DecodeArgs, Kernels, PrefillArgs,
     RmsNormRowsArgs, RopeKvArgs,
 };
-use crate::kv_cache::KvCache;
 use crate::linear::Linear;
 use crate::step_inputs::{Offsets, StepInputs};
 use crate::weights::{Mlp, ModelWeights};

@@ -26,7 +26,7 @@ use cudarc::driver::CudaStream;
 use crate::buffer::DeviceBuffer;
 use crate::device_ptr::DevicePtr;
 use crate::fp8_gemm::Fp8Gemm;
-use crate::kernels::{tensor_core_k, Kernels, LinearArgs, QuantGemvArgs, GEMV_MAX_TOKENS};
+use crate::launchers::{tensor_core_k, Kernels, LinearArgs, QuantGemvArgs, GEMV_MAX_TOKENS};
 use crate::linear::{Linear, MatrixFormat};
 use crate::quant::QuantType;
 
@@ -276,7 +276,7 @@ impl Gemm {
 
     /// A product of more tokens than the GEMVs take (or of any number when invariant);
     /// `weights_just_written`: `a.w` is a slab the dequantizer has just written
-    /// (crate::kernels::gemv: the skinny kernel must then wait for it before its first loads).
+    /// (crate::launchers::gemv: the skinny kernel must then wait for it before its first loads).
     fn bf16_many(
         &self,
         kernels: &Kernels,

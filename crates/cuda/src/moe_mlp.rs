@@ -7,7 +7,7 @@
 
 use crate::device_ptr::DevicePtr;
 use crate::forward::Model;
-use crate::kernels::{moe_chunk, ExpertCounters, MoeDownArgs, MoeGateUpArgs};
+use crate::launchers::{moe_chunk, ExpertCounters, MoeDownArgs, MoeGateUpArgs};
 use crate::linear::Linear;
 use crate::weights::MoeWeights;
 

@@ -9,7 +9,9 @@ use ferrite_model::config::ModelConfig;
 
 use crate::buffer::{DeviceBuffer, Layout, Scratch};
 use crate::device_ptr::DevicePtr;
-use crate::kernels::{decode_splits, moe_max_items, Kernels, MoeRouting, SampleParams, MOE_CHUNKS};
+use crate::launchers::{
+    decode_splits, moe_max_items, Kernels, MoeRouting, SampleParams, MOE_CHUNKS,
+};
 
 /// Sizes the workspace is laid out for.
 #[derive(Debug, Clone, Copy)]

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use ferrite_cuda::kernels::{AttentionDims, AttentionMask, DecodeArgs, PrefillArgs};
+use ferrite_cuda::launchers::{AttentionDims, AttentionMask, DecodeArgs, PrefillArgs};
 use rand::seq::SliceRandom;
 
 struct Cache {

@@ -23,7 +23,7 @@ mod common;
 use arch_configs::llama_small;
 use common::*;
 use ferrite_cuda::gemm::{Gemm, Scratch};
-use ferrite_cuda::kernels::LinearArgs;
+use ferrite_cuda::launchers::LinearArgs;
 use ferrite_cuda::linear::Linear;
 use ferrite_cuda::quant::QuantType;
 use ferrite_cuda::{CudaBackend, WeightSource};

@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use ferrite_cuda::gemm::Gemm;
-use ferrite_cuda::kernels::{
+use ferrite_cuda::launchers::{
     AddRmsNormArgs, AttentionDims, DummyFormat, LinearArgs, RmsNormRowsArgs, RopeKvArgs,
     GEMV_MAX_TOKENS,
 };

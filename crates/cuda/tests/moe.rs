@@ -14,7 +14,7 @@ mod common;
 
 use common::compare::{compare_backends, Run};
 use common::{dev, poisoned, read_f32, read_i32, rng, Ctx};
-use ferrite_cuda::kernels::{
+use ferrite_cuda::launchers::{
     moe_max_items, ExpertCounters, MoeDownArgs, MoeGateUpArgs, MoeRouting,
 };
 use ferrite_model::config::{Arch, BlockVariant, ModelConfig, MoeConfig, RopeStyle};

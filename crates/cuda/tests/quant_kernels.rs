@@ -8,7 +8,7 @@ mod common;
 use common::quant::matrix;
 use common::{check, dev, gpu, poisoned, random, read_bf16, read_f32, rng, stream, to_bf16};
 use ferrite_cuda::gemm::{Gemm, Scratch};
-use ferrite_cuda::kernels::QuantGemvArgs;
+use ferrite_cuda::launchers::QuantGemvArgs;
 use ferrite_cuda::linear::Linear;
 use ferrite_cuda::quant::QuantType;
 use half::bf16;

@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use ferrite_cuda::kernels::{Kernels, SampleArgs, SampleParams};
+use ferrite_cuda::launchers::{Kernels, SampleArgs, SampleParams};
 
 /// Samples logits rows `rows` (indices into `logits`, `vocab` wide) with `params`.
 fn sample(

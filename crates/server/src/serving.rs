@@ -26,11 +26,13 @@ use crate::config::ServerConfig;
 use crate::error::ApiError;
 use crate::kv_events::{self, KvEventsConfig};
 use crate::lifecycle::{Lifecycle, Phase, RETRY_AFTER_DRAINING, RETRY_AFTER_LOADING};
+use crate::pipeline::start_pipeline;
+use crate::readiness;
+use crate::routes::router;
 use crate::scale_out::{spawn_monitor, ScaleOutConfig};
 use crate::state::AppState;
 use crate::tokenizer_pool::TextModel;
 use crate::traces::{self, Tracer};
-use crate::{readiness, router, start_pipeline};
 
 /// How the HTTP side lives, besides what [`ServerConfig`] says about answering.
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@ use ferrite_engine::SampledOutput;
 
 use super::CudaBackend;
 use crate::buffer::{download, upload};
-use crate::kernels::SampleArgs;
+use crate::launchers::SampleArgs;
 
 impl CudaBackend {
     /// Gathers LM-head rows `c0..c1` (now in logits-buffer rows `0..c1 - c0`): samples the

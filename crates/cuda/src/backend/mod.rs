@@ -20,8 +20,8 @@ use crate::forward::{Model, StepShape};
 use crate::gemm::Gemm;
 use crate::graphs::{ladder, DecodeGraphs};
 use crate::kernel_sources::has_prebuilt_cubins;
-use crate::kernels::{check_supported, decode_splits, Kernels, SampleParams};
 use crate::kv_cache::{bytes_per_token, KvCache};
+use crate::launchers::{check_supported, decode_splits, Kernels, SampleParams};
 use crate::step_inputs::StepInputs;
 use crate::warm_up::warm_up;
 use crate::weights::{ModelWeights, WeightSource};
@@ -71,7 +71,7 @@ pub struct CudaBackend {
     mask_words: Vec<u32>,
     /// Tokens routed to each expert (mixture-of-experts models).
     expert_load: Option<DeviceExpertLoad>,
-    /// Decode attention blocks resident on the GPU at once (kernels::decode_splits).
+    /// Decode attention blocks resident on the GPU at once (launchers::decode_splits).
     decode_slots: usize,
 }
 

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use super::{Fp8Gemm, Fp8Operands};
 use crate::buffer::Scratch;
 use crate::device_ptr::DevicePtr;
-use crate::kernels::{Kernels, FP8_BLOCK};
+use crate::launchers::{Kernels, FP8_BLOCK};
 use crate::linear::Matrix;
 
 /// Room the scratch leaves between its regions, so each starts 256-byte aligned.

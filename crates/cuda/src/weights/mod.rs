@@ -22,7 +22,7 @@ use ferrite_model::weights as host;
 
 use crate::buffer::{upload, DeviceBuffer};
 use crate::device_ptr::DevicePtr;
-use crate::kernels::{DummyFormat, Kernels, FP8_BLOCK};
+use crate::launchers::{DummyFormat, Kernels, FP8_BLOCK};
 use crate::linear::{Linear, Matrix, MatrixFormat, Part};
 use crate::quant::QuantType;
 pub use moe::{Mlp, MoeWeights, SharedExpertWeights};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 use ferrite_cuda::buffer::{download, upload, DeviceBuffer};
 use ferrite_cuda::device::Gpu;
-use ferrite_cuda::kernels::Kernels;
+use ferrite_cuda::launchers::Kernels;
 use half::bf16;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

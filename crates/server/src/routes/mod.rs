@@ -10,9 +10,16 @@ pub mod messages;
 mod messages_stream;
 pub mod responses;
 
-use axum::http::{StatusCode, Uri};
+use std::sync::Arc;
 
+use axum::http::{StatusCode, Uri};
+use axum::middleware;
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::auth;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 pub async fn not_found(uri: Uri) -> ApiError {
     ApiError {
@@ -22,4 +29,27 @@ pub async fn not_found(uri: Uri) -> ApiError {
         param: None,
         code: None,
     }
+}
+
+/// Every route of the server, the API ones behind the API key.
+pub fn router(state: Arc<AppState>) -> Router {
+    let api = Router::new()
+        .route("/v1/completions", post(completions::completions))
+        .route("/v1/chat/completions", post(chat::chat_completions))
+        .route("/v1/responses", post(responses::create_response))
+        .route("/v1/messages", post(messages::create_message))
+        .route("/v1/messages/count_tokens", post(messages::count_tokens))
+        .route("/v1/models", get(info::models))
+        .route("/tokenize", post(info::tokenize))
+        .route("/detokenize", post(info::detokenize))
+        .route_layer(middleware::from_fn_with_state(
+            Arc::clone(&state),
+            auth::require_api_key,
+        ));
+    Router::new()
+        .merge(api)
+        .route("/health", get(info::health))
+        .route("/metrics", get(info::metrics))
+        .fallback(not_found)
+        .with_state(state)
 }

@@ -5,7 +5,8 @@
 //! kernel's positional arguments in one place, the launcher, in the order of its `.cu`
 //! signature.
 //!
-//! One file here per kernels/*.cu file; `launch` holds the loading and launching they share,
+//! Named `launchers` so that one folder is called kernels (the `.cu` sources). One file here
+//! per kernel family of kernels/*.cu (some launch several `.cu` files); `launch` holds the loading and launching they share,
 //! `names` the kernel names every module is checked for at start-up, `support` the model
 //! shapes they can run.
 

@@ -10,6 +10,7 @@ use ferrite_model::weights::{ModelWeights as LoadedWeights, WeightTensor};
 use crate::kernels::quant_matrix::{load_matrix as matrix, QuantMatrix};
 use crate::moe::MoeWeights;
 use crate::quant::dequantize_row;
+use ferrite_model::tensor_names::{LayerTensor, OUTPUT, OUTPUT_NORM, TOKEN_EMBD};
 
 #[derive(Debug)]
 pub struct LayerWeights {
@@ -79,37 +80,41 @@ impl ModelWeights {
         );
         let (q_dim, kv_dim) = (config.num_heads * hd, config.num_kv_heads * hd);
         let offset = config.block.norm_weight_offset;
-        let embed = matrix(weights, "token_embd.weight", config.vocab_size, hidden)?;
+        let embed = matrix(weights, TOKEN_EMBD, config.vocab_size, hidden)?;
         // Tied files simply have no `output.weight`; some untied-in-name files do the same.
-        let lm_head = if weights.tensors.contains_key("output.weight") {
-            matrix(weights, "output.weight", config.vocab_size, hidden)?
+        let lm_head = if weights.tensors.contains_key(OUTPUT) {
+            matrix(weights, OUTPUT, config.vocab_size, hidden)?
         } else {
             embed.clone()
         };
         let mut layers = Vec::with_capacity(config.num_layers);
         for i in 0..config.num_layers {
-            let name = |part: &str| format!("blk.{i}.{part}");
             let qkv_bias = if config.qkv_bias {
                 Some([
-                    vector(weights, &name("attn_q.bias"), q_dim)?,
-                    vector(weights, &name("attn_k.bias"), kv_dim)?,
-                    vector(weights, &name("attn_v.bias"), kv_dim)?,
+                    vector(weights, &LayerTensor::AttnQBias.of(i), q_dim)?,
+                    vector(weights, &LayerTensor::AttnKBias.of(i), kv_dim)?,
+                    vector(weights, &LayerTensor::AttnVBias.of(i), kv_dim)?,
                 ])
             } else {
                 None
             };
             let qk_norm = if config.block.qk_norm {
                 Some([
-                    norm(weights, &name("attn_q_norm.weight"), hd, offset)?,
-                    norm(weights, &name("attn_k_norm.weight"), hd, offset)?,
+                    norm(weights, &LayerTensor::AttnQNorm.of(i), hd, offset)?,
+                    norm(weights, &LayerTensor::AttnKNorm.of(i), hd, offset)?,
                 ])
             } else {
                 None
             };
             let post_norms = if config.block.post_norms {
                 Some([
-                    norm(weights, &name("post_attention_norm.weight"), hidden, offset)?,
-                    norm(weights, &name("post_ffw_norm.weight"), hidden, offset)?,
+                    norm(
+                        weights,
+                        &LayerTensor::PostAttentionNorm.of(i),
+                        hidden,
+                        offset,
+                    )?,
+                    norm(weights, &LayerTensor::PostFfwNorm.of(i), hidden, offset)?,
                 ])
             } else {
                 None
@@ -117,25 +122,25 @@ impl ModelWeights {
             let mlp = match config.moe_at(i) {
                 Some(moe) => Mlp::Moe(MoeWeights::new(weights, i, moe, hidden)?),
                 None => Mlp::Dense {
-                    gate: matrix(weights, &name("ffn_gate.weight"), inter, hidden)?,
-                    up: matrix(weights, &name("ffn_up.weight"), inter, hidden)?,
-                    down: matrix(weights, &name("ffn_down.weight"), hidden, inter)?,
+                    gate: matrix(weights, &LayerTensor::FfnGate.of(i), inter, hidden)?,
+                    up: matrix(weights, &LayerTensor::FfnUp.of(i), inter, hidden)?,
+                    down: matrix(weights, &LayerTensor::FfnDown.of(i), hidden, inter)?,
                 },
             };
             layers.push(LayerWeights {
-                attn_norm: norm(weights, &name("attn_norm.weight"), hidden, offset)?,
-                wq: matrix(weights, &name("attn_q.weight"), q_dim, hidden)?,
-                wk: matrix(weights, &name("attn_k.weight"), kv_dim, hidden)?,
-                wv: matrix(weights, &name("attn_v.weight"), kv_dim, hidden)?,
+                attn_norm: norm(weights, &LayerTensor::AttnNorm.of(i), hidden, offset)?,
+                wq: matrix(weights, &LayerTensor::AttnQ.of(i), q_dim, hidden)?,
+                wk: matrix(weights, &LayerTensor::AttnK.of(i), kv_dim, hidden)?,
+                wv: matrix(weights, &LayerTensor::AttnV.of(i), kv_dim, hidden)?,
                 qkv_bias,
                 qk_norm,
-                wo: matrix(weights, &name("attn_output.weight"), hidden, q_dim)?,
+                wo: matrix(weights, &LayerTensor::AttnOutput.of(i), hidden, q_dim)?,
                 post_norms,
-                ffn_norm: norm(weights, &name("ffn_norm.weight"), hidden, offset)?,
+                ffn_norm: norm(weights, &LayerTensor::FfnNorm.of(i), hidden, offset)?,
                 mlp,
             });
         }
-        let output_norm = norm(weights, "output_norm.weight", hidden, offset)?;
+        let output_norm = norm(weights, OUTPUT_NORM, hidden, offset)?;
         Ok(ModelWeights {
             embed,
             layers,

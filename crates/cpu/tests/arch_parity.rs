@@ -24,6 +24,7 @@ use ferrite_model::config::{Arch, RopeStyle};
 use ferrite_model::dequant::dequantize;
 use ferrite_model::gguf::GgufFile;
 use ferrite_model::load;
+use ferrite_model::tensor_names::ExpertProj;
 use serde_json::Value;
 
 const MEAN_BAR: f64 = 0.02;
@@ -300,7 +301,7 @@ fn check_gguf_copy(copy: GgufCopy) {
     let moe = config.moe.clone().unwrap();
     let gguf_weights = gguf.weights();
     for layer in (0..config.num_layers).filter(|&l| moe.sparse_layers[l]) {
-        for proj in ["ffn_gate", "ffn_up", "ffn_down"] {
+        for proj in ExpertProj::ALL {
             for expert in 0..moe.num_experts {
                 let q = gguf_weights.expert(layer, proj, expert).unwrap();
                 let w = hf_weights.expert(layer, proj, expert).unwrap();

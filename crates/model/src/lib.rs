@@ -13,6 +13,7 @@ pub mod hub;
 pub mod load;
 pub mod mapping;
 mod progress;
+pub mod tensor_names;
 pub mod tokenizer;
 pub mod weights;
 

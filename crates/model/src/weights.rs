@@ -14,6 +14,7 @@
 //! A matrix is `[rows = out_features, cols = in_features]`, rows contiguous, each row quantized
 //! in blocks along `cols` (GGUF's `ne0` is `cols`).
 
+use crate::tensor_names::ExpertProj;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -159,15 +160,18 @@ impl ModelWeights {
             .ok_or_else(|| anyhow::anyhow!("weight `{name}` is missing from the model file"))
     }
 
-    /// Expert `expert`'s `proj` matrix (`ffn_gate`, `ffn_up` or `ffn_down`) of layer `layer`,
-    /// `[rows, cols]`: a slice of the stacked `blk.{layer}.{proj}_exps.weight` when the file has
-    /// one (GGUF; no copy for a mapped file), else the per-expert `blk.{layer}.{proj}.{expert}.weight`.
-    pub fn expert(&self, layer: usize, proj: &str, expert: usize) -> anyhow::Result<WeightTensor> {
-        let stacked = format!("blk.{layer}.{proj}_exps.weight");
+    /// Expert `expert`'s `proj` matrix of layer `layer`, `[rows, cols]`: a slice of the
+    /// stacked `blk.{layer}.{proj}_exps.weight` when the file has one (GGUF; no copy for a
+    /// mapped file), else the per-expert `blk.{layer}.{proj}.{expert}.weight`.
+    pub fn expert(
+        &self,
+        layer: usize,
+        proj: ExpertProj,
+        expert: usize,
+    ) -> anyhow::Result<WeightTensor> {
+        let stacked = proj.stacked().of(layer);
         let Some(stack) = self.tensors.get(&stacked) else {
-            return self
-                .get(&format!("blk.{layer}.{proj}.{expert}.weight"))
-                .cloned();
+            return self.get(&proj.of_expert(layer, expert)).cloned();
         };
         let [experts, rows, cols] = stack.shape[..] else {
             anyhow::bail!(

@@ -11,6 +11,7 @@ use ferrite_model::config::MoeConfig;
 use ferrite_model::weights::ModelWeights as LoadedWeights;
 
 use crate::kernels::quant_matrix::{checked_matrix as checked, load_matrix as matrix, QuantMatrix};
+use ferrite_model::tensor_names::{ExpertProj, LayerTensor};
 
 /// One SwiGLU expert.
 #[derive(Debug)]
@@ -46,10 +47,9 @@ impl MoeWeights {
         moe: &MoeConfig,
         hidden: usize,
     ) -> anyhow::Result<Self> {
-        let name = |part: &str| format!("blk.{layer}.{part}");
         let inter = moe.expert_intermediate_size;
         let expert = |e: usize| -> anyhow::Result<Expert> {
-            let part = |proj: &str, rows: usize, cols: usize| {
+            let part = |proj: ExpertProj, rows: usize, cols: usize| {
                 let tensor = weights.expert(layer, proj, e)?;
                 checked(
                     &tensor,
@@ -59,26 +59,26 @@ impl MoeWeights {
                 )
             };
             Ok(Expert {
-                gate: part("ffn_gate", inter, hidden)?,
-                up: part("ffn_up", inter, hidden)?,
-                down: part("ffn_down", hidden, inter)?,
+                gate: part(ExpertProj::Gate, inter, hidden)?,
+                up: part(ExpertProj::Up, inter, hidden)?,
+                down: part(ExpertProj::Down, hidden, inter)?,
             })
         };
         let shared = match moe.shared_expert_intermediate_size {
             None => None,
             Some(width) => Some(SharedExpert {
                 mlp: Expert {
-                    gate: matrix(weights, &name("ffn_gate_shexp.weight"), width, hidden)?,
-                    up: matrix(weights, &name("ffn_up_shexp.weight"), width, hidden)?,
-                    down: matrix(weights, &name("ffn_down_shexp.weight"), hidden, width)?,
+                    gate: matrix(weights, &LayerTensor::FfnGateShexp.of(layer), width, hidden)?,
+                    up: matrix(weights, &LayerTensor::FfnUpShexp.of(layer), width, hidden)?,
+                    down: matrix(weights, &LayerTensor::FfnDownShexp.of(layer), hidden, width)?,
                 },
-                gate: matrix(weights, &name("ffn_gate_inp_shexp.weight"), 1, hidden)?,
+                gate: matrix(weights, &LayerTensor::FfnGateInpShexp.of(layer), 1, hidden)?,
             }),
         };
         Ok(MoeWeights {
             router: matrix(
                 weights,
-                &name("ffn_gate_inp.weight"),
+                &LayerTensor::FfnGateInp.of(layer),
                 moe.num_experts,
                 hidden,
             )?,

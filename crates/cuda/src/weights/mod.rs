@@ -25,6 +25,7 @@ use crate::device_ptr::DevicePtr;
 use crate::launchers::{DummyFormat, Kernels, FP8_BLOCK};
 use crate::linear::{Linear, Matrix, MatrixFormat, Part};
 use crate::quant::QuantType;
+use ferrite_model::tensor_names::{LayerTensor, OUTPUT_NORM};
 pub use moe::{Mlp, MoeWeights, SharedExpertWeights};
 use plan::Plan;
 use upload::{upload_matrix, upload_vector};
@@ -248,18 +249,18 @@ impl ModelWeights {
         let mut layers = Vec::with_capacity(config.num_layers);
         for l in 0..config.num_layers {
             let n = |p: &str| format!("blk.{l}.{p}");
-            let both = |a: &str, b: &str| -> anyhow::Result<(DevicePtr, DevicePtr)> {
-                Ok((vector(&n(a))?, vector(&n(b))?))
+            let both = |a: LayerTensor, b: LayerTensor| -> anyhow::Result<(DevicePtr, DevicePtr)> {
+                Ok((vector(&a.of(l))?, vector(&b.of(l))?))
             };
             layers.push(LayerWeights {
-                attn_norm: vector(&n("attn_norm.weight"))?,
+                attn_norm: vector(&LayerTensor::AttnNorm.of(l))?,
                 wqkv: linear(&n("attn_qkv"))?,
                 bqkv: config
                     .qkv_bias
                     .then(|| vector(&n("attn_qkv_bias")))
                     .transpose()?,
                 wo: linear(&n("attn_output"))?,
-                ffn_norm: vector(&n("ffn_norm.weight"))?,
+                ffn_norm: vector(&LayerTensor::FfnNorm.of(l))?,
                 mlp: match config.moe_at(l) {
                     None => Mlp::Dense {
                         gate_up: linear(&n("ffn_gate_up"))?,
@@ -270,14 +271,14 @@ impl ModelWeights {
                     }
                 },
                 qk_norm: if config.block.qk_norm {
-                    let (q, k) = both("attn_q_norm.weight", "attn_k_norm.weight")?;
+                    let (q, k) = both(LayerTensor::AttnQNorm, LayerTensor::AttnKNorm)?;
                     Some(QkNormWeights { q, k })
                 } else {
                     None
                 },
                 post_norms: if config.block.post_norms {
                     let (attention, mlp) =
-                        both("post_attention_norm.weight", "post_ffw_norm.weight")?;
+                        both(LayerTensor::PostAttentionNorm, LayerTensor::PostFfwNorm)?;
                     Some(PostNormWeights { attention, mlp })
                 } else {
                     None
@@ -306,7 +307,7 @@ impl ModelWeights {
         Ok(ModelWeights {
             embed,
             layers,
-            output_norm: vector("output_norm.weight")?,
+            output_norm: vector(OUTPUT_NORM)?,
             lm_head,
             largest_quantized,
             arena,

@@ -10,6 +10,7 @@ use ferrite_model::weights::{ModelWeights as HostWeights, WeightTensor};
 use super::upload::upload_matrix;
 use crate::device_ptr::DevicePtr;
 use crate::linear::{Linear, MatrixFormat};
+use ferrite_model::tensor_names::{ExpertProj, LayerTensor};
 
 /// A layer's MLP.
 #[derive(Debug, Clone)]
@@ -69,9 +70,9 @@ impl MoeWeights {
         };
         Ok(MoeWeights {
             router: linear(&n("ffn_gate_inp"))?,
-            gate: stack(&n("ffn_gate_exps.weight"))?,
-            up: stack(&n("ffn_up_exps.weight"))?,
-            down: stack(&n("ffn_down_exps.weight"))?,
+            gate: stack(&LayerTensor::FfnGateExps.of(layer))?,
+            up: stack(&LayerTensor::FfnUpExps.of(layer))?,
+            down: stack(&LayerTensor::FfnDownExps.of(layer))?,
             experts: moe.num_experts,
             experts_per_token: moe.experts_per_token,
             width: moe.expert_intermediate_size,
@@ -110,7 +111,12 @@ pub(super) fn upload_stack(
     let (layer, proj) = name
         .strip_prefix("blk.")
         .and_then(|rest| rest.split_once('.'))
-        .and_then(|(l, p)| Some((l.parse::<usize>().ok()?, p.strip_suffix("_exps.weight")?)))
+        .and_then(|(l, p)| {
+            let proj = ExpertProj::ALL
+                .into_iter()
+                .find(|proj| proj.stacked().suffix() == p)?;
+            Some((l.parse::<usize>().ok()?, proj))
+        })
         .ok_or_else(|| anyhow::anyhow!("`{name}` is not an expert stack name"))?;
     for e in 0..experts {
         let tensor = weights.expert(layer, proj, e)?;

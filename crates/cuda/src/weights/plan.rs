@@ -12,6 +12,7 @@ use ferrite_model::config::ModelConfig;
 use crate::buffer::Layout;
 use crate::linear::MatrixFormat;
 use crate::quant::QuantType;
+use ferrite_model::tensor_names::{ExpertProj, LayerTensor, OUTPUT, OUTPUT_NORM, TOKEN_EMBD};
 
 /// Output rows `row0 .. row0 + rows` of a linear layer, in one format, and the arena offsets
 /// of its planes (one for bf16).
@@ -51,7 +52,8 @@ pub(super) struct Plan {
 /// Routers and qwen2_moe's shared-expert gate stay bf16 whatever the file holds: small, and
 /// the shared gate's single row suits no quantized kernel.
 fn forced_bf16(tensor: &str) -> bool {
-    tensor.ends_with("ffn_gate_inp.weight") || tensor.ends_with("ffn_gate_inp_shexp.weight")
+    tensor.ends_with(LayerTensor::FfnGateInp.suffix())
+        || tensor.ends_with(LayerTensor::FfnGateInpShexp.suffix())
 }
 
 /// The file tensors of each linear layer, in output-row order, with their row counts.
@@ -62,7 +64,7 @@ fn linear_sources(c: &ModelConfig) -> Vec<(String, usize, Vec<(String, usize)>)>
     let mut out = vec![(
         "token_embd".to_string(),
         hidden,
-        one("token_embd.weight", c.vocab_size),
+        one(TOKEN_EMBD, c.vocab_size),
     )];
     for l in 0..c.num_layers {
         let n = |p: &str| format!("blk.{l}.{p}");
@@ -70,55 +72,62 @@ fn linear_sources(c: &ModelConfig) -> Vec<(String, usize, Vec<(String, usize)>)>
             n("attn_qkv"),
             hidden,
             vec![
-                (n("attn_q.weight"), q_dim),
-                (n("attn_k.weight"), kv_dim),
-                (n("attn_v.weight"), kv_dim),
+                (LayerTensor::AttnQ.of(l), q_dim),
+                (LayerTensor::AttnK.of(l), kv_dim),
+                (LayerTensor::AttnV.of(l), kv_dim),
             ],
         ));
         out.push((
             n("attn_output"),
             q_dim,
-            one(&n("attn_output.weight"), hidden),
+            one(&LayerTensor::AttnOutput.of(l), hidden),
         ));
         match c.moe_at(l) {
             None => {
                 out.push((
                     n("ffn_gate_up"),
                     hidden,
-                    vec![(n("ffn_gate.weight"), inter), (n("ffn_up.weight"), inter)],
+                    vec![
+                        (LayerTensor::FfnGate.of(l), inter),
+                        (LayerTensor::FfnUp.of(l), inter),
+                    ],
                 ));
-                out.push((n("ffn_down"), inter, one(&n("ffn_down.weight"), hidden)));
+                out.push((
+                    n("ffn_down"),
+                    inter,
+                    one(&LayerTensor::FfnDown.of(l), hidden),
+                ));
             }
             // The experts themselves are stacks (`expert_stacks`); the router and qwen2_moe's
             // shared expert are linear layers.
             Some(moe) => {
-                let router = one(&n("ffn_gate_inp.weight"), moe.num_experts);
+                let router = one(&LayerTensor::FfnGateInp.of(l), moe.num_experts);
                 out.push((n("ffn_gate_inp"), hidden, router));
                 if let Some(width) = moe.shared_expert_intermediate_size {
                     out.push((
                         n("ffn_shexp_gate_up"),
                         hidden,
                         vec![
-                            (n("ffn_gate_shexp.weight"), width),
-                            (n("ffn_up_shexp.weight"), width),
+                            (LayerTensor::FfnGateShexp.of(l), width),
+                            (LayerTensor::FfnUpShexp.of(l), width),
                         ],
                     ));
                     out.push((
                         n("ffn_down_shexp"),
                         width,
-                        one(&n("ffn_down_shexp.weight"), hidden),
+                        one(&LayerTensor::FfnDownShexp.of(l), hidden),
                     ));
                     out.push((
                         n("ffn_gate_inp_shexp"),
                         hidden,
-                        one(&n("ffn_gate_inp_shexp.weight"), 1),
+                        one(&LayerTensor::FfnGateInpShexp.of(l), 1),
                     ));
                 }
             }
         }
     }
     if !c.tie_word_embeddings {
-        out.push(("output".into(), hidden, one("output.weight", c.vocab_size)));
+        out.push(("output".into(), hidden, one(OUTPUT, c.vocab_size)));
     }
     out
 }
@@ -131,8 +140,8 @@ fn expert_stacks(c: &ModelConfig) -> Vec<(String, usize)> {
     for l in 0..c.num_layers {
         let Some(moe) = c.moe_at(l) else { continue };
         let bytes = moe.num_experts * moe.expert_intermediate_size * hidden * 2;
-        for proj in ["ffn_gate", "ffn_up", "ffn_down"] {
-            out.push((format!("blk.{l}.{proj}_exps.weight"), bytes));
+        for proj in ExpertProj::ALL {
+            out.push((proj.stacked().of(l), bytes));
         }
     }
     out
@@ -145,22 +154,22 @@ fn vector_regions(c: &ModelConfig) -> Vec<(String, usize)> {
     let mut out = Vec::new();
     for l in 0..c.num_layers {
         let n = |p: &str| format!("blk.{l}.{p}");
-        out.push((n("attn_norm.weight"), hidden));
+        out.push((LayerTensor::AttnNorm.of(l), hidden));
         if c.block.qk_norm {
-            out.push((n("attn_q_norm.weight"), hd));
-            out.push((n("attn_k_norm.weight"), hd));
+            out.push((LayerTensor::AttnQNorm.of(l), hd));
+            out.push((LayerTensor::AttnKNorm.of(l), hd));
         }
         if c.block.post_norms {
-            out.push((n("post_attention_norm.weight"), hidden));
-            out.push((n("post_ffw_norm.weight"), hidden));
+            out.push((LayerTensor::PostAttentionNorm.of(l), hidden));
+            out.push((LayerTensor::PostFfwNorm.of(l), hidden));
         }
         out.push((n("rope_inv_freq"), hd / 2));
         if c.qkv_bias {
             out.push((n("attn_qkv_bias"), qkv));
         }
-        out.push((n("ffn_norm.weight"), hidden));
+        out.push((LayerTensor::FfnNorm.of(l), hidden));
     }
-    out.push(("output_norm.weight".into(), hidden));
+    out.push((OUTPUT_NORM.into(), hidden));
     out
 }
 
@@ -247,12 +256,14 @@ impl Plan {
     pub fn vector_slot(&self, c: &ModelConfig, name: &str) -> Option<usize> {
         let (q_dim, kv_dim) = (c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim);
         if let Some((layer, part)) = name.strip_prefix("blk.").and_then(|r| r.split_once('.')) {
-            let inner = match part {
-                "attn_q.bias" => Some(0),
-                "attn_k.bias" => Some(q_dim * 4),
-                "attn_v.bias" => Some((q_dim + kv_dim) * 4),
-                _ => None,
-            };
+            let inner = [
+                (LayerTensor::AttnQBias, 0),
+                (LayerTensor::AttnKBias, q_dim * 4),
+                (LayerTensor::AttnVBias, (q_dim + kv_dim) * 4),
+            ]
+            .into_iter()
+            .find(|(bias, _)| bias.suffix() == part)
+            .map(|(_, at)| at);
             if let Some(inner) = inner {
                 let region = format!("blk.{layer}.attn_qkv_bias");
                 return self.vectors.get(&region).map(|at| at + inner);

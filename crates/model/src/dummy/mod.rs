@@ -20,6 +20,7 @@ use rayon::prelude::*;
 
 pub use self::presets::{preset, PRESET_NAMES};
 use crate::config::ModelConfig;
+use crate::tensor_names::{self, LayerTensor};
 use crate::weights::{DType, ModelWeights, Storage, WeightTensor};
 
 /// Half-width of the uniform draw of matrices: a standard deviation of 0.02 (the usual init),
@@ -133,67 +134,75 @@ pub fn tensor_inits(config: &ModelConfig, seed: u64) -> Vec<TensorInit> {
     let norm_of = |name: String, len: usize| init(name, vec![len], NORM_SCALE, stored_norm);
     let norm = |name: String| norm_of(name, hidden);
     let mut out = vec![matrix(
-        "token_embd.weight".into(),
+        tensor_names::TOKEN_EMBD.into(),
         config.vocab_size,
         hidden,
     )];
     for l in 0..config.num_layers {
-        let n = |part: &str| format!("blk.{l}.{part}");
-        out.push(norm(n("attn_norm.weight")));
-        out.push(matrix(n("attn_q.weight"), q_dim, hidden));
-        out.push(matrix(n("attn_k.weight"), kv_dim, hidden));
-        out.push(matrix(n("attn_v.weight"), kv_dim, hidden));
+        out.push(norm(LayerTensor::AttnNorm.of(l)));
+        out.push(matrix(LayerTensor::AttnQ.of(l), q_dim, hidden));
+        out.push(matrix(LayerTensor::AttnK.of(l), kv_dim, hidden));
+        out.push(matrix(LayerTensor::AttnV.of(l), kv_dim, hidden));
         if config.block.qk_norm {
-            out.push(norm_of(n("attn_q_norm.weight"), hd));
-            out.push(norm_of(n("attn_k_norm.weight"), hd));
+            out.push(norm_of(LayerTensor::AttnQNorm.of(l), hd));
+            out.push(norm_of(LayerTensor::AttnKNorm.of(l), hd));
         }
         if config.qkv_bias {
             for (part, len) in [
-                ("attn_q.bias", q_dim),
-                ("attn_k.bias", kv_dim),
-                ("attn_v.bias", kv_dim),
+                (LayerTensor::AttnQBias, q_dim),
+                (LayerTensor::AttnKBias, kv_dim),
+                (LayerTensor::AttnVBias, kv_dim),
             ] {
-                out.push(init(n(part), vec![len], MATRIX_SCALE, 0.0));
+                out.push(init(part.of(l), vec![len], MATRIX_SCALE, 0.0));
             }
         }
-        out.push(matrix(n("attn_output.weight"), hidden, q_dim));
+        out.push(matrix(LayerTensor::AttnOutput.of(l), hidden, q_dim));
         if config.block.post_norms {
-            out.push(norm(n("post_attention_norm.weight")));
+            out.push(norm(LayerTensor::PostAttentionNorm.of(l)));
         }
-        out.push(norm(n("ffn_norm.weight")));
+        out.push(norm(LayerTensor::FfnNorm.of(l)));
         match &config.moe {
             Some(moe) if moe.is_sparse(l) => {
                 // The router and the experts stacked as llama.cpp's GGUF files hold them
                 // ([experts, rows, cols]), and qwen2_moe's shared expert with its gate.
                 let (experts, width) = (moe.num_experts, moe.expert_intermediate_size);
-                out.push(matrix(n("ffn_gate_inp.weight"), experts, hidden));
+                out.push(matrix(LayerTensor::FfnGateInp.of(l), experts, hidden));
                 for (part, rows, cols) in [
-                    ("ffn_gate_exps.weight", width, hidden),
-                    ("ffn_up_exps.weight", width, hidden),
-                    ("ffn_down_exps.weight", hidden, width),
+                    (LayerTensor::FfnGateExps, width, hidden),
+                    (LayerTensor::FfnUpExps, width, hidden),
+                    (LayerTensor::FfnDownExps, hidden, width),
                 ] {
-                    out.push(init(n(part), vec![experts, rows, cols], MATRIX_SCALE, 0.0));
+                    out.push(init(
+                        part.of(l),
+                        vec![experts, rows, cols],
+                        MATRIX_SCALE,
+                        0.0,
+                    ));
                 }
                 if let Some(shared) = moe.shared_expert_intermediate_size {
-                    out.push(matrix(n("ffn_gate_shexp.weight"), shared, hidden));
-                    out.push(matrix(n("ffn_up_shexp.weight"), shared, hidden));
-                    out.push(matrix(n("ffn_down_shexp.weight"), hidden, shared));
-                    out.push(matrix(n("ffn_gate_inp_shexp.weight"), 1, hidden));
+                    out.push(matrix(LayerTensor::FfnGateShexp.of(l), shared, hidden));
+                    out.push(matrix(LayerTensor::FfnUpShexp.of(l), shared, hidden));
+                    out.push(matrix(LayerTensor::FfnDownShexp.of(l), hidden, shared));
+                    out.push(matrix(LayerTensor::FfnGateInpShexp.of(l), 1, hidden));
                 }
             }
             _ => {
-                out.push(matrix(n("ffn_gate.weight"), inter, hidden));
-                out.push(matrix(n("ffn_up.weight"), inter, hidden));
-                out.push(matrix(n("ffn_down.weight"), hidden, inter));
+                out.push(matrix(LayerTensor::FfnGate.of(l), inter, hidden));
+                out.push(matrix(LayerTensor::FfnUp.of(l), inter, hidden));
+                out.push(matrix(LayerTensor::FfnDown.of(l), hidden, inter));
             }
         }
         if config.block.post_norms {
-            out.push(norm(n("post_ffw_norm.weight")));
+            out.push(norm(LayerTensor::PostFfwNorm.of(l)));
         }
     }
-    out.push(norm("output_norm.weight".into()));
+    out.push(norm(tensor_names::OUTPUT_NORM.into()));
     if !config.tie_word_embeddings {
-        out.push(matrix("output.weight".into(), config.vocab_size, hidden));
+        out.push(matrix(
+            tensor_names::OUTPUT.into(),
+            config.vocab_size,
+            hidden,
+        ));
     }
     out
 }

@@ -7,6 +7,7 @@ use super::metadata::Metadata;
 use super::reader::TensorInfo;
 use super::GgufError;
 use crate::config::MoeConfig;
+use crate::tensor_names::{ExpertProj, LayerTensor};
 
 /// llama.cpp's `LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX`: the only gating implemented.
 const GATING_SOFTMAX: usize = 1;
@@ -43,7 +44,7 @@ pub fn moe_from_metadata(
     // The router is what makes a layer sparse: llama.cpp's qwen MoE graphs have one in every
     // layer, a file converted from a config with dense layers has the dense names there.
     let sparse_layers: Vec<bool> = (0..num_layers)
-        .map(|i| dims_of(&format!("blk.{i}.ffn_gate_inp.weight")).is_some())
+        .map(|i| dims_of(&LayerTensor::FfnGateInp.of(i)).is_some())
         .collect();
     let first = sparse_layers
         .iter()
@@ -53,22 +54,21 @@ pub fn moe_from_metadata(
     let expert_intermediate_size = match meta.opt_usize(&key("expert_feed_forward_length"))? {
         Some(width) => width,
         // Older Mixtral files store one matrix per expert (`ffn_gate.0`).
-        None => dims_of(&format!("blk.{first}.ffn_gate_exps.weight"))
-            .or_else(|| dims_of(&format!("blk.{first}.ffn_gate.0.weight")))
+        None => dims_of(&LayerTensor::FfnGateExps.of(first))
+            .or_else(|| dims_of(&ExpertProj::Gate.of_expert(first, 0)))
             .and_then(|d| d.get(1).copied())
             .ok_or_else(|| GgufError::MissingKey(key("expert_feed_forward_length")))?
             as usize,
     };
-    let shared_expert_intermediate_size =
-        match dims_of(&format!("blk.{first}.ffn_gate_shexp.weight")) {
-            None => None,
-            Some(dims) => Some(
-                match meta.opt_usize(&key("expert_shared_feed_forward_length"))? {
-                    Some(width) => width,
-                    None => dims.get(1).copied().unwrap_or(0) as usize,
-                },
-            ),
-        };
+    let shared_expert_intermediate_size = match dims_of(&LayerTensor::FfnGateShexp.of(first)) {
+        None => None,
+        Some(dims) => Some(
+            match meta.opt_usize(&key("expert_shared_feed_forward_length"))? {
+                Some(width) => width,
+                None => dims.get(1).copied().unwrap_or(0) as usize,
+            },
+        ),
+    };
     let norm_topk_prob = meta
         .opt_bool(&key("expert_weights_norm"))?
         .unwrap_or(renormalise_default);

@@ -1,5 +1,6 @@
 use super::*;
 use crate::config::{Arch, RopeStyle};
+use crate::tensor_names::ExpertProj;
 use crate::testing::{model_path, QWEN_05B, SMOLLM2};
 use crate::weights::DType;
 
@@ -317,12 +318,12 @@ fn stacked_experts_configure_the_mixture_and_slice_per_expert() {
     assert!(moe.norm_topk_prob && moe.shared_expert_intermediate_size.is_none());
     assert_eq!(moe.sparse_layers, [true]);
     let weights = file.weights();
-    let third = weights.expert(0, "ffn_gate", 3).unwrap();
+    let third = weights.expert(0, ExpertProj::Gate, 3).unwrap();
     assert_eq!(third.shape, [64, 32]);
     assert_eq!(&third.row_bytes(63)[124..], &3f32.to_le_bytes());
     assert_eq!(&third.storage.bytes()[..4], &3f32.to_le_bytes());
-    assert!(weights.expert(0, "ffn_gate", 4).is_err());
-    assert!(weights.expert(0, "ffn_up", 0).is_err(), "no up stack");
+    assert!(weights.expert(0, ExpertProj::Gate, 4).is_err());
+    assert!(weights.expert(0, ExpertProj::Up, 0).is_err(), "no up stack");
 
     let sigmoid = build(&|w| w.kv_u32("llama.expert_gating_func", 2));
     let err = sigmoid.config().err().unwrap();

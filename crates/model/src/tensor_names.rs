@@ -1,0 +1,143 @@
+//! The canonical names of a model's tensors (llama.cpp's GGUF names, which Hugging Face
+//! checkpoints are renamed to at load): one vocabulary for both backends, the dummy weights and
+//! the readers, so that a name is written once and a typo is a compile error.
+
+/// The token embedding, `[vocab, hidden]`.
+pub const TOKEN_EMBD: &str = "token_embd.weight";
+/// The LM head, `[vocab, hidden]`; absent when tied to the embedding.
+pub const OUTPUT: &str = "output.weight";
+/// The final norm, `[hidden]`.
+pub const OUTPUT_NORM: &str = "output_norm.weight";
+
+/// A tensor of one decoder layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerTensor {
+    /// The pre-attention RMSNorm.
+    AttnNorm,
+    AttnQ,
+    AttnK,
+    AttnV,
+    AttnQBias,
+    AttnKBias,
+    AttnVBias,
+    /// Per-head RMSNorm of Q and K (qwen3, gemma3).
+    AttnQNorm,
+    AttnKNorm,
+    /// The attention's output projection.
+    AttnOutput,
+    /// RMSNorm of the attention output before its residual add (gemma3).
+    PostAttentionNorm,
+    /// The pre-MLP RMSNorm.
+    FfnNorm,
+    /// RMSNorm of the MLP output before its residual add (gemma3).
+    PostFfwNorm,
+    FfnGate,
+    FfnUp,
+    FfnDown,
+    /// A mixture of experts' router, `[experts, hidden]`.
+    FfnGateInp,
+    /// Every expert's projection stacked, `[experts, rows, cols]`.
+    FfnGateExps,
+    FfnUpExps,
+    FfnDownExps,
+    /// qwen2_moe's shared expert and its gate `[1, hidden]`.
+    FfnGateShexp,
+    FfnUpShexp,
+    FfnDownShexp,
+    FfnGateInpShexp,
+}
+
+impl LayerTensor {
+    /// The name after `blk.{layer}.`.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            LayerTensor::AttnNorm => "attn_norm.weight",
+            LayerTensor::AttnQ => "attn_q.weight",
+            LayerTensor::AttnK => "attn_k.weight",
+            LayerTensor::AttnV => "attn_v.weight",
+            LayerTensor::AttnQBias => "attn_q.bias",
+            LayerTensor::AttnKBias => "attn_k.bias",
+            LayerTensor::AttnVBias => "attn_v.bias",
+            LayerTensor::AttnQNorm => "attn_q_norm.weight",
+            LayerTensor::AttnKNorm => "attn_k_norm.weight",
+            LayerTensor::AttnOutput => "attn_output.weight",
+            LayerTensor::PostAttentionNorm => "post_attention_norm.weight",
+            LayerTensor::FfnNorm => "ffn_norm.weight",
+            LayerTensor::PostFfwNorm => "post_ffw_norm.weight",
+            LayerTensor::FfnGate => "ffn_gate.weight",
+            LayerTensor::FfnUp => "ffn_up.weight",
+            LayerTensor::FfnDown => "ffn_down.weight",
+            LayerTensor::FfnGateInp => "ffn_gate_inp.weight",
+            LayerTensor::FfnGateExps => "ffn_gate_exps.weight",
+            LayerTensor::FfnUpExps => "ffn_up_exps.weight",
+            LayerTensor::FfnDownExps => "ffn_down_exps.weight",
+            LayerTensor::FfnGateShexp => "ffn_gate_shexp.weight",
+            LayerTensor::FfnUpShexp => "ffn_up_shexp.weight",
+            LayerTensor::FfnDownShexp => "ffn_down_shexp.weight",
+            LayerTensor::FfnGateInpShexp => "ffn_gate_inp_shexp.weight",
+        }
+    }
+
+    /// Its name in layer `layer`: `blk.{layer}.{suffix}`.
+    pub fn of(self, layer: usize) -> String {
+        format!("blk.{layer}.{}", self.suffix())
+    }
+}
+
+/// One projection of a mixture of experts' SwiGLU experts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpertProj {
+    Gate,
+    Up,
+    Down,
+}
+
+impl ExpertProj {
+    pub const ALL: [ExpertProj; 3] = [ExpertProj::Gate, ExpertProj::Up, ExpertProj::Down];
+
+    /// `ffn_gate`, `ffn_up`, `ffn_down`: the stem of both names below, and of messages.
+    pub fn stem(self) -> &'static str {
+        match self {
+            ExpertProj::Gate => "ffn_gate",
+            ExpertProj::Up => "ffn_up",
+            ExpertProj::Down => "ffn_down",
+        }
+    }
+
+    /// The stacked tensor of every expert (GGUF, the dummy weights).
+    pub fn stacked(self) -> LayerTensor {
+        match self {
+            ExpertProj::Gate => LayerTensor::FfnGateExps,
+            ExpertProj::Up => LayerTensor::FfnUpExps,
+            ExpertProj::Down => LayerTensor::FfnDownExps,
+        }
+    }
+
+    /// One expert's matrix as older Mixtral GGUF files and renamed Hugging Face checkpoints
+    /// hold it: `blk.{layer}.{stem}.{expert}.weight`.
+    pub fn of_expert(self, layer: usize, expert: usize) -> String {
+        format!("blk.{layer}.{}.{expert}.weight", self.stem())
+    }
+}
+
+impl std::fmt::Display for ExpertProj {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.stem())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_llama_cpps() {
+        assert_eq!(LayerTensor::AttnQ.of(3), "blk.3.attn_q.weight");
+        assert_eq!(LayerTensor::AttnVBias.of(0), "blk.0.attn_v.bias");
+        assert_eq!(
+            ExpertProj::Down.stacked().of(1),
+            "blk.1.ffn_down_exps.weight"
+        );
+        assert_eq!(ExpertProj::Gate.of_expert(2, 7), "blk.2.ffn_gate.7.weight");
+    }
+}

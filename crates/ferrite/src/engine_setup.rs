@@ -15,35 +15,11 @@ use ferrite_engine::{
 use crate::cli::{Device, EngineArgs, LoadFormat, Quantization, SpecArgs, SpecMethod};
 use crate::model_source::{self, LoadedModel};
 
-/// The CPU default of `--kv-cache-memory`.
-const CPU_KV_CACHE_BYTES: usize = 1 << 30;
-/// `--prefill-per-decode` when not given: on a CPU a step's time grows with its tokens, so
-/// prompts are fed in small chunks beside decodes; a GPU runs a few hundred tokens in the
-/// time of one, so it takes whole chunks. 3 keeps SmolLM2's inter-token p99 within 3x its
-/// median at 16 streams on 2 Zen 4 cores, where 4 went past it once decodes of 8-16 streams
-/// got faster, for a little throughput and a longer time to first token (measured:
-/// docs/performance.md, '2026-12-04 23:58 - 2026-12-05 00:05 UTC, `--prefill-per-decode 3` on
-/// the CPU').
-const CPU_PREFILL_PER_DECODE: usize = 3;
-
-/// `--max-num-batched-tokens` when not given. On CUDA a prompt in two chunks takes longer than
-/// in one when the weights are quantized: each chunk dequantizes every matrix again (measured:
-/// docs/performance.md, '2026-12-04 12:45-12:59 UTC: start-up warm-up, the CUDA token budget,
-/// same-run peers').
-const CPU_MAX_NUM_BATCHED_TOKENS: usize = 2048;
-const CUDA_MAX_NUM_BATCHED_TOKENS: usize = 8192;
-
 /// The step token budget the flags ask for, or the device's default.
 pub fn max_num_batched_tokens(args: &EngineArgs) -> usize {
-    args.max_num_batched_tokens.unwrap_or(match args.device {
-        Device::Cpu => CPU_MAX_NUM_BATCHED_TOKENS,
-        Device::Cuda => CUDA_MAX_NUM_BATCHED_TOKENS,
-    })
+    args.max_num_batched_tokens
+        .unwrap_or(args.device.defaults().max_num_batched_tokens)
 }
-
-/// On the CPU, speculation lost throughput at 4 and 16 concurrent requests in every
-/// measured configuration (bench/spec_cpu.sh, docs/performance.md) and won at 1.
-const CPU_SPEC_DISABLE_BY_BATCH_SIZE: usize = 2;
 
 pub struct RunningEngine {
     pub handle: EngineHandle,
@@ -129,10 +105,15 @@ impl Built {
     /// KV cache bytes: the flag, else the device's default (on a GPU what is left of its
     /// memory budget now, so call this once every model is loaded).
     fn kv_cache_bytes(&self, args: &EngineArgs) -> anyhow::Result<usize> {
-        Ok(match (args.kv_cache_memory, self) {
+        let bytes = args
+            .kv_cache_memory
+            .or(args.device.defaults().kv_cache_bytes);
+        Ok(match (bytes, self) {
             (Some(bytes), _) => bytes,
-            (None, Built::Cpu(_)) => CPU_KV_CACHE_BYTES,
             (None, Built::Cuda(b)) => b.kv_cache_budget()?,
+            (None, Built::Cpu(_)) => {
+                bail!("give --kv-cache-memory: the CPU has no budget to size the KV cache from")
+            }
         })
     }
 
@@ -165,10 +146,10 @@ pub fn engine_config(
     args: &EngineArgs,
     kv_cache_memory_bytes: usize,
 ) -> EngineConfig {
-    let prefill_per_decode = args.prefill_per_decode.unwrap_or(match args.device {
-        Device::Cpu => CPU_PREFILL_PER_DECODE,
-        Device::Cuda => 0,
-    });
+    let defaults = args.device.defaults();
+    let prefill_per_decode = args
+        .prefill_per_decode
+        .unwrap_or(defaults.prefill_per_decode);
     EngineConfig {
         page_size: args.page_size,
         kv_cache_memory_bytes,
@@ -184,10 +165,7 @@ pub fn engine_config(
             disable_by_batch_size: match args.speculation.speculative_disable_by_batch_size {
                 Some(0) => None,
                 Some(n) => Some(n),
-                None => match args.device {
-                    Device::Cpu => Some(CPU_SPEC_DISABLE_BY_BATCH_SIZE),
-                    Device::Cuda => None,
-                },
+                None => defaults.spec_disable_by_batch_size,
             },
         },
     }

@@ -6,6 +6,7 @@ mod bench_model;
 mod byte_size;
 mod cli;
 mod default_model;
+mod device_defaults;
 mod engine_setup;
 mod generate;
 mod logging;

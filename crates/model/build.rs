@@ -1,7 +1,7 @@
 //! Builds the model-family registry from the files in `src/arch/families/`: each file becomes a
 //! module and its `FAMILIES` join the registry, so adding a family is adding one file. A file
-//! that starts with an inner `#![cfg(...)]` (a test-only family) is registered under the same
-//! condition.
+//! whose first line is an inner `#![cfg(...)]` (a test-only family) is registered under the
+//! same condition.
 
 use std::fmt::Write;
 use std::path::Path;
@@ -26,10 +26,12 @@ fn main() {
             .expect("family file names are UTF-8");
         let text =
             std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        // Only the file's first line: a `#![cfg(...)]` anywhere else is not the module's.
         let condition = text
             .lines()
+            .next()
             .map(str::trim)
-            .find_map(|line| line.strip_prefix("#![cfg(")?.strip_suffix(")]"));
+            .and_then(|line| line.strip_prefix("#![cfg(")?.strip_suffix(")]"));
         let cfg = condition
             .map(|c| format!("#[cfg({c})]\n"))
             .unwrap_or_default();

@@ -8,8 +8,8 @@ use ferrite_engine::{GenerationRequest, RequestId, SamplingParams};
 use futures::stream::{self, BoxStream, StreamExt};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
-use crate::detokenizer::{Delta, Finish, LogprobEntry, PromptSummary, Registration};
 use crate::error::ApiError;
+use crate::messages::{Delta, Finish, LogprobEntry, PromptSummary, Registration};
 use crate::openai::sampling::ValidatedSampling;
 use crate::openai::usage::Usage;
 use crate::state::AppState;

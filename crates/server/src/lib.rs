@@ -18,6 +18,7 @@ pub mod incremental;
 mod json_body;
 pub mod kv_events;
 pub mod lifecycle;
+pub mod messages;
 pub mod metrics;
 pub mod openai;
 mod pipeline;

@@ -4,7 +4,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::turn_text::TurnEnd;
-use crate::detokenizer::Finish;
+use crate::messages::Finish;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Message {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::detokenizer::LogprobEntry;
+use crate::messages::LogprobEntry;
 use crate::token_text::TokenText;
 
 /// Chat's `logprobs`: `{"content": [{token, logprob, bytes, top_logprobs: [...]}]}`.

@@ -13,9 +13,9 @@ use axum::Json;
 use serde::Serialize;
 
 use super::event_pump::{json_event, stream_response, EventSource, Outgoing};
-use crate::detokenizer::Delta;
 use crate::error::ApiError;
 use crate::generation::{ChoiceResult, RunningChoices, Submission};
+use crate::messages::Delta;
 use crate::openai::chunk::{ChunkChoice, StreamChunk};
 use crate::openai::response::ResponseMeta;
 use crate::openai::sampling::ValidatedSampling;

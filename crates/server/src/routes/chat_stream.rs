@@ -4,7 +4,7 @@
 
 use super::answer::{ChunkFormatter, ChunkPart};
 use crate::assistant_output::{OutputEvent, OutputParser, OutputSpec};
-use crate::detokenizer::{Delta, Finish};
+use crate::messages::{Delta, Finish};
 use crate::openai::chunk::{ChatChunkChoice, ChatDelta};
 use crate::openai::logprobs::ChatLogprobs;
 use crate::openai::tools::{new_call_id, ToolCallDelta};

@@ -6,10 +6,10 @@ use axum::extract::State;
 use axum::response::Response;
 
 use super::answer::{respond, AnswerShape, ChunkFormatter, ChunkPart};
-use crate::detokenizer::{Delta, Finish, LogprobEntry, PromptSummary};
 use crate::error::ApiError;
 use crate::generation::{submit, ChoiceResult, Submission};
 use crate::json_body::JsonBody;
+use crate::messages::{Delta, Finish, LogprobEntry, PromptSummary};
 use crate::openai::completions::{CompletionRequest, Prompt};
 use crate::openai::logprobs::LegacyLogprobs;
 use crate::openai::response::{Completion, CompletionChoice, ResponseMeta};

@@ -14,10 +14,10 @@ use axum::Json;
 
 use super::event_pump::{json_event, stream_response, EventSource, Outgoing};
 use crate::chat_turn::{start_chat, StartedChat};
-use crate::detokenizer::Finish;
 use crate::error::ApiError;
 use crate::generation::{RunningChoices, Submission};
 use crate::json_body::JsonBody;
+use crate::messages::Finish;
 use crate::openai::response::unix_now;
 use crate::responses::builder::OutputBuilder;
 use crate::responses::events::{EventBody, Sequencer};

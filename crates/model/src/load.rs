@@ -22,11 +22,6 @@ pub fn hf_config(text: &str) -> Result<ModelConfig, HfError> {
     Ok(hf_family_config(text)?.1)
 }
 
-/// The `ModelConfig` of a Hugging Face model directory.
-pub fn hf_dir_config(dir: &Path) -> Result<ModelConfig, HfError> {
-    hf_config(&hf::read_config(dir)?)
-}
-
 /// The config and every weight of a directory, under canonical names. Tensors stay
 /// memory-mapped except Q/K rows a family permutes (owned copies) and FP8 weights, re-laid in
 /// FP8 blocks or dequantized to f32 (`hf::fp8`).

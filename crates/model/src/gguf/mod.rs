@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use metadata::{MetaValue, Metadata};
-pub use model_config::{GgufConfig, DEFAULT_ROPE_THETA};
+pub use model_config::GgufConfig;
 pub use reader::{dtype_from_ggml, GgufHeader, TensorInfo};
 
 use crate::mapping::{map_file, MapPages};

@@ -9,7 +9,7 @@ use super::GgufError;
 use crate::config::{Arch, BlockVariant, ModelConfig, RopeStyle};
 
 /// llama.cpp's rope base when a file gives none.
-pub const DEFAULT_ROPE_THETA: f32 = 10_000.0;
+const DEFAULT_ROPE_THETA: f32 = 10_000.0;
 
 /// A GGUF file's metadata and tensor list, as a family reads them.
 pub struct GgufConfig<'a> {

@@ -66,7 +66,7 @@ pub struct HfTranslation {
     pub moe: Option<MoeConfig>,
 }
 
-pub(crate) fn unsupported(field: &str, value: impl std::fmt::Display, why: &str) -> HfError {
+fn unsupported(field: &str, value: impl std::fmt::Display, why: &str) -> HfError {
     HfError::Unsupported(format!("`{field}` = {value}: {why}"))
 }
 

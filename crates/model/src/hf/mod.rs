@@ -21,7 +21,7 @@ pub use self::generation::{
 };
 pub use self::moe_config::MoeConvention;
 pub use self::names::{canonical_name, layer_tensor, permute_rows_for_interleaved_rope};
-pub use self::rope_config::{Rope, RopeDefaults, DEFAULT_ROPE_THETA};
+pub use self::rope_config::{Rope, RopeDefaults};
 use self::safetensors::Stored;
 pub use self::safetensors::{shards_of_index, weight_files};
 

@@ -10,7 +10,7 @@ use super::HfError;
 use crate::config::RopeScaling;
 
 /// transformers' `rope_theta` when a config does not give one.
-pub const DEFAULT_ROPE_THETA: f64 = 10_000.0;
+const DEFAULT_ROPE_THETA: f64 = 10_000.0;
 
 /// A family's RoPE conventions.
 #[derive(Debug, Clone, Copy)]

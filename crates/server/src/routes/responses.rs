@@ -87,11 +87,8 @@ fn finished(
 /// `response.created`, `response.in_progress`, the output's events as the text arrives,
 /// then the last ones and `response.completed` (or `.incomplete`), numbered in order.
 struct ResponseEvents {
-    /// The engine request; `None` once the answer ended.
-    choices: Option<RunningChoices>,
-    /// The response and its output, taken when the answer ends.
-    response: Option<ResponseObject>,
-    builder: Option<OutputBuilder>,
+    /// The engine request, the response and its output; taken when the answer ends.
+    answer: Option<(RunningChoices, ResponseObject, OutputBuilder)>,
     opened: bool,
     finish: Option<Finish>,
     sequence: Sequencer,
@@ -113,7 +110,7 @@ impl EventSource for ResponseEvents {
     async fn next_events(&mut self) -> Option<Vec<Outgoing>> {
         if !self.opened {
             self.opened = true;
-            let response = self.response.as_ref()?;
+            let (_, response, _) = self.answer.as_ref()?;
             let opening = vec![
                 EventBody::Created {
                     response: Box::new(response.clone()),
@@ -124,15 +121,13 @@ impl EventSource for ResponseEvents {
             ];
             return Some(self.stamped(opening));
         }
-        let choices = self.choices.as_mut()?;
+        let (choices, _, builder) = self.answer.as_mut()?;
         if let Some((_, delta)) = choices.next().await {
             self.finish = delta.finish.or(self.finish);
-            let builder = self.builder.as_mut()?;
             let events = builder.feed(&delta.text, delta.token_ids.len());
             return Some(self.stamped(events));
         }
-        let choices = self.choices.take()?;
-        let (response, builder) = (self.response.take()?, self.builder.take()?);
+        let (choices, response, builder) = self.answer.take()?;
         let Some(finish) = self.finish else {
             tracing::error!("a streamed response's generation ended without finishing");
             return None;
@@ -153,9 +148,7 @@ fn sse_response(
     builder: OutputBuilder,
 ) -> Response {
     stream_response(ResponseEvents {
-        choices: Some(submission.run()),
-        response: Some(response),
-        builder: Some(builder),
+        answer: Some((submission.run(), response, builder)),
         opened: false,
         finish: None,
         sequence: Sequencer::default(),

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use ferrite_engine::{Backend, BackendError, ExpertLoad, ForwardOutput, SeqBatch};
 use ferrite_model::config::ModelConfig;
+use ferrite_model::plan::{Mixer, MlpSpec, ModelPlan};
 // The model crate's tensors as loaded, named apart from this crate's `ModelWeights` (the same
 // tensors in the form the forward pass reads).
 use ferrite_model::weights::ModelWeights as LoadedWeights;
@@ -33,10 +34,22 @@ impl std::fmt::Debug for CpuBackend {
     }
 }
 
-/// Whether the CPU backend runs `c`: every architecture the model crate reads, so only the
-/// shape checks every backend makes.
-pub fn supports(c: &ModelConfig) -> anyhow::Result<()> {
-    Ok(c.check_shape()?)
+/// Whether the CPU backend runs every layer of `plan`; the one capability check of this
+/// backend (the plan has passed the shape checks every backend makes).
+pub fn supports(plan: &ModelPlan) -> anyhow::Result<()> {
+    for layer in &plan.layers {
+        match &layer.mixer {
+            Mixer::Attention(a) => anyhow::ensure!(
+                !a.sinks,
+                "layer {}: attention sinks are not implemented on the CPU backend",
+                layer.index
+            ),
+        }
+        match &layer.mlp {
+            MlpSpec::Gated { .. } | MlpSpec::Experts { .. } => {}
+        }
+    }
+    Ok(())
 }
 
 impl CpuBackend {
@@ -47,8 +60,9 @@ impl CpuBackend {
         weights: LoadedWeights,
         threads: usize,
     ) -> anyhow::Result<CpuBackend> {
-        supports(&config)?;
-        let model_weights = ModelWeights::new(&config, &weights)?;
+        let plan = ModelPlan::new(&config)?;
+        supports(&plan)?;
+        let model_weights = ModelWeights::new(&plan, &weights)?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("ferrite-cpu-{i}"))
@@ -60,7 +74,7 @@ impl CpuBackend {
             "CPU backend ready"
         );
         Ok(CpuBackend {
-            model: Model::new(config, model_weights),
+            model: Model::new(config, &plan, model_weights),
             kv: None,
             pool,
             isa,

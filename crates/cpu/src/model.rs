@@ -11,6 +11,7 @@ use ferrite_engine::{
     validate_batch, BackendError, BatchLimits, ExpertLoad, ForwardOutput, LogitsRequest, SeqBatch,
 };
 use ferrite_model::config::ModelConfig;
+use ferrite_model::plan::{AttentionSpec, ModelPlan, NormSpec};
 use rayon::prelude::*;
 use std::sync::Arc;
 
@@ -20,7 +21,7 @@ use crate::kernels::matmul::{matmul, matmul_group, MatmulJob};
 use crate::kernels::norm::{rms_norm, rms_norm_in_place};
 use crate::kernels::rope::Rope;
 use crate::kv_cache::KvCache;
-use crate::model_weights::{Mlp, ModelWeights};
+use crate::model_weights::{Mixer, Mlp, ModelWeights};
 use crate::moe::{moe_mlp, MoeScratch};
 use crate::simd::Isa;
 
@@ -30,6 +31,11 @@ const ROWS_PER_TASK: usize = 8;
 /// The forward pass over the weights (the role the CUDA backend's `Model` has too).
 pub struct Model {
     config: ModelConfig,
+    /// Every RMSNorm's epsilon and weight offset (the offset is folded into the weights).
+    norm: NormSpec,
+    /// Token embeddings are multiplied by this.
+    embedding_scale: f32,
+    /// Each layer's weights with the spec of its mixer and MLP (`ModelPlan::layers`).
     weights: ModelWeights,
     /// The distinct RoPE frequency sets (one, or gemma3's local and global) ...
     ropes: Vec<Rope>,
@@ -69,15 +75,18 @@ fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
 }
 
 impl Model {
-    pub fn new(config: ModelConfig, weights: ModelWeights) -> Self {
+    /// The forward pass of `plan` (made from `config`) over `weights` (built from `plan`).
+    pub fn new(config: ModelConfig, plan: &ModelPlan, weights: ModelWeights) -> Self {
         let mut ropes: Vec<Rope> = Vec::new();
-        let mut layer_rope = Vec::with_capacity(config.num_layers);
-        for layer in 0..config.num_layers {
-            let inv_freq = config.rope_inv_freq(layer);
-            let index = match ropes.iter().position(|r| r.inv_freq() == inv_freq) {
+        let mut layer_rope = Vec::with_capacity(weights.layers.len());
+        for layer in &weights.layers {
+            let rope = match &layer.mixer {
+                Mixer::Attention(a) => &a.spec.rope,
+            };
+            let index = match ropes.iter().position(|r| r.inv_freq() == rope.inv_freq) {
                 Some(i) => i,
                 None => {
-                    ropes.push(Rope::new(inv_freq, config.rope_style));
+                    ropes.push(Rope::new(rope.inv_freq.clone(), rope.style));
                     ropes.len() - 1
                 }
             };
@@ -86,12 +95,14 @@ impl Model {
         let expert_load =
             Arc::new(ExpertLoad::new(weights.layers.iter().map(
                 |layer| match &layer.mlp {
-                    Mlp::Moe(moe) => moe.experts.len(),
+                    Mlp::Moe { weights, .. } => weights.experts.len(),
                     Mlp::Dense { .. } => 0,
                 },
             )));
         Model {
             logits_vocab: config.vocab_size,
+            norm: plan.norm,
+            embedding_scale: plan.embedding_scale,
             expert_load,
             config,
             weights,
@@ -153,8 +164,8 @@ impl Model {
         self.validate(kv, batch)?;
         let c = &self.config;
         let vocab = self.logits_vocab;
+        // Every layer's heads have the config's size: one cos/sin table serves them all.
         let (hidden, hd) = (c.hidden_size, c.head_dim);
-        let (q_dim, kv_dim) = (c.num_heads * hd, c.num_kv_heads * hd);
 
         ws.tokens.clear();
         ws.logit_rows.clear();
@@ -180,8 +191,8 @@ impl Model {
         for ((b, pos), row) in ws.tokens.iter().zip(x.chunks_exact_mut(hidden)) {
             let token = batch[*b].tokens[pos - batch[*b].start_pos] as usize;
             self.weights.embed.dequantize_rows(token, 1, row);
-            if c.block.embedding_scale != 1.0 {
-                row.iter_mut().for_each(|v| *v *= c.block.embedding_scale);
+            if self.embedding_scale != 1.0 {
+                row.iter_mut().for_each(|v| *v *= self.embedding_scale);
             }
         }
         let cos_sin = sized(&mut ws.cos_sin, self.ropes.len() * n * hd);
@@ -191,63 +202,68 @@ impl Model {
             }
         }
 
+        let eps = self.norm.eps;
         for (layer_index, layer) in self.weights.layers.iter().enumerate() {
             let r = self.layer_rope[layer_index];
             let (rope, tables) = (&self.ropes[r], &cos_sin[r * n * hd..(r + 1) * n * hd]);
             let normed = sized(&mut ws.normed, n * hidden);
-            rms_norm(isa, x, &layer.attn_norm, c.rms_norm_eps, normed);
-            let (q, k, v) = (
-                sized(&mut ws.q, n * q_dim),
-                sized(&mut ws.k, n * kv_dim),
-                sized(&mut ws.v, n * kv_dim),
-            );
-            matmul_group(
-                isa,
-                normed,
-                n,
-                &mut [
-                    MatmulJob {
-                        matrix: &layer.wq,
-                        out: q,
-                    },
-                    MatmulJob {
-                        matrix: &layer.wk,
-                        out: k,
-                    },
-                    MatmulJob {
-                        matrix: &layer.wv,
-                        out: v,
-                    },
-                ],
-            );
-            if let Some([bq, bk, bv]) = &layer.qkv_bias {
-                add_row_bias(q, bq);
-                add_row_bias(k, bk);
-                add_row_bias(v, bv);
-            }
-            if let Some([q_norm, k_norm]) = &layer.qk_norm {
-                rms_norm_in_place(isa, q, q_norm, c.rms_norm_eps);
-                rms_norm_in_place(isa, k, k_norm, c.rms_norm_eps);
-            }
-            for (t, table) in tables.chunks_exact(hd).enumerate() {
-                rope.apply(&mut q[t * q_dim..(t + 1) * q_dim], table);
-                rope.apply(&mut k[t * kv_dim..(t + 1) * kv_dim], table);
-            }
-            for (t, &(b, pos)) in ws.tokens.iter().enumerate() {
-                let range = t * kv_dim..(t + 1) * kv_dim;
-                kv.write(
-                    layer_index,
-                    batch[b].block_table,
-                    pos,
-                    &k[range.clone()],
-                    &v[range],
-                );
-            }
-
-            let attn = sized(&mut ws.attn, n * q_dim);
-            self.attention(isa, kv, layer_index, batch, &ws.tokens, q, attn);
+            rms_norm(isa, x, &layer.attn_norm, eps, normed);
             let proj = sized(&mut ws.proj, n * hidden);
-            matmul(isa, attn, n, &layer.wo, proj);
+            match &layer.mixer {
+                Mixer::Attention(a) => {
+                    let (q_dim, kv_dim) = (a.spec.q_dim(), a.spec.kv_dim());
+                    let (q, k, v) = (
+                        sized(&mut ws.q, n * q_dim),
+                        sized(&mut ws.k, n * kv_dim),
+                        sized(&mut ws.v, n * kv_dim),
+                    );
+                    matmul_group(
+                        isa,
+                        normed,
+                        n,
+                        &mut [
+                            MatmulJob {
+                                matrix: &a.wq,
+                                out: q,
+                            },
+                            MatmulJob {
+                                matrix: &a.wk,
+                                out: k,
+                            },
+                            MatmulJob {
+                                matrix: &a.wv,
+                                out: v,
+                            },
+                        ],
+                    );
+                    if let Some([bq, bk, bv]) = &a.qkv_bias {
+                        add_row_bias(q, bq);
+                        add_row_bias(k, bk);
+                        add_row_bias(v, bv);
+                    }
+                    if let Some([q_norm, k_norm]) = &a.qk_norm {
+                        rms_norm_in_place(isa, q, q_norm, eps);
+                        rms_norm_in_place(isa, k, k_norm, eps);
+                    }
+                    for (t, table) in tables.chunks_exact(hd).enumerate() {
+                        rope.apply(&mut q[t * q_dim..(t + 1) * q_dim], table);
+                        rope.apply(&mut k[t * kv_dim..(t + 1) * kv_dim], table);
+                    }
+                    for (t, &(b, pos)) in ws.tokens.iter().enumerate() {
+                        let range = t * kv_dim..(t + 1) * kv_dim;
+                        kv.write(
+                            layer_index,
+                            batch[b].block_table,
+                            pos,
+                            &k[range.clone()],
+                            &v[range],
+                        );
+                    }
+                    let attn = sized(&mut ws.attn, n * q_dim);
+                    self.attention(isa, kv, layer_index, &a.spec, batch, &ws.tokens, q, attn);
+                    matmul(isa, attn, n, &a.wo, proj);
+                }
+            }
             self.add_block_output(
                 isa,
                 x,
@@ -256,12 +272,15 @@ impl Model {
                 layer.post_norms.as_ref().map(|p| &p[0]),
             );
 
-            rms_norm(isa, x, &layer.ffn_norm, c.rms_norm_eps, normed);
+            rms_norm(isa, x, &layer.ffn_norm, eps, normed);
             match &layer.mlp {
-                Mlp::Moe(moe) => moe_mlp(
+                Mlp::Moe {
+                    activation,
+                    weights,
+                } => moe_mlp(
                     isa,
-                    moe,
-                    c.block.activation,
+                    weights,
+                    *activation,
                     normed,
                     n,
                     &mut ws.moe,
@@ -269,11 +288,12 @@ impl Model {
                     Some(self.expert_load.layer(layer_index)),
                 ),
                 Mlp::Dense {
+                    activation,
                     gate: w_gate,
                     up: w_up,
                     down: w_down,
                 } => {
-                    let inter = c.intermediate_size;
+                    let inter = w_gate.rows();
                     let (gate, up) = (sized(&mut ws.gate, n * inter), sized(&mut ws.up, n * inter));
                     matmul_group(
                         isa,
@@ -292,7 +312,7 @@ impl Model {
                     );
                     gate.par_chunks_mut(ROWS_PER_TASK * inter)
                         .zip(up.par_chunks(ROWS_PER_TASK * inter))
-                        .for_each(|(g, u)| gated(c.block.activation, g, u));
+                        .for_each(|(g, u)| gated(*activation, g, u));
                     matmul(isa, gate, n, w_down, proj);
                 }
             }
@@ -312,7 +332,7 @@ impl Model {
                 isa,
                 &x[t * hidden..(t + 1) * hidden],
                 &self.weights.output_norm,
-                c.rms_norm_eps,
+                eps,
                 dst,
             );
         }
@@ -336,7 +356,7 @@ impl Model {
         match post_norm {
             None => add_residual(x, out),
             Some(weight) => {
-                rms_norm(isa, out, weight, self.config.rms_norm_eps, scratch);
+                rms_norm(isa, out, weight, self.norm.eps, scratch);
                 add_residual(x, scratch);
             }
         }
@@ -351,21 +371,19 @@ impl Model {
         isa: Isa,
         kv: &KvCache,
         layer: usize,
+        spec: &AttentionSpec,
         batch: &[SeqBatch<'_>],
         tokens: &[(usize, usize)],
         q: &[f32],
         out: &mut [f32],
     ) {
-        let c = &self.config;
-        let hd = c.head_dim;
-        let group = c.num_heads / c.num_kv_heads;
-        let scale = c.block.attn_scale;
-        let window = c.attention(layer).sliding_window;
+        let (hd, kv_heads, group) = (spec.head_dim, spec.num_kv_heads, spec.group());
+        let (scale, window) = (spec.scale, spec.window);
         let width = group * hd;
         out.par_chunks_mut(width)
             .enumerate()
             .for_each_init(Vec::new, |scores, (i, group_out)| {
-                let (t, kv_head) = (i / c.num_kv_heads, i % c.num_kv_heads);
+                let (t, kv_head) = (i / kv_heads, i % kv_heads);
                 let (b, pos) = tokens[t];
                 let view = kv.head_view(layer, batch[b].block_table, kv_head);
                 let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));

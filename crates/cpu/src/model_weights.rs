@@ -4,17 +4,38 @@
 //! from the model crate's tensors as loaded (`LoadedWeights` here). A mixture-of-experts
 //! layer's MLP is `moe::MoeWeights`.
 
-use ferrite_model::config::ModelConfig;
+use ferrite_model::config::Activation;
+use ferrite_model::plan::{self, AttentionSpec, LayerSpec, MlpSpec, ModelPlan};
 use ferrite_model::weights::{ModelWeights as LoadedWeights, WeightTensor};
 
 use crate::kernels::quant_matrix::{load_matrix as matrix, QuantMatrix};
 use crate::moe::MoeWeights;
 use crate::quant::dequantize_row;
-use ferrite_model::tensor_names::{LayerTensor, OUTPUT, OUTPUT_NORM, TOKEN_EMBD};
+use ferrite_model::tensor_names::{LayerTensor, OUTPUT, OUTPUT_NORM};
 
+/// One decoder layer as its `LayerSpec` describes it.
 #[derive(Debug)]
 pub struct LayerWeights {
+    /// The norm before the mixer.
     pub attn_norm: Vec<f32>,
+    pub mixer: Mixer,
+    /// RMSNorm weights of the mixer's output and of the MLP's output (gemma3).
+    pub post_norms: Option<[Vec<f32>; 2]>,
+    /// The norm before the MLP (gemma3's pre_feedforward_layernorm).
+    pub ffn_norm: Vec<f32>,
+    pub mlp: Mlp,
+}
+
+/// A layer's mixer, one variant per `plan::Mixer`.
+#[derive(Debug)]
+pub enum Mixer {
+    Attention(Box<Attention>),
+}
+
+/// Softmax attention: its spec (heads, window, scale, RoPE) and its matrices.
+#[derive(Debug)]
+pub struct Attention {
+    pub spec: AttentionSpec,
     pub wq: QuantMatrix,
     pub wk: QuantMatrix,
     pub wv: QuantMatrix,
@@ -23,22 +44,21 @@ pub struct LayerWeights {
     /// Per-head RMSNorm weights of Q and K, `head_dim` each (qwen3, gemma3).
     pub qk_norm: Option<[Vec<f32>; 2]>,
     pub wo: QuantMatrix,
-    /// RMSNorm weights of the attention output and of the MLP output (gemma3).
-    pub post_norms: Option<[Vec<f32>; 2]>,
-    /// The norm before the MLP (gemma3's pre_feedforward_layernorm).
-    pub ffn_norm: Vec<f32>,
-    pub mlp: Mlp,
 }
 
-/// A layer's MLP: dense SwiGLU/GeGLU, or a mixture of experts.
+/// A layer's MLP, one variant per `plan::MlpSpec`: dense SwiGLU/GeGLU, or a mixture of experts.
 #[derive(Debug)]
 pub enum Mlp {
     Dense {
+        activation: Activation,
         gate: QuantMatrix,
         up: QuantMatrix,
         down: QuantMatrix,
     },
-    Moe(MoeWeights),
+    Moe {
+        activation: Activation,
+        weights: MoeWeights,
+    },
 }
 
 #[derive(Debug)]
@@ -48,6 +68,76 @@ pub struct ModelWeights {
     pub output_norm: Vec<f32>,
     /// `output.weight`, or the embedding when tied.
     pub lm_head: QuantMatrix,
+}
+
+/// The tensors of one layer, read as its spec names and shapes them.
+struct LayerReader<'a> {
+    weights: &'a LoadedWeights,
+    spec: &'a LayerSpec,
+    norm_offset: f32,
+}
+
+impl LayerReader<'_> {
+    fn matrix(&self, t: LayerTensor) -> anyhow::Result<QuantMatrix> {
+        let spec = self.spec.required(t)?;
+        matrix(self.weights, &spec.name, spec.rows(), spec.cols())
+    }
+    fn vector(&self, t: LayerTensor) -> anyhow::Result<Vec<f32>> {
+        let spec = self.spec.required(t)?;
+        vector(self.weights, &spec.name, spec.len())
+    }
+    fn norm(&self, t: LayerTensor) -> anyhow::Result<Vec<f32>> {
+        let spec = self.spec.required(t)?;
+        norm(self.weights, &spec.name, spec.len(), self.norm_offset)
+    }
+
+    fn layer(&self) -> anyhow::Result<LayerWeights> {
+        use LayerTensor as T;
+        let mixer = match &self.spec.mixer {
+            plan::Mixer::Attention(a) => Mixer::Attention(Box::new(Attention {
+                spec: a.clone(),
+                wq: self.matrix(T::AttnQ)?,
+                wk: self.matrix(T::AttnK)?,
+                wv: self.matrix(T::AttnV)?,
+                qkv_bias: match a.qkv_bias {
+                    true => Some([
+                        self.vector(T::AttnQBias)?,
+                        self.vector(T::AttnKBias)?,
+                        self.vector(T::AttnVBias)?,
+                    ]),
+                    false => None,
+                },
+                qk_norm: match a.qk_norm {
+                    true => Some([self.norm(T::AttnQNorm)?, self.norm(T::AttnKNorm)?]),
+                    false => None,
+                },
+                wo: self.matrix(T::AttnOutput)?,
+            })),
+        };
+        let mlp = match &self.spec.mlp {
+            MlpSpec::Gated { activation, .. } => Mlp::Dense {
+                activation: *activation,
+                gate: self.matrix(T::FfnGate)?,
+                up: self.matrix(T::FfnUp)?,
+                down: self.matrix(T::FfnDown)?,
+            },
+            MlpSpec::Experts { activation, moe } => Mlp::Moe {
+                activation: *activation,
+                weights: MoeWeights::new(self.weights, self.spec, moe)?,
+            },
+        };
+        let post_norms = match self.spec.post_norms {
+            true => Some([self.norm(T::PostAttentionNorm)?, self.norm(T::PostFfwNorm)?]),
+            false => None,
+        };
+        Ok(LayerWeights {
+            attn_norm: self.norm(T::AttnNorm)?,
+            mixer,
+            post_norms,
+            ffn_norm: self.norm(T::FfnNorm)?,
+            mlp,
+        })
+    }
 }
 
 fn vector(weights: &LoadedWeights, name: &str, len: usize) -> anyhow::Result<Vec<f32>> {
@@ -61,7 +151,7 @@ fn vector(weights: &LoadedWeights, name: &str, len: usize) -> anyhow::Result<Vec
     Ok(out)
 }
 
-/// An RMSNorm weight with the config's offset added (gemma stores `w` for a scale of `1 + w`),
+/// An RMSNorm weight with the plan's offset added (gemma stores `w` for a scale of `1 + w`),
 /// in f32 as transformers adds it.
 fn norm(weights: &LoadedWeights, name: &str, len: usize, offset: f32) -> anyhow::Result<Vec<f32>> {
     let mut w = vector(weights, name, len)?;
@@ -72,75 +162,30 @@ fn norm(weights: &LoadedWeights, name: &str, len: usize, offset: f32) -> anyhow:
 }
 
 impl ModelWeights {
-    pub fn new(config: &ModelConfig, weights: &LoadedWeights) -> anyhow::Result<Self> {
-        let (hidden, inter, hd) = (
-            config.hidden_size,
-            config.intermediate_size,
-            config.head_dim,
-        );
-        let (q_dim, kv_dim) = (config.num_heads * hd, config.num_kv_heads * hd);
-        let offset = config.block.norm_weight_offset;
-        let embed = matrix(weights, TOKEN_EMBD, config.vocab_size, hidden)?;
+    /// Every tensor `plan` names, read from `weights`.
+    pub fn new(plan: &ModelPlan, weights: &LoadedWeights) -> anyhow::Result<Self> {
+        let embedding = plan.embedding();
+        let embed = matrix(weights, &embedding.name, embedding.rows(), embedding.cols())?;
         // Tied files simply have no `output.weight`; some untied-in-name files do the same.
         let lm_head = if weights.tensors.contains_key(OUTPUT) {
-            matrix(weights, OUTPUT, config.vocab_size, hidden)?
+            matrix(weights, OUTPUT, plan.vocab_size, plan.hidden_size)?
         } else {
             embed.clone()
         };
-        let mut layers = Vec::with_capacity(config.num_layers);
-        for i in 0..config.num_layers {
-            let qkv_bias = if config.qkv_bias {
-                Some([
-                    vector(weights, &LayerTensor::AttnQBias.of(i), q_dim)?,
-                    vector(weights, &LayerTensor::AttnKBias.of(i), kv_dim)?,
-                    vector(weights, &LayerTensor::AttnVBias.of(i), kv_dim)?,
-                ])
-            } else {
-                None
-            };
-            let qk_norm = if config.block.qk_norm {
-                Some([
-                    norm(weights, &LayerTensor::AttnQNorm.of(i), hd, offset)?,
-                    norm(weights, &LayerTensor::AttnKNorm.of(i), hd, offset)?,
-                ])
-            } else {
-                None
-            };
-            let post_norms = if config.block.post_norms {
-                Some([
-                    norm(
-                        weights,
-                        &LayerTensor::PostAttentionNorm.of(i),
-                        hidden,
-                        offset,
-                    )?,
-                    norm(weights, &LayerTensor::PostFfwNorm.of(i), hidden, offset)?,
-                ])
-            } else {
-                None
-            };
-            let mlp = match config.moe_at(i) {
-                Some(moe) => Mlp::Moe(MoeWeights::new(weights, i, moe, hidden)?),
-                None => Mlp::Dense {
-                    gate: matrix(weights, &LayerTensor::FfnGate.of(i), inter, hidden)?,
-                    up: matrix(weights, &LayerTensor::FfnUp.of(i), inter, hidden)?,
-                    down: matrix(weights, &LayerTensor::FfnDown.of(i), hidden, inter)?,
-                },
-            };
-            layers.push(LayerWeights {
-                attn_norm: norm(weights, &LayerTensor::AttnNorm.of(i), hidden, offset)?,
-                wq: matrix(weights, &LayerTensor::AttnQ.of(i), q_dim, hidden)?,
-                wk: matrix(weights, &LayerTensor::AttnK.of(i), kv_dim, hidden)?,
-                wv: matrix(weights, &LayerTensor::AttnV.of(i), kv_dim, hidden)?,
-                qkv_bias,
-                qk_norm,
-                wo: matrix(weights, &LayerTensor::AttnOutput.of(i), hidden, q_dim)?,
-                post_norms,
-                ffn_norm: norm(weights, &LayerTensor::FfnNorm.of(i), hidden, offset)?,
-                mlp,
-            });
-        }
-        let output_norm = norm(weights, OUTPUT_NORM, hidden, offset)?;
+        let offset = plan.norm.weight_offset;
+        let layers = plan
+            .layers
+            .iter()
+            .map(|spec| {
+                let reader = LayerReader {
+                    weights,
+                    spec,
+                    norm_offset: offset,
+                };
+                reader.layer()
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let output_norm = norm(weights, OUTPUT_NORM, plan.hidden_size, offset)?;
         Ok(ModelWeights {
             embed,
             layers,
@@ -153,30 +198,38 @@ impl ModelWeights {
 impl LayerWeights {
     /// The matrices the layer multiplies by.
     fn matrices_mut(&mut self) -> Vec<&mut QuantMatrix> {
-        let mut all = vec![&mut self.wq, &mut self.wk, &mut self.wv, &mut self.wo];
+        let mut all = match &mut self.mixer {
+            Mixer::Attention(a) => vec![&mut a.wq, &mut a.wk, &mut a.wv, &mut a.wo],
+        };
         match &mut self.mlp {
-            Mlp::Dense { gate, up, down } => all.extend([gate, up, down]),
-            Mlp::Moe(moe) => all.extend(moe.matrices_mut()),
+            Mlp::Dense { gate, up, down, .. } => all.extend([gate, up, down]),
+            Mlp::Moe { weights, .. } => all.extend(weights.matrices_mut()),
         }
         all
     }
 
     fn bytes(&self) -> usize {
-        let matrices = [&self.wq, &self.wk, &self.wv, &self.wo];
+        let vector_bytes = |v: &Vec<f32>| v.len() * 4;
+        let mixer = match &self.mixer {
+            Mixer::Attention(a) => {
+                [&a.wq, &a.wk, &a.wv, &a.wo]
+                    .iter()
+                    .map(|m| m.bytes().len())
+                    .sum::<usize>()
+                    + a.qkv_bias.iter().flatten().map(vector_bytes).sum::<usize>()
+                    + a.qk_norm.iter().flatten().map(vector_bytes).sum::<usize>()
+            }
+        };
         let mlp = match &self.mlp {
-            Mlp::Dense { gate, up, down } => {
+            Mlp::Dense { gate, up, down, .. } => {
                 gate.bytes().len() + up.bytes().len() + down.bytes().len()
             }
-            Mlp::Moe(moe) => moe.bytes(),
+            Mlp::Moe { weights, .. } => weights.bytes(),
         };
-        let vectors = [&self.attn_norm, &self.ffn_norm]
+        let norms = [&self.attn_norm, &self.ffn_norm]
             .into_iter()
-            .chain(self.qkv_bias.iter().flatten())
-            .chain(self.qk_norm.iter().flatten())
             .chain(self.post_norms.iter().flatten());
-        matrices.iter().map(|m| m.bytes().len()).sum::<usize>()
-            + mlp
-            + vectors.map(|v| v.len() * 4).sum::<usize>()
+        mixer + mlp + norms.map(vector_bytes).sum::<usize>()
     }
 }
 

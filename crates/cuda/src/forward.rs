@@ -8,7 +8,8 @@
 //! this layer's window, the config's score scale) -> O GEMM -> [post-attention RMSNorm] ->
 //! add+RMSNorm -> gate/up GEMM -> SiLU or GELU-tanh * up -> down GEMM (or, in a sparse layer
 //! of a mixture of experts, crate::moe_mlp) -> [post-MLP RMSNorm].
-//! Bracketed steps run when `BlockVariant` asks for them (qwen3, gemma3). The residual stream
+//! Bracketed steps run when the layer's spec (ferrite_model::plan) asks for them (qwen3,
+//! gemma3). The residual stream
 //! stays f32; GEMM inputs are bf16, outputs f32 (the QKV and gate/up rows of a prompt chunk
 //! bf16, and its O and down projections added to the residual by cuBLAS itself).
 
@@ -24,7 +25,7 @@ use crate::launchers::{
 };
 use crate::linear::Linear;
 use crate::step_inputs::{Offsets, StepInputs};
-use crate::weights::{Mlp, ModelWeights};
+use crate::weights::{AttentionWeights, Mixer, Mlp, ModelWeights};
 use crate::workspace::Workspace;
 
 /// Launch shape of one step: everything `enqueue_layers` needs besides device addresses.
@@ -76,16 +77,9 @@ impl Model<'_> {
     pub fn enqueue_layers(&self, s: &StepShape) -> anyhow::Result<bool> {
         let (c, k, ws, w) = (self.config, self.kernels, self.ws, self.weights);
         let n = s.num_tokens;
-        let (hidden, inter) = (c.hidden_size, c.intermediate_size);
-        let q_dim = c.num_heads * c.head_dim;
-        let dims = AttentionDims {
-            num_heads: c.num_heads,
-            num_kv_heads: c.num_kv_heads,
-            head_dim: c.head_dim,
-        };
-        let qkv_rows = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+        let hidden = c.hidden_size;
+        let eps = w.norm.eps;
         let o = s.offsets;
-        let page_size = self.kv.page_size;
         let linear = |x, w: &Linear, y| self.gemm.linear(k, x, w, y, n, ws.dequant);
         let norm = |delta, weight| AddRmsNormArgs {
             x: ws.x,
@@ -94,7 +88,7 @@ impl Model<'_> {
             rows: None,
             out: ws.xn,
             hidden,
-            eps: c.rms_norm_eps,
+            eps,
             n,
         };
         // In place on f32 rows: `heads` rows of `dim` per token, `stride` floats apart.
@@ -105,11 +99,10 @@ impl Model<'_> {
                 heads,
                 token_stride: stride,
                 dim,
-                eps: c.rms_norm_eps,
+                eps,
                 n,
             })
         };
-        let block = c.block;
         // y = input W^T as bf16 rows where cuBLAS writes them (prompt chunks) and the reader
         // takes them (`bf16_ok`), else f32; returns whether they are bf16.
         let rows_maybe_bf16 = |input, w: &Linear, y, bf16_ok: bool| -> anyhow::Result<bool> {
@@ -125,8 +118,8 @@ impl Model<'_> {
         let mut delta_pending = false;
         // Projects `input` through `w` into the residual stream: added to `x` by cuBLAS, or
         // written to `delta` (returns whether it is pending there).
-        let into_residual = |input, w: &Linear| -> anyhow::Result<bool> {
-            if !block.post_norms && self.gemm.linear_add(input, w, ws.x, n)? {
+        let into_residual = |input, w: &Linear, post_norm: bool| -> anyhow::Result<bool> {
+            if !post_norm && self.gemm.linear_add(input, w, ws.x, n)? {
                 return Ok(false);
             }
             linear(input, w, ws.delta)?;
@@ -137,88 +130,33 @@ impl Model<'_> {
             self.meta(o.tokens),
             ws.x,
             hidden,
-            block.embedding_scale,
+            w.embedding_scale,
             n,
         )?;
         for (l, lw) in w.layers.iter().enumerate() {
-            let (k_cache, v_cache) = (self.kv.k(l), self.kv.v(l));
-            let mask = AttentionMask {
-                scale: block.attn_scale,
-                window: c.attention(l).sliding_window.unwrap_or(0),
-            };
+            let post_norm = lw.post_norms.is_some();
             // The previous layer's down projection joins the residual here if still pending.
             k.add_rmsnorm(&norm(delta_pending.then_some(ws.delta), lw.attn_norm))?;
-            // The per-head Q/K norms read f32 rows.
-            let qkv_bf16 = rows_maybe_bf16(ws.xn, &lw.wqkv, ws.qkv, lw.qk_norm.is_none())?;
-            if let Some(qk) = lw.qk_norm {
-                // Q heads, then K heads, of each token's QKV row (no bias: check_supported).
-                let k_part = ws.qkv.offset(4 * q_dim);
-                norm_rows(ws.qkv, qk.q, c.num_heads, qkv_rows, c.head_dim)?;
-                norm_rows(k_part, qk.k, c.num_kv_heads, qkv_rows, c.head_dim)?;
+            match &lw.mixer {
+                Mixer::Attention(a) => {
+                    self.enqueue_attention(s, l, a, &rows_maybe_bf16, &norm_rows)?;
+                    delta_pending = into_residual(ws.attn, &a.wo, post_norm)?;
+                }
             }
-            k.rope_kv_write(&RopeKvArgs {
-                dims,
-                qkv: ws.qkv,
-                qkv_bf16,
-                bias: lw.bqkv,
-                positions: self.meta(o.positions),
-                slots: self.meta(o.slots),
-                inv_freq: lw.inv_freq,
-                q_out: ws.q,
-                k_cache,
-                v_cache,
-                page_size,
-                interleaved: c.rope_style == RopeStyle::Interleaved,
-                n,
-            })?;
-            if s.num_decodes > 0 {
-                k.attention_decode(&DecodeArgs {
-                    dims,
-                    mask,
-                    q: ws.q,
-                    k_cache,
-                    v_cache,
-                    pages: self.meta(o.pages),
-                    page_offsets: self.meta(o.dec_page_off),
-                    ctx_lens: self.meta(o.dec_ctx),
-                    q_rows: self.meta(o.dec_q_rows),
-                    out: ws.attn,
-                    part_acc: ws.part_acc,
-                    part_ml: ws.part_ml,
-                    seq_splits: ws.seq_splits,
-                    page_size,
-                    num_seqs: s.num_decodes,
-                    num_splits: s.decode_splits,
-                })?;
-            }
-            if s.num_prefills > 0 {
-                k.attention_prefill(&PrefillArgs {
-                    dims,
-                    mask,
-                    q: ws.q,
-                    k_cache,
-                    v_cache,
-                    pages: self.meta(o.pages),
-                    page_offsets: self.meta(o.pre_page_off),
-                    q_starts: self.meta(o.pre_q_start),
-                    q_lens: self.meta(o.pre_q_len),
-                    pos0s: self.meta(o.pre_pos0),
-                    out: ws.attn,
-                    page_size,
-                    num_seqs: s.num_prefills,
-                    max_q_len: s.max_q_len,
-                })?;
-            }
-            delta_pending = into_residual(ws.attn, &lw.wo)?;
             if let Some(post) = lw.post_norms {
                 norm_rows(ws.delta, post.attention, 1, hidden, hidden)?;
             }
             k.add_rmsnorm(&norm(delta_pending.then_some(ws.delta), lw.ffn_norm))?;
             match &lw.mlp {
-                Mlp::Dense { gate_up, down } => {
+                Mlp::Dense {
+                    activation,
+                    gate_up,
+                    down,
+                } => {
                     let bf16 = rows_maybe_bf16(ws.xn, gate_up, ws.gate_up, true)?;
-                    k.gated_activation(block.activation, ws.gate_up, bf16, ws.act, inter, n)?;
-                    delta_pending = into_residual(ws.act, down)?;
+                    let inter = gate_up.rows / 2;
+                    k.gated_activation(*activation, ws.gate_up, bf16, ws.act, inter, n)?;
+                    delta_pending = into_residual(ws.act, down, post_norm)?;
                 }
                 Mlp::Sparse(moe) => {
                     self.enqueue_moe(moe, n, l, self.meta(o.slots))?;
@@ -230,6 +168,93 @@ impl Model<'_> {
             }
         }
         Ok(delta_pending)
+    }
+
+    /// Softmax attention of layer `l` from the normed rows `ws.xn` into `ws.attn`: QKV GEMM,
+    /// [per-head Q/K RMSNorm], bias + RoPE + KV write, then decode and prefill attention.
+    fn enqueue_attention(
+        &self,
+        s: &StepShape,
+        l: usize,
+        a: &AttentionWeights,
+        rows_maybe_bf16: &dyn Fn(DevicePtr, &Linear, DevicePtr, bool) -> anyhow::Result<bool>,
+        norm_rows: &dyn Fn(DevicePtr, DevicePtr, usize, usize, usize) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        let (k, ws, spec) = (self.kernels, self.ws, &a.spec);
+        let (n, o, page_size) = (s.num_tokens, s.offsets, self.kv.page_size);
+        let (k_cache, v_cache) = (self.kv.k(l), self.kv.v(l));
+        let dims = AttentionDims {
+            num_heads: spec.num_heads,
+            num_kv_heads: spec.num_kv_heads,
+            head_dim: spec.head_dim,
+        };
+        let mask = AttentionMask {
+            scale: spec.scale,
+            window: spec.window.unwrap_or(0),
+        };
+        // The per-head Q/K norms read f32 rows.
+        let qkv_bf16 = rows_maybe_bf16(ws.xn, &a.wqkv, ws.qkv, a.qk_norm.is_none())?;
+        if let Some(qk) = a.qk_norm {
+            // Q heads, then K heads, of each token's QKV row (no bias: launchers::supports).
+            let qkv_rows = spec.q_dim() + 2 * spec.kv_dim();
+            let k_part = ws.qkv.offset(4 * spec.q_dim());
+            norm_rows(ws.qkv, qk.q, spec.num_heads, qkv_rows, spec.head_dim)?;
+            norm_rows(k_part, qk.k, spec.num_kv_heads, qkv_rows, spec.head_dim)?;
+        }
+        k.rope_kv_write(&RopeKvArgs {
+            dims,
+            qkv: ws.qkv,
+            qkv_bf16,
+            bias: a.bqkv,
+            positions: self.meta(o.positions),
+            slots: self.meta(o.slots),
+            inv_freq: a.inv_freq,
+            q_out: ws.q,
+            k_cache,
+            v_cache,
+            page_size,
+            interleaved: spec.rope.style == RopeStyle::Interleaved,
+            n,
+        })?;
+        if s.num_decodes > 0 {
+            k.attention_decode(&DecodeArgs {
+                dims,
+                mask,
+                q: ws.q,
+                k_cache,
+                v_cache,
+                pages: self.meta(o.pages),
+                page_offsets: self.meta(o.dec_page_off),
+                ctx_lens: self.meta(o.dec_ctx),
+                q_rows: self.meta(o.dec_q_rows),
+                out: ws.attn,
+                part_acc: ws.part_acc,
+                part_ml: ws.part_ml,
+                seq_splits: ws.seq_splits,
+                page_size,
+                num_seqs: s.num_decodes,
+                num_splits: s.decode_splits,
+            })?;
+        }
+        if s.num_prefills > 0 {
+            k.attention_prefill(&PrefillArgs {
+                dims,
+                mask,
+                q: ws.q,
+                k_cache,
+                v_cache,
+                pages: self.meta(o.pages),
+                page_offsets: self.meta(o.pre_page_off),
+                q_starts: self.meta(o.pre_q_start),
+                q_lens: self.meta(o.pre_q_len),
+                pos0s: self.meta(o.pre_pos0),
+                out: ws.attn,
+                page_size,
+                num_seqs: s.num_prefills,
+                max_q_len: s.max_q_len,
+            })?;
+        }
+        Ok(())
     }
 
     /// LM head for `rows` token rows listed at packed offset `rows_at`: the final residual add
@@ -250,7 +275,7 @@ impl Model<'_> {
             rows: Some(self.meta(rows_at)),
             out: ws.xn,
             hidden: c.hidden_size,
-            eps: c.rms_norm_eps,
+            eps: w.norm.eps,
             n: rows,
         })?;
         self.gemm

@@ -68,7 +68,7 @@ impl Model<'_> {
             None => None,
             Some(s) => {
                 linear(ws.xn, &s.gate_up, ws.gate_up)?;
-                k.gated_activation(c.block.activation, ws.gate_up, false, ws.act, s.width, n)?;
+                k.gated_activation(moe.activation, ws.gate_up, false, ws.act, s.width, n)?;
                 linear(ws.act, &s.down, b.shared_out)?;
                 linear(ws.xn, &s.gate, b.shared_score)?;
                 Some((b.shared_out, b.shared_score))

@@ -12,6 +12,7 @@ pub mod hf;
 pub mod hub;
 pub mod load;
 pub mod mapping;
+pub mod plan;
 mod progress;
 pub mod tensor_names;
 pub mod tokenizer;

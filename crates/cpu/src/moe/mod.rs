@@ -8,6 +8,7 @@ mod routing;
 pub use forward::{moe_mlp, MoeScratch};
 
 use ferrite_model::config::MoeConfig;
+use ferrite_model::plan::LayerSpec;
 use ferrite_model::weights::ModelWeights as LoadedWeights;
 
 use crate::kernels::quant_matrix::{checked_matrix as checked, load_matrix as matrix, QuantMatrix};
@@ -41,13 +42,18 @@ pub struct MoeWeights {
 }
 
 impl MoeWeights {
+    /// The router, experts and shared expert of `layer`, named and shaped by its spec.
     pub fn new(
         weights: &LoadedWeights,
-        layer: usize,
+        layer_spec: &LayerSpec,
         moe: &MoeConfig,
-        hidden: usize,
     ) -> anyhow::Result<Self> {
-        let inter = moe.expert_intermediate_size;
+        let layer = layer_spec.index;
+        let (hidden, inter) = (layer_spec.hidden_size, moe.expert_intermediate_size);
+        let planned = |t: LayerTensor| -> anyhow::Result<QuantMatrix> {
+            let spec = layer_spec.required(t)?;
+            matrix(weights, &spec.name, spec.rows(), spec.cols())
+        };
         let expert = |e: usize| -> anyhow::Result<Expert> {
             let part = |proj: ExpertProj, rows: usize, cols: usize| {
                 let tensor = weights.expert(layer, proj, e)?;
@@ -66,22 +72,17 @@ impl MoeWeights {
         };
         let shared = match moe.shared_expert_intermediate_size {
             None => None,
-            Some(width) => Some(SharedExpert {
+            Some(_) => Some(SharedExpert {
                 mlp: Expert {
-                    gate: matrix(weights, &LayerTensor::FfnGateShexp.of(layer), width, hidden)?,
-                    up: matrix(weights, &LayerTensor::FfnUpShexp.of(layer), width, hidden)?,
-                    down: matrix(weights, &LayerTensor::FfnDownShexp.of(layer), hidden, width)?,
+                    gate: planned(LayerTensor::FfnGateShexp)?,
+                    up: planned(LayerTensor::FfnUpShexp)?,
+                    down: planned(LayerTensor::FfnDownShexp)?,
                 },
-                gate: matrix(weights, &LayerTensor::FfnGateInpShexp.of(layer), 1, hidden)?,
+                gate: planned(LayerTensor::FfnGateInpShexp)?,
             }),
         };
         Ok(MoeWeights {
-            router: matrix(
-                weights,
-                &LayerTensor::FfnGateInp.of(layer),
-                moe.num_experts,
-                hidden,
-            )?,
+            router: planned(LayerTensor::FfnGateInp)?,
             experts_per_token: moe.experts_per_token,
             norm_topk_prob: moe.norm_topk_prob,
             experts: (0..moe.num_experts)

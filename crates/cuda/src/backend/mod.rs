@@ -12,6 +12,7 @@ use ferrite_engine::{
     SampledOutput, SeqBatch,
 };
 use ferrite_model::config::ModelConfig;
+use ferrite_model::plan::ModelPlan;
 
 use crate::buffer::{upload, DeviceBuffer};
 use crate::device::Gpu;
@@ -21,7 +22,7 @@ use crate::gemm::Gemm;
 use crate::graphs::{ladder, DecodeGraphs};
 use crate::kernel_sources::has_prebuilt_cubins;
 use crate::kv_cache::{bytes_per_token, KvCache};
-use crate::launchers::{check_supported, decode_splits, Kernels, SampleParams};
+use crate::launchers::{decode_splits, supports, Kernels, SampleParams};
 use crate::step_inputs::StepInputs;
 use crate::warm_up::warm_up;
 use crate::weights::{ModelWeights, WeightSource};
@@ -85,13 +86,14 @@ impl CudaBackend {
         source: WeightSource,
         options: CudaOptions,
     ) -> anyhow::Result<CudaBackend> {
-        check_supported(&config)?;
+        let plan = ModelPlan::new(&config)?;
+        supports(&plan)?;
         let started = std::time::Instant::now();
         let gpu = Gpu::open(options.device)?;
         let kernels = Kernels::load(&gpu.stream)?;
         let decode_slots = kernels.decode_slots(config.head_dim, gpu.sm_count)?;
         let gemm = Gemm::new(&gpu.stream, options.batch_invariant)?;
-        let weights = ModelWeights::load(&gpu.stream, &kernels, &config, &source)?;
+        let weights = ModelWeights::load(&gpu.stream, &kernels, &config, &plan, &source)?;
         drop(source);
         let graph_top = ladder(options.max_num_seqs, options.cuda_graph_max_bs)
             .last()

@@ -42,4 +42,4 @@ pub use quant::QuantGemvArgs;
 pub use rmsnorm::{AddRmsNormArgs, RmsNormRowsArgs};
 pub use rope_kv::RopeKvArgs;
 pub use sampling::{SampleArgs, SampleParams};
-pub use support::check_supported;
+pub use support::supports;

@@ -1,44 +1,49 @@
 //! Which models the kernels can run: checked when the backend is created, so that an
-//! unsupported shape fails there with a message instead of in a kernel.
+//! unsupported layer fails there with a message instead of in a kernel. The one capability
+//! check of this backend: it matches every variant of the layer plan.
 
-use ferrite_model::config::{Activation, ModelConfig};
+use ferrite_model::config::{Activation, MoeConfig};
+use ferrite_model::plan::{AttentionSpec, Mixer, MlpSpec, ModelPlan};
 
 use super::attention::{HEAD_DIMS, MAX_GROUP};
 use super::moe::{MOE_MAX_EXPERTS, MOE_MAX_K};
 
-/// The model's attention geometry has kernels (head size, query group) and its hidden and
-/// intermediate sizes suit the kernels' vector loads (up to 8 bf16 at a time).
-pub fn check_supported(c: &ModelConfig) -> anyhow::Result<()> {
-    c.check_shape()?;
-    if let Some(moe) = &c.moe {
-        anyhow::ensure!(
-            moe.num_experts <= MOE_MAX_EXPERTS,
-            "the CUDA routing kernel takes at most {MOE_MAX_EXPERTS} experts, not {}",
-            moe.num_experts
-        );
-        anyhow::ensure!(
-            (1..=MOE_MAX_K.min(moe.num_experts)).contains(&moe.experts_per_token),
-            "the CUDA routing kernel routes a token to 1..={MOE_MAX_K} experts, not {}",
-            moe.experts_per_token
-        );
-        anyhow::ensure!(
-            c.block.activation == Activation::Silu,
-            "the CUDA expert kernels apply SwiGLU; {:?} experts are not supported",
-            c.block.activation
-        );
-        let shared = moe.shared_expert_intermediate_size.unwrap_or(8);
-        anyhow::ensure!(
-            moe.expert_intermediate_size.is_multiple_of(8) && shared.is_multiple_of(8),
-            "expert widths must be multiples of 8 (experts {}, shared {shared})",
-            moe.expert_intermediate_size
-        );
-    }
+/// Every layer of `plan` has kernels here: attention geometry (head size, query group), an
+/// MLP the expert kernels take, widths that suit the kernels' vector loads (up to 8 bf16 at a
+/// time). The plan has passed the shape checks every backend makes.
+pub fn supports(plan: &ModelPlan) -> anyhow::Result<()> {
     anyhow::ensure!(
-        HEAD_DIMS.contains(&c.head_dim),
-        "the CUDA kernels support head_dim {HEAD_DIMS:?}, not {}",
-        c.head_dim
+        plan.hidden_size.is_multiple_of(8),
+        "the hidden size ({}) must be a multiple of 8",
+        plan.hidden_size
     );
-    let group = c.num_heads / c.num_kv_heads;
+    for layer in &plan.layers {
+        let at = |e: anyhow::Error| e.context(format!("layer {}", layer.index));
+        match &layer.mixer {
+            Mixer::Attention(a) => attention(a).map_err(at)?,
+        }
+        match &layer.mlp {
+            MlpSpec::Gated { width, .. } => anyhow::ensure!(
+                width.is_multiple_of(8),
+                "the intermediate size ({width}) must be a multiple of 8"
+            ),
+            MlpSpec::Experts { activation, moe } => experts(*activation, moe).map_err(at)?,
+        }
+    }
+    Ok(())
+}
+
+fn attention(a: &AttentionSpec) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !a.sinks,
+        "attention sinks are not implemented on the CUDA backend"
+    );
+    anyhow::ensure!(
+        HEAD_DIMS.contains(&a.head_dim),
+        "the CUDA kernels support head_dim {HEAD_DIMS:?}, not {}",
+        a.head_dim
+    );
+    let group = a.group();
     anyhow::ensure!(
         group <= MAX_GROUP,
         "query group {group} > {MAX_GROUP} is not supported"
@@ -46,14 +51,32 @@ pub fn check_supported(c: &ModelConfig) -> anyhow::Result<()> {
     // The per-head Q/K norm runs before the kernel that adds the QKV bias; no architecture
     // has both.
     anyhow::ensure!(
-        !(c.block.qk_norm && c.qkv_bias),
+        !(a.qk_norm && a.qkv_bias),
         "Q/K norm together with a QKV bias is not supported by the CUDA backend"
     );
+    Ok(())
+}
+
+fn experts(activation: Activation, moe: &MoeConfig) -> anyhow::Result<()> {
     anyhow::ensure!(
-        c.hidden_size.is_multiple_of(8) && c.intermediate_size.is_multiple_of(8),
-        "hidden ({}) and intermediate ({}) sizes must be multiples of 8",
-        c.hidden_size,
-        c.intermediate_size
+        moe.num_experts <= MOE_MAX_EXPERTS,
+        "the CUDA routing kernel takes at most {MOE_MAX_EXPERTS} experts, not {}",
+        moe.num_experts
+    );
+    anyhow::ensure!(
+        (1..=MOE_MAX_K.min(moe.num_experts)).contains(&moe.experts_per_token),
+        "the CUDA routing kernel routes a token to 1..={MOE_MAX_K} experts, not {}",
+        moe.experts_per_token
+    );
+    anyhow::ensure!(
+        activation == Activation::Silu,
+        "the CUDA expert kernels apply SwiGLU; {activation:?} experts are not supported"
+    );
+    let shared = moe.shared_expert_intermediate_size.unwrap_or(8);
+    anyhow::ensure!(
+        moe.expert_intermediate_size.is_multiple_of(8) && shared.is_multiple_of(8),
+        "expert widths must be multiples of 8 (experts {}, shared {shared})",
+        moe.expert_intermediate_size
     );
     Ok(())
 }

@@ -9,15 +9,16 @@
 //! the host generator (ferrite_model::dummy), without materialising them on the host.
 //! `FERRITE_CUDA_WIDEN_QUANT=1` widens quantized files to bf16 as before (for A/B timing).
 
+mod arena;
 mod moe;
-mod plan;
 mod upload;
 
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
-use ferrite_model::config::ModelConfig;
+use ferrite_model::config::{Activation, ModelConfig};
 use ferrite_model::dummy::tensor_inits;
+use ferrite_model::plan::{self, AttentionSpec, MlpSpec, ModelPlan, NormSpec, TensorRole};
 use ferrite_model::weights as host;
 
 use crate::buffer::{upload, DeviceBuffer};
@@ -25,9 +26,9 @@ use crate::device_ptr::DevicePtr;
 use crate::launchers::{DummyFormat, Kernels, FP8_BLOCK};
 use crate::linear::{Linear, Matrix, MatrixFormat, Part};
 use crate::quant::QuantType;
+use arena::Arena;
 use ferrite_model::tensor_names::{LayerTensor, OUTPUT_NORM};
-pub use moe::{Mlp, MoeWeights, SharedExpertWeights};
-use plan::Plan;
+pub use moe::{MoeWeights, SharedExpertWeights};
 use upload::{upload_matrix, upload_vector};
 
 /// Where a backend's weights come from.
@@ -38,24 +39,49 @@ pub enum WeightSource {
     Dummy { seed: u64 },
 }
 
-/// One layer's weights on the device.
+/// One layer's weights on the device, as its `LayerSpec` describes it.
 #[derive(Debug, Clone)]
 pub struct LayerWeights {
+    /// The norm before the mixer.
     pub attn_norm: DevicePtr,
+    pub mixer: Mixer,
+    pub ffn_norm: DevicePtr,
+    pub mlp: Mlp,
+    /// Norms of the mixer and MLP outputs, f32 [hidden] each (`LayerSpec::post_norms`).
+    pub post_norms: Option<PostNormWeights>,
+}
+
+/// A layer's mixer, one variant per `plan::Mixer`.
+#[derive(Debug, Clone)]
+pub enum Mixer {
+    Attention(Box<AttentionWeights>),
+}
+
+/// Softmax attention: its spec (heads, window, scale, RoPE style) and its device tensors.
+#[derive(Debug, Clone)]
+pub struct AttentionWeights {
+    pub spec: AttentionSpec,
     /// [q_dim + 2 kv_dim, hidden]: Q rows, then K, then V.
     pub wqkv: Linear,
     /// [q_dim + 2 kv_dim] f32; `None` without QKV bias.
     pub bqkv: Option<DevicePtr>,
-    pub wo: Linear,
-    pub ffn_norm: DevicePtr,
-    /// Dense, or a mixture of experts (the config's `moe_at(layer)`).
-    pub mlp: Mlp,
-    /// Per-head RMSNorm weights of Q and K, f32 [head_dim] each (`BlockVariant::qk_norm`).
+    /// Per-head RMSNorm weights of Q and K, f32 [head_dim] each.
     pub qk_norm: Option<QkNormWeights>,
-    /// Norms of the attention and MLP outputs, f32 [hidden] each (`BlockVariant::post_norms`).
-    pub post_norms: Option<PostNormWeights>,
+    pub wo: Linear,
     /// This layer's RoPE inverse frequencies, f32 [head_dim / 2].
     pub inv_freq: DevicePtr,
+}
+
+/// A layer's MLP, one variant per `plan::MlpSpec`.
+#[derive(Debug, Clone)]
+pub enum Mlp {
+    /// [2 inter, hidden] gate rows then up rows; [hidden, inter].
+    Dense {
+        activation: Activation,
+        gate_up: Linear,
+        down: Linear,
+    },
+    Sparse(Box<MoeWeights>),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -77,6 +103,10 @@ pub struct ModelWeights {
     pub embed: Matrix,
     pub layers: Vec<LayerWeights>,
     pub output_norm: DevicePtr,
+    /// Every RMSNorm's epsilon (its weight offset is folded into the weights at load).
+    pub norm: NormSpec,
+    /// Token embeddings are multiplied by this.
+    pub embedding_scale: f32,
     /// The output projection [vocab, hidden] (the embedding when tied).
     pub lm_head: Linear,
     /// Bytes of the largest quantized matrix dequantized at once (0 when nothing is
@@ -94,29 +124,30 @@ fn device_format(tensor: &host::WeightTensor, k: usize, widen: bool) -> MatrixFo
 
 /// What loading adds to a tensor stored in f32: the norm weight offset to norm weights
 /// (gemma's `1 + w`, folded so that the kernels compute `x * w` for every family).
-fn shift_of(c: &ModelConfig, name: &str) -> f32 {
-    if name.ends_with("norm.weight") {
-        c.block.norm_weight_offset
-    } else {
-        0.0
+fn shift_of(plan: &ModelPlan, role: TensorRole) -> f32 {
+    match role {
+        TensorRole::Norm => plan.norm.weight_offset,
+        TensorRole::Matrix | TensorRole::Bias => 0.0,
     }
 }
 
 impl ModelWeights {
+    /// Every tensor of `model` (the plan of `config`), from `source`.
     pub fn load(
         stream: &Arc<CudaStream>,
         kernels: &Kernels,
         config: &ModelConfig,
+        model: &ModelPlan,
         source: &WeightSource,
     ) -> anyhow::Result<ModelWeights> {
         let widen = std::env::var("FERRITE_CUDA_WIDEN_QUANT").is_ok_and(|v| v == "1");
         let plan = match source {
-            WeightSource::Dummy { .. } => Plan::new(config, &|_, _| MatrixFormat::Bf16),
-            WeightSource::Host(weights) => Plan::new(config, &|name, k| {
+            WeightSource::Dummy { .. } => Arena::new(model, &|_, _| MatrixFormat::Bf16)?,
+            WeightSource::Host(weights) => Arena::new(model, &|name, k| {
                 weights
                     .get(name)
                     .map_or(MatrixFormat::Bf16, |t| device_format(t, k, widen))
-            }),
+            })?,
         };
         let arena = DeviceBuffer::new(stream, plan.layout.bytes())?;
         let seed = match source {
@@ -124,7 +155,7 @@ impl ModelWeights {
             WeightSource::Host(_) => 0, // only the names and shapes are used
         };
         for init in tensor_inits(config, seed) {
-            let shift = shift_of(config, &init.name);
+            let shift = shift_of(model, init.role);
             if let Some(&at) = plan.experts.get(&init.name) {
                 match source {
                     WeightSource::Dummy { .. } => kernels.dummy_fill(
@@ -168,7 +199,7 @@ impl ModelWeights {
                 continue;
             }
             let at = plan
-                .vector_slot(config, &init.name)
+                .vector_slot(model, &init.name)
                 .ok_or_else(|| anyhow::anyhow!("no place for `{}`", init.name))?;
             match source {
                 WeightSource::Dummy { .. } => {
@@ -189,9 +220,13 @@ impl ModelWeights {
                 }
             }
         }
-        for l in 0..config.num_layers {
-            let at = plan.vectors[&format!("blk.{l}.rope_inv_freq")];
-            upload(stream, arena.at(at), &config.rope_inv_freq(l))?;
+        for layer in &model.layers {
+            match &layer.mixer {
+                plan::Mixer::Attention(a) => {
+                    let at = plan.vectors[&format!("blk.{}.rope_inv_freq", layer.index)];
+                    upload(stream, arena.at(at), &a.rope.inv_freq)?;
+                }
+            }
         }
         // FP8 matrices' scales block-major too (crate::fp8_gemm reads them so).
         for lp in plan.linears.values() {
@@ -203,13 +238,13 @@ impl ModelWeights {
             }
         }
         stream.synchronize()?;
-        Self::assemble(config, &plan, arena)
+        Self::assemble(model, &plan, arena)
     }
 
-    /// The device addresses of every tensor, from the plan.
+    /// The device addresses of every tensor, from the arena's plan.
     fn assemble(
-        config: &ModelConfig,
-        plan: &Plan,
+        model: &ModelPlan,
+        plan: &Arena,
         arena: DeviceBuffer,
     ) -> anyhow::Result<ModelWeights> {
         let vector = |name: &str| -> anyhow::Result<DevicePtr> {
@@ -246,44 +281,53 @@ impl ModelWeights {
             let at = plan.experts.get(name);
             Ok(arena.at(*at.ok_or_else(|| anyhow::anyhow!("no expert stack `{name}`"))?))
         };
-        let mut layers = Vec::with_capacity(config.num_layers);
-        for l in 0..config.num_layers {
+        let mut layers = Vec::with_capacity(model.layers.len());
+        for spec in &model.layers {
+            let l = spec.index;
             let n = |p: &str| format!("blk.{l}.{p}");
             let both = |a: LayerTensor, b: LayerTensor| -> anyhow::Result<(DevicePtr, DevicePtr)> {
                 Ok((vector(&a.of(l))?, vector(&b.of(l))?))
             };
+            let mixer = match &spec.mixer {
+                plan::Mixer::Attention(a) => Mixer::Attention(Box::new(AttentionWeights {
+                    spec: a.clone(),
+                    wqkv: linear(&n("attn_qkv"))?,
+                    bqkv: a
+                        .qkv_bias
+                        .then(|| vector(&n("attn_qkv_bias")))
+                        .transpose()?,
+                    qk_norm: if a.qk_norm {
+                        let (q, k) = both(LayerTensor::AttnQNorm, LayerTensor::AttnKNorm)?;
+                        Some(QkNormWeights { q, k })
+                    } else {
+                        None
+                    },
+                    wo: linear(&n("attn_output"))?,
+                    inv_freq: vector(&n("rope_inv_freq"))?,
+                })),
+            };
+            let mlp = match &spec.mlp {
+                MlpSpec::Gated { activation, .. } => Mlp::Dense {
+                    activation: *activation,
+                    gate_up: linear(&n("ffn_gate_up"))?,
+                    down: linear(&n("ffn_down"))?,
+                },
+                MlpSpec::Experts { activation, moe } => Mlp::Sparse(Box::new(
+                    MoeWeights::assemble(moe, *activation, l, &linear, &stack)?,
+                )),
+            };
             layers.push(LayerWeights {
                 attn_norm: vector(&LayerTensor::AttnNorm.of(l))?,
-                wqkv: linear(&n("attn_qkv"))?,
-                bqkv: config
-                    .qkv_bias
-                    .then(|| vector(&n("attn_qkv_bias")))
-                    .transpose()?,
-                wo: linear(&n("attn_output"))?,
+                mixer,
                 ffn_norm: vector(&LayerTensor::FfnNorm.of(l))?,
-                mlp: match config.moe_at(l) {
-                    None => Mlp::Dense {
-                        gate_up: linear(&n("ffn_gate_up"))?,
-                        down: linear(&n("ffn_down"))?,
-                    },
-                    Some(moe) => {
-                        Mlp::Sparse(Box::new(MoeWeights::assemble(moe, l, &linear, &stack)?))
-                    }
-                },
-                qk_norm: if config.block.qk_norm {
-                    let (q, k) = both(LayerTensor::AttnQNorm, LayerTensor::AttnKNorm)?;
-                    Some(QkNormWeights { q, k })
-                } else {
-                    None
-                },
-                post_norms: if config.block.post_norms {
+                mlp,
+                post_norms: if spec.post_norms {
                     let (attention, mlp) =
                         both(LayerTensor::PostAttentionNorm, LayerTensor::PostFfwNorm)?;
                     Some(PostNormWeights { attention, mlp })
                 } else {
                     None
                 },
-                inv_freq: vector(&n("rope_inv_freq"))?,
             });
         }
         let embed_linear = linear("token_embd")?;
@@ -291,7 +335,7 @@ impl ModelWeights {
             [only] => only.matrix,
             _ => anyhow::bail!("the embedding table must be one matrix"),
         };
-        let lm_head = if config.tie_word_embeddings {
+        let lm_head = if model.tied_output {
             embed_linear
         } else {
             linear("output")?
@@ -308,6 +352,8 @@ impl ModelWeights {
             embed,
             layers,
             output_norm: vector(OUTPUT_NORM)?,
+            norm: model.norm,
+            embedding_scale: model.embedding_scale,
             lm_head,
             largest_quantized,
             arena,

@@ -4,24 +4,13 @@
 //! experts are widened to bf16 at load: the expert kernels read bf16 only.
 
 use cudarc::driver::CudaStream;
-use ferrite_model::config::MoeConfig;
+use ferrite_model::config::{Activation, MoeConfig};
 use ferrite_model::weights::{ModelWeights as HostWeights, WeightTensor};
 
 use super::upload::upload_matrix;
 use crate::device_ptr::DevicePtr;
 use crate::linear::{Linear, MatrixFormat};
 use ferrite_model::tensor_names::{ExpertProj, LayerTensor};
-
-/// A layer's MLP.
-#[derive(Debug, Clone)]
-pub enum Mlp {
-    /// [2 inter, hidden] gate rows then up rows; [hidden, inter].
-    Dense {
-        gate_up: Linear,
-        down: Linear,
-    },
-    Sparse(Box<MoeWeights>),
-}
 
 #[derive(Debug, Clone)]
 pub struct MoeWeights {
@@ -37,6 +26,9 @@ pub struct MoeWeights {
     pub width: usize,
     pub norm_topk_prob: bool,
     pub shared: Option<SharedExpertWeights>,
+    /// The shared expert's activation (the routed experts' kernels apply SwiGLU:
+    /// launchers::supports).
+    pub activation: Activation,
 }
 
 /// qwen2_moe's shared expert: a dense SwiGLU MLP on every token, scaled by sigmoid(gate · x).
@@ -54,6 +46,7 @@ impl MoeWeights {
     /// `stack` an expert stack by file tensor name.
     pub(super) fn assemble(
         moe: &MoeConfig,
+        activation: Activation,
         layer: usize,
         linear: &dyn Fn(&str) -> anyhow::Result<Linear>,
         stack: &dyn Fn(&str) -> anyhow::Result<DevicePtr>,
@@ -78,6 +71,7 @@ impl MoeWeights {
             width: moe.expert_intermediate_size,
             norm_topk_prob: moe.norm_topk_prob,
             shared,
+            activation,
         })
     }
 }

@@ -20,7 +20,7 @@ use rayon::prelude::*;
 
 pub use self::presets::{preset, PRESET_NAMES};
 use crate::config::ModelConfig;
-use crate::tensor_names::{self, LayerTensor};
+use crate::plan::{ModelPlan, TensorRole};
 use crate::weights::{DType, ModelWeights, Storage, WeightTensor};
 
 /// Half-width of the uniform draw of matrices: a standard deviation of 0.02 (the usual init),
@@ -39,6 +39,8 @@ pub struct TensorInit {
     pub key: u64,
     pub scale: f32,
     pub offset: f32,
+    /// What the tensor is (a norm weight gets the plan's weight offset added at load).
+    pub role: TensorRole,
 }
 
 impl TensorInit {
@@ -109,102 +111,30 @@ fn tensor_key(seed: u64, name: &str) -> u64 {
     splitmix64(seed ^ fnv)
 }
 
-/// Every tensor the forward pass reads, with how it is drawn (Q/K norms and post norms when
-/// the config's `BlockVariant` has them, under llama.cpp's gemma3 names; a mixture of experts'
-/// router and stacked experts in its sparse layers).
+/// Every tensor the forward pass reads (`ModelPlan::tensors`), with how it is drawn.
 pub fn tensor_inits(config: &ModelConfig, seed: u64) -> Vec<TensorInit> {
-    let (hidden, inter, hd) = (
-        config.hidden_size,
-        config.intermediate_size,
-        config.head_dim,
-    );
-    let (q_dim, kv_dim) = (config.num_heads * hd, config.num_kv_heads * hd);
-    let init = |name: String, shape: Vec<usize>, scale: f32, offset: f32| TensorInit {
-        key: tensor_key(seed, &name),
-        name,
-        shape,
-        scale,
-        offset,
-    };
-    let matrix = |name: String, rows, cols| init(name, vec![rows, cols], MATRIX_SCALE, 0.0);
+    let plan = ModelPlan::of(config);
     // Norm scales come out near 1 as the model uses them: a family that stores `w` for a scale
     // of `1 + w` (gemma) gets `w` near 0, as its real checkpoints have. Scales near 2 would
     // double every normalised activation, an ill-conditioned model no real one resembles.
-    let stored_norm = 1.0 - config.block.norm_weight_offset;
-    let norm_of = |name: String, len: usize| init(name, vec![len], NORM_SCALE, stored_norm);
-    let norm = |name: String| norm_of(name, hidden);
-    let mut out = vec![matrix(
-        tensor_names::TOKEN_EMBD.into(),
-        config.vocab_size,
-        hidden,
-    )];
-    for l in 0..config.num_layers {
-        out.push(norm(LayerTensor::AttnNorm.of(l)));
-        out.push(matrix(LayerTensor::AttnQ.of(l), q_dim, hidden));
-        out.push(matrix(LayerTensor::AttnK.of(l), kv_dim, hidden));
-        out.push(matrix(LayerTensor::AttnV.of(l), kv_dim, hidden));
-        if config.block.qk_norm {
-            out.push(norm_of(LayerTensor::AttnQNorm.of(l), hd));
-            out.push(norm_of(LayerTensor::AttnKNorm.of(l), hd));
-        }
-        if config.qkv_bias {
-            for (part, len) in [
-                (LayerTensor::AttnQBias, q_dim),
-                (LayerTensor::AttnKBias, kv_dim),
-                (LayerTensor::AttnVBias, kv_dim),
-            ] {
-                out.push(init(part.of(l), vec![len], MATRIX_SCALE, 0.0));
+    let stored_norm = 1.0 - plan.norm.weight_offset;
+    plan.tensors()
+        .into_iter()
+        .map(|spec| {
+            let (scale, offset) = match spec.role {
+                TensorRole::Matrix | TensorRole::Bias => (MATRIX_SCALE, 0.0),
+                TensorRole::Norm => (NORM_SCALE, stored_norm),
+            };
+            TensorInit {
+                key: tensor_key(seed, &spec.name),
+                name: spec.name,
+                shape: spec.shape,
+                scale,
+                offset,
+                role: spec.role,
             }
-        }
-        out.push(matrix(LayerTensor::AttnOutput.of(l), hidden, q_dim));
-        if config.block.post_norms {
-            out.push(norm(LayerTensor::PostAttentionNorm.of(l)));
-        }
-        out.push(norm(LayerTensor::FfnNorm.of(l)));
-        match &config.moe {
-            Some(moe) if moe.is_sparse(l) => {
-                // The router and the experts stacked as llama.cpp's GGUF files hold them
-                // ([experts, rows, cols]), and qwen2_moe's shared expert with its gate.
-                let (experts, width) = (moe.num_experts, moe.expert_intermediate_size);
-                out.push(matrix(LayerTensor::FfnGateInp.of(l), experts, hidden));
-                for (part, rows, cols) in [
-                    (LayerTensor::FfnGateExps, width, hidden),
-                    (LayerTensor::FfnUpExps, width, hidden),
-                    (LayerTensor::FfnDownExps, hidden, width),
-                ] {
-                    out.push(init(
-                        part.of(l),
-                        vec![experts, rows, cols],
-                        MATRIX_SCALE,
-                        0.0,
-                    ));
-                }
-                if let Some(shared) = moe.shared_expert_intermediate_size {
-                    out.push(matrix(LayerTensor::FfnGateShexp.of(l), shared, hidden));
-                    out.push(matrix(LayerTensor::FfnUpShexp.of(l), shared, hidden));
-                    out.push(matrix(LayerTensor::FfnDownShexp.of(l), hidden, shared));
-                    out.push(matrix(LayerTensor::FfnGateInpShexp.of(l), 1, hidden));
-                }
-            }
-            _ => {
-                out.push(matrix(LayerTensor::FfnGate.of(l), inter, hidden));
-                out.push(matrix(LayerTensor::FfnUp.of(l), inter, hidden));
-                out.push(matrix(LayerTensor::FfnDown.of(l), hidden, inter));
-            }
-        }
-        if config.block.post_norms {
-            out.push(norm(LayerTensor::PostFfwNorm.of(l)));
-        }
-    }
-    out.push(norm(tensor_names::OUTPUT_NORM.into()));
-    if !config.tie_word_embeddings {
-        out.push(matrix(
-            tensor_names::OUTPUT.into(),
-            config.vocab_size,
-            hidden,
-        ));
-    }
-    out
+        })
+        .collect()
 }
 
 /// The dummy weights on the host, as BF16 tensors (for the CPU backend and for tests).

@@ -7,12 +7,12 @@
 
 use std::collections::HashMap;
 
-use ferrite_model::config::ModelConfig;
+use ferrite_model::plan::{Mixer, MlpSpec, ModelPlan};
 
 use crate::buffer::Layout;
 use crate::linear::MatrixFormat;
 use crate::quant::QuantType;
-use ferrite_model::tensor_names::{ExpertProj, LayerTensor, OUTPUT, OUTPUT_NORM, TOKEN_EMBD};
+use ferrite_model::tensor_names::{ExpertProj, LayerTensor, OUTPUT, OUTPUT_NORM};
 
 /// Output rows `row0 .. row0 + rows` of a linear layer, in one format, and the arena offsets
 /// of its planes (one for bf16).
@@ -39,7 +39,7 @@ pub(super) struct MatrixSlot {
     pub row_in_part: usize,
 }
 
-pub(super) struct Plan {
+pub(super) struct Arena {
     pub layout: Layout,
     /// f32 regions by name: norms, `rope_inv_freq`, the fused `attn_qkv_bias`.
     pub vectors: HashMap<String, usize>,
@@ -56,116 +56,124 @@ fn forced_bf16(tensor: &str) -> bool {
         || tensor.ends_with(LayerTensor::FfnGateInpShexp.suffix())
 }
 
-/// The file tensors of each linear layer, in output-row order, with their row counts.
-fn linear_sources(c: &ModelConfig) -> Vec<(String, usize, Vec<(String, usize)>)> {
-    let (hidden, inter) = (c.hidden_size, c.intermediate_size);
-    let (q_dim, kv_dim) = (c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim);
-    let one = |name: &str, rows| vec![(name.to_string(), rows)];
-    let mut out = vec![(
-        "token_embd".to_string(),
-        hidden,
-        one(TOKEN_EMBD, c.vocab_size),
-    )];
-    for l in 0..c.num_layers {
-        let n = |p: &str| format!("blk.{l}.{p}");
-        out.push((
-            n("attn_qkv"),
-            hidden,
-            vec![
-                (LayerTensor::AttnQ.of(l), q_dim),
-                (LayerTensor::AttnK.of(l), kv_dim),
-                (LayerTensor::AttnV.of(l), kv_dim),
-            ],
-        ));
-        out.push((
-            n("attn_output"),
-            q_dim,
-            one(&LayerTensor::AttnOutput.of(l), hidden),
-        ));
-        match c.moe_at(l) {
-            None => {
-                out.push((
-                    n("ffn_gate_up"),
-                    hidden,
-                    vec![
-                        (LayerTensor::FfnGate.of(l), inter),
-                        (LayerTensor::FfnUp.of(l), inter),
-                    ],
-                ));
-                out.push((
-                    n("ffn_down"),
-                    inter,
-                    one(&LayerTensor::FfnDown.of(l), hidden),
-                ));
+/// One linear layer of the arena: its name, its input width, and the file tensors it stacks
+/// in output-row order with their row counts.
+struct LinearSource {
+    name: String,
+    k: usize,
+    tensors: Vec<(String, usize)>,
+}
+
+/// Every linear layer of the model.
+fn linear_sources(plan: &ModelPlan) -> anyhow::Result<Vec<LinearSource>> {
+    let embedding = plan.embedding();
+    let mut out = vec![LinearSource {
+        name: "token_embd".to_string(),
+        k: embedding.cols(),
+        tensors: vec![(embedding.name.clone(), embedding.rows())],
+    }];
+    for layer in &plan.layers {
+        let n = |p: &str| format!("blk.{}.{p}", layer.index);
+        // The file tensors of one linear layer (all of input width `k`), in output-row order.
+        let fused = |name: &str, parts: &[LayerTensor]| -> anyhow::Result<_> {
+            let specs = parts
+                .iter()
+                .map(|&t| layer.required(t))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(LinearSource {
+                name: n(name),
+                k: specs[0].cols(),
+                tensors: specs
+                    .into_iter()
+                    .map(|s| (s.name.clone(), s.rows()))
+                    .collect(),
+            })
+        };
+        match &layer.mixer {
+            Mixer::Attention(_) => {
+                let qkv = [LayerTensor::AttnQ, LayerTensor::AttnK, LayerTensor::AttnV];
+                out.push(fused("attn_qkv", &qkv)?);
+                out.push(fused("attn_output", &[LayerTensor::AttnOutput])?);
+            }
+        }
+        match &layer.mlp {
+            MlpSpec::Gated { .. } => {
+                out.push(fused(
+                    "ffn_gate_up",
+                    &[LayerTensor::FfnGate, LayerTensor::FfnUp],
+                )?);
+                out.push(fused("ffn_down", &[LayerTensor::FfnDown])?);
             }
             // The experts themselves are stacks (`expert_stacks`); the router and qwen2_moe's
             // shared expert are linear layers.
-            Some(moe) => {
-                let router = one(&LayerTensor::FfnGateInp.of(l), moe.num_experts);
-                out.push((n("ffn_gate_inp"), hidden, router));
-                if let Some(width) = moe.shared_expert_intermediate_size {
-                    out.push((
-                        n("ffn_shexp_gate_up"),
-                        hidden,
-                        vec![
-                            (LayerTensor::FfnGateShexp.of(l), width),
-                            (LayerTensor::FfnUpShexp.of(l), width),
-                        ],
-                    ));
-                    out.push((
-                        n("ffn_down_shexp"),
-                        width,
-                        one(&LayerTensor::FfnDownShexp.of(l), hidden),
-                    ));
-                    out.push((
-                        n("ffn_gate_inp_shexp"),
-                        hidden,
-                        one(&LayerTensor::FfnGateInpShexp.of(l), 1),
-                    ));
+            MlpSpec::Experts { moe, .. } => {
+                out.push(fused("ffn_gate_inp", &[LayerTensor::FfnGateInp])?);
+                if moe.shared_expert_intermediate_size.is_some() {
+                    let gate_up = [LayerTensor::FfnGateShexp, LayerTensor::FfnUpShexp];
+                    out.push(fused("ffn_shexp_gate_up", &gate_up)?);
+                    out.push(fused("ffn_down_shexp", &[LayerTensor::FfnDownShexp])?);
+                    out.push(fused(
+                        "ffn_gate_inp_shexp",
+                        &[LayerTensor::FfnGateInpShexp],
+                    )?);
                 }
             }
         }
     }
-    if !c.tie_word_embeddings {
-        out.push(("output".into(), hidden, one(OUTPUT, c.vocab_size)));
+    if !plan.tied_output {
+        out.push(LinearSource {
+            name: "output".into(),
+            k: plan.hidden_size,
+            tensors: vec![(OUTPUT.to_string(), plan.vocab_size)],
+        });
     }
-    out
+    Ok(out)
 }
 
 /// The stacked bf16 experts of every sparse layer: (file tensor name, bytes), the tensor
 /// `[experts, rows, cols]` as llama.cpp's GGUF files and `ferrite_model::dummy` name it.
-fn expert_stacks(c: &ModelConfig) -> Vec<(String, usize)> {
-    let hidden = c.hidden_size;
+fn expert_stacks(plan: &ModelPlan) -> anyhow::Result<Vec<(String, usize)>> {
     let mut out = Vec::new();
-    for l in 0..c.num_layers {
-        let Some(moe) = c.moe_at(l) else { continue };
-        let bytes = moe.num_experts * moe.expert_intermediate_size * hidden * 2;
-        for proj in ExpertProj::ALL {
-            out.push((proj.stacked().of(l), bytes));
+    for layer in &plan.layers {
+        match &layer.mlp {
+            MlpSpec::Gated { .. } => {}
+            MlpSpec::Experts { .. } => {
+                for proj in ExpertProj::ALL {
+                    let stack = layer.required(proj.stacked())?;
+                    out.push((stack.name.clone(), stack.len() * 2));
+                }
+            }
         }
     }
-    out
+    Ok(out)
 }
 
 /// The f32 vectors: (region name, elements).
-fn vector_regions(c: &ModelConfig) -> Vec<(String, usize)> {
-    let (hidden, hd) = (c.hidden_size, c.head_dim);
-    let qkv = (c.num_heads + 2 * c.num_kv_heads) * hd;
+fn vector_regions(plan: &ModelPlan) -> Vec<(String, usize)> {
+    let hidden = plan.hidden_size;
     let mut out = Vec::new();
-    for l in 0..c.num_layers {
-        let n = |p: &str| format!("blk.{l}.{p}");
+    for layer in &plan.layers {
+        let l = layer.index;
         out.push((LayerTensor::AttnNorm.of(l), hidden));
-        if c.block.qk_norm {
-            out.push((LayerTensor::AttnQNorm.of(l), hd));
-            out.push((LayerTensor::AttnKNorm.of(l), hd));
+        match &layer.mixer {
+            Mixer::Attention(a) => {
+                if a.qk_norm {
+                    out.push((LayerTensor::AttnQNorm.of(l), a.head_dim));
+                    out.push((LayerTensor::AttnKNorm.of(l), a.head_dim));
+                }
+            }
         }
-        if c.block.post_norms {
+        if layer.post_norms {
             out.push((LayerTensor::PostAttentionNorm.of(l), hidden));
             out.push((LayerTensor::PostFfwNorm.of(l), hidden));
         }
-        out.push((n("rope_inv_freq"), hd / 2));
-        if c.qkv_bias {
-            out.push((n("attn_qkv_bias"), qkv));
+        match &layer.mixer {
+            Mixer::Attention(a) => {
+                out.push((format!("blk.{l}.rope_inv_freq"), a.rope.inv_freq.len()));
+                if a.qkv_bias {
+                    out.push((format!("blk.{l}.attn_qkv_bias"), a.q_dim() + 2 * a.kv_dim()));
+                }
+            }
         }
         out.push((LayerTensor::FfnNorm.of(l), hidden));
     }
@@ -173,17 +181,22 @@ fn vector_regions(c: &ModelConfig) -> Vec<(String, usize)> {
     out
 }
 
-impl Plan {
-    /// The plan for `c`, each file matrix stored as `format_of(tensor name, k)` says.
-    pub fn new(c: &ModelConfig, format_of: &dyn Fn(&str, usize) -> MatrixFormat) -> Plan {
+impl Arena {
+    /// Where every tensor of `plan` goes, each file matrix stored as
+    /// `format_of(tensor name, k)` says.
+    pub fn new(
+        plan: &ModelPlan,
+        format_of: &dyn Fn(&str, usize) -> MatrixFormat,
+    ) -> anyhow::Result<Arena> {
         let mut layout = Layout::new();
         let mut vectors = HashMap::new();
-        for (name, elems) in vector_regions(c) {
+        for (name, elems) in vector_regions(plan) {
             vectors.insert(name, layout.take(elems * 4));
         }
         let mut linears = HashMap::new();
         let mut matrices = HashMap::new();
-        for (linear, k, sources) in linear_sources(c) {
+        for source in linear_sources(plan)? {
+            let (linear, k, sources) = (source.name, source.k, source.tensors);
             let mut parts: Vec<PartPlan> = Vec::new();
             let mut row = 0;
             for (tensor, rows) in sources {
@@ -238,24 +251,27 @@ impl Plan {
                 },
             );
         }
-        let experts = expert_stacks(c)
+        let experts = expert_stacks(plan)?
             .into_iter()
             .map(|(name, bytes)| (name, layout.take(bytes)))
             .collect();
-        Plan {
+        Ok(Arena {
             layout,
             vectors,
             linears,
             matrices,
             experts,
-        }
+        })
     }
 
     /// The f32 region and byte offset inside it of a vector tensor: the Q/K/V biases land in
     /// the fused bias region.
-    pub fn vector_slot(&self, c: &ModelConfig, name: &str) -> Option<usize> {
-        let (q_dim, kv_dim) = (c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim);
+    pub fn vector_slot(&self, plan: &ModelPlan, name: &str) -> Option<usize> {
         if let Some((layer, part)) = name.strip_prefix("blk.").and_then(|r| r.split_once('.')) {
+            let spec = plan.layers.get(layer.parse::<usize>().ok()?)?;
+            let (q_dim, kv_dim) = match &spec.mixer {
+                Mixer::Attention(a) => (a.q_dim(), a.kv_dim()),
+            };
             let inner = [
                 (LayerTensor::AttnQBias, 0),
                 (LayerTensor::AttnKBias, q_dim * 4),
@@ -282,8 +298,9 @@ mod tests {
     #[test]
     fn parts_group_consecutive_tensors_of_one_format() {
         let c = preset("qwen2.5-0.5b").expect("preset");
+        let model = ModelPlan::new(&c).expect("plan");
         // A Q4_K_M-like mix: Q and K in Q5_0, V in Q8_0; gate/up both Q5_0.
-        let plan = Plan::new(&c, &|name, _k| {
+        let arena = Arena::new(&model, &|name, _k| {
             if name.ends_with("attn_v.weight") {
                 MatrixFormat::Quant(QuantType::Q8_0)
             } else if name.contains("token_embd") {
@@ -291,26 +308,27 @@ mod tests {
             } else {
                 MatrixFormat::Quant(QuantType::Q5_0)
             }
-        });
-        let qkv = &plan.linears["blk.0.attn_qkv"];
+        })
+        .expect("arena");
+        let qkv = &arena.linears["blk.0.attn_qkv"];
         let q_dim = c.num_heads * c.head_dim;
         let kv_dim = c.num_kv_heads * c.head_dim;
         assert_eq!(qkv.parts.len(), 2);
         assert_eq!((qkv.parts[0].row0, qkv.parts[0].rows), (0, q_dim + kv_dim));
         assert_eq!(qkv.parts[1].row0, q_dim + kv_dim);
         assert_eq!(qkv.parts[0].planes.len(), 3);
-        let k_slot = &plan.matrices["blk.0.attn_k.weight"];
+        let k_slot = &arena.matrices["blk.0.attn_k.weight"];
         assert_eq!((k_slot.part, k_slot.row_in_part), (0, q_dim));
-        let v_slot = &plan.matrices["blk.0.attn_v.weight"];
+        let v_slot = &arena.matrices["blk.0.attn_v.weight"];
         assert_eq!((v_slot.part, v_slot.row_in_part), (1, 0));
-        assert_eq!(plan.linears["blk.0.ffn_gate_up"].parts.len(), 1);
+        assert_eq!(arena.linears["blk.0.ffn_gate_up"].parts.len(), 1);
         assert_eq!(
-            plan.linears["token_embd"].parts[0].format,
+            arena.linears["token_embd"].parts[0].format,
             MatrixFormat::Bf16
         );
         // Quantized parts take exactly the file's bytes.
-        let p = &plan.linears["blk.0.ffn_down"].parts[0];
+        let p = &arena.linears["blk.0.ffn_down"].parts[0];
         assert_eq!(p.planes.len(), 3);
-        assert!(plan.vector_slot(&c, "blk.0.attn_v.bias").is_some());
+        assert!(arena.vector_slot(&model, "blk.0.attn_v.bias").is_some());
     }
 }

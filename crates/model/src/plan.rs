@@ -1,0 +1,322 @@
+//! The layer plan: what each decoder layer computes, and the tensors it reads under their
+//! canonical names and shapes. Both backends build their weights by walking it and declare
+//! what they run with one `supports(&ModelPlan)`; the forward passes read each layer's spec.
+//!
+//! New math is a new variant here (`Mixer`, `MlpSpec`): every backend's weight loader and
+//! capability check matches these enums without a catch-all, so the compiler points at each
+//! place that must learn it. A family whose block the plan already expresses only fills a
+//! `ModelConfig` (crate::arch).
+
+use crate::config::{Activation, ModelConfig, MoeConfig, RopeStyle, ShapeError};
+use crate::tensor_names::{LayerTensor, OUTPUT, OUTPUT_NORM, TOKEN_EMBD};
+
+/// The whole model: the embedding, the layers in order, the final norm and the LM head.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelPlan {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    /// Token embeddings are multiplied by this (gemma: sqrt(hidden_size)); 1 otherwise.
+    pub embedding_scale: f32,
+    /// The LM head is the token embedding (no `output.weight`).
+    pub tied_output: bool,
+    /// Every RMSNorm of the model, the final one included.
+    pub norm: NormSpec,
+    pub layers: Vec<LayerSpec>,
+}
+
+/// How every RMSNorm of a model scales: `x / rms(x) * (w + weight_offset)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NormSpec {
+    pub eps: f32,
+    /// 0 (`x * w`) or gemma's 1 (`x * (1 + w)`); backends may fold it into the weights.
+    pub weight_offset: f32,
+}
+
+/// One decoder layer: `x += mixer(norm(x))`, then `x += mlp(norm(x))`, each output normed
+/// once more before its add when `post_norms` is set (gemma3).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerSpec {
+    pub index: usize,
+    pub hidden_size: usize,
+    pub mixer: Mixer,
+    pub mlp: MlpSpec,
+    pub post_norms: bool,
+}
+
+/// What mixes information across positions.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mixer {
+    /// Softmax attention over the paged KV cache.
+    Attention(AttentionSpec),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttentionSpec {
+    pub num_heads: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+    /// Biases on Q, K and V (qwen2).
+    pub qkv_bias: bool,
+    /// Per-head RMSNorm on Q and K after the projection, before RoPE (qwen3, gemma3).
+    pub qk_norm: bool,
+    pub rope: RopeSpec,
+    /// `Some(w)`: each query sees the last `w` positions, itself included.
+    pub window: Option<usize>,
+    /// Scores are multiplied by this before the softmax.
+    pub scale: f32,
+    /// A learned per-head logit that joins every softmax's denominator (gpt-oss). No family
+    /// sets it yet; every backend refuses it until it has the kernel.
+    pub sinks: bool,
+}
+
+/// RoPE of one layer: how a head's dimensions pair up and their frequencies (base and
+/// scaling already applied: `ModelConfig::rope_inv_freq`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RopeSpec {
+    pub style: RopeStyle,
+    /// `head_dim / 2` inverse frequencies.
+    pub inv_freq: Vec<f32>,
+}
+
+/// The MLP: `down(act(gate(x)) * up(x))`, dense or as a mixture of experts of that form.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MlpSpec {
+    Gated {
+        activation: Activation,
+        width: usize,
+    },
+    Experts {
+        activation: Activation,
+        moe: MoeConfig,
+    },
+}
+
+impl MlpSpec {
+    pub fn activation(&self) -> Activation {
+        match self {
+            MlpSpec::Gated { activation, .. } | MlpSpec::Experts { activation, .. } => *activation,
+        }
+    }
+}
+
+/// How a tensor is used, which decides how dummy weights draw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TensorRole {
+    /// A projection (or a stack of expert projections, `[experts, rows, cols]`).
+    Matrix,
+    Bias,
+    /// An RMSNorm weight, stored without the `NormSpec::weight_offset`.
+    Norm,
+}
+
+/// One tensor the forward pass reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorSpec {
+    /// The canonical (GGUF) name.
+    pub name: String,
+    /// Rows first: `[out, in]` for a matrix.
+    pub shape: Vec<usize>,
+    pub role: TensorRole,
+}
+
+impl TensorSpec {
+    fn new(name: String, shape: Vec<usize>, role: TensorRole) -> Self {
+        Self { name, shape, role }
+    }
+    /// Output rows of a matrix (its first dimension).
+    pub fn rows(&self) -> usize {
+        self.shape[0]
+    }
+    /// Elements of one row (its last dimension).
+    pub fn cols(&self) -> usize {
+        self.shape[self.shape.len() - 1]
+    }
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl ModelPlan {
+    /// The plan of `c`, after the shape checks every backend needs (`ModelConfig::check_shape`).
+    pub fn new(c: &ModelConfig) -> Result<ModelPlan, ShapeError> {
+        c.check_shape()?;
+        Ok(Self::of(c))
+    }
+
+    /// The plan of `c` without the shape checks: enough to name and draw its tensors.
+    pub fn of(c: &ModelConfig) -> ModelPlan {
+        let layers = (0..c.num_layers).map(|l| LayerSpec::of(c, l)).collect();
+        ModelPlan {
+            vocab_size: c.vocab_size,
+            hidden_size: c.hidden_size,
+            embedding_scale: c.block.embedding_scale,
+            tied_output: c.tie_word_embeddings,
+            norm: NormSpec {
+                eps: c.rms_norm_eps,
+                weight_offset: c.block.norm_weight_offset,
+            },
+            layers,
+        }
+    }
+
+    /// Every tensor of the model, in file order: the embedding, each layer's, the final norm,
+    /// and the LM head unless tied.
+    pub fn tensors(&self) -> Vec<TensorSpec> {
+        let (vocab, hidden) = (self.vocab_size, self.hidden_size);
+        let mut out = vec![self.embedding()];
+        out.extend(self.layers.iter().flat_map(LayerSpec::tensors));
+        out.push(TensorSpec::new(
+            OUTPUT_NORM.into(),
+            vec![hidden],
+            TensorRole::Norm,
+        ));
+        if !self.tied_output {
+            out.push(TensorSpec::new(
+                OUTPUT.into(),
+                vec![vocab, hidden],
+                TensorRole::Matrix,
+            ));
+        }
+        out
+    }
+
+    /// The token embedding, `[vocab, hidden]`.
+    pub fn embedding(&self) -> TensorSpec {
+        let shape = vec![self.vocab_size, self.hidden_size];
+        TensorSpec::new(TOKEN_EMBD.into(), shape, TensorRole::Matrix)
+    }
+}
+
+impl LayerSpec {
+    fn of(c: &ModelConfig, layer: usize) -> LayerSpec {
+        let attention = c.attention(layer);
+        let mixer = Mixer::Attention(AttentionSpec {
+            num_heads: c.num_heads,
+            num_kv_heads: c.num_kv_heads,
+            head_dim: c.head_dim,
+            qkv_bias: c.qkv_bias,
+            qk_norm: c.block.qk_norm,
+            rope: RopeSpec {
+                style: c.rope_style,
+                inv_freq: c.rope_inv_freq(layer),
+            },
+            window: attention.sliding_window,
+            scale: c.block.attn_scale,
+            sinks: false,
+        });
+        let activation = c.block.activation;
+        let mlp = match c.moe_at(layer) {
+            Some(moe) => MlpSpec::Experts {
+                activation,
+                moe: moe.clone(),
+            },
+            None => MlpSpec::Gated {
+                activation,
+                width: c.intermediate_size,
+            },
+        };
+        LayerSpec {
+            index: layer,
+            hidden_size: c.hidden_size,
+            mixer,
+            mlp,
+            post_norms: c.block.post_norms,
+        }
+    }
+
+    /// The tensor `t` of this layer, `None` when the layer has none.
+    pub fn tensor(&self, t: LayerTensor) -> Option<TensorSpec> {
+        self.tensors()
+            .into_iter()
+            .find(|s| s.name == t.of(self.index))
+    }
+
+    /// The tensor `t`, or an error naming it: for loaders that walk a variant needing it.
+    pub fn required(&self, t: LayerTensor) -> Result<TensorSpec, MissingTensor> {
+        self.tensor(t).ok_or(MissingTensor(t.of(self.index)))
+    }
+
+    /// Every tensor of the layer: the mixer's (norm first), the MLP's, the post norms.
+    pub fn tensors(&self) -> Vec<TensorSpec> {
+        use LayerTensor as T;
+        use TensorRole::{Bias, Matrix, Norm};
+        let l = self.index;
+        let hidden = self.hidden_size;
+        let spec = |t: LayerTensor, shape: Vec<usize>, role| TensorSpec::new(t.of(l), shape, role);
+        let mut out = vec![spec(T::AttnNorm, vec![hidden], Norm)];
+        match &self.mixer {
+            Mixer::Attention(a) => {
+                let (q_dim, kv_dim, hd) = (a.q_dim(), a.kv_dim(), a.head_dim);
+                out.push(spec(T::AttnQ, vec![q_dim, hidden], Matrix));
+                out.push(spec(T::AttnK, vec![kv_dim, hidden], Matrix));
+                out.push(spec(T::AttnV, vec![kv_dim, hidden], Matrix));
+                if a.qk_norm {
+                    out.push(spec(T::AttnQNorm, vec![hd], Norm));
+                    out.push(spec(T::AttnKNorm, vec![hd], Norm));
+                }
+                if a.qkv_bias {
+                    out.push(spec(T::AttnQBias, vec![q_dim], Bias));
+                    out.push(spec(T::AttnKBias, vec![kv_dim], Bias));
+                    out.push(spec(T::AttnVBias, vec![kv_dim], Bias));
+                }
+                out.push(spec(T::AttnOutput, vec![hidden, q_dim], Matrix));
+            }
+        }
+        if self.post_norms {
+            out.push(spec(T::PostAttentionNorm, vec![hidden], Norm));
+        }
+        out.push(spec(T::FfnNorm, vec![hidden], Norm));
+        match &self.mlp {
+            MlpSpec::Gated { width, .. } => {
+                out.push(spec(T::FfnGate, vec![*width, hidden], Matrix));
+                out.push(spec(T::FfnUp, vec![*width, hidden], Matrix));
+                out.push(spec(T::FfnDown, vec![hidden, *width], Matrix));
+            }
+            // The router, the experts stacked as llama.cpp's GGUF files hold them, and
+            // qwen2_moe's shared expert with its one-row gate.
+            MlpSpec::Experts { moe, .. } => {
+                let (experts, width) = (moe.num_experts, moe.expert_intermediate_size);
+                out.push(spec(T::FfnGateInp, vec![experts, hidden], Matrix));
+                out.push(spec(T::FfnGateExps, vec![experts, width, hidden], Matrix));
+                out.push(spec(T::FfnUpExps, vec![experts, width, hidden], Matrix));
+                out.push(spec(T::FfnDownExps, vec![experts, hidden, width], Matrix));
+                if let Some(shared) = moe.shared_expert_intermediate_size {
+                    out.push(spec(T::FfnGateShexp, vec![shared, hidden], Matrix));
+                    out.push(spec(T::FfnUpShexp, vec![shared, hidden], Matrix));
+                    out.push(spec(T::FfnDownShexp, vec![hidden, shared], Matrix));
+                    out.push(spec(T::FfnGateInpShexp, vec![1, hidden], Matrix));
+                }
+            }
+        }
+        if self.post_norms {
+            out.push(spec(T::PostFfwNorm, vec![hidden], Norm));
+        }
+        out
+    }
+}
+
+impl AttentionSpec {
+    /// Width of all query heads of a token.
+    pub fn q_dim(&self) -> usize {
+        self.num_heads * self.head_dim
+    }
+    /// Width of all key (or value) heads of a token.
+    pub fn kv_dim(&self) -> usize {
+        self.num_kv_heads * self.head_dim
+    }
+    /// Query heads sharing one KV head.
+    pub fn group(&self) -> usize {
+        self.num_heads / self.num_kv_heads
+    }
+}
+
+/// A loader asked the plan for a tensor its layer's variant does not have: a backend bug.
+#[derive(Debug, thiserror::Error)]
+#[error("the layer plan has no tensor `{0}`")]
+pub struct MissingTensor(String);
+
+#[cfg(test)]
+mod tests;

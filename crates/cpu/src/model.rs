@@ -1,7 +1,7 @@
-//! `Model`: the one decoder forward pass (llama, qwen2, qwen3, mistral, gemma3: the config's
-//! `BlockVariant` and per-layer attention say where they differ; a layer's MLP is dense or a
-//! mixture of experts, `moe`) over a batch of sequences and a paged KV cache, with its per-step
-//! `Workspace`.
+//! `Model`: the one decoder forward pass over a batch of sequences and a paged KV cache, with
+//! its per-step `Workspace`. Each layer runs as its spec in the layer plan says
+//! (ferrite_model::plan, carried by `model_weights`): its mixer (attention with or without
+//! bias, Q/K norm, window), its MLP (dense, or a mixture of experts: `moe`), its post norms.
 //!
 //! All tokens of the step are stacked into one `[tokens, hidden]` activation matrix, so each
 //! matmul runs once per step; attention runs per (token, head). Every kernel is batch-invariant,

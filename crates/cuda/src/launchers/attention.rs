@@ -62,7 +62,7 @@ impl AttentionDims {
 /// The attention pattern of one layer as the kernels take it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AttentionMask {
-    /// Scores are multiplied by this (`BlockVariant::attn_scale`: 1/sqrt(head_dim), or
+    /// Scores are multiplied by this (`AttentionSpec::scale`: 1/sqrt(head_dim), or
     /// gemma3's query_pre_attn_scalar^-0.5).
     pub scale: f32,
     /// Query at position i sees keys j with i - w < j <= i; 0: every earlier key.

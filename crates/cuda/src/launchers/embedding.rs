@@ -6,7 +6,7 @@ use crate::linear::{Matrix, MatrixFormat};
 
 impl Kernels {
     /// x[t] = table[tokens[t]] * scale (bf16 -> f32) for `n` tokens; `scale` is the model's
-    /// embedding scale (`BlockVariant::embedding_scale`, 1 but for gemma).
+    /// embedding scale (`ModelPlan::embedding_scale`, 1 but for gemma).
     pub fn embedding(
         &self,
         table: DevicePtr,

@@ -2,9 +2,11 @@
 //! F16/F32 and the GGUF types without device kernels widened at load), or kept in their GGUF
 //! block format (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K: crate::quant), so a quantized file
 //! takes its own size on the device. Norm weights and biases are f32. Q/K/V form one linear
-//! layer and gate/up another (crate::linear), each part in its file tensor's format (plan.rs).
-//! Norm weights get the config's `norm_weight_offset` added at load (gemma's `x * (1 + w)`),
-//! and each layer gets its RoPE frequencies (`ModelConfig::rope_inv_freq`).
+//! layer and gate/up another (crate::linear), each part in its file tensor's format (arena.rs).
+//! The tensors, their names and shapes come from the layer plan (ferrite_model::plan), and
+//! each layer's weights carry its spec into the forward pass. Norm weights get the plan's
+//! `weight_offset` added at load (gemma's `x * (1 + w)`), and each attention layer gets its
+//! RoPE frequencies from its spec.
 //! `--load-format dummy` draws bf16 weights directly on the device with the same formula as
 //! the host generator (ferrite_model::dummy), without materialising them on the host.
 //! `FERRITE_CUDA_WIDEN_QUANT=1` widens quantized files to bf16 as before (for A/B timing).

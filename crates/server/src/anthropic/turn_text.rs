@@ -3,8 +3,8 @@
 //! like any stop string and reports (`Delta::stop_string`). The matched text is never sent.
 //! [`TurnText`] reads a turn for the complete and the streamed answer.
 
-use crate::generation::{RunningChoices, Submission};
-use crate::messages::Finish;
+use crate::generation::submission::{RunningChoices, Submission};
+use crate::text::messages::Finish;
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,17 +6,17 @@ use axum::extract::State;
 use axum::response::Response;
 
 use super::answer::{respond, AnswerShape, ChunkFormatter, ChunkPart};
+use crate::app::state::AppState;
 use crate::error::ApiError;
-use crate::generation::{submit, ChoiceResult, Submission};
+use crate::generation::submission::{submit, ChoiceResult, Submission};
 use crate::json_body::JsonBody;
-use crate::messages::{Delta, Finish, LogprobEntry, PromptSummary};
 use crate::openai::completions::{CompletionRequest, Prompt};
 use crate::openai::logprobs::LegacyLogprobs;
 use crate::openai::response::{Completion, CompletionChoice, ResponseMeta};
 use crate::openai::sampling::check_top_logprobs;
 use crate::openai::usage::Usage;
-use crate::state::AppState;
-use crate::structured::requested_constraint;
+use crate::output::structured::requested_constraint;
+use crate::text::messages::{Delta, Finish, LogprobEntry, PromptSummary};
 
 /// OpenAI's default for completions.
 const DEFAULT_MAX_TOKENS: usize = 16;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use ferrite_engine::EngineStats;
 
-use crate::metrics::ScaleOutSignal;
+use crate::observe::metrics::ScaleOutSignal;
 
 /// How often the monitor samples the engine.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);

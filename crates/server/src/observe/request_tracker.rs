@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 use ferrite_engine::{EngineOutput, EngineStep, FinishReason, RequestId};
 use tokenizers::Tokenizer;
 
-use crate::finished_request::FinishedRequest;
-use crate::metrics::Metrics;
-use crate::request_log::{self, RequestLogConfig};
-use crate::traces::Tracer;
+use crate::observe::finished_request::FinishedRequest;
+use crate::observe::metrics::Metrics;
+use crate::observe::request_log::{self, RequestLogConfig};
+use crate::observe::traces::Tracer;
 
 struct Timeline {
     arrival: Instant,

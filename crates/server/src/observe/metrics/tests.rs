@@ -6,7 +6,7 @@ use std::time::Duration;
 use ferrite_engine::{EngineStats, ExpertLoad, FinishReason, StepStats};
 
 use super::*;
-use crate::finished_request::FinishedRequest;
+use crate::observe::finished_request::FinishedRequest;
 use crate::testing::{metrics_config as config, parse_line, sample, test_metrics};
 
 /// `(name, type)` of every `# TYPE` line.

@@ -1,6 +1,6 @@
 use super::*;
-use crate::metrics::Metrics;
-use crate::request_log::RequestLogConfig;
+use crate::observe::metrics::Metrics;
+use crate::observe::request_log::RequestLogConfig;
 use crate::testing::byte_level_tokenizer;
 use crate::testing::{sample, test_metrics};
 use ferrite_engine::PromptInfo;

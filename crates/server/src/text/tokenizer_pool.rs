@@ -8,8 +8,8 @@ use serde_json::Value;
 use tokenizers::Tokenizer;
 use tokio::sync::oneshot;
 
-use crate::chat_template::{ChatInputs, ChatTemplate, TemplateError};
 use crate::error::ApiError;
+use crate::text::chat_template::{ChatInputs, ChatTemplate, TemplateError};
 
 /// The text side of a model: what the workers (and the detokenizer) need.
 #[derive(Clone)]

@@ -2,8 +2,8 @@
 //! reasoning parser and the tool-call parser (calls are looked for in the content only, so a
 //! call after `</think>` is parsed and one the model merely considered while thinking is not).
 
-use crate::reasoning::{ReasoningEvent, ReasoningFormat, ReasoningParser};
-use crate::tool_calls::{ParsedToolCall, ToolCallParser, ToolEvent, ToolParsing};
+use crate::output::reasoning::{ReasoningEvent, ReasoningFormat, ReasoningParser};
+use crate::output::tool_calls::{ParsedToolCall, ToolCallParser, ToolEvent, ToolParsing};
 
 /// What a chat request asks of its answers' text.
 #[derive(Debug, Clone, Default)]
@@ -126,7 +126,7 @@ pub fn parse_answer(spec: &OutputSpec, text: &str) -> ParsedAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool_calls::ToolCallFormat;
+    use crate::output::tool_calls::ToolCallFormat;
 
     fn both() -> OutputSpec {
         OutputSpec {

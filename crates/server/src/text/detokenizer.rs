@@ -10,11 +10,11 @@ use ferrite_engine::{EngineOutput, EngineStep, FinishReason, RequestId, TokenLog
 use tokenizers::Tokenizer;
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::incremental::IncrementalDecoder;
-use crate::messages::{Delta, Finish, LogprobEntry, PromptSummary, Registration};
-use crate::request_tracker::RequestTracker;
-use crate::stop_strings::{StopCheck, StopMatcher};
-use crate::token_text::TokenTexts;
+use crate::observe::request_tracker::RequestTracker;
+use crate::text::incremental::IncrementalDecoder;
+use crate::text::messages::{Delta, Finish, LogprobEntry, PromptSummary, Registration};
+use crate::text::stop_strings::{StopCheck, StopMatcher};
+use crate::text::token_text::TokenTexts;
 
 struct LiveRequest {
     prompt_ids: Arc<Vec<u32>>,

@@ -8,11 +8,11 @@ use ferrite_engine::{GenerationRequest, RequestId, SamplingParams};
 use futures::stream::{self, BoxStream, StreamExt};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
+use crate::app::state::AppState;
 use crate::error::ApiError;
-use crate::messages::{Delta, Finish, LogprobEntry, PromptSummary, Registration};
 use crate::openai::sampling::ValidatedSampling;
 use crate::openai::usage::Usage;
-use crate::state::AppState;
+use crate::text::messages::{Delta, Finish, LogprobEntry, PromptSummary, Registration};
 
 /// Running choices of one HTTP request; dropping it aborts those not finished.
 pub struct Submission {
@@ -154,7 +154,7 @@ pub fn submit(
             prompt_logprobs,
             ..sampling.params.clone()
         };
-        crate::traces::on_submit(id, &params, sampling.n);
+        crate::observe::traces::on_submit(id, &params, sampling.n);
         let request = GenerationRequest {
             id,
             prompt: prompt_ids.to_vec(),

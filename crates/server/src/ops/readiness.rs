@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 
-use crate::lifecycle::Lifecycle;
+use crate::ops::lifecycle::Lifecycle;
 
 /// `/ready`'s body.
 #[derive(Debug, Serialize)]

@@ -5,15 +5,15 @@ use std::sync::Arc;
 
 use ferrite_engine::{EngineHandle, RequestId};
 
-use crate::config::ServerConfig;
-use crate::detokenizer::Registry;
+use crate::app::config::ServerConfig;
 use crate::error::ApiError;
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use crate::openai::sampling::SamplingDefaults;
-use crate::reasoning::ReasoningFormat;
-use crate::structured::Grammars;
-use crate::tokenizer_pool::TokenizerPool;
-use crate::tool_calls::ToolCallFormat;
+use crate::output::reasoning::ReasoningFormat;
+use crate::output::structured::Grammars;
+use crate::output::tool_calls::ToolCallFormat;
+use crate::text::detokenizer::Registry;
+use crate::text::tokenizer_pool::TokenizerPool;
 
 pub struct AppState {
     pub engine: EngineHandle,

@@ -22,17 +22,17 @@ use axum::Router;
 use ferrite_engine::{EngineHandle, EngineStep};
 use tower::ServiceExt;
 
-use crate::config::ServerConfig;
+use crate::app::config::ServerConfig;
+use crate::app::pipeline::start_pipeline;
+use crate::app::state::AppState;
 use crate::error::ApiError;
-use crate::kv_events::{self, KvEventsConfig};
-use crate::lifecycle::{Lifecycle, Phase, RETRY_AFTER_DRAINING, RETRY_AFTER_LOADING};
-use crate::pipeline::start_pipeline;
-use crate::readiness;
+use crate::observe::kv_events::{self, KvEventsConfig};
+use crate::observe::traces::{self, Tracer};
+use crate::ops::lifecycle::{Lifecycle, Phase, RETRY_AFTER_DRAINING, RETRY_AFTER_LOADING};
+use crate::ops::readiness;
+use crate::ops::scale_out::{spawn_monitor, ScaleOutConfig};
 use crate::routes::router;
-use crate::scale_out::{spawn_monitor, ScaleOutConfig};
-use crate::state::AppState;
-use crate::tokenizer_pool::TextModel;
-use crate::traces::{self, Tracer};
+use crate::text::tokenizer_pool::TextModel;
 
 /// How the HTTP side lives, besides what [`ServerConfig`] says about answering.
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokenizers::Tokenizer;
 
-use crate::finished_request::{reason_label, FinishedRequest};
+use crate::observe::finished_request::{reason_label, FinishedRequest};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RequestLogConfig {
@@ -38,6 +38,10 @@ fn secs(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e6
 }
 
+/// The log target operators filter on (`RUST_LOG=ferrite_server::request_log=warn`, as
+/// `ferrite run-batch` does): named here so that it does not follow the module's path.
+const TARGET: &str = "ferrite_server::request_log";
+
 pub fn log_finished(r: &FinishedRequest, config: &RequestLogConfig, tokenizer: &Tokenizer) {
     let prompt_ids = r.prompt_ids.as_deref().map(Vec::as_slice);
     let prompt_text = match prompt_ids {
@@ -49,6 +53,7 @@ pub fn log_finished(r: &FinishedRequest, config: &RequestLogConfig, tokenizer: &
             .map(|v| tracing::field::display(IdList(v)))
     }
     tracing::info!(
+        target: TARGET,
         request_id = r.id,
         prompt_tokens = r.num_prompt_tokens,
         output_tokens = r.num_generation_tokens,

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::ToolCallFormat;
 use crate::openai::structured::GrammarRequest;
 use crate::openai::tools::ToolSpec;
-use crate::structured::json_layout;
+use crate::output::structured::json_layout;
 
 /// The forcing grammar (llguidance's Lark syntax) for `tools`. `token_id` gives the id of a
 /// marker that the tokenizer has as one token (`<tool_call>`, `[TOOL_CALLS]`): the grammar then

@@ -8,15 +8,15 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::assistant_output::OutputSpec;
+use crate::app::state::AppState;
 use crate::error::ApiError;
-use crate::generation::{submit, Submission};
+use crate::generation::submission::{submit, Submission};
 use crate::openai::chat::{template_inputs, ChatMessage};
 use crate::openai::sampling::ValidatedSampling;
 use crate::openai::structured::RequestedGrammar;
 use crate::openai::tools::{ToolChoice, ToolChoiceMode, ToolSpec};
-use crate::state::AppState;
-use crate::tool_calls::{forced_call_grammar, ToolCallFormat, ToolParsing};
+use crate::output::assistant_output::OutputSpec;
+use crate::output::tool_calls::{forced_call_grammar, ToolCallFormat, ToolParsing};
 
 /// What the model is asked for, whichever API asked.
 #[derive(Debug, Default)]

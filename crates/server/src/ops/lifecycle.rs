@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use crate::metrics::ScaleOutSignal;
+use crate::observe::metrics::ScaleOutSignal;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {

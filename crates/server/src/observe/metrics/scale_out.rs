@@ -1,6 +1,6 @@
 //! `ferrite:scale_out_needed{reason}`: the operator's rule "a growing queue or KV thrashing is
 //! a deployment failure, scale out instead" as a gauge an autoscaler can act on. The verdicts
-//! are set by the scale-out monitor (`crate::scale_out`) and read here at scrape time.
+//! are set by the scale-out monitor (`crate::ops::scale_out`) and read here at scrape time.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};

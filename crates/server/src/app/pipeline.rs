@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use ferrite_engine::{EngineHandle, EngineStep};
 
-use crate::config::ServerConfig;
-use crate::detokenizer::{spawn_detokenizer, Registry};
-use crate::metrics::{Metrics, MetricsConfig};
-use crate::request_tracker::RequestTracker;
-use crate::state::AppState;
-use crate::structured;
-use crate::tokenizer_pool::{TextModel, TokenizerPool};
+use crate::app::config::ServerConfig;
+use crate::app::state::AppState;
+use crate::observe::metrics::{Metrics, MetricsConfig};
+use crate::observe::request_tracker::RequestTracker;
+use crate::output::structured;
+use crate::text::detokenizer::{spawn_detokenizer, Registry};
+use crate::text::tokenizer_pool::{TextModel, TokenizerPool};
 
 /// Starts the tokenizer workers and the detokenizer thread around a running engine, and
 /// returns the shared state; `outputs` is the receiving end given to `spawn_engine`.

@@ -11,8 +11,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::anthropic::error::AnthropicError;
+use crate::app::state::AppState;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 pub async fn require_api_key(
     State(state): State<Arc<AppState>>,

@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use thiserror::Error;
 
-use crate::strftime::strftime_now;
+use crate::text::strftime::strftime_now;
 
 #[derive(Debug, Error)]
 pub enum TemplateError {

@@ -26,7 +26,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::finished_request::{reason_label, FinishedRequest};
+use crate::observe::finished_request::{reason_label, FinishedRequest};
 use engine_collector::EngineCollector;
 use expert_load::ExpertLoadCollector;
 use scale_out::ScaleOutCollector;

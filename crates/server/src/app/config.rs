@@ -1,11 +1,11 @@
 //! How the HTTP server is configured (the engine has its own `EngineConfig`).
 
-use crate::metrics::MetricNames;
+use crate::observe::metrics::MetricNames;
+use crate::observe::request_log::RequestLogConfig;
+use crate::observe::traces::Tracer;
 use crate::openai::sampling::SamplingDefaults;
-use crate::reasoning::ReasoningFormat;
-use crate::request_log::RequestLogConfig;
-use crate::tool_calls::ToolCallFormat;
-use crate::traces::Tracer;
+use crate::output::reasoning::ReasoningFormat;
+use crate::output::tool_calls::ToolCallFormat;
 use std::sync::Arc;
 
 #[derive(Debug, Clone)]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::token_text::TokenText;
+use crate::text::token_text::TokenText;
 
 /// How a request finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use axum::http::HeaderMap;
 use ferrite_engine::{RequestId, SamplingParams};
 
-use crate::finished_request::{reason_label, FinishedRequest};
+use crate::observe::finished_request::{reason_label, FinishedRequest};
 pub use context::TraceParent;
 use otlp::{KeyValue, Span, SPAN_KIND_SERVER};
 

@@ -1,16 +1,18 @@
 //! One assistant turn of a conversation, as every chat-shaped API asks for it: OpenAI's chat
 //! completions, the Responses API and Anthropic's Messages translate their requests into a
-//! [`ChatTurn`], and [`start_chat`] renders the template, compiles the output constraint, works
-//! out how the answer is read (reasoning, tool calls) and starts the engine requests. Only the
-//! wire format of the answer differs between the APIs.
+//! [`ChatTurn`], and [`start_chat`] works out how the answer is read (reasoning, tool calls)
+//! and which grammar a forced tool call needs, then hands the template's rendering to the
+//! submission path every route shares ([`super::submit`]). Only the wire format of the answer
+//! differs between the APIs.
 
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::submission::Submission;
+use super::submit::{submit, SubmitOptions, Submitted};
 use crate::app::state::AppState;
 use crate::error::ApiError;
-use crate::generation::submission::{submit, Submission};
 use crate::openai::chat::{template_inputs, ChatMessage};
 use crate::openai::sampling::ValidatedSampling;
 use crate::openai::structured::RequestedGrammar;
@@ -39,7 +41,8 @@ pub struct StartedChat {
     pub output: OutputSpec,
 }
 
-/// Renders `turn`, compiles its constraint (while the template renders) and submits it.
+/// Works out how `turn` is read (tool calls, reasoning) and which grammar forces a tool call,
+/// then renders and submits it.
 pub async fn start_chat(
     state: &Arc<AppState>,
     turn: ChatTurn,
@@ -80,23 +83,18 @@ pub async fn start_chat(
         turn.tools.as_deref(),
         turn.chat_template_kwargs,
     )?;
-    // The grammar compiles while the template renders: neither waits for the other.
-    let grammars = &state.grammars;
-    let (prompt, constraint) = tokio::join!(state.tokenizers.render_chat_inputs(inputs), async {
-        match grammar {
-            Some(g) => grammars.constraint(g).await.map(Some),
-            None => Ok(None),
-        }
-    },);
-    let prompt = prompt?;
-    sampling.params.constraint = constraint?;
+    let render = state.tokenizers.render_chat_inputs(inputs);
+    let options = SubmitOptions {
+        grammar,
+        ..SubmitOptions::default()
+    };
+    let Submitted { prompt, submission } = submit(state, render, sampling, options).await?;
     let output = OutputSpec {
         reasoning: state
             .reasoning_format
             .map(|f| (f, f.starts_in_reasoning(&prompt.text))),
         tools,
     };
-    let submission = submit(state, prompt.ids, sampling, None, None)?;
     Ok(StartedChat { submission, output })
 }
 

@@ -1,6 +1,6 @@
-//! Turning a tokenized prompt into engine requests (one per choice) and following them: the
-//! checks every generation endpoint shares, the abort-on-drop guard, the usage count, and
-//! collecting deltas.
+//! One tokenized prompt as engine requests (one per choice), and following them: the checks
+//! of a prompt against the model and the waiting queue, the abort-on-drop guard, and
+//! collecting deltas. Routes reach it through [`super::submit`].
 
 use std::sync::Arc;
 
@@ -8,6 +8,7 @@ use ferrite_engine::{GenerationRequest, RequestId, SamplingParams};
 use futures::stream::{self, BoxStream, StreamExt};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
+use super::usage_counter::UsageCounter;
 use crate::app::state::AppState;
 use crate::error::ApiError;
 use crate::openai::sampling::ValidatedSampling;
@@ -75,7 +76,7 @@ impl ChoiceResult {
 }
 
 /// Validates the prompt against the model and starts `sampling.n` engine requests for it.
-pub fn submit(
+pub(super) fn start_choices(
     state: &Arc<AppState>,
     prompt_ids: Vec<u32>,
     sampling: &ValidatedSampling,
@@ -177,7 +178,7 @@ pub fn submit(
 
 impl Submission {
     /// One submission per prompt of a multi-prompt completion, as one list of choices.
-    pub fn concat(parts: Vec<Submission>) -> Option<Submission> {
+    pub(super) fn concat(parts: Vec<Submission>) -> Option<Submission> {
         let mut iter = parts.into_iter();
         let mut all = iter.next()?;
         for mut part in iter {
@@ -238,47 +239,6 @@ impl RunningChoices {
     /// The usage of what came so far (all of it once [`Self::next`] returned `None`).
     pub fn usage(&self) -> Usage {
         self.usage.usage()
-    }
-}
-
-/// Counts a request's usage from its choices' deltas: each prompt once (its `n` choices share
-/// it, and the cached tokens are those of its first choice), the completions of every choice.
-struct UsageCounter {
-    prompt_tokens: usize,
-    choices_per_prompt: usize,
-    completion_tokens: usize,
-    /// Per choice, from the delta that carries the prompt.
-    cached_tokens: Vec<usize>,
-}
-
-impl UsageCounter {
-    fn new(prompt_tokens: usize, choices: usize) -> Self {
-        Self {
-            prompt_tokens,
-            choices_per_prompt: choices,
-            completion_tokens: 0,
-            cached_tokens: vec![0; choices],
-        }
-    }
-
-    /// Another prompt's choices (with as many choices per prompt).
-    fn append(&mut self, other: UsageCounter) {
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-        self.cached_tokens.extend(other.cached_tokens);
-    }
-
-    fn observe(&mut self, choice: usize, delta: &Delta) {
-        self.completion_tokens += delta.token_ids.len();
-        if let (Some(p), Some(cached)) = (&delta.prompt, self.cached_tokens.get_mut(choice)) {
-            *cached = p.num_cached_tokens;
-        }
-    }
-
-    fn usage(&self) -> Usage {
-        let n = self.choices_per_prompt.max(1);
-        let cached = self.cached_tokens.iter().step_by(n).sum();
-        Usage::new(self.prompt_tokens, self.completion_tokens, cached)
     }
 }
 

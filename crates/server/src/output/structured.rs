@@ -1,5 +1,6 @@
 //! Structured outputs: the request's grammar (`openai::structured`) compiled with llguidance
-//! into the engine's token constraint, before the request reaches the engine.
+//! into the engine's token constraint, before the request reaches the engine (compiled by
+//! `generation::submit` while the prompt is prepared).
 
 mod compiler;
 mod lru;
@@ -7,22 +8,6 @@ mod matcher_constraint;
 
 pub(crate) use compiler::json_layout;
 pub use compiler::Grammars;
-
-use ferrite_engine::Constraint;
-
-use crate::error::ApiError;
-use crate::openai::structured::StructuredFields;
-
-/// The constraint the request's fields ask for, if any (compiled, or from the cache).
-pub async fn requested_constraint(
-    grammars: &Grammars,
-    fields: &StructuredFields,
-) -> Result<Option<Constraint>, ApiError> {
-    match fields.grammar()? {
-        Some(grammar) => grammars.constraint(grammar).await.map(Some),
-        None => Ok(None),
-    }
-}
 
 #[cfg(test)]
 mod tests;

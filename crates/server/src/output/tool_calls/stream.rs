@@ -145,7 +145,7 @@ impl ToolCallParser {
     /// A block opens at `pending[at..]` with `marker`: what came before is content.
     fn enter_block(&mut self, at: usize, marker: &str, in_body: bool, out: &mut Vec<ToolEvent>) {
         let mut rest = self.pending.split_off(at);
-        let before = std::mem::replace(&mut self.pending, String::new());
+        let before = std::mem::take(&mut self.pending);
         self.content(before, out);
         let marker_len = if in_body { 0 } else { marker.len() };
         self.pending = rest.split_off(marker_len);

@@ -60,7 +60,7 @@ pub fn start_pipeline(
         registry,
         metrics,
         config,
-        model.chat_template.as_deref(),
+        model,
         structured::Grammars::new(
             model.tokenizer.clone(),
             config.vocab_size,

@@ -13,7 +13,7 @@ use crate::output::reasoning::ReasoningFormat;
 use crate::output::structured::Grammars;
 use crate::output::tool_calls::ToolCallFormat;
 use crate::text::detokenizer::Registry;
-use crate::text::tokenizer_pool::TokenizerPool;
+use crate::text::tokenizer_pool::{TextModel, TokenizerPool};
 
 pub struct AppState {
     pub engine: EngineHandle,
@@ -26,6 +26,9 @@ pub struct AppState {
     pub max_waiting: usize,
     /// Token ids at or above this are refused.
     pub vocab_size: usize,
+    /// The model's EOS token: a request that stops on it stopped on EOS, even when it also
+    /// lists it in `stop_token_ids`.
+    pub eos_token_id: Option<u32>,
     /// What requests get for the sampling fields they leave out.
     pub sampling_defaults: SamplingDefaults,
     /// Unix time the server started (the model's `created`).
@@ -46,10 +49,10 @@ impl AppState {
         registry: Registry,
         metrics: Arc<Metrics>,
         config: &ServerConfig,
-        chat_template: Option<&str>,
+        model: &TextModel,
         grammars: Grammars,
     ) -> Self {
-        let template = chat_template.unwrap_or_default();
+        let template = model.chat_template.as_deref().unwrap_or_default();
         let tool_format = config
             .tool_call_parser
             .resolve(|| ToolCallFormat::detect(template));
@@ -65,6 +68,10 @@ impl AppState {
             api_key: config.api_key.clone(),
             max_waiting: config.max_waiting,
             vocab_size: config.vocab_size,
+            eos_token_id: model
+                .eos_token
+                .as_deref()
+                .and_then(|t| model.tokenizer.token_to_id(t)),
             sampling_defaults: config.sampling_defaults,
             started: crate::openai::response::unix_now(),
             tool_format,

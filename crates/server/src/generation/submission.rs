@@ -13,7 +13,9 @@ use crate::app::state::AppState;
 use crate::error::ApiError;
 use crate::openai::sampling::ValidatedSampling;
 use crate::openai::usage::Usage;
-use crate::text::messages::{Delta, Finish, LogprobEntry, PromptSummary, Registration};
+use crate::text::messages::{
+    Delta, Finish, LogprobEntry, MatchedStop, PromptSummary, Registration,
+};
 
 /// Running choices of one HTTP request; dropping it aborts those not finished.
 pub struct Submission {
@@ -56,8 +58,8 @@ pub struct ChoiceResult {
     pub logprobs: Vec<LogprobEntry>,
     pub prompt: Option<PromptSummary>,
     pub finish: Option<Finish>,
-    /// The stop string that finished it, if one did.
-    pub stop_string: Option<String>,
+    /// The stop string or stop token id that finished it, if one did.
+    pub stop_reason: Option<MatchedStop>,
 }
 
 impl ChoiceResult {
@@ -70,7 +72,7 @@ impl ChoiceResult {
         }
         if d.finish.is_some() {
             self.finish = d.finish;
-            self.stop_string = d.stop_string;
+            self.stop_reason = d.stop_reason;
         }
     }
 }
@@ -133,6 +135,7 @@ pub(super) fn start_choices(
         ids: Vec::with_capacity(sampling.n),
         finished: Vec::with_capacity(sampling.n),
     };
+    let stop_token_ids = reported_stop_token_ids(&sampling.params, state.eos_token_id);
     let mut receivers = Vec::with_capacity(sampling.n);
     for i in 0..sampling.n {
         let id = state.next_request_id();
@@ -142,6 +145,7 @@ pub(super) fn start_choices(
             Registration {
                 prompt_ids: Arc::clone(&prompt_ids),
                 stop: sampling.stop.clone(),
+                stop_token_ids: stop_token_ids.clone(),
                 skip_special_tokens: sampling.skip_special_tokens,
                 sender,
             },
@@ -174,6 +178,19 @@ pub(super) fn start_choices(
         guard,
         usage,
     })
+}
+
+/// The request's `stop_token_ids` that name themselves in `stop_reason` when they end it: all
+/// but the model's EOS token, which ends a request as EOS (no `stop_reason`, as vLLM answers)
+/// unless the request ignores EOS.
+fn reported_stop_token_ids(params: &SamplingParams, eos_token_id: Option<u32>) -> Vec<u32> {
+    let ends_as_eos = |id: u32| !params.ignore_eos && Some(id) == eos_token_id;
+    params
+        .stop_token_ids
+        .iter()
+        .copied()
+        .filter(|&id| !ends_as_eos(id))
+        .collect()
 }
 
 impl Submission {
@@ -249,4 +266,24 @@ fn merge(receivers: Vec<UnboundedReceiver<Delta>>) -> BoxStream<'static, (usize,
             .boxed()
     });
     stream::select_all(streams).boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_eos_token_is_reported_as_a_stop_token_only_when_eos_is_ignored() {
+        let params = |ignore_eos| SamplingParams {
+            stop_token_ids: vec![5, 2, 9],
+            ignore_eos,
+            ..SamplingParams::default()
+        };
+        assert_eq!(reported_stop_token_ids(&params(false), Some(2)), vec![5, 9]);
+        assert_eq!(
+            reported_stop_token_ids(&params(true), Some(2)),
+            vec![5, 2, 9]
+        );
+        assert_eq!(reported_stop_token_ids(&params(false), None), vec![5, 2, 9]);
+    }
 }

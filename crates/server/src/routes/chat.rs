@@ -96,7 +96,7 @@ impl AnswerShape for Shape {
                     logprobs: self.logprobs(&r.logprobs),
                     message,
                     finish_reason: r.finish.map(|f| finish_reason(f, called_tools)),
-                    stop_reason: r.stop_string,
+                    stop_reason: r.stop_reason,
                     token_ids: self.return_token_ids().then_some(r.token_ids),
                 }
             })

@@ -129,7 +129,7 @@ impl ChunkFormatter for ChatChunks {
                     false => None,
                 },
                 stop_reason: if k == last {
-                    delta.stop_string.clone()
+                    delta.stop_reason.clone()
                 } else {
                     None
                 },

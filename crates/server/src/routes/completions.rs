@@ -16,7 +16,7 @@ use crate::openai::logprobs::LegacyLogprobs;
 use crate::openai::response::{Completion, CompletionChoice, ResponseMeta};
 use crate::openai::sampling::check_top_logprobs;
 use crate::openai::usage::Usage;
-use crate::text::messages::{Delta, Finish, LogprobEntry, PromptSummary};
+use crate::text::messages::{Delta, Finish, LogprobEntry, MatchedStop, PromptSummary};
 
 /// OpenAI's default for completions.
 const DEFAULT_MAX_TOKENS: usize = 16;
@@ -160,7 +160,7 @@ impl Shape {
         index: usize,
         text: String,
         lp: &mut LegacyLogprobs,
-        (finish, stop_reason): (Option<Finish>, Option<String>),
+        (finish, stop_reason): (Option<Finish>, Option<MatchedStop>),
         with_prompt_ids: bool,
         token_ids: Vec<u32>,
     ) -> CompletionChoice {
@@ -192,7 +192,7 @@ impl AnswerShape for Shape {
                     i,
                     text,
                     &mut lp,
-                    (r.finish, r.stop_string),
+                    (r.finish, r.stop_reason),
                     true,
                     r.token_ids,
                 )
@@ -237,7 +237,7 @@ impl ChunkFormatter for CompletionChunks {
             i,
             text,
             lp,
-            (delta.finish, delta.stop_string),
+            (delta.finish, delta.stop_reason),
             prompt.is_some(),
             delta.token_ids,
         );

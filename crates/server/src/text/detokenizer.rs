@@ -12,7 +12,9 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::observe::request_tracker::RequestTracker;
 use crate::text::incremental::IncrementalDecoder;
-use crate::text::messages::{Delta, Finish, LogprobEntry, PromptSummary, Registration};
+use crate::text::messages::{
+    Delta, Finish, LogprobEntry, MatchedStop, PromptSummary, Registration,
+};
 use crate::text::stop_strings::{StopCheck, StopMatcher};
 use crate::text::token_text::TokenTexts;
 
@@ -20,6 +22,7 @@ struct LiveRequest {
     prompt_ids: Arc<Vec<u32>>,
     decoder: IncrementalDecoder,
     stops: StopMatcher,
+    stop_token_ids: Vec<u32>,
     sender: UnboundedSender<Delta>,
 }
 
@@ -36,6 +39,7 @@ impl Registry {
             prompt_ids: r.prompt_ids,
             decoder: IncrementalDecoder::new(r.skip_special_tokens),
             stops: StopMatcher::new(r.stop),
+            stop_token_ids: r.stop_token_ids,
             sender: r.sender,
         };
         self.lock().insert(id, live);
@@ -166,8 +170,7 @@ fn process(
     };
     let finished = delta.finish.is_some();
     if finished {
-        // Also when the stop string came in the text flushed at the end.
-        delta.stop_string = req.stops.matched().map(str::to_string);
+        delta.stop_reason = stop_reason(req, out);
     }
     let client_gone = req.sender.send(delta).is_err();
     if stopped || (client_gone && !finished) {
@@ -181,6 +184,19 @@ fn process(
     } else {
         out.finish
     }
+}
+
+/// What the request named that stopped it: a stop string (also one that came in the text
+/// flushed at the end), or else the stop token id the engine stopped on. The engine says only
+/// `Stop`, but the token it stopped on ends its output.
+fn stop_reason(req: &LiveRequest, out: &EngineOutput) -> Option<MatchedStop> {
+    if let Some(text) = req.stops.matched() {
+        return Some(MatchedStop::Text(text.to_string()));
+    }
+    let last = *out.tokens.last()?;
+    let on_stop_token =
+        out.finish == Some(FinishReason::Stop) && req.stop_token_ids.contains(&last);
+    on_stop_token.then_some(MatchedStop::TokenId(last))
 }
 
 fn entry(tokenizer: &Tokenizer, texts: &TokenTexts, lp: &TokenLogprob) -> LogprobEntry {

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use serde::Serialize;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::text::token_text::TokenText;
@@ -42,6 +43,17 @@ pub struct PromptSummary {
     pub prompt_logprobs: Option<Vec<(TokenText, Option<LogprobEntry>)>>,
 }
 
+/// What ended a request that finished with [`Finish::Stop`], when the request itself named it:
+/// vLLM's `stop_reason`, serialized as it does (the string, or the token id as a number).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum MatchedStop {
+    /// One of the request's stop strings.
+    Text(String),
+    /// One of the request's `stop_token_ids`.
+    TokenId(u32),
+}
+
 /// What one step produced for one request, in text.
 #[derive(Debug, Clone, Default)]
 pub struct Delta {
@@ -51,14 +63,32 @@ pub struct Delta {
     /// In the first delta of a request.
     pub prompt: Option<PromptSummary>,
     pub finish: Option<Finish>,
-    /// The stop string that finished the request (with `Finish::Stop`), if one did.
-    pub stop_string: Option<String>,
+    /// The stop string or stop token id that finished the request (with `Finish::Stop`), if
+    /// one did.
+    pub stop_reason: Option<MatchedStop>,
 }
 
 /// How the HTTP side announces a request before handing it to the engine.
 pub struct Registration {
     pub prompt_ids: Arc<Vec<u32>>,
     pub stop: Vec<String>,
+    /// The stop token ids a finish on which is reported as [`MatchedStop::TokenId`].
+    pub stop_token_ids: Vec<u32>,
     pub skip_special_tokens: bool,
     pub sender: UnboundedSender<Delta>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_matched_stop_serializes_as_vllm_s_stop_reason() {
+        let json = |m: MatchedStop| serde_json::to_value(m).unwrap();
+        assert_eq!(
+            json(MatchedStop::Text("END".into())),
+            serde_json::json!("END")
+        );
+        assert_eq!(json(MatchedStop::TokenId(7)), serde_json::json!(7));
+    }
 }

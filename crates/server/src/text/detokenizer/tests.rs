@@ -37,6 +37,16 @@ fn run(
     steps: Vec<Vec<EngineOutput>>,
     drop_client: bool,
 ) -> (Vec<Delta>, Vec<RequestId>, Arc<Metrics>) {
+    run_with_stop_token_ids(stop, vec![], steps, drop_client)
+}
+
+/// [`run`], the request also naming `stop_token_ids` to report in `stop_reason`.
+fn run_with_stop_token_ids(
+    stop: Vec<String>,
+    stop_token_ids: Vec<u32>,
+    steps: Vec<Vec<EngineOutput>>,
+    drop_client: bool,
+) -> (Vec<Delta>, Vec<RequestId>, Arc<Metrics>) {
     let metrics = test_metrics();
     let tok = byte_level_tokenizer();
     let registry = Registry::default();
@@ -46,6 +56,7 @@ fn run(
         Registration {
             prompt_ids: Arc::new(vec![]),
             stop,
+            stop_token_ids,
             skip_special_tokens: true,
             sender,
         },
@@ -177,5 +188,44 @@ fn a_stop_string_counts_as_a_stop_once_although_the_engine_reports_an_abort() {
     assert_eq!(
         sample(&text, "ferrite:request_generation_tokens_sum"),
         Some(ids("hi END").len() as f64)
+    );
+}
+
+#[test]
+fn a_stop_token_id_that_ended_the_request_is_its_stop_reason() {
+    let im_end = byte_level_tokenizer().token_to_id("<|im_end|>").unwrap();
+    let steps = |finish| {
+        let mut steps: Vec<_> = ids("ok")
+            .into_iter()
+            .map(|t| vec![output(1, t, None)])
+            .collect();
+        steps.push(vec![output(1, im_end, Some(finish))]);
+        steps
+    };
+    let last_reason = |stop_token_ids: Vec<u32>, finish| {
+        let (got, _, _) = run_with_stop_token_ids(vec![], stop_token_ids, steps(finish), false);
+        got.last().unwrap().stop_reason.clone()
+    };
+    assert_eq!(
+        last_reason(vec![im_end], FinishReason::Stop),
+        Some(MatchedStop::TokenId(im_end))
+    );
+    // Not one the request listed (EOS, which the submission leaves out of the list).
+    assert_eq!(last_reason(vec![], FinishReason::Stop), None);
+    // Only the engine's Stop is a stop on that token.
+    assert_eq!(last_reason(vec![im_end], FinishReason::Length), None);
+}
+
+#[test]
+fn a_stop_string_is_the_stop_reason_even_with_stop_token_ids() {
+    let steps: Vec<_> = ids("hi END more")
+        .into_iter()
+        .map(|t| vec![output(1, t, None)])
+        .collect();
+    let last_id = ids("hi END").last().copied().unwrap();
+    let (got, _, _) = run_with_stop_token_ids(vec![" END".into()], vec![last_id], steps, false);
+    assert_eq!(
+        got.last().unwrap().stop_reason,
+        Some(MatchedStop::Text(" END".into()))
     );
 }

@@ -106,6 +106,28 @@ def test_the_stop_string_that_matched_is_named_in_stop_reason(client):
     assert chunks[-1].finish_reason == "stop" and chunks[-1].stop_reason == stop
 
 
+def test_the_stop_token_id_that_ended_a_choice_is_its_stop_reason(client):
+    """vLLM's `stop_reason` is the token id, a number, when a choice ended on one of its
+    `stop_token_ids`, complete and streamed; a stop on the model's EOS names nothing, even when
+    the request lists it, unless the request ignores EOS."""
+    kw = dict(model=MODEL_NAME, prompt="Count: one, two, three, four, five,", max_tokens=12, temperature=0)
+    ids = client.completions.create(extra_body={"return_token_ids": True}, **kw).choices[0].token_ids
+    stop_id = ids[3]
+    asked = dict(extra_body={"stop_token_ids": [stop_id], "return_token_ids": True}, **kw)
+    c = client.completions.create(**asked).choices[0]
+    assert (c.finish_reason, c.stop_reason) == ("stop", stop_id) and type(c.stop_reason) is int
+    assert c.token_ids == ids[: ids.index(stop_id) + 1]
+    last = [c for chunk in client.completions.create(stream=True, **asked) for c in chunk.choices][-1]
+    assert (last.finish_reason, last.stop_reason) == ("stop", stop_id)
+    answer = chat(client, max_tokens=64, extra_body={"return_token_ids": True}).choices[0]
+    assert answer.finish_reason == "stop"
+    eos = answer.token_ids[-1]
+    on_eos = chat(client, max_tokens=64, extra_body={"stop_token_ids": [eos]}).choices[0]
+    assert on_eos.finish_reason == "stop" and getattr(on_eos, "stop_reason", None) is None
+    ignoring = chat(client, max_tokens=64, extra_body={"stop_token_ids": [eos], "ignore_eos": True}).choices[0]
+    assert (ignoring.finish_reason, ignoring.stop_reason) == ("stop", eos)
+
+
 def test_chat_logprobs(client):
     r = chat(client, logprobs=True, top_logprobs=3, max_tokens=6)
     content = r.choices[0].logprobs.content

@@ -3,56 +3,44 @@
 //!
 //! Threads: tokio runs HTTP; tokenizer workers render and tokenize; the engine's scheduler
 //! thread runs the model; the detokenizer thread turns its outputs into text for the requests.
+//!
+//! Folders by role: `text` (tokenizing, templates, detokenizing), `output` (constraints on the
+//! assistant's output and how it is read), `observe` (metrics, logs, traces, KV events),
+//! `app` (configuration, shared state, the threads around the engine), `ops` (running the
+//! process), `generation` (engine requests from the routes' side), the wire formats (`openai`,
+//! `anthropic`, `responses`) and `routes` (the HTTP handlers).
 
 mod anthropic;
-mod assistant_output;
-mod auth;
-pub mod chat_template;
-mod chat_turn;
-pub mod config;
-pub mod detokenizer;
+pub mod app;
 pub mod error;
-pub mod finished_request;
 mod generation;
-pub mod incremental;
 mod json_body;
-pub mod kv_events;
-pub mod lifecycle;
-pub mod messages;
-pub mod metrics;
+pub mod observe;
 pub mod openai;
-mod pipeline;
-mod readiness;
-pub mod reasoning;
-pub mod request_log;
-pub mod request_tracker;
+pub mod ops;
+pub mod output;
 pub mod responses;
 mod routes;
-pub mod scale_out;
-pub mod serving;
-pub mod state;
-pub mod stop_strings;
-mod strftime;
-mod structured;
 #[cfg(test)]
 mod testing;
-pub mod token_text;
-pub mod tokenizer_pool;
-pub mod tool_calls;
-pub mod traces;
+pub mod text;
 
-pub use chat_template::{ChatTemplate, TemplateError};
-pub use config::{ParserChoice, ServerConfig};
-pub use detokenizer::{spawn_detokenizer, Registry};
+// The module paths the `ferrite` binary imports.
+pub use observe::kv_events;
+pub use output::{reasoning, tool_calls};
+
+pub use app::config::{ParserChoice, ServerConfig};
+pub use app::pipeline::start_pipeline;
+pub use app::state::AppState;
 pub use error::ApiError;
-pub use incremental::IncrementalDecoder;
-pub use metrics::{MetricNames, Metrics, MetricsConfig};
+pub use observe::metrics::{MetricNames, Metrics, MetricsConfig};
+pub use observe::request_log::RequestLogConfig;
 pub use openai::sampling::SamplingDefaults;
-pub use pipeline::start_pipeline;
-pub use request_log::RequestLogConfig;
+pub use ops::scale_out::ScaleOutConfig;
+pub use ops::serving::{serve, Loaded, ServeOptions};
 pub use routes::router;
-pub use scale_out::ScaleOutConfig;
-pub use serving::{serve, Loaded, ServeOptions};
-pub use state::AppState;
-pub use stop_strings::{StopCheck, StopMatcher};
-pub use tokenizer_pool::{ChatPrompt, TextModel, TokenizerPool};
+pub use text::chat_template::{ChatTemplate, TemplateError};
+pub use text::detokenizer::{spawn_detokenizer, Registry};
+pub use text::incremental::IncrementalDecoder;
+pub use text::stop_strings::{StopCheck, StopMatcher};
+pub use text::tokenizer_pool::{ChatPrompt, TextModel, TokenizerPool};

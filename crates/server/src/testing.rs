@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ferrite_engine::EngineStats;
 use tokenizers::Tokenizer;
 
-use crate::metrics::{MetricNames, Metrics, MetricsConfig};
+use crate::observe::metrics::{MetricNames, Metrics, MetricsConfig};
 
 /// A small byte-level BPE tokenizer: one token per byte, a few merges, and the ChatML special
 /// tokens, so tests exercise multi-byte characters split across tokens.

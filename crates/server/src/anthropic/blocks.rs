@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use super::response::{new_tool_use_id, ContentBlock};
 use super::stream::{BlockDelta, StreamEvent};
-use crate::assistant_output::OutputEvent;
+use crate::output::assistant_output::OutputEvent;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OpenBlock {
@@ -169,7 +169,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::tool_calls::ParsedToolCall;
+    use crate::output::tool_calls::ParsedToolCall;
 
     fn run(events: Vec<OutputEvent>) -> (Vec<StreamEvent>, bool) {
         let mut builder = BlockBuilder::default();

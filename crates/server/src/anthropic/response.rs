@@ -4,7 +4,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::turn_text::TurnEnd;
-use crate::messages::Finish;
+use crate::text::messages::Finish;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Message {

@@ -12,8 +12,8 @@ use super::request::{
     ThinkingBlockParam, ThinkingConfig, ToolDefinition, ToolResultBlockParam, ToolResultContent,
     ToolUseBlockParam,
 };
-use crate::chat_turn::ChatTurn;
 use crate::error::ApiError;
+use crate::generation::chat_turn::ChatTurn;
 use crate::openai::chat::{ChatMessage, MessageContent};
 use crate::openai::tools::{
     FunctionName, FunctionSpec, NamedToolChoice, ToolCall, ToolChoice, ToolChoiceMode, ToolKind,

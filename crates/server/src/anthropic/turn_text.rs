@@ -1,10 +1,10 @@
 //! A turn's text for `/v1/messages`, and how the turn ended: Anthropic answers *which* of
 //! the request's `stop_sequences` stopped it (`stop_sequence`), which the detokenizer matches
-//! like any stop string and reports (`Delta::stop_string`). The matched text is never sent.
+//! like any stop string and reports (`Delta::stop_reason`). The matched text is never sent.
 //! [`TurnText`] reads a turn for the complete and the streamed answer.
 
-use crate::generation::{RunningChoices, Submission};
-use crate::messages::Finish;
+use crate::generation::submission::{RunningChoices, Submission};
+use crate::text::messages::{Finish, MatchedStop};
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,9 +31,10 @@ impl TurnText {
     /// stopped without finishing (it should not: the engine always finishes a request).
     pub async fn next(&mut self) -> Option<(String, Option<TurnEnd>)> {
         let (_, delta) = self.running.next().await?;
-        let end = match (delta.stop_string, delta.finish) {
-            (Some(sequence), _) => Some(TurnEnd::StopSequence(sequence)),
-            (None, finish) => finish.map(TurnEnd::Finished),
+        let end = match (delta.stop_reason, delta.finish) {
+            (Some(MatchedStop::Text(sequence)), _) => Some(TurnEnd::StopSequence(sequence)),
+            // Anthropic's API takes no stop token ids: any other end is the finish itself.
+            (_, finish) => finish.map(TurnEnd::Finished),
         };
         Some((delta.text, end))
     }

@@ -9,8 +9,8 @@ use super::request_fields::refuse_unimplemented;
 use super::sampling::SamplingFields;
 use super::structured::StructuredFields;
 use super::tools::{ToolChoice, ToolSpec};
-use crate::chat_template::{ChatInputs, RESERVED_VARIABLES};
 use crate::error::ApiError;
+use crate::text::chat_template::{ChatInputs, RESERVED_VARIABLES};
 
 #[derive(Debug, Deserialize)]
 pub struct ChatRequest {
@@ -239,9 +239,11 @@ mod tests {
             .nth(1)
             .and_then(|t| t.split("<|im_end|>").next())
             .unwrap();
-        let hermes =
-            crate::tool_calls::ToolParsing::new(crate::tool_calls::ToolCallFormat::Hermes, true);
-        let (content, calls) = crate::tool_calls::parse_complete(&hermes, turn);
+        let hermes = crate::output::tool_calls::ToolParsing::new(
+            crate::output::tool_calls::ToolCallFormat::Hermes,
+            true,
+        );
+        let (content, calls) = crate::output::tool_calls::parse_complete(&hermes, turn);
         assert_eq!(content, "");
         assert_eq!(calls[0].name, "get_weather");
         assert_eq!(calls[0].arguments, r#"{"city": "Paris"}"#);

@@ -6,6 +6,7 @@ use super::logprobs::ChatLogprobs;
 use super::response::{CompletionChoice, ResponseMeta, TEXT_COMPLETION};
 use super::tools::ToolCallDelta;
 use super::usage::Usage;
+use crate::text::messages::MatchedStop;
 
 /// A choice as it appears in a chunk; `OBJECT` is the chunks' `object`.
 pub trait ChunkChoice: Serialize {
@@ -77,9 +78,10 @@ pub struct ChatChunkChoice {
     pub logprobs: Option<ChatLogprobs>,
     /// `null` until the choice finished.
     pub finish_reason: Option<&'static str>,
-    /// vLLM's `stop_reason`: the stop string that finished the choice (absent otherwise).
+    /// vLLM's `stop_reason`: the stop string or stop token id that finished the choice
+    /// (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stop_reason: Option<String>,
+    pub stop_reason: Option<MatchedStop>,
     /// vLLM's `return_token_ids`: this chunk's generated tokens.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_ids: Option<Vec<u32>>,

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::messages::LogprobEntry;
-use crate::token_text::TokenText;
+use crate::text::messages::LogprobEntry;
+use crate::text::token_text::TokenText;
 
 /// Chat's `logprobs`: `{"content": [{token, logprob, bytes, top_logprobs: [...]}]}`.
 #[derive(Debug, Clone, PartialEq, Serialize)]

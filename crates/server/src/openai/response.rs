@@ -5,6 +5,7 @@ use serde::Serialize;
 use super::logprobs::{ChatLogprobs, CompletionLogprobs};
 use super::tools::ToolCall;
 use super::usage::Usage;
+use crate::text::messages::MatchedStop;
 
 /// What names one answer, in its complete form and in every chunk of its stream.
 #[derive(Debug, Clone)]
@@ -75,9 +76,10 @@ pub struct ChatChoice {
     pub logprobs: Option<ChatLogprobs>,
     /// `null` only for a choice that has not finished (never in a complete answer).
     pub finish_reason: Option<&'static str>,
-    /// vLLM's `stop_reason`: the stop string that finished the choice (absent otherwise).
+    /// vLLM's `stop_reason`: the stop string or stop token id that finished the choice
+    /// (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stop_reason: Option<String>,
+    pub stop_reason: Option<MatchedStop>,
     /// vLLM's `return_token_ids`: the generated tokens.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_ids: Option<Vec<u32>>,
@@ -161,9 +163,10 @@ pub struct CompletionChoice {
     pub logprobs: Option<CompletionLogprobs>,
     /// `null` until the choice finished.
     pub finish_reason: Option<&'static str>,
-    /// vLLM's `stop_reason`: the stop string that finished the choice (absent otherwise).
+    /// vLLM's `stop_reason`: the stop string or stop token id that finished the choice
+    /// (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stop_reason: Option<String>,
+    pub stop_reason: Option<MatchedStop>,
     /// vLLM's `return_token_ids`: the choice's prompt (in the first chunk when streamed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_token_ids: Option<Vec<u32>>,

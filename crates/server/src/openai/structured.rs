@@ -1,6 +1,6 @@
 //! The request fields that ask for structured outputs: OpenAI's `response_format`, vLLM's
 //! `structured_outputs` and its older `guided_*` names. Each becomes one [`GrammarRequest`]
-//! (compiled by `crate::structured`); asking in two ways at once is a 400.
+//! (compiled by `crate::output::structured`); asking in two ways at once is a 400.
 
 use serde::Deserialize;
 use serde_json::{json, Value};

@@ -11,9 +11,9 @@
 use super::events::EventBody;
 use super::new_id;
 use super::object::{ContentPart, ItemStatus, OutputItem};
-use crate::assistant_output::{OutputEvent, OutputParser, OutputSpec};
 use crate::openai::tools::new_call_id;
-use crate::tool_calls::ParsedToolCall;
+use crate::output::assistant_output::{OutputEvent, OutputParser, OutputSpec};
+use crate::output::tool_calls::ParsedToolCall;
 
 /// The item text is being added to.
 enum OpenItem {

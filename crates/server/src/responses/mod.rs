@@ -1,12 +1,12 @@
 //! OpenAI's Responses API (`POST /v1/responses`), stateless: its wire format and its translation
-//! to and from the chat path every chat-shaped API shares (`crate::chat_turn`).
+//! to and from the chat path every chat-shaped API shares (`crate::generation::chat_turn`).
 //!
-//! - [`request`]: the request body, refused fields, and the [`crate::chat_turn::ChatTurn`] it asks for;
+//! - [`request`]: the request body, refused fields, and the [`crate::generation::chat_turn::ChatTurn`] it asks for;
 //! - [`input`]: `input` items (messages, function calls and their outputs) as chat messages;
 //! - [`tools`]: function tools, `tool_choice` and `text.format`;
 //! - [`object`]: the `response` object and its output items;
 //! - [`events`]: the streamed events;
-//! - [`builder`]: the answer's parsed text ([`crate::assistant_output::OutputEvent`]s) as output
+//! - [`builder`]: the answer's parsed text ([`crate::output::assistant_output::OutputEvent`]s) as output
 //!   items and stream events, one path for the streamed and the complete response.
 
 pub mod builder;

@@ -11,8 +11,8 @@ use serde_json::Value;
 use super::input::{chat_messages, Input};
 use super::object::ResponseSettings;
 use super::tools::{FunctionTool, ResponsesToolChoice, TextConfig};
-use crate::chat_turn::ChatTurn;
 use crate::error::ApiError;
+use crate::generation::chat_turn::ChatTurn;
 use crate::openai::request_fields::refuse_unimplemented;
 use crate::openai::sampling::{SamplingDefaults, SamplingFields, ValidatedSampling};
 

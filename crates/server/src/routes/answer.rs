@@ -14,12 +14,12 @@ use serde::Serialize;
 
 use super::event_pump::{json_event, stream_response, EventSource, Outgoing};
 use crate::error::ApiError;
-use crate::generation::{ChoiceResult, RunningChoices, Submission};
-use crate::messages::Delta;
+use crate::generation::submission::{ChoiceResult, RunningChoices, Submission};
 use crate::openai::chunk::{ChunkChoice, StreamChunk};
 use crate::openai::response::ResponseMeta;
 use crate::openai::sampling::ValidatedSampling;
 use crate::openai::usage::Usage;
+use crate::text::messages::Delta;
 
 /// What an endpoint's answer looks like, complete and streamed.
 pub trait AnswerShape {

@@ -7,19 +7,19 @@ use axum::response::Response;
 
 use super::answer::{respond, AnswerShape};
 use super::chat_stream::{finish_reason, ChatChunks};
-use crate::assistant_output::{parse_answer, OutputSpec};
-use crate::chat_turn::{start_chat, ChatTurn, StartedChat};
+use crate::app::state::AppState;
 use crate::error::ApiError;
-use crate::generation::ChoiceResult;
+use crate::generation::chat_turn::{start_chat, ChatTurn, StartedChat};
+use crate::generation::submission::ChoiceResult;
 use crate::json_body::JsonBody;
-use crate::messages::LogprobEntry;
 use crate::openai::chat::ChatRequest;
 use crate::openai::logprobs::ChatLogprobs;
 use crate::openai::response::{AssistantMessage, ChatChoice, ChatCompletion, ResponseMeta};
 use crate::openai::sampling::check_top_logprobs;
 use crate::openai::tools::{new_call_id, ToolCall};
 use crate::openai::usage::Usage;
-use crate::state::AppState;
+use crate::output::assistant_output::{parse_answer, OutputSpec};
+use crate::text::messages::LogprobEntry;
 
 pub async fn chat_completions(
     State(state): State<Arc<AppState>>,
@@ -96,7 +96,7 @@ impl AnswerShape for Shape {
                     logprobs: self.logprobs(&r.logprobs),
                     message,
                     finish_reason: r.finish.map(|f| finish_reason(f, called_tools)),
-                    stop_reason: r.stop_string,
+                    stop_reason: r.stop_reason,
                     token_ids: self.return_token_ids().then_some(r.token_ids),
                 }
             })

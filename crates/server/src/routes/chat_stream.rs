@@ -3,11 +3,11 @@
 //! tool-call deltas. A call goes out as two deltas: its id, type and name, then its arguments.
 
 use super::answer::{ChunkFormatter, ChunkPart};
-use crate::assistant_output::{OutputEvent, OutputParser, OutputSpec};
-use crate::messages::{Delta, Finish};
 use crate::openai::chunk::{ChatChunkChoice, ChatDelta};
 use crate::openai::logprobs::ChatLogprobs;
 use crate::openai::tools::{new_call_id, ToolCallDelta};
+use crate::output::assistant_output::{OutputEvent, OutputParser, OutputSpec};
+use crate::text::messages::{Delta, Finish};
 
 /// OpenAI's finish reason for an answer that called tools is "tool_calls".
 pub(super) fn finish_reason(finish: Finish, called_tools: bool) -> &'static str {
@@ -129,7 +129,7 @@ impl ChunkFormatter for ChatChunks {
                     false => None,
                 },
                 stop_reason: if k == last {
-                    delta.stop_string.clone()
+                    delta.stop_reason.clone()
                 } else {
                     None
                 },

@@ -6,17 +6,17 @@ use axum::extract::State;
 use axum::response::Response;
 
 use super::answer::{respond, AnswerShape, ChunkFormatter, ChunkPart};
+use crate::app::state::AppState;
 use crate::error::ApiError;
-use crate::generation::{submit, ChoiceResult, Submission};
+use crate::generation::submission::ChoiceResult;
+use crate::generation::submit::{submit, PromptTokens, SubmitOptions, Submitted};
 use crate::json_body::JsonBody;
-use crate::messages::{Delta, Finish, LogprobEntry, PromptSummary};
 use crate::openai::completions::{CompletionRequest, Prompt};
 use crate::openai::logprobs::LegacyLogprobs;
 use crate::openai::response::{Completion, CompletionChoice, ResponseMeta};
 use crate::openai::sampling::check_top_logprobs;
 use crate::openai::usage::Usage;
-use crate::state::AppState;
-use crate::structured::requested_constraint;
+use crate::text::messages::{Delta, Finish, LogprobEntry, MatchedStop, PromptSummary};
 
 /// OpenAI's default for completions.
 const DEFAULT_MAX_TOKENS: usize = 16;
@@ -38,41 +38,16 @@ pub async fn completions(
         .map(|n| check_top_logprobs("logprobs", n))
         .transpose()?;
     let mut sampling = req.sampling.validate(logprobs, &state.sampling_defaults)?;
-    sampling.params.constraint = requested_constraint(&state.grammars, &req.structured).await?;
-    let prompts = req.prompt.into_prompts();
-    if prompts.is_empty() {
-        return Err(ApiError::invalid_param("prompt", "the prompt is empty"));
-    }
-    let mut tokenized = Vec::with_capacity(prompts.len());
-    for p in prompts {
-        tokenized.push(match p {
-            Prompt::Text(text) => {
-                let ids = state.tokenizers.encode(text.clone(), true).await?;
-                TokenizedPrompt { text, ids }
-            }
-            Prompt::Ids(ids) => {
-                let text = if req.echo && ids.iter().all(|&t| (t as usize) < state.vocab_size) {
-                    state.tokenizers.decode(ids.clone(), false).await?
-                } else {
-                    String::new()
-                };
-                TokenizedPrompt { text, ids }
-            }
-        });
-    }
-    let prompt_logprobs = if req.echo { logprobs } else { None };
-    let mut parts = Vec::with_capacity(tokenized.len());
-    for p in &tokenized {
-        parts.push(submit(
-            &state,
-            p.ids.clone(),
-            &sampling,
-            Some(DEFAULT_MAX_TOKENS),
-            prompt_logprobs,
-        )?);
-    }
-    let submission = Submission::concat(parts)
-        .ok_or_else(|| ApiError::invalid_param("prompt", "the prompt is empty"))?;
+    let options = SubmitOptions {
+        grammar: req.structured.grammar()?,
+        default_max_tokens: Some(DEFAULT_MAX_TOKENS),
+        prompt_logprobs: if req.echo { logprobs } else { None },
+    };
+    let prompts = tokenize(&state, req.prompt.into_prompts(), req.echo);
+    let Submitted {
+        prompt: TokenizedPrompts(prompts),
+        submission,
+    } = submit(&state, prompts, &mut sampling, options).await?;
     let meta = ResponseMeta::new(
         format!("cmpl-{}", state.next_request_id()),
         state.model_name.clone(),
@@ -82,9 +57,45 @@ pub async fn completions(
         echo: req.echo,
         logprobs: logprobs.is_some(),
         return_token_ids: sampling.return_token_ids,
-        prompts: tokenized,
+        prompts,
     };
     respond(submission, meta, &sampling, shape).await
+}
+
+/// The request's prompts, each tokenized (and its text kept for `echo`).
+struct TokenizedPrompts(Vec<TokenizedPrompt>);
+
+impl PromptTokens for TokenizedPrompts {
+    fn token_ids(&self) -> Vec<&[u32]> {
+        self.0.iter().map(|p| p.ids.as_slice()).collect()
+    }
+}
+
+/// Tokenizes text prompts; token-id prompts are decoded only when `echo` repeats them (and
+/// only when every id is in the vocabulary: the submission refuses the others).
+async fn tokenize(
+    state: &AppState,
+    prompts: Vec<Prompt>,
+    echo: bool,
+) -> Result<TokenizedPrompts, ApiError> {
+    let mut tokenized = Vec::with_capacity(prompts.len());
+    for p in prompts {
+        tokenized.push(match p {
+            Prompt::Text(text) => {
+                let ids = state.tokenizers.encode(text.clone(), true).await?;
+                TokenizedPrompt { text, ids }
+            }
+            Prompt::Ids(ids) => {
+                let text = if echo && ids.iter().all(|&t| (t as usize) < state.vocab_size) {
+                    state.tokenizers.decode(ids.clone(), false).await?
+                } else {
+                    String::new()
+                };
+                TokenizedPrompt { text, ids }
+            }
+        });
+    }
+    Ok(TokenizedPrompts(tokenized))
 }
 
 /// What shapes the answer, shared by the streaming and the complete form.
@@ -149,7 +160,7 @@ impl Shape {
         index: usize,
         text: String,
         lp: &mut LegacyLogprobs,
-        (finish, stop_reason): (Option<Finish>, Option<String>),
+        (finish, stop_reason): (Option<Finish>, Option<MatchedStop>),
         with_prompt_ids: bool,
         token_ids: Vec<u32>,
     ) -> CompletionChoice {
@@ -181,7 +192,7 @@ impl AnswerShape for Shape {
                     i,
                     text,
                     &mut lp,
-                    (r.finish, r.stop_string),
+                    (r.finish, r.stop_reason),
                     true,
                     r.token_ids,
                 )
@@ -226,7 +237,7 @@ impl ChunkFormatter for CompletionChunks {
             i,
             text,
             lp,
-            (delta.finish, delta.stop_string),
+            (delta.finish, delta.stop_reason),
             prompt.is_some(),
             delta.token_ids,
         );

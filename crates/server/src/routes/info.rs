@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::app::state::AppState;
 use crate::error::ApiError;
 use crate::json_body::JsonBody;
 use crate::openai::chat::template_inputs;
@@ -9,7 +10,6 @@ use crate::openai::models::{ModelCard, ModelList};
 use crate::openai::tokenize::{
     DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse,
 };
-use crate::state::AppState;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -32,7 +32,10 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<impl IntoResp
         .metrics
         .render()
         .map_err(|_| ApiError::internal("cannot render the metrics"))?;
-    Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text))
+    Ok((
+        [(header::CONTENT_TYPE, crate::observe::metrics::CONTENT_TYPE)],
+        text,
+    ))
 }
 
 pub async fn tokenize(

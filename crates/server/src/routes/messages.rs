@@ -17,12 +17,12 @@ use crate::anthropic::request::{refuse_unimplemented, CountTokensRequest, Messag
 use crate::anthropic::response::{new_message_id, Message, StopReason, TokenCount};
 use crate::anthropic::translate::chat_turn;
 use crate::anthropic::turn_text::{TurnEnd, TurnText};
-use crate::assistant_output::{OutputParser, OutputSpec};
-use crate::chat_turn::{start_chat, StartedChat};
+use crate::app::state::AppState;
 use crate::error::ApiError;
+use crate::generation::chat_turn::{start_chat, StartedChat};
 use crate::openai::chat::template_inputs;
 use crate::openai::sampling::SamplingFields;
-use crate::state::AppState;
+use crate::output::assistant_output::{OutputParser, OutputSpec};
 
 pub async fn create_message(
     State(state): State<Arc<AppState>>,

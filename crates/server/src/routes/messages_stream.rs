@@ -10,8 +10,8 @@ use crate::anthropic::error::ErrorInfo;
 use crate::anthropic::response::{Message, StopReason};
 use crate::anthropic::stream::{MessageDeltaBody, OutputUsage, StreamEvent};
 use crate::anthropic::turn_text::{TurnEnd, TurnText};
-use crate::assistant_output::{OutputParser, OutputSpec};
 use crate::error::ApiError;
+use crate::output::assistant_output::{OutputParser, OutputSpec};
 
 pub(super) fn respond(text: TurnText, output: OutputSpec, start: Message) -> Response {
     stream_response(MessageEvents {

@@ -1,6 +1,7 @@
 //! HTTP handlers, one file per endpoint family.
 
 mod answer;
+mod auth;
 pub mod chat;
 mod chat_stream;
 pub mod completions;
@@ -17,9 +18,8 @@ use axum::middleware;
 use axum::routing::{get, post};
 use axum::Router;
 
-use crate::auth;
+use crate::app::state::AppState;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 pub async fn not_found(uri: Uri) -> ApiError {
     ApiError {

@@ -13,18 +13,18 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::event_pump::{json_event, stream_response, EventSource, Outgoing};
-use crate::chat_turn::{start_chat, StartedChat};
+use crate::app::state::AppState;
 use crate::error::ApiError;
-use crate::generation::{RunningChoices, Submission};
+use crate::generation::chat_turn::{start_chat, StartedChat};
+use crate::generation::submission::{RunningChoices, Submission};
 use crate::json_body::JsonBody;
-use crate::messages::Finish;
 use crate::openai::response::unix_now;
 use crate::responses::builder::OutputBuilder;
 use crate::responses::events::{EventBody, Sequencer};
 use crate::responses::new_id;
 use crate::responses::object::{ResponseObject, ResponseUsage};
 use crate::responses::request::{ReadRequest, ResponsesRequest};
-use crate::state::AppState;
+use crate::text::messages::Finish;
 
 pub async fn create_response(
     State(state): State<Arc<AppState>>,

@@ -1,8 +1,8 @@
 use serde_json::{json, Value};
 
 use super::*;
-use crate::chat_template::ChatInputs;
 use crate::openai::chat::template_inputs;
+use crate::text::chat_template::ChatInputs;
 
 fn conversation(v: Value) -> Conversation {
     serde_json::from_value(v).unwrap()

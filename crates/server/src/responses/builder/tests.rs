@@ -1,6 +1,6 @@
 use super::*;
-use crate::reasoning::ReasoningFormat;
-use crate::tool_calls::{ToolCallFormat, ToolParsing};
+use crate::output::reasoning::ReasoningFormat;
+use crate::output::tool_calls::{ToolCallFormat, ToolParsing};
 
 fn reasoning_and_tools() -> OutputSpec {
     OutputSpec {

@@ -1,0 +1,6 @@
+//! What the handlers run on: the server's configuration, the state every handler shares, and
+//! the threads started around a running engine (tokenizer workers, detokenizer) that fill it.
+
+pub mod config;
+pub(crate) mod pipeline;
+pub mod state;

@@ -1,0 +1,95 @@
+//! What every handler shares.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use ferrite_engine::{EngineHandle, RequestId};
+
+use crate::app::config::ServerConfig;
+use crate::error::ApiError;
+use crate::observe::metrics::Metrics;
+use crate::openai::sampling::SamplingDefaults;
+use crate::output::reasoning::ReasoningFormat;
+use crate::output::structured::Grammars;
+use crate::output::tool_calls::ToolCallFormat;
+use crate::text::detokenizer::Registry;
+use crate::text::tokenizer_pool::{TextModel, TokenizerPool};
+
+pub struct AppState {
+    pub engine: EngineHandle,
+    pub tokenizers: TokenizerPool,
+    pub registry: Registry,
+    pub metrics: Arc<Metrics>,
+    pub model_name: String,
+    pub api_key: Option<String>,
+    /// Requests accepted but not yet running, at most; more are refused with 503.
+    pub max_waiting: usize,
+    /// Token ids at or above this are refused.
+    pub vocab_size: usize,
+    /// The model's EOS token: a request that stops on it stopped on EOS, even when it also
+    /// lists it in `stop_token_ids`.
+    pub eos_token_id: Option<u32>,
+    /// What requests get for the sampling fields they leave out.
+    pub sampling_defaults: SamplingDefaults,
+    /// Unix time the server started (the model's `created`).
+    pub started: u64,
+    /// How this model writes tool calls; `None`: requests with tools are refused.
+    pub tool_format: Option<ToolCallFormat>,
+    /// How this model marks its reasoning; `None`: all text is content.
+    pub reasoning_format: Option<ReasoningFormat>,
+    /// Structured outputs' grammar compiler and cache.
+    pub grammars: Grammars,
+    next_id: AtomicU64,
+}
+
+impl AppState {
+    pub fn new(
+        engine: EngineHandle,
+        tokenizers: TokenizerPool,
+        registry: Registry,
+        metrics: Arc<Metrics>,
+        config: &ServerConfig,
+        model: &TextModel,
+        grammars: Grammars,
+    ) -> Self {
+        let template = model.chat_template.as_deref().unwrap_or_default();
+        let tool_format = config
+            .tool_call_parser
+            .resolve(|| ToolCallFormat::detect(template));
+        let reasoning_format = config
+            .reasoning_parser
+            .resolve(|| ReasoningFormat::detect(template));
+        Self {
+            engine,
+            tokenizers,
+            registry,
+            metrics,
+            model_name: config.served_model_name.clone(),
+            api_key: config.api_key.clone(),
+            max_waiting: config.max_waiting,
+            vocab_size: config.vocab_size,
+            eos_token_id: model
+                .eos_token
+                .as_deref()
+                .and_then(|t| model.tokenizer.token_to_id(t)),
+            sampling_defaults: config.sampling_defaults,
+            started: crate::openai::response::unix_now(),
+            tool_format,
+            reasoning_format,
+            grammars,
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    pub fn next_request_id(&self) -> RequestId {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// OpenAI clients always send `model`; anything but our name is a 404 (absent is fine).
+    pub fn check_model(&self, requested: Option<&str>) -> Result<(), ApiError> {
+        match requested {
+            Some(m) if m != self.model_name => Err(ApiError::model_not_found(m)),
+            _ => Ok(()),
+        }
+    }
+}

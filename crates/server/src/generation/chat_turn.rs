@@ -1,0 +1,198 @@
+//! One assistant turn of a conversation, as every chat-shaped API asks for it: OpenAI's chat
+//! completions, the Responses API and Anthropic's Messages translate their requests into a
+//! [`ChatTurn`], and [`start_chat`] works out how the answer is read (reasoning, tool calls)
+//! and which grammar a forced tool call needs, then hands the template's rendering to the
+//! submission path every route shares ([`super::submit`]). Only the wire format of the answer
+//! differs between the APIs.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::submission::Submission;
+use super::submit::{submit, SubmitOptions, Submitted};
+use crate::app::state::AppState;
+use crate::error::ApiError;
+use crate::openai::chat::{template_inputs, ChatMessage};
+use crate::openai::sampling::ValidatedSampling;
+use crate::openai::structured::RequestedGrammar;
+use crate::openai::tools::{ToolChoice, ToolChoiceMode, ToolSpec};
+use crate::output::assistant_output::OutputSpec;
+use crate::output::tool_calls::{forced_call_grammar, ToolCallFormat, ToolParsing};
+
+/// What the model is asked for, whichever API asked.
+#[derive(Debug, Default)]
+pub struct ChatTurn {
+    pub messages: Vec<ChatMessage>,
+    pub tools: Option<Vec<ToolSpec>>,
+    pub tool_choice: Option<ToolChoice>,
+    pub parallel_tool_calls: Option<bool>,
+    /// Extra chat-template variables (`enable_thinking`, ...).
+    pub chat_template_kwargs: Option<Map<String, Value>>,
+    /// False when the client continues a partial assistant message.
+    pub add_generation_prompt: bool,
+    /// The output constraint the request asked for (`response_format`, ...).
+    pub grammar: Option<RequestedGrammar>,
+}
+
+/// The running turn: its engine requests and how their text is read.
+pub struct StartedChat {
+    pub submission: Submission,
+    pub output: OutputSpec,
+}
+
+/// Works out how `turn` is read (tool calls, reasoning) and which grammar forces a tool call,
+/// then renders and submits it.
+pub async fn start_chat(
+    state: &Arc<AppState>,
+    turn: ChatTurn,
+    sampling: &mut ValidatedSampling,
+) -> Result<StartedChat, ApiError> {
+    if turn.messages.is_empty() {
+        return Err(ApiError::invalid_param(
+            "messages",
+            "messages must not be empty",
+        ));
+    }
+    let tools = tool_parsing(
+        turn.tools.as_deref(),
+        turn.tool_choice.as_ref(),
+        turn.parallel_tool_calls,
+        state.tool_format,
+    )?;
+    if tools
+        .as_ref()
+        .is_some_and(|t| t.format.needs_special_tokens())
+    {
+        sampling.skip_special_tokens = false;
+    }
+    let grammar = match forced_call(&turn, tools.as_ref(), state)? {
+        Some(_) if turn.grammar.is_some() => {
+            return Err(ApiError::invalid_param(
+                "tool_choice",
+                "`tool_choice` \"required\" or a named function cannot be combined with an \
+                 output constraint (response_format, structured_outputs)",
+            ));
+        }
+        Some(forced) => Some(forced),
+        None => turn.grammar,
+    };
+    let inputs = template_inputs(
+        turn.messages,
+        turn.add_generation_prompt,
+        turn.tools.as_deref(),
+        turn.chat_template_kwargs,
+    )?;
+    let render = state.tokenizers.render_chat_inputs(inputs);
+    let options = SubmitOptions {
+        grammar,
+        ..SubmitOptions::default()
+    };
+    let Submitted { prompt, submission } = submit(state, render, sampling, options).await?;
+    let output = OutputSpec {
+        reasoning: state
+            .reasoning_format
+            .map(|f| (f, f.starts_in_reasoning(&prompt.text))),
+        tools,
+    };
+    Ok(StartedChat { submission, output })
+}
+
+/// The grammar that forces a tool call, for `tool_choice` "required" or a named function.
+fn forced_call(
+    turn: &ChatTurn,
+    tools: Option<&ToolParsing>,
+    state: &AppState,
+) -> Result<Option<RequestedGrammar>, ApiError> {
+    let named = match &turn.tool_choice {
+        Some(ToolChoice::Named(n)) => Some(n.function.name.as_str()),
+        Some(ToolChoice::Mode(ToolChoiceMode::Required)) => None,
+        _ => return Ok(None),
+    };
+    let (Some(parsing), Some(specs)) = (tools, turn.tools.as_deref()) else {
+        return Err(ApiError::invalid_param(
+            "tool_choice",
+            "`tool_choice` asks for a tool call but the request offers no tools",
+        ));
+    };
+    let offered: Vec<&ToolSpec> = specs
+        .iter()
+        .filter(|t| named.is_none_or(|n| t.function.name == n))
+        .collect();
+    if offered.is_empty() {
+        return Err(ApiError::invalid_param(
+            "tool_choice",
+            format!(
+                "`tool_choice` names the function `{}`, which is not among the tools",
+                named.unwrap_or_default()
+            ),
+        ));
+    }
+    let parallel = parsing.parallel && named.is_none();
+    let grammar = forced_call_grammar(parsing.format, &offered, parallel, |marker| {
+        state.grammars.single_token_id(marker)
+    });
+    Ok(Some(RequestedGrammar {
+        grammar,
+        param: "tools",
+    }))
+}
+
+/// Whether the answers are read for tool calls: in which format, and `parallel_tool_calls`.
+/// `tool_choice` "none" renders the tools but reads no calls (as vLLM does).
+fn tool_parsing(
+    tools: Option<&[ToolSpec]>,
+    choice: Option<&ToolChoice>,
+    parallel: Option<bool>,
+    format: Option<ToolCallFormat>,
+) -> Result<Option<ToolParsing>, ApiError> {
+    if let Some(ToolChoice::Mode(ToolChoiceMode::None)) = choice {
+        return Ok(None);
+    }
+    let Some(tools) = tools.filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    let format = format.ok_or_else(|| {
+        ApiError::invalid_param(
+            "tools",
+            "this model's chat template has no known tool-call format; start the server with \
+             --tool-call-parser hermes|llama3_json|mistral to use tools",
+        )
+    })?;
+    Ok(Some(ToolParsing {
+        format,
+        parallel: parallel.unwrap_or(true),
+        tool_names: tools.iter().map(|t| t.function.name.clone()).collect(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str) -> ToolSpec {
+        serde_json::from_value(serde_json::json!({"type": "function", "function": {"name": name}}))
+            .unwrap()
+    }
+
+    #[test]
+    fn tool_choice_decides_whether_calls_are_read() {
+        let tools = [spec("f")];
+        let hermes = Some(ToolCallFormat::Hermes);
+        let auto = tool_parsing(Some(&tools), None, None, hermes).unwrap();
+        let auto = auto.unwrap();
+        assert_eq!((auto.format, auto.parallel), (ToolCallFormat::Hermes, true));
+        assert_eq!(&auto.tool_names[..], ["f".to_string()]);
+        let none = ToolChoice::Mode(ToolChoiceMode::None);
+        assert_eq!(
+            tool_parsing(Some(&tools), Some(&none), None, hermes).unwrap(),
+            None
+        );
+        assert_eq!(tool_parsing(None, None, None, None).unwrap(), None);
+        let required = ToolChoice::Mode(ToolChoiceMode::Required);
+        let read = tool_parsing(Some(&tools), Some(&required), None, hermes).unwrap();
+        assert!(read.is_some(), "a required call is read like any other");
+        let unknown_format = tool_parsing(Some(&tools), None, Some(false), None).unwrap_err();
+        assert_eq!(unknown_format.param.as_deref(), Some("tools"));
+    }
+}

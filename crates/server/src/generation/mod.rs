@@ -1,0 +1,8 @@
+//! Generation requests from the routes' side: the one submission path every route takes
+//! ([`submit`]), a chat turn as every chat-shaped API asks for it, and the engine requests a
+//! prompt becomes, followed until they finish (aborted when dropped).
+
+pub mod chat_turn;
+pub mod submission;
+pub mod submit;
+mod usage_counter;

@@ -1,0 +1,172 @@
+//! The grammar that makes a model call a tool (`tool_choice` "required" or a named function):
+//! the answer is one call block (or several, when parallel calls are allowed) in the model's
+//! own format, each call object naming an offered tool and carrying arguments that match its
+//! parameter schema. The parser that reads ordinary answers reads these too.
+
+use serde_json::{json, Value};
+
+use super::ToolCallFormat;
+use crate::openai::structured::GrammarRequest;
+use crate::openai::tools::ToolSpec;
+use crate::output::structured::json_layout;
+
+/// The forcing grammar (llguidance's Lark syntax) for `tools`. `token_id` gives the id of a
+/// marker that the tokenizer has as one token (`<tool_call>`, `[TOOL_CALLS]`): the grammar then
+/// asks for that token, as the model writes it, rather than for its spelling in pieces.
+pub fn forced_call_grammar(
+    format: ToolCallFormat,
+    tools: &[&ToolSpec],
+    parallel: bool,
+    token_id: impl Fn(&str) -> Option<u32>,
+) -> GrammarRequest {
+    let marker = |text: &str| match token_id(text) {
+        Some(id) => format!("<[{id}]>"),
+        None => json!(text).to_string(),
+    };
+    let arguments_key = match format {
+        ToolCallFormat::Llama3Json => "parameters",
+        ToolCallFormat::Hermes | ToolCallFormat::Mistral => "arguments",
+    };
+    let call = call_schema(tools, arguments_key);
+    let lark = match format {
+        ToolCallFormat::Hermes => {
+            let block = format!(
+                "{} \"\\n\" call \"\\n\" {}",
+                marker("<tool_call>"),
+                marker("</tool_call>")
+            );
+            let repeat = if parallel { "(\"\\n\" block)*" } else { "" };
+            format!("start: block {repeat}\nblock: {block}\ncall: %json {call}\n")
+        }
+        ToolCallFormat::Llama3Json => {
+            let repeat = if parallel { "(\"; \" call)*" } else { "" };
+            format!("start: call {repeat}\ncall: %json {call}\n")
+        }
+        ToolCallFormat::Mistral => {
+            let mut list = json!({"type": "array", "items": call, "minItems": 1});
+            if !parallel {
+                list["maxItems"] = json!(1);
+            }
+            list["x-guidance"] = json_layout();
+            format!(
+                "start: {} calls\ncalls: %json {list}\n",
+                marker("[TOOL_CALLS]")
+            )
+        }
+    };
+    GrammarRequest::Lark(lark)
+}
+
+/// One call object: `{"name": <an offered tool>, "<arguments_key>": <its parameters>}`.
+fn call_schema(tools: &[&ToolSpec], arguments_key: &str) -> Value {
+    let one = |t: &ToolSpec| {
+        let parameters = t
+            .function
+            .parameters
+            .clone()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({"type": "object"}));
+        json!({
+            "type": "object",
+            "properties": {"name": {"const": t.function.name}, arguments_key: parameters},
+            "required": ["name", arguments_key],
+            "additionalProperties": false,
+        })
+    };
+    let mut schema = match tools {
+        [single] => one(single),
+        many => json!({"anyOf": many.iter().map(|t| one(t)).collect::<Vec<_>>()}),
+    };
+    schema["x-guidance"] = json_layout();
+    schema
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, parameters: Value) -> ToolSpec {
+        serde_json::from_value(json!({
+            "type": "function",
+            "function": {"name": name, "parameters": parameters}
+        }))
+        .unwrap()
+    }
+
+    fn lark(g: GrammarRequest) -> String {
+        match g {
+            GrammarRequest::Lark(l) => l,
+            other => panic!("not a Lark grammar: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn hermes_uses_the_marker_tokens_and_repeats_only_when_parallel() {
+        let weather = spec("get_weather", json!({"type": "object"}));
+        let ids = |m: &str| match m {
+            "<tool_call>" => Some(7),
+            "</tool_call>" => Some(8),
+            _ => None,
+        };
+        let one = lark(forced_call_grammar(
+            ToolCallFormat::Hermes,
+            &[&weather],
+            false,
+            ids,
+        ));
+        assert!(
+            one.contains("block: <[7]> \"\\n\" call \"\\n\" <[8]>"),
+            "{one}"
+        );
+        assert!(one.starts_with("start: block \n"), "{one}");
+        let many = lark(forced_call_grammar(
+            ToolCallFormat::Hermes,
+            &[&weather],
+            true,
+            ids,
+        ));
+        assert!(many.contains("(\"\\n\" block)*"), "{many}");
+        // Without marker tokens the markers are spelled out.
+        let spelled = lark(forced_call_grammar(
+            ToolCallFormat::Hermes,
+            &[&weather],
+            false,
+            |_| None,
+        ));
+        assert!(spelled.contains("\"<tool_call>\""), "{spelled}");
+    }
+
+    #[test]
+    fn the_call_names_an_offered_tool_with_its_parameters() {
+        let a = spec(
+            "a",
+            json!({"type": "object", "properties": {"x": {"type": "integer"}}}),
+        );
+        let b = spec("b", json!(null));
+        let schema = call_schema(&[&a, &b], "parameters");
+        let options = schema["anyOf"].as_array().unwrap();
+        assert_eq!(options[0]["properties"]["name"]["const"], "a");
+        assert_eq!(
+            options[0]["properties"]["parameters"]["properties"]["x"]["type"],
+            "integer"
+        );
+        assert_eq!(
+            options[1]["properties"]["parameters"],
+            json!({"type": "object"})
+        );
+        assert_eq!(options[1]["required"], json!(["name", "parameters"]));
+    }
+
+    #[test]
+    fn mistral_is_a_list_after_its_marker() {
+        let a = spec("a", json!({"type": "object"}));
+        let g = lark(forced_call_grammar(
+            ToolCallFormat::Mistral,
+            &[&a],
+            false,
+            |m| (m == "[TOOL_CALLS]").then_some(5),
+        ));
+        assert!(g.starts_with("start: <[5]> calls\n"), "{g}");
+        assert!(g.contains("\"maxItems\":1"), "{g}");
+    }
+}

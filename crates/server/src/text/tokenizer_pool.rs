@@ -1,0 +1,245 @@
+//! A pool of OS threads that render chat templates and tokenize, so neither the async runtime
+//! nor the scheduler ever spends time on text.
+
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokenizers::Tokenizer;
+use tokio::sync::oneshot;
+
+use crate::error::ApiError;
+use crate::text::chat_template::{ChatInputs, ChatTemplate, TemplateError};
+
+/// The text side of a model: what the workers (and the detokenizer) need.
+#[derive(Clone)]
+pub struct TextModel {
+    pub tokenizer: Tokenizer,
+    pub chat_template: Option<String>,
+    pub bos_token: Option<String>,
+    pub eos_token: Option<String>,
+}
+
+/// A rendered chat prompt and its token ids.
+#[derive(Debug, Clone)]
+pub struct ChatPrompt {
+    pub text: String,
+    pub ids: Vec<u32>,
+}
+
+enum Job {
+    Encode {
+        text: String,
+        add_special_tokens: bool,
+        reply: oneshot::Sender<Result<Vec<u32>, ApiError>>,
+    },
+    Chat {
+        inputs: ChatInputs,
+        reply: oneshot::Sender<Result<ChatPrompt, ApiError>>,
+    },
+    Decode {
+        ids: Vec<u32>,
+        skip_special_tokens: bool,
+        reply: oneshot::Sender<Result<String, ApiError>>,
+    },
+}
+
+#[derive(Clone)]
+pub struct TokenizerPool {
+    jobs: Sender<Job>,
+}
+
+impl TokenizerPool {
+    /// Compiles the chat template once up front so a broken one fails at start-up, not per request.
+    pub fn new(model: &TextModel, workers: usize) -> Result<Self, TemplateError> {
+        if let Some(src) = &model.chat_template {
+            ChatTemplate::new(src, model.bos_token.as_deref(), model.eos_token.as_deref())?;
+        }
+        let (jobs, rx) = mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        for i in 0..workers.max(1) {
+            let rx = Arc::clone(&rx);
+            let model = model.clone();
+            std::thread::Builder::new()
+                .name(format!("ferrite-tokenizer-{i}"))
+                .spawn(move || worker(model, rx))
+                .map_err(|e| {
+                    TemplateError::Compile(format!("cannot start a tokenizer worker: {e}"))
+                })?;
+        }
+        Ok(Self { jobs })
+    }
+
+    pub async fn encode(
+        &self,
+        text: String,
+        add_special_tokens: bool,
+    ) -> Result<Vec<u32>, ApiError> {
+        let (reply, rx) = oneshot::channel();
+        self.submit(
+            Job::Encode {
+                text,
+                add_special_tokens,
+                reply,
+            },
+            rx,
+        )
+        .await
+    }
+
+    pub async fn render_chat(
+        &self,
+        messages: Vec<Value>,
+        add_generation_prompt: bool,
+    ) -> Result<ChatPrompt, ApiError> {
+        self.render_chat_inputs(ChatInputs::new(messages, add_generation_prompt))
+            .await
+    }
+
+    /// Renders the chat template with tools and extra variables, and tokenizes the result.
+    pub async fn render_chat_inputs(&self, inputs: ChatInputs) -> Result<ChatPrompt, ApiError> {
+        let (reply, rx) = oneshot::channel();
+        self.submit(Job::Chat { inputs, reply }, rx).await
+    }
+
+    pub async fn decode(
+        &self,
+        ids: Vec<u32>,
+        skip_special_tokens: bool,
+    ) -> Result<String, ApiError> {
+        let (reply, rx) = oneshot::channel();
+        self.submit(
+            Job::Decode {
+                ids,
+                skip_special_tokens,
+                reply,
+            },
+            rx,
+        )
+        .await
+    }
+
+    async fn submit<T>(
+        &self,
+        job: Job,
+        rx: oneshot::Receiver<Result<T, ApiError>>,
+    ) -> Result<T, ApiError> {
+        let gone = || ApiError::internal("the tokenizer workers have stopped");
+        self.jobs.send(job).map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+}
+
+fn worker(model: TextModel, jobs: Arc<Mutex<Receiver<Job>>>) {
+    let template = model.chat_template.as_deref().and_then(|src| {
+        ChatTemplate::new(src, model.bos_token.as_deref(), model.eos_token.as_deref()).ok()
+    });
+    let tokenizer = model.tokenizer;
+    loop {
+        // Holding the lock only while waiting hands each job to exactly one idle worker.
+        let job = match jobs.lock() {
+            Ok(rx) => rx.recv(),
+            Err(poisoned) => poisoned.into_inner().recv(),
+        };
+        let Ok(job) = job else { return };
+        match job {
+            Job::Encode {
+                text,
+                add_special_tokens,
+                reply,
+            } => {
+                let _ = reply.send(encode(&tokenizer, &text, add_special_tokens));
+            }
+            Job::Chat { inputs, reply } => {
+                let result = match &template {
+                    None => Err(ApiError::bad_request(TemplateError::Missing.to_string())),
+                    Some(t) => t
+                        .render_inputs(&inputs)
+                        .map_err(|e| ApiError::bad_request(e.to_string()))
+                        // Templates write their own BOS/special tokens into the text.
+                        .and_then(|text| {
+                            encode(&tokenizer, &text, false).map(|ids| ChatPrompt { text, ids })
+                        }),
+                };
+                let _ = reply.send(result);
+            }
+            Job::Decode {
+                ids,
+                skip_special_tokens,
+                reply,
+            } => {
+                let result = tokenizer
+                    .decode(&ids, skip_special_tokens)
+                    .map_err(|e| ApiError::bad_request(format!("cannot decode these tokens: {e}")));
+                let _ = reply.send(result);
+            }
+        }
+    }
+}
+
+fn encode(
+    tokenizer: &Tokenizer,
+    text: &str,
+    add_special_tokens: bool,
+) -> Result<Vec<u32>, ApiError> {
+    tokenizer
+        .encode(text, add_special_tokens)
+        .map(|e| e.get_ids().to_vec())
+        .map_err(|e| ApiError::bad_request(format!("cannot tokenize the prompt: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::byte_level_tokenizer;
+    use serde_json::json;
+
+    fn model() -> TextModel {
+        TextModel {
+            tokenizer: byte_level_tokenizer(),
+            chat_template: Some(
+                "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}".into(),
+            ),
+            bos_token: None,
+            eos_token: Some("<|im_end|>".into()),
+        }
+    }
+
+    #[tokio::test]
+    async fn chat_prompts_parse_special_tokens_in_the_rendered_text() {
+        let pool = TokenizerPool::new(&model(), 2).unwrap();
+        let tok = byte_level_tokenizer();
+        let p = pool
+            .render_chat(vec![json!({"role": "user", "content": "hi"})], false)
+            .await
+            .unwrap();
+        assert_eq!(p.text, "<|im_start|>user\nhi<|im_end|>\n");
+        let start = tok.token_to_id("<|im_start|>").unwrap();
+        let end = tok.token_to_id("<|im_end|>").unwrap();
+        assert_eq!(p.ids.first(), Some(&start));
+        assert!(p.ids.contains(&end));
+        assert_eq!(tok.decode(&p.ids, false).unwrap(), p.text);
+    }
+
+    #[tokio::test]
+    async fn many_concurrent_jobs_all_get_their_own_answer() {
+        let pool = TokenizerPool::new(&model(), 2).unwrap();
+        let jobs = (0..50).map(|i| {
+            let pool = pool.clone();
+            async move { (i, pool.encode(format!("n{i}"), false).await.unwrap()) }
+        });
+        let tok = byte_level_tokenizer();
+        for (i, ids) in futures::future::join_all(jobs).await {
+            assert_eq!(tok.decode(&ids, false).unwrap(), format!("n{i}"));
+        }
+    }
+
+    #[tokio::test]
+    async fn no_template_is_a_400() {
+        let mut m = model();
+        m.chat_template = None;
+        let pool = TokenizerPool::new(&m, 1).unwrap();
+        let err = pool.render_chat(vec![], true).await.unwrap_err();
+        assert_eq!(err.status, 400);
+    }
+}

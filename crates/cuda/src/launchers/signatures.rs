@@ -2,9 +2,17 @@
 //! `.cu` macro instantiates) and its parameters in the order of the `extern "C"` declaration,
 //! each with its kind. Each row becomes a parameter struct with named fields that the
 //! launchers fill and that packs itself (`KernelParams::args`, sizes converted to `int` with
-//! a check); `SIGNATURES` lists the rows for the load-time check that every kernel exists.
+//! a check); `SIGNATURES` lists the rows for the load-time check that every kernel exists,
+//! and a host-only test (`cu_check`) reads kernels/*.cu and holds every row against its
+//! declaration.
 
 mod args;
+#[cfg(test)]
+mod cu_check;
+#[cfg(test)]
+mod cuda_decls;
+#[cfg(test)]
+mod cuda_macros;
 mod declare;
 
 use std::any::TypeId;

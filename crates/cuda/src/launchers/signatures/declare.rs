@@ -55,6 +55,10 @@ pub(in crate::launchers) struct Signature {
     /// The parameter struct, for messages.
     pub(in crate::launchers) rust_name: &'static str,
     pub(in crate::launchers) names: Names,
+    /// In the order of the `.cu` declaration; the launches read them from the parameter
+    /// struct, the test against the `.cu` sources from here.
+    #[cfg(test)]
+    pub(in crate::launchers) params: &'static [(&'static str, ParamKind)],
     /// The parameter struct's type: a launch checks that the kernel it names belongs to the
     /// row of the struct it was given.
     pub(in crate::launchers) struct_type: fn() -> TypeId,
@@ -81,7 +85,8 @@ pub(in crate::launchers) trait KernelParams: 'static {
 /// becoming an associated const; a macro's instantiations, `family("pattern", list)`, `list` a
 /// `fn() -> Vec<&'static str>`), then the parameters `name: ParamKind` in the `.cu` order.
 /// A struct of several kernels has a first field `kernel` saying which it launches. Also
-/// generates `SIGNATURES`, every row, for the load-time name check.
+/// generates `SIGNATURES`, every row, for the load-time name check and the test against the
+/// `.cu` sources.
 macro_rules! kernel_signatures {
     ($(
         $(#[doc = $doc:literal])*
@@ -177,6 +182,8 @@ macro_rules! kernel_signatures {
         Signature {
             rust_name: stringify!($ty),
             names: Names::One($name),
+            #[cfg(test)]
+            params: $ty::PARAMS,
             struct_type: TypeId::of::<$ty>,
         }
     };
@@ -184,6 +191,8 @@ macro_rules! kernel_signatures {
         Signature {
             rust_name: stringify!($ty),
             names: Names::Several(&[$($name),*]),
+            #[cfg(test)]
+            params: $ty::PARAMS,
             struct_type: TypeId::of::<$ty>,
         }
     };
@@ -191,6 +200,8 @@ macro_rules! kernel_signatures {
         Signature {
             rust_name: stringify!($ty),
             names: Names::Family { pattern: $pattern, names: $list },
+            #[cfg(test)]
+            params: $ty::PARAMS,
             struct_type: TypeId::of::<$ty>,
         }
     };

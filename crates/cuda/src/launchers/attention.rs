@@ -2,8 +2,9 @@
 //! sequence, and the reduce of the splits) and kernels/attention_prefill.cu (flash attention
 //! of prefill chunks over their paged prefix).
 
-use super::launch::{Args, Kernels, Shape};
+use super::launch::{Kernels, Shape};
 use super::names::{decode_shared_bytes, prefill_tile, DECODE_NAMES, PREFILL_NAMES};
+use super::signatures::{AttentionDecode, AttentionDecodeReduce, AttentionPrefill};
 use crate::device_ptr::DevicePtr;
 
 /// Head sizes the attention kernels are instantiated for.
@@ -150,27 +151,25 @@ impl Kernels {
 
     pub fn attention_decode(&self, a: &DecodeArgs) -> anyhow::Result<()> {
         let d = a.dims;
-        let name = for_head_dim(&DECODE_NAMES, d.head_dim, "decode")?;
-        // attention_decode_hd*(q, k_cache, v_cache, pages, page_offsets, ctx_lens, q_rows, out,
-        //                      part_acc, part_ml, seq_splits, num_kv_heads, group, page_size,
-        //                      scale_log2, window)
-        let args = Args::new()
-            .ptr(a.q)
-            .ptr(a.k_cache)
-            .ptr(a.v_cache)
-            .ptr(a.pages)
-            .ptr(a.page_offsets)
-            .ptr(a.ctx_lens)
-            .ptr(a.q_rows)
-            .ptr(a.out)
-            .ptr(a.part_acc)
-            .ptr(a.part_ml)
-            .ptr(a.seq_splits)
-            .usize(d.num_kv_heads)
-            .usize(d.group())
-            .usize(a.page_size)
-            .f32(a.mask.scale_log2())
-            .usize(a.mask.window);
+        let params = AttentionDecode {
+            kernel: for_head_dim(&DECODE_NAMES, d.head_dim, "decode")?,
+            q: a.q,
+            k_cache: a.k_cache,
+            v_cache: a.v_cache,
+            pages: a.pages,
+            page_offsets: a.page_offsets,
+            ctx_lens: a.ctx_lens,
+            q_rows: a.q_rows,
+            out: a.out,
+            part_acc: a.part_acc,
+            part_ml: a.part_ml,
+            seq_splits_out: a.seq_splits,
+            num_kv_heads: d.num_kv_heads,
+            group: d.group(),
+            page_size: a.page_size,
+            scale_log2: a.mask.scale_log2(),
+            window: a.mask.window,
+        };
         let shape = Shape {
             grid: (
                 d.num_kv_heads as u32,
@@ -179,23 +178,22 @@ impl Kernels {
             ),
             block: 128,
         };
-        self.launch_with_shared(name, shape, decode_shared_bytes(d.head_dim), args)?;
+        self.launch_with_shared(shape, decode_shared_bytes(d.head_dim), &params)?;
         if a.num_splits > 1 {
-            // attention_decode_reduce(part_acc, part_ml, seq_splits, q_rows, out, num_splits,
-            //                         head_dim)
-            let args = Args::new()
-                .ptr(a.part_acc)
-                .ptr(a.part_ml)
-                .ptr(a.seq_splits)
-                .ptr(a.q_rows)
-                .ptr(a.out)
-                .usize(a.num_splits)
-                .usize(d.head_dim);
+            let params = AttentionDecodeReduce {
+                part_acc: a.part_acc,
+                part_ml: a.part_ml,
+                seq_splits: a.seq_splits,
+                q_rows: a.q_rows,
+                out: a.out,
+                num_splits: a.num_splits,
+                head_dim: d.head_dim,
+            };
             let shape = Shape {
                 grid: (d.num_heads as u32, a.num_seqs as u32, 1),
                 block: d.head_dim as u32,
             };
-            self.launch("attention_decode_reduce", shape, args)?;
+            self.launch(shape, &params)?;
         }
         Ok(())
     }
@@ -203,24 +201,23 @@ impl Kernels {
     /// Prefill attention of `num_seqs` chunks; `max_q_len` bounds the row tiles.
     pub fn attention_prefill(&self, a: &PrefillArgs) -> anyhow::Result<()> {
         let d = a.dims;
-        let name = for_head_dim(&PREFILL_NAMES, d.head_dim, "prefill")?;
-        // attention_prefill_hd*(q, k_cache, v_cache, pages, page_offsets, q_starts, q_lens,
-        //                       pos0s, out, num_kv_heads, group, page_size, scale_log2, window)
-        let args = Args::new()
-            .ptr(a.q)
-            .ptr(a.k_cache)
-            .ptr(a.v_cache)
-            .ptr(a.pages)
-            .ptr(a.page_offsets)
-            .ptr(a.q_starts)
-            .ptr(a.q_lens)
-            .ptr(a.pos0s)
-            .ptr(a.out)
-            .usize(d.num_kv_heads)
-            .usize(d.group())
-            .usize(a.page_size)
-            .f32(a.mask.scale_log2())
-            .usize(a.mask.window);
+        let params = AttentionPrefill {
+            kernel: for_head_dim(&PREFILL_NAMES, d.head_dim, "prefill")?,
+            q: a.q,
+            k_cache: a.k_cache,
+            v_cache: a.v_cache,
+            pages: a.pages,
+            page_offsets: a.page_offsets,
+            q_starts: a.q_starts,
+            q_lens: a.q_lens,
+            pos0s: a.pos0s,
+            out: a.out,
+            num_kv_heads: d.num_kv_heads,
+            group: d.group(),
+            page_size: a.page_size,
+            scale_log2: a.mask.scale_log2(),
+            window: a.mask.window,
+        };
         let (tile_rows, shared_bytes) = prefill_tile(d.head_dim);
         let tiles = (a.max_q_len * d.group()).div_ceil(tile_rows);
         anyhow::ensure!(
@@ -233,7 +230,7 @@ impl Kernels {
             grid: (d.num_kv_heads as u32, tiles as u32, a.num_seqs as u32),
             block: 128,
         };
-        self.launch_with_shared(name, shape, shared_bytes, args)
+        self.launch_with_shared(shape, shared_bytes, &params)
     }
 }
 

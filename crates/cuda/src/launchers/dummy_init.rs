@@ -1,6 +1,7 @@
 //! Launcher of kernels/dummy_init.cu: `--load-format dummy` weights drawn on the device.
 
-use super::launch::{grid1, Args, Kernels};
+use super::launch::{grid1, Kernels};
+use super::signatures::{DummyFillBf16, DummyFillF32};
 use crate::device_ptr::DevicePtr;
 
 /// How [`Kernels::dummy_fill`] stores the drawn values.
@@ -26,19 +27,30 @@ impl Kernels {
         format: DummyFormat,
     ) -> anyhow::Result<()> {
         let groups = n.div_ceil(4);
-        let blocks = groups.div_ceil(256).clamp(1, 65_535);
-        // dummy_fill_bf16(out, n, seed, scale, offset)
-        // dummy_fill_f32(out, n, seed, scale, offset, shift)
-        let args = Args::new()
-            .ptr(out)
-            .u64(n as u64)
-            .u64(key)
-            .f32(scale)
-            .f32(offset);
-        let (name, args) = match format {
-            DummyFormat::Bf16 => ("dummy_fill_bf16", args),
-            DummyFormat::F32 { shift } => ("dummy_fill_f32", args.f32(shift)),
-        };
-        self.launch(name, grid1(blocks, 256), args)
+        let shape = grid1(groups.div_ceil(256).clamp(1, 65_535), 256);
+        let n = n as u64;
+        match format {
+            DummyFormat::Bf16 => {
+                let params = DummyFillBf16 {
+                    out,
+                    n,
+                    seed: key,
+                    scale,
+                    offset,
+                };
+                self.launch(shape, &params)
+            }
+            DummyFormat::F32 { shift } => {
+                let params = DummyFillF32 {
+                    out,
+                    n,
+                    seed: key,
+                    scale,
+                    offset,
+                    shift,
+                };
+                self.launch(shape, &params)
+            }
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! Launcher of kernels/embedding.cu.
 
-use super::launch::{grid1, Args, Kernels};
+use super::launch::{grid1, Kernels};
+use super::signatures::EmbeddingGather;
 use crate::device_ptr::DevicePtr;
 use crate::linear::{Matrix, MatrixFormat};
 
@@ -16,14 +17,14 @@ impl Kernels {
         scale: f32,
         n: usize,
     ) -> anyhow::Result<()> {
-        // embedding_gather(table, tokens, x, hidden, scale)
-        let args = Args::new()
-            .ptr(table)
-            .ptr(tokens)
-            .ptr(x)
-            .usize(hidden)
-            .f32(scale);
-        self.launch("embedding_gather", grid1(n, 128), args)
+        let params = EmbeddingGather {
+            table,
+            tokens,
+            x,
+            hidden,
+            scale,
+        };
+        self.launch(grid1(n, 128), &params)
     }
 
     /// The embedding lookup on a table in any device format: bf16 here, quantized tables

@@ -2,7 +2,8 @@
 //! needs around cuBLASLt — activations quantized per token and block of 128, weight scales
 //! in cuBLASLt's block-major order, and a padded product's rows copied into the output.
 
-use super::launch::{grid1, Args, Kernels, Shape};
+use super::launch::{grid1, Kernels, Shape};
+use super::signatures::{CopyRowsF32, Fp8QuantizeRows, Fp8ScalesByK};
 use crate::device_ptr::DevicePtr;
 
 /// Elements per FP8 block (ferrite_model::fp8::BLOCK): the granularity of every scale here.
@@ -26,15 +27,15 @@ impl Kernels {
             "FP8 activations need k % 128 == 0 and n_valid <= n, not k = {k}, {n_valid} of {n}"
         );
         let warps = n * (k / FP8_BLOCK);
-        // fp8_quantize_rows(x, q, scales, n, n_valid, k)
-        let args = Args::new()
-            .ptr(x)
-            .ptr(q)
-            .ptr(scales)
-            .usize(n)
-            .usize(n_valid)
-            .usize(k);
-        self.launch("fp8_quantize_rows", grid1(warps.div_ceil(8), 256), args)
+        let params = Fp8QuantizeRows {
+            x,
+            q,
+            scales,
+            n,
+            n_valid,
+            k,
+        };
+        self.launch(grid1(warps.div_ceil(8), 256), &params)
     }
 
     /// by_k[b, r] = by_row[r, b]: an FP8 matrix's `rows` x `blocks` scales, block-major.
@@ -45,13 +46,13 @@ impl Kernels {
         rows: usize,
         blocks: usize,
     ) -> anyhow::Result<()> {
-        // fp8_scales_by_k(by_row, by_k, rows, blocks)
-        let args = Args::new().ptr(by_row).ptr(by_k).usize(rows).usize(blocks);
-        self.launch(
-            "fp8_scales_by_k",
-            grid1((rows * blocks).div_ceil(256), 256),
-            args,
-        )
+        let params = Fp8ScalesByK {
+            by_row,
+            by_k,
+            rows,
+            blocks,
+        };
+        self.launch(grid1((rows * blocks).div_ceil(256), 256), &params)
     }
 
     /// y[t, c] (row stride `ldy`) = src[t, c] (f32 [n, m]).
@@ -67,8 +68,6 @@ impl Kernels {
             grid: (m.div_ceil(256) as u32, n as u32, 1),
             block: 256,
         };
-        // copy_rows_f32(src, y, m, ldy)
-        let args = Args::new().ptr(src).ptr(y).usize(m).usize(ldy);
-        self.launch("copy_rows_f32", shape, args)
+        self.launch(shape, &CopyRowsF32 { src, y, m, ldy })
     }
 }

@@ -2,7 +2,8 @@
 
 use ferrite_model::config::Activation;
 
-use super::launch::{Args, Kernels, Shape};
+use super::launch::{Kernels, Shape};
+use super::signatures::GatedActivation;
 use crate::device_ptr::DevicePtr;
 
 impl Kernels {
@@ -22,14 +23,18 @@ impl Kernels {
             grid: ((inter / 4).div_ceil(threads) as u32, n as u32, 1),
             block: threads as u32,
         };
-        let name = match (activation, gate_up_bf16) {
-            (Activation::Silu, false) => "silu_mul",
-            (Activation::GeluTanh, false) => "gelu_tanh_mul",
-            (Activation::Silu, true) => "silu_mul_bf16",
-            (Activation::GeluTanh, true) => "gelu_tanh_mul_bf16",
+        let kernel = match (activation, gate_up_bf16) {
+            (Activation::Silu, false) => GatedActivation::SILU,
+            (Activation::GeluTanh, false) => GatedActivation::GELU_TANH,
+            (Activation::Silu, true) => GatedActivation::SILU_BF16,
+            (Activation::GeluTanh, true) => GatedActivation::GELU_TANH_BF16,
         };
-        // silu_mul / gelu_tanh_mul(gate_up, out, inter)
-        let args = Args::new().ptr(gate_up).ptr(out).usize(inter);
-        self.launch(name, shape, args)
+        let params = GatedActivation {
+            kernel,
+            gate_up,
+            out,
+            inter,
+        };
+        self.launch(shape, &params)
     }
 }

@@ -4,11 +4,12 @@
 //! and tile_mma.cu sum in one order (kernels/bf16_order.cuh): together they are the
 //! batch-invariant product.
 
-use super::launch::{grid1, Args, Kernels, Shape};
+use super::launch::{grid1, Kernels, Shape};
 use super::names::{
-    GEMV_MAX_TOKENS, GEMV_MMA_GROUPS, GEMV_MMA_NAMES, GEMV_NAMES, QGEMV_SPLITS, TILE_MMA_NAME,
-    TILE_MMA_ROWS, TILE_MMA_SHARED_BYTES, TILE_MMA_TOKENS,
+    GEMV_MAX_TOKENS, GEMV_MMA_GROUPS, GEMV_MMA_NAMES, GEMV_NAMES, QGEMV_SPLITS, TILE_MMA_ROWS,
+    TILE_MMA_SHARED_BYTES, TILE_MMA_TOKENS,
 };
+use super::signatures::{GemvBf16, GemvMmaBf16, TileMmaBf16};
 use crate::device_ptr::DevicePtr;
 
 /// y[n, rows] (f32, row stride `ldy`) = x[n, k] (bf16) · w[rows, k]^T (bf16); row-major, x and
@@ -80,21 +81,21 @@ impl Kernels {
         }
         let split = gemv_split(rows, k);
         let rows_per_block = 8 / split;
-        // gemv_bf16_<n>_s<split>(w, x, y, rows, k, ldy)
-        let args = Args::new()
-            .ptr(a.w)
-            .ptr(a.x)
-            .ptr(a.y)
-            .usize(rows)
-            .usize(k)
-            .usize(a.ldy);
         let variant = match split {
             1 => 0,
             4 => 1,
             _ => 2,
         };
-        let name = GEMV_NAMES[variant][n - 1];
-        self.launch(name, grid1(rows.div_ceil(rows_per_block), 256), args)
+        let params = GemvBf16 {
+            kernel: GEMV_NAMES[variant][n - 1],
+            w: a.w,
+            x: a.x,
+            y: a.y,
+            rows,
+            k,
+            ldy: a.ldy,
+        };
+        self.launch(grid1(rows.div_ceil(rows_per_block), 256), &params)
     }
 
     /// The batch-invariant product of `a`, any number of tokens: the skinny kernel up to
@@ -130,37 +131,36 @@ impl Kernels {
         };
         let split_index = bf16_order_split_index(a.k);
         let rows_per_block = 16 * 8 / QGEMV_SPLITS[split_index];
-        // gemv_mma_bf16_t<T>_s<split>(w, x, y, rows, k, ldy, n)
-        let args = Args::new()
-            .ptr(a.w)
-            .ptr(a.x)
-            .ptr(a.y)
-            .usize(a.rows)
-            .usize(a.k)
-            .usize(a.ldy)
-            .usize(a.n);
+        let params = GemvMmaBf16 {
+            kernel: GEMV_MMA_NAMES[group_index][split_index],
+            w: a.w,
+            x: a.x,
+            y: a.y,
+            rows: a.rows,
+            k: a.k,
+            ldy: a.ldy,
+            n: a.n,
+        };
         let grid = grid1(a.rows.div_ceil(rows_per_block), 256);
-        let name = GEMV_MMA_NAMES[group_index][split_index];
         if overlap {
-            self.launch(name, grid, args)
+            self.launch(grid, &params)
         } else {
-            self.launch_after_previous(name, grid, args)
+            self.launch_after_previous(grid, &params)
         }
     }
 
     /// Any number of tokens through tile_mma.cu's 128 x 128 tiles; k % 32 == 0.
     fn tile_mma(&self, a: &LinearArgs) -> anyhow::Result<()> {
-        let split = QGEMV_SPLITS[bf16_order_split_index(a.k)];
-        // tile_mma_bf16(w, x, y, rows, k, ldy, n, split)
-        let args = Args::new()
-            .ptr(a.w)
-            .ptr(a.x)
-            .ptr(a.y)
-            .usize(a.rows)
-            .usize(a.k)
-            .usize(a.ldy)
-            .usize(a.n)
-            .usize(split);
+        let params = TileMmaBf16 {
+            w: a.w,
+            x: a.x,
+            y: a.y,
+            rows: a.rows,
+            k: a.k,
+            ldy: a.ldy,
+            n: a.n,
+            split: QGEMV_SPLITS[bf16_order_split_index(a.k)],
+        };
         let shape = Shape {
             grid: (
                 a.rows.div_ceil(TILE_MMA_ROWS) as u32,
@@ -169,7 +169,7 @@ impl Kernels {
             ),
             block: 256,
         };
-        self.launch_with_shared(TILE_MMA_NAME, shape, TILE_MMA_SHARED_BYTES, args)
+        self.launch_with_shared(shape, TILE_MMA_SHARED_BYTES, &params)
     }
 
     /// Forces the tile kernel whatever `a.n` (tests compare it with the skinny one).

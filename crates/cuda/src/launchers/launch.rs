@@ -1,6 +1,7 @@
-//! Loading the kernel modules and launching one kernel: the argument packing and launch shape
-//! every wrapper in this directory uses.
+//! Loading the kernel modules and launching one kernel: the launch shape and the launch every
+//! wrapper in this directory uses, given the kernel's parameter struct (super::signatures).
 
+use std::any::TypeId;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -8,54 +9,11 @@ use std::sync::Arc;
 use cudarc::driver::{sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
 
 use super::names::{
-    decode_shared_bytes, ordered_qgemv_names, prefill_tile, quant_names, DECODE_NAMES,
-    FP8_MMA_NAMES, GEMV_MMA_NAMES, GEMV_NAMES, MOE_DOWN_NAMES, MOE_GATE_UP_NAMES, NAMES,
-    PREFILL_NAMES, QMMA_NAMES, TILE_MMA_NAME, TILE_MMA_SHARED_BYTES,
+    decode_shared_bytes, prefill_tile, DECODE_NAMES, PREFILL_NAMES, TILE_MMA_SHARED_BYTES,
 };
-use crate::device_ptr::DevicePtr;
+use super::signatures::{KernelParams, Signature, TileMmaBf16, MAX_PARAMS, SIGNATURES};
 use crate::kernel_sources::MODULES;
 use crate::module_loader;
-
-/// Up to 16 kernel arguments, each stored in an 8-byte slot (the driver reads each parameter's
-/// own size from the front of its slot: little-endian, so narrower values sit there). Pushed
-/// in the order of the kernel's parameters.
-pub(super) struct Args {
-    slots: [u64; 16],
-    len: usize,
-}
-
-impl Args {
-    pub(super) fn new() -> Self {
-        Args {
-            slots: [0; 16],
-            len: 0,
-        }
-    }
-    fn push(mut self, bits: u64) -> Self {
-        self.slots[self.len] = bits;
-        self.len += 1;
-        self
-    }
-    pub(super) fn ptr(self, p: DevicePtr) -> Self {
-        self.push(p.raw())
-    }
-    /// A pointer the kernel checks for NULL: `None` is passed as 0.
-    pub(super) fn nullable_ptr(self, p: Option<DevicePtr>) -> Self {
-        self.push(DevicePtr::raw_or_null(p))
-    }
-    pub(super) fn i32(self, v: i32) -> Self {
-        self.push(v as u32 as u64)
-    }
-    pub(super) fn usize(self, v: usize) -> Self {
-        self.i32(v as i32)
-    }
-    pub(super) fn f32(self, v: f32) -> Self {
-        self.push(v.to_bits() as u64)
-    }
-    pub(super) fn u64(self, v: u64) -> Self {
-        self.push(v)
-    }
-}
 
 /// Launch shape of one kernel.
 #[derive(Debug, Clone, Copy)]
@@ -77,44 +35,40 @@ pub struct Kernels {
     /// Launch with programmatic stream serialization (sm_90 and later; `FERRITE_PDL=0` turns
     /// it off, for A/B timing).
     programmatic: bool,
-    functions: HashMap<&'static str, CudaFunction>,
+    functions: HashMap<&'static str, Loaded>,
     _modules: Vec<Arc<CudaModule>>,
 }
 
-/// Every kernel the backend launches.
-fn all_names() -> impl Iterator<Item = &'static str> {
-    NAMES
-        .iter()
-        .chain(GEMV_NAMES.iter().flatten())
-        .chain(QMMA_NAMES.iter().flatten())
-        .chain(FP8_MMA_NAMES.iter())
-        .chain(GEMV_MMA_NAMES.iter().flatten())
-        .chain([TILE_MMA_NAME].iter())
-        .chain(MOE_GATE_UP_NAMES.iter().flatten())
-        .chain(MOE_DOWN_NAMES.iter().flatten())
-        .copied()
-        .chain(quant_names())
-        .chain(ordered_qgemv_names())
-        .chain(PREFILL_NAMES.iter().map(|&(name, _)| name))
-        .chain(DECODE_NAMES.iter().map(|&(name, _)| name))
+/// A kernel found at load, and its row of the signature table.
+struct Loaded {
+    function: CudaFunction,
+    row: &'static Signature,
 }
 
 impl Kernels {
     pub fn load(stream: &Arc<CudaStream>) -> anyhow::Result<Kernels> {
         let ctx = stream.context();
+        // Every kernel the backend launches, with its row.
+        let kernels: Vec<(&'static str, &'static Signature)> = SIGNATURES
+            .iter()
+            .flat_map(|row| row.names.list().into_iter().map(move |name| (name, row)))
+            .collect();
         let mut modules = Vec::new();
         let mut functions = HashMap::new();
         for source in MODULES {
             let module = module_loader::load(ctx, source)?;
-            for name in all_names() {
-                if let Ok(f) = module.load_function(name) {
-                    functions.insert(name, f);
+            for &(name, row) in &kernels {
+                if let Ok(function) = module.load_function(name) {
+                    functions.insert(name, Loaded { function, row });
                 }
             }
             modules.push(module);
         }
-        if let Some(missing) = all_names().find(|n| !functions.contains_key(*n)) {
-            anyhow::bail!("kernel `{missing}` is in no loaded module");
+        if let Some((missing, row)) = kernels.iter().find(|(n, _)| !functions.contains_key(n)) {
+            anyhow::bail!(
+                "kernel `{missing}` of {} is in no loaded module",
+                row.describe()
+            );
         }
         // Kernels that stage more than the 48 KiB of shared memory a kernel gets without
         // asking: the tile product, prefill attention's Q, K and V tiles (up to 68 KiB), and
@@ -127,12 +81,14 @@ impl Kernels {
                     .iter()
                     .map(|&(name, head_dim)| (name, decode_shared_bytes(head_dim))),
             )
-            .chain([(TILE_MMA_NAME, TILE_MMA_SHARED_BYTES)]);
+            .chain([(TileMmaBf16::NAME, TILE_MMA_SHARED_BYTES)]);
         for (name, bytes) in large_shared {
-            let f: &CudaFunction = &functions[name];
+            let f = functions.get(name).ok_or_else(|| {
+                anyhow::anyhow!("kernel `{name}` has no row in the signature table")
+            })?;
             unsafe {
                 sys::cuFuncSetAttribute(
-                    f.cu_function(),
+                    f.function.cu_function(),
                     sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                     bytes as i32,
                 )
@@ -151,24 +107,34 @@ impl Kernels {
         })
     }
 
-    fn function(&self, name: &str) -> CUfunction {
-        // Every name was checked at load.
-        self.functions[name].cu_function()
+    /// The kernel `params` launches, checked to be one of its row's.
+    fn function<P: KernelParams>(&self, params: &P) -> anyhow::Result<CUfunction> {
+        let name = params.kernel();
+        let loaded = self
+            .functions
+            .get(name)
+            .ok_or_else(|| anyhow::anyhow!("no kernel named {name}"))?;
+        anyhow::ensure!(
+            (loaded.row.struct_type)() == TypeId::of::<P>(),
+            "{name}, a kernel of {}, launched with the parameters of {}",
+            loaded.row.describe(),
+            std::any::type_name::<P>()
+        );
+        Ok(loaded.function.cu_function())
     }
 
-    pub(super) fn launch(&self, name: &str, shape: Shape, args: Args) -> anyhow::Result<()> {
-        self.launch_with_shared(name, shape, 0, args)
+    pub(super) fn launch(&self, shape: Shape, params: &impl KernelParams) -> anyhow::Result<()> {
+        self.launch_with_shared(shape, 0, params)
     }
 
     /// [`Kernels::launch`] with `shared_bytes` of dynamic shared memory.
     pub(super) fn launch_with_shared(
         &self,
-        name: &str,
         shape: Shape,
         shared_bytes: u32,
-        args: Args,
+        params: &impl KernelParams,
     ) -> anyhow::Result<()> {
-        self.launch_inner(name, shape, shared_bytes, args, self.programmatic)
+        self.launch_inner(shape, shared_bytes, params, self.programmatic)
     }
 
     /// [`Kernels::launch`] without overlapping the previous kernel: for a kernel that reads,
@@ -176,24 +142,27 @@ impl Kernels {
     /// slab the dequantizer has just written).
     pub(super) fn launch_after_previous(
         &self,
-        name: &str,
         shape: Shape,
-        args: Args,
+        params: &impl KernelParams,
     ) -> anyhow::Result<()> {
-        self.launch_inner(name, shape, 0, args, false)
+        self.launch_inner(shape, 0, params, false)
     }
 
-    fn launch_inner(
+    fn launch_inner<P: KernelParams>(
         &self,
-        name: &str,
         shape: Shape,
         shared_bytes: u32,
-        args: Args,
+        params: &P,
         overlap: bool,
     ) -> anyhow::Result<()> {
-        let mut params = [std::ptr::null_mut::<c_void>(); 16];
-        let mut slots = args.slots;
-        for (p, slot) in params.iter_mut().zip(slots.iter_mut()).take(args.len) {
+        let name = params.kernel();
+        let function = self.function(params)?;
+        let args = params
+            .args()
+            .map_err(|e| anyhow::anyhow!("launching {name}: {e}"))?;
+        let (mut slots, len) = args.into_slots();
+        let mut pointers = [std::ptr::null_mut::<c_void>(); MAX_PARAMS];
+        for (p, slot) in pointers.iter_mut().zip(slots.iter_mut()).take(len) {
             *p = slot as *mut u64 as *mut c_void;
         }
         // With programmatic dependent launch this kernel may be scheduled while the previous
@@ -219,8 +188,8 @@ impl Kernels {
         unsafe {
             sys::cuLaunchKernelEx(
                 &config,
-                self.function(name),
-                params.as_mut_ptr(),
+                function,
+                pointers.as_mut_ptr(),
                 std::ptr::null_mut(),
             )
         }
@@ -234,6 +203,7 @@ impl Kernels {
             .functions
             .get(name)
             .ok_or_else(|| anyhow::anyhow!("no kernel named {name}"))?;
+        let f = &f.function;
         Ok((f.num_regs()?, f.local_size_bytes()?, f.shared_size_bytes()?))
     }
 
@@ -249,13 +219,11 @@ impl Kernels {
             .functions
             .get(name)
             .ok_or_else(|| anyhow::anyhow!("no kernel named {name}"))?;
-        Ok(
-            f.occupancy_max_active_blocks_per_multiprocessor(block, shared_bytes as usize, None)?
-                as usize,
-        )
-    }
-
-    pub fn names() -> &'static [&'static str] {
-        NAMES
+        let blocks = f.function.occupancy_max_active_blocks_per_multiprocessor(
+            block,
+            shared_bytes as usize,
+            None,
+        )?;
+        Ok(blocks as usize)
     }
 }

@@ -1,14 +1,14 @@
 //! Typed launch wrappers for the kernels of kernels/*.cu: one method of [`Kernels`] per
 //! kernel, taking device addresses ([`DevicePtr`](crate::device_ptr::DevicePtr)) and sizes,
 //! computing the launch shape, enqueuing on the backend's stream. A launcher with more than a
-//! handful of arguments takes them as a struct with named fields; the fields become the
-//! kernel's positional arguments in one place, the launcher, in the order of its `.cu`
-//! signature.
+//! handful of arguments takes them as a struct with named fields. Every launcher fills its
+//! kernel's parameter struct from `signatures`, the one declaration of each kernel's
+//! parameters in the order of its `.cu` signature, which packs them.
 //!
 //! Named `launchers` so that one folder is called kernels (the `.cu` sources). One file here
-//! per kernel family of kernels/*.cu (some launch several `.cu` files); `launch` holds the loading and launching they share,
-//! `names` the kernel names every module is checked for at start-up, `support` the model
-//! shapes they can run.
+//! per kernel family of kernels/*.cu (some launch several `.cu` files); `launch` holds the
+//! loading and launching they share, `signatures` every kernel's parameters, `names` the
+//! instantiations of the kernel families, `support` the model shapes they can run.
 
 mod attention;
 mod dummy_init;
@@ -23,6 +23,7 @@ mod quant;
 mod rmsnorm;
 mod rope_kv;
 mod sampling;
+mod signatures;
 mod support;
 
 pub use attention::{

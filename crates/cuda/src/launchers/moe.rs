@@ -1,9 +1,10 @@
 //! Launchers of kernels/moe.cu: a mixture-of-experts MLP's routing, grouping, expert products
 //! and combination, each grid fixed by the token count so that decode graphs capture them.
 
-use super::launch::{grid1, Args, Kernels, Shape};
+use super::launch::{grid1, Kernels, Shape};
 use super::names::{MOE_DOWN_NAMES, MOE_GATE_UP_NAMES, QGEMV_SPLITS};
 use super::quant::split_index;
+use super::signatures::{MoeCombine, MoeDown, MoeGateUp, MoeRouteGroup};
 use crate::device_ptr::DevicePtr;
 
 /// Most experts the routing kernel takes (a warp holds 8 logits a lane).
@@ -112,24 +113,23 @@ impl Kernels {
     ) -> anyhow::Result<()> {
         anyhow::ensure!(experts <= MOE_MAX_EXPERTS && (1..=MOE_MAX_K.min(experts)).contains(&k));
         chunk_index(chunk)?;
-        // moe_route_group(logits, experts, k, normalize, n, ids, weights, row_of_choice,
-        //                 token_of_row, items, chunk, max_items, slots, load)
-        let args = Args::new()
-            .ptr(logits)
-            .usize(experts)
-            .usize(k)
-            .i32(i32::from(normalize))
-            .usize(n)
-            .ptr(r.ids)
-            .ptr(r.weights)
-            .ptr(r.row_of_choice)
-            .ptr(r.token_of_row)
-            .ptr(r.items)
-            .usize(chunk)
-            .usize(moe_max_items(n * k, experts, chunk))
-            .nullable_ptr(load.map(|l| l.slots))
-            .nullable_ptr(load.map(|l| l.counts));
-        self.launch("moe_route_group", grid1(1, 1024), args)
+        let params = MoeRouteGroup {
+            logits,
+            experts,
+            k,
+            normalize: i32::from(normalize),
+            n,
+            ids: r.ids,
+            weights: r.weights,
+            row_of_choice: r.row_of_choice,
+            token_of_row: r.token_of_row,
+            items: r.items,
+            chunk,
+            max_items: moe_max_items(n * k, experts, chunk),
+            slots: load.map(|l| l.slots),
+            load: load.map(|l| l.counts),
+        };
+        self.launch(grid1(1, 1024), &params)
     }
 
     /// gate/up + SwiGLU for the `routed` rows of routing `r` (grouped in items of `chunk`),
@@ -155,17 +155,18 @@ impl Kernels {
             ),
             block: 256,
         };
-        // moe_gate_up_s<split>_r<chunk>(gate, up, width, x, token_of_row, items, act, k)
-        let args = Args::new()
-            .ptr(a.gate)
-            .ptr(a.up)
-            .usize(a.width)
-            .ptr(a.x)
-            .ptr(r.token_of_row)
-            .ptr(r.items)
-            .ptr(a.act)
-            .usize(a.k);
-        self.launch(MOE_GATE_UP_NAMES[variant][split], shape, args)
+        let params = MoeGateUp {
+            kernel: MOE_GATE_UP_NAMES[variant][split],
+            gate: a.gate,
+            up: a.up,
+            width: a.width,
+            x: a.x,
+            token_of_row: r.token_of_row,
+            items: r.items,
+            act: a.act,
+            k: a.k,
+        };
+        self.launch(shape, &params)
     }
 
     /// down for the `routed` rows of routing `r` (grouped in items of `chunk`), every expert
@@ -190,15 +191,16 @@ impl Kernels {
             ),
             block: 256,
         };
-        // moe_down_s<split>_r<chunk>(down, rows, act, items, y, k)
-        let args = Args::new()
-            .ptr(a.down)
-            .usize(a.rows)
-            .ptr(a.act)
-            .ptr(r.items)
-            .ptr(a.y)
-            .usize(a.k);
-        self.launch(MOE_DOWN_NAMES[variant][split], shape, args)
+        let params = MoeDown {
+            kernel: MOE_DOWN_NAMES[variant][split],
+            down: a.down,
+            rows: a.rows,
+            act: a.act,
+            items: r.items,
+            y: a.y,
+            k: a.k,
+        };
+        self.launch(shape, &params)
     }
 
     /// out[t] (f32 [n, hidden]) = the weighted sum of token t's expert outputs `ys` (f32
@@ -220,17 +222,17 @@ impl Kernels {
             grid: ((hidden / 4).div_ceil(256) as u32, n as u32, 1),
             block: 256,
         };
-        // moe_combine(ys, row_of_choice, weights, k, hidden, shared_out, shared_score, out)
-        let args = Args::new()
-            .ptr(ys)
-            .ptr(r.row_of_choice)
-            .ptr(r.weights)
-            .usize(k)
-            .usize(hidden)
-            .nullable_ptr(shared.map(|s| s.0))
-            .nullable_ptr(shared.map(|s| s.1))
-            .ptr(out);
-        self.launch("moe_combine", shape, args)
+        let params = MoeCombine {
+            ys,
+            row_of_choice: r.row_of_choice,
+            weights: r.weights,
+            k,
+            hidden,
+            shared_out: shared.map(|s| s.0),
+            shared_score: shared.map(|s| s.1),
+            out,
+        };
+        self.launch(shape, &params)
     }
 }
 

@@ -1,33 +1,10 @@
-//! The names of the kernels the backend launches, checked at load so that a missing one fails
-//! at start-up rather than at its first launch.
+//! The instantiations of the kernel families (the kernels a `.cu` macro instantiates, declared
+//! once each in the signature table, super::signatures): the lists the launchers pick a kernel
+//! from and the load-time check walks, and the launch geometry some of them share.
 
 use std::sync::LazyLock;
 
 use crate::quant::QuantType;
-
-/// Every kernel but the GEMVs.
-pub(super) const NAMES: &[&str] = &[
-    "embedding_gather",
-    "add_rmsnorm",
-    "rmsnorm_rows",
-    "rope_kv_write",
-    "rope_kv_write_bf16",
-    "silu_mul",
-    "gelu_tanh_mul",
-    "silu_mul_bf16",
-    "gelu_tanh_mul_bf16",
-    "attention_decode_reduce",
-    "sample_partial",
-    "sample_tokens",
-    "apply_token_mask",
-    "dummy_fill_bf16",
-    "dummy_fill_f32",
-    "moe_route_group",
-    "moe_combine",
-    "fp8_quantize_rows",
-    "fp8_scales_by_k",
-    "copy_rows_f32",
-];
 
 /// The mixture-of-experts products (moe.cu) by item size (`moe::MOE_CHUNKS`) and split
 /// (`QGEMV_SPLITS`).
@@ -45,6 +22,11 @@ pub(super) const MOE_GATE_UP_NAMES: [[&str; 4]; 2] = [
         "moe_gate_up_s8_r32",
     ],
 ];
+
+pub(super) fn moe_gate_up_names() -> Vec<&'static str> {
+    MOE_GATE_UP_NAMES.as_flattened().to_vec()
+}
+
 pub(super) const MOE_DOWN_NAMES: [[&str; 4]; 2] = [
     [
         "moe_down_s1_r8",
@@ -59,6 +41,10 @@ pub(super) const MOE_DOWN_NAMES: [[&str; 4]; 2] = [
         "moe_down_s8_r32",
     ],
 ];
+
+pub(super) fn moe_down_names() -> Vec<&'static str> {
+    MOE_DOWN_NAMES.as_flattened().to_vec()
+}
 
 /// Largest token count the GEMV kernels take.
 pub const GEMV_MAX_TOKENS: usize = 8;
@@ -97,6 +83,10 @@ pub(super) const GEMV_NAMES: [[&str; GEMV_MAX_TOKENS]; 3] = [
     ],
 ];
 
+pub(super) fn gemv_names() -> Vec<&'static str> {
+    GEMV_NAMES.as_flattened().to_vec()
+}
+
 /// Token groups of 8 the skinny tensor-core products are built for (gemv_mma.cu).
 pub const GEMV_MMA_GROUPS: [usize; 4] = [1, 2, 4, 8];
 
@@ -129,9 +119,12 @@ pub(super) const GEMV_MMA_NAMES: [[&str; 4]; 4] = [
     ],
 ];
 
-/// The batch-invariant bf16 product for many tokens (tile_mma.cu) and the dynamic shared
-/// memory it takes: three stages of (128 weight rows + 128 tokens) x 128 bf16.
-pub(super) const TILE_MMA_NAME: &str = "tile_mma_bf16";
+pub(super) fn gemv_mma_names() -> Vec<&'static str> {
+    GEMV_MMA_NAMES.as_flattened().to_vec()
+}
+
+/// The dynamic shared memory of the batch-invariant bf16 product for many tokens
+/// (tile_mma.cu): three stages of (128 weight rows + 128 tokens) x 128 bf16.
 pub(super) const TILE_MMA_SHARED_BYTES: u32 = 3 * 256 * 256;
 /// Weight rows and tokens of one tile_mma.cu thread block.
 pub(super) const TILE_MMA_ROWS: usize = 128;
@@ -156,6 +149,14 @@ pub(super) const QMMA_NAMES: [[&str; 4]; 2] = [
     ],
 ];
 
+pub(super) fn qmma_q4_k_names() -> Vec<&'static str> {
+    QMMA_NAMES[0].to_vec()
+}
+
+pub(super) fn qmma_q6_k_names() -> Vec<&'static str> {
+    QMMA_NAMES[1].to_vec()
+}
+
 /// The FP8 tensor-core GEMVs (fp8_gemv_mma.cu, 2..8 tokens) by split.
 pub(super) const FP8_MMA_NAMES: [&str; 4] = [
     "fp8_gemv_mma_s1",
@@ -163,6 +164,10 @@ pub(super) const FP8_MMA_NAMES: [&str; 4] = [
     "fp8_gemv_mma_s4",
     "fp8_gemv_mma_s8",
 ];
+
+pub(super) fn fp8_mma_names() -> Vec<&'static str> {
+    FP8_MMA_NAMES.to_vec()
+}
 
 /// Every quantized kernel's name: per type, the CUDA-core GEMVs by token count (up to
 /// `QuantType::cuda_core_gemv_tokens`) and split, then the dequantizer and the embedding
@@ -193,8 +198,23 @@ fn type_names(q: QuantType) -> (usize, usize) {
     )
 }
 
-pub(super) fn quant_names() -> impl Iterator<Item = &'static str> {
-    QUANT_NAMES.0.iter().map(String::as_str)
+pub(super) fn qgemv_names() -> Vec<&'static str> {
+    QuantType::ALL
+        .into_iter()
+        .flat_map(|q| {
+            (1..=q.cuda_core_gemv_tokens()).flat_map(move |n| {
+                (0..QGEMV_SPLITS.len()).map(move |split_index| qgemv_name(q, n, split_index))
+            })
+        })
+        .collect()
+}
+
+pub(super) fn qdequant_names() -> Vec<&'static str> {
+    QuantType::ALL.into_iter().map(qdequant_name).collect()
+}
+
+pub(super) fn qembed_names() -> Vec<&'static str> {
+    QuantType::ALL.into_iter().map(qembed_name).collect()
 }
 
 /// The batch-invariant products on quantized matrices (quant_gemv_ordered.cu), per type by
@@ -210,8 +230,8 @@ static ORDERED_QGEMV_NAMES: LazyLock<Vec<String>> = LazyLock::new(|| {
         .collect()
 });
 
-pub(super) fn ordered_qgemv_names() -> impl Iterator<Item = &'static str> {
-    ORDERED_QGEMV_NAMES.iter().map(String::as_str)
+pub(super) fn ordered_qgemv_names() -> Vec<&'static str> {
+    ORDERED_QGEMV_NAMES.iter().map(String::as_str).collect()
 }
 
 pub(super) fn ordered_qgemv_name(q: QuantType, split_index: usize) -> &'static str {
@@ -244,6 +264,10 @@ pub(super) const PREFILL_NAMES: [(&str, usize); 5] = [
     ("attention_prefill_hd256", 256),
 ];
 
+pub(super) fn prefill_names() -> Vec<&'static str> {
+    PREFILL_NAMES.iter().map(|&(name, _)| name).collect()
+}
+
 /// The decode attention kernels by head_dim.
 pub(super) const DECODE_NAMES: [(&str, usize); 5] = [
     ("attention_decode_hd16", 16),
@@ -252,6 +276,10 @@ pub(super) const DECODE_NAMES: [(&str, usize); 5] = [
     ("attention_decode_hd128", 128),
     ("attention_decode_hd256", 256),
 ];
+
+pub(super) fn decode_names() -> Vec<&'static str> {
+    DECODE_NAMES.iter().map(|&(name, _)| name).collect()
+}
 
 /// Dynamic shared memory of a decode attention block for `head_dim`: two stages of a K and a
 /// V tile (kernels/attention_decode.cu's `DecodeShape`, which this must match), or the key
@@ -297,10 +325,12 @@ mod tests {
             ordered_qgemv_name(QuantType::Fp8, 3),
             "qgemv_ordered_fp8_s8"
         );
-        let per_gguf_type = GEMV_MAX_TOKENS * QGEMV_SPLITS.len() + 2;
         assert_eq!(
-            quant_names().count(),
-            7 * per_gguf_type + QGEMV_SPLITS.len() + 2
+            qgemv_names().len(),
+            7 * GEMV_MAX_TOKENS * QGEMV_SPLITS.len() + QGEMV_SPLITS.len()
         );
+        assert_eq!(qgemv_names()[1], "qgemv_q4_0_1_s2");
+        assert_eq!(qdequant_names().len(), QuantType::ALL.len());
+        assert_eq!(qembed_names()[7], "qembed_fp8");
     }
 }

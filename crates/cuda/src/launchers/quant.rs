@@ -3,18 +3,16 @@
 //! (crate::quant).
 
 use super::gemv::bf16_order_split_index;
-use super::launch::{grid1, Args, Kernels};
+use super::launch::{grid1, Kernels};
 use super::names::{
     ordered_qgemv_name, qdequant_name, qembed_name, qgemv_name, FP8_MMA_NAMES, GEMV_MAX_TOKENS,
     QGEMV_SPLITS, QMMA_NAMES,
 };
+use super::signatures::{
+    Fp8GemvMma, Qdequant, Qembed, Qgemv, QgemvMmaQ4K, QgemvMmaQ6K, QgemvOrdered,
+};
 use crate::device_ptr::DevicePtr;
 use crate::quant::QuantType;
-
-/// A quantized matrix's planes as kernel arguments (unused ones NULL).
-fn with_planes(args: Args, planes: [Option<DevicePtr>; 3]) -> Args {
-    planes.into_iter().fold(args, Args::nullable_ptr)
-}
 
 /// y[t, r] (f32, row stride `ldy`) = x[t, :] (bf16 [n, k]) · W[r, :] for `n` <= 8 tokens and
 /// the `rows` rows of a quantized matrix.
@@ -95,15 +93,19 @@ impl Kernels {
         let units = k / a.format.unit_len();
         let split_index = qgemv_split_index(rows, units, n);
         let rows_per_block = 8 / QGEMV_SPLITS[split_index] * qgemv_rows_per_warp(n);
-        // qgemv_<type>_<n>_s<split>(p0, p1, p2, x, y, rows, k, ldy)
-        let args = with_planes(Args::new(), a.planes)
-            .ptr(a.x)
-            .ptr(a.y)
-            .usize(rows)
-            .usize(k)
-            .usize(a.ldy);
-        let name = qgemv_name(a.format, n, split_index);
-        self.launch(name, grid1(rows.div_ceil(rows_per_block), 256), args)
+        let [p0, p1, p2] = a.planes;
+        let params = Qgemv {
+            kernel: qgemv_name(a.format, n, split_index),
+            p0,
+            p1,
+            p2,
+            x: a.x,
+            y: a.y,
+            rows,
+            k,
+            ldy: a.ldy,
+        };
+        self.launch(grid1(rows.div_ceil(rows_per_block), 256), &params)
     }
 
     /// The batch-invariant product of `a.n` <= 8 tokens (quant_gemv_ordered.cu): the
@@ -118,16 +120,20 @@ impl Kernels {
         );
         let split_index = bf16_order_split_index(a.k);
         let rows_per_block = 16 * 8 / QGEMV_SPLITS[split_index];
-        // qgemv_ordered_<type>_s<split>(p0, p1, p2, x, y, rows, k, ldy, n)
-        let args = with_planes(Args::new(), a.planes)
-            .ptr(a.x)
-            .ptr(a.y)
-            .usize(a.rows)
-            .usize(a.k)
-            .usize(a.ldy)
-            .usize(a.n);
-        let name = ordered_qgemv_name(a.format, split_index);
-        self.launch(name, grid1(a.rows.div_ceil(rows_per_block), 256), args)
+        let [p0, p1, p2] = a.planes;
+        let params = QgemvOrdered {
+            kernel: ordered_qgemv_name(a.format, split_index),
+            p0,
+            p1,
+            p2,
+            x: a.x,
+            y: a.y,
+            rows: a.rows,
+            k: a.k,
+            ldy: a.ldy,
+            n: a.n,
+        };
+        self.launch(grid1(a.rows.div_ceil(rows_per_block), 256), &params)
     }
 
     /// One token's product on a Q4_K or Q6_K matrix through the tensor cores
@@ -140,25 +146,28 @@ impl Kernels {
         };
         let grid = grid1(a.rows.div_ceil(rows_per_block), 256);
         if a.format == QuantType::Q4K {
-            // qgemv_mma_q4_k_1_s<split>(w, x, y, rows, k, ldy)
-            let args = Args::new()
-                .ptr(plane(0)?)
-                .ptr(a.x)
-                .ptr(a.y)
-                .usize(a.rows)
-                .usize(a.k)
-                .usize(a.ldy);
-            self.launch(QMMA_NAMES[0][split_index], grid, args)
+            let params = QgemvMmaQ4K {
+                kernel: QMMA_NAMES[0][split_index],
+                w: plane(0)?,
+                x: a.x,
+                y: a.y,
+                rows: a.rows,
+                k: a.k,
+                ldy: a.ldy,
+            };
+            self.launch(grid, &params)
         } else {
-            // qgemv_mma_q6_k_1_s<split>(quants and scales, d, x, y, rows, k)
-            let args = Args::new()
-                .ptr(plane(0)?)
-                .ptr(plane(1)?)
-                .ptr(a.x)
-                .ptr(a.y)
-                .usize(a.rows)
-                .usize(a.k);
-            self.launch(QMMA_NAMES[1][split_index], grid, args)
+            // Q6_K: quants and scales in p0, d in p1.
+            let params = QgemvMmaQ6K {
+                kernel: QMMA_NAMES[1][split_index],
+                p0: plane(0)?,
+                p1: plane(1)?,
+                x: a.x,
+                y: a.y,
+                rows: a.rows,
+                k: a.k,
+            };
+            self.launch(grid, &params)
         }
     }
 
@@ -168,18 +177,18 @@ impl Kernels {
         let rows_per_block = 32 * 8 / QGEMV_SPLITS[split_index];
         let plane =
             |i: usize| a.planes[i].ok_or_else(|| anyhow::anyhow!("FP8 matrix without plane {i}"));
-        // fp8_gemv_mma_s<split>(scales, q, x, y, rows, k, ldy, n)
-        let args = Args::new()
-            .ptr(plane(0)?)
-            .ptr(plane(1)?)
-            .ptr(a.x)
-            .ptr(a.y)
-            .usize(a.rows)
-            .usize(a.k)
-            .usize(a.ldy)
-            .usize(a.n);
-        let grid = grid1(a.rows.div_ceil(rows_per_block), 256);
-        self.launch(FP8_MMA_NAMES[split_index], grid, args)
+        let params = Fp8GemvMma {
+            kernel: FP8_MMA_NAMES[split_index],
+            scales: plane(0)?,
+            q: plane(1)?,
+            x: a.x,
+            y: a.y,
+            rows: a.rows,
+            k: a.k,
+            ldy: a.ldy,
+            n: a.n,
+        };
+        self.launch(grid1(a.rows.div_ceil(rows_per_block), 256), &params)
     }
 
     /// Rows `row0 .. row0 + rows` of a quantized [_, k] matrix into bf16 `out` [rows, k].
@@ -194,13 +203,18 @@ impl Kernels {
     ) -> anyhow::Result<()> {
         // A thread per 8 elements (quant_dequant.cu), grid-stride beyond 65,535 blocks.
         let blocks = (rows * k / 8).div_ceil(256).clamp(1, 65_535);
-        // qdequant_<type>(p0, p1, p2, out, row0, rows, k)
-        let args = with_planes(Args::new(), planes)
-            .ptr(out)
-            .usize(row0)
-            .usize(rows)
-            .usize(k);
-        self.launch(qdequant_name(format), grid1(blocks, 256), args)
+        let [p0, p1, p2] = planes;
+        let params = Qdequant {
+            kernel: qdequant_name(format),
+            p0,
+            p1,
+            p2,
+            out,
+            row0,
+            rows,
+            k,
+        };
+        self.launch(grid1(blocks, 256), &params)
     }
 
     /// x[t] = table[tokens[t]] * scale (f32) for `n` tokens of a quantized embedding table.
@@ -215,13 +229,18 @@ impl Kernels {
         scale: f32,
         n: usize,
     ) -> anyhow::Result<()> {
-        // qembed_<type>(p0, p1, p2, tokens, x, hidden, scale)
-        let args = with_planes(Args::new(), planes)
-            .ptr(tokens)
-            .ptr(x)
-            .usize(hidden)
-            .f32(scale);
-        self.launch(qembed_name(format), grid1(n, 128), args)
+        let [p0, p1, p2] = planes;
+        let params = Qembed {
+            kernel: qembed_name(format),
+            p0,
+            p1,
+            p2,
+            tokens,
+            x,
+            hidden,
+            scale,
+        };
+        self.launch(grid1(n, 128), &params)
     }
 }
 

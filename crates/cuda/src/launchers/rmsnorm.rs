@@ -1,7 +1,8 @@
 //! Launchers of kernels/rmsnorm.cu: the residual add fused with RMSNorm, and RMSNorm in place
 //! of f32 rows (per-head Q/K norms, post-attention and post-MLP norms).
 
-use super::launch::{grid1, Args, Kernels};
+use super::launch::{grid1, Kernels};
+use super::signatures::{AddRmsNorm, RmsNormRows};
 use crate::device_ptr::DevicePtr;
 
 /// Arguments of [`Kernels::add_rmsnorm`].
@@ -27,16 +28,16 @@ impl Kernels {
     /// For `n` output rows: x[r] += delta[r] (when given), out[i] = rmsnorm(x[r]) * weight,
     /// r = rows[i] (when given) or i.
     pub fn add_rmsnorm(&self, a: &AddRmsNormArgs) -> anyhow::Result<()> {
-        // add_rmsnorm(x, delta, weight, rows, out, hidden, eps)
-        let args = Args::new()
-            .ptr(a.x)
-            .nullable_ptr(a.delta)
-            .ptr(a.weight)
-            .nullable_ptr(a.rows)
-            .ptr(a.out)
-            .usize(a.hidden)
-            .f32(a.eps);
-        self.launch("add_rmsnorm", grid1(a.n, 256), args)
+        let params = AddRmsNorm {
+            x: a.x,
+            delta: a.delta,
+            weight: a.weight,
+            rows: a.rows,
+            out: a.out,
+            hidden: a.hidden,
+            eps: a.eps,
+        };
+        self.launch(grid1(a.n, 256), &params)
     }
 }
 
@@ -61,16 +62,16 @@ impl Kernels {
     /// post-MLP norm with `heads` 1 and `dim` hidden).
     pub fn rmsnorm_rows(&self, a: &RmsNormRowsArgs) -> anyhow::Result<()> {
         let rows = a.n * a.heads;
-        // rmsnorm_rows(x, weight, rows, heads, token_stride, dim, eps)
-        let args = Args::new()
-            .ptr(a.x)
-            .ptr(a.weight)
-            .usize(rows)
-            .usize(a.heads)
-            .usize(a.token_stride)
-            .usize(a.dim)
-            .f32(a.eps);
+        let params = RmsNormRows {
+            x: a.x,
+            weight: a.weight,
+            rows,
+            heads: a.heads,
+            token_stride: a.token_stride,
+            dim: a.dim,
+            eps: a.eps,
+        };
         // One warp per row, four rows per block.
-        self.launch("rmsnorm_rows", grid1(rows.div_ceil(4), 128), args)
+        self.launch(grid1(rows.div_ceil(4), 128), &params)
     }
 }

@@ -2,7 +2,8 @@
 //! paged cache, in one kernel.
 
 use super::attention::AttentionDims;
-use super::launch::{Args, Kernels, Shape};
+use super::launch::{Kernels, Shape};
+use super::signatures::RopeKvWrite;
 use crate::device_ptr::DevicePtr;
 
 /// Arguments of [`Kernels::rope_kv_write`].
@@ -34,22 +35,6 @@ pub struct RopeKvArgs {
 impl Kernels {
     pub fn rope_kv_write(&self, a: &RopeKvArgs) -> anyhow::Result<()> {
         let d = a.dims;
-        // rope_kv_write(qkv, bias, positions, slots, inv_freq, q_out, k_cache, v_cache,
-        //               num_heads, num_kv_heads, head_dim, page_size, interleaved)
-        let args = Args::new()
-            .ptr(a.qkv)
-            .nullable_ptr(a.bias)
-            .ptr(a.positions)
-            .ptr(a.slots)
-            .ptr(a.inv_freq)
-            .ptr(a.q_out)
-            .ptr(a.k_cache)
-            .ptr(a.v_cache)
-            .usize(d.num_heads)
-            .usize(d.num_kv_heads)
-            .usize(d.head_dim)
-            .usize(a.page_size)
-            .i32(a.interleaved as i32);
         anyhow::ensure!(
             d.head_dim.is_multiple_of(4),
             "RoPE needs head_dim % 4 == 0, not {}",
@@ -62,11 +47,26 @@ impl Kernels {
             grid: (a.n as u32, work.div_ceil(128) as u32, 1),
             block: 128,
         };
-        let name = if a.qkv_bf16 {
-            "rope_kv_write_bf16"
-        } else {
-            "rope_kv_write"
+        let params = RopeKvWrite {
+            kernel: if a.qkv_bf16 {
+                RopeKvWrite::QKV_BF16
+            } else {
+                RopeKvWrite::QKV_F32
+            },
+            qkv: a.qkv,
+            bias: a.bias,
+            positions: a.positions,
+            slots: a.slots,
+            inv_freq: a.inv_freq,
+            q_out: a.q_out,
+            k_cache: a.k_cache,
+            v_cache: a.v_cache,
+            num_heads: d.num_heads,
+            num_kv_heads: d.num_kv_heads,
+            head_dim: d.head_dim,
+            page_size: a.page_size,
+            interleaved: i32::from(a.interleaved),
         };
-        self.launch(name, shape, args)
+        self.launch(shape, &params)
     }
 }

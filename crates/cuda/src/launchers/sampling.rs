@@ -4,7 +4,8 @@
 
 use ferrite_engine::DeviceSampling;
 
-use super::launch::{grid1, Args, Kernels, Shape};
+use super::launch::{grid1, Kernels, Shape};
+use super::signatures::{ApplyTokenMask, SamplePartial, SampleTokens};
 use crate::device_ptr::DevicePtr;
 
 /// Threads of the sampling kernel (its radix select needs exactly 2 bins per thread).
@@ -64,30 +65,30 @@ impl Kernels {
         let (vocab, n) = (a.vocab, a.n);
         let chunks = vocab.div_ceil(SAMPLE_CHUNK);
         let (part_v, part_i) = (a.partials, a.partials.offset(n * chunks * 2 * 4));
-        // sample_partial(logits, rows, params, part_v, part_i, vocab)
-        let args = Args::new()
-            .ptr(a.logits)
-            .ptr(a.rows)
-            .ptr(a.params)
-            .ptr(part_v)
-            .ptr(part_i)
-            .usize(vocab);
+        let partial = SamplePartial {
+            logits: a.logits,
+            rows: a.rows,
+            params: a.params,
+            part_v,
+            part_i,
+            vocab,
+        };
         let shape = Shape {
             grid: (chunks as u32, n as u32, 1),
             block: SAMPLE_PARTIAL_THREADS,
         };
-        self.launch("sample_partial", shape, args)?;
-        // sample_tokens(logits, rows, params, tokens, vocab, part_v, part_i, chunks)
-        let args = Args::new()
-            .ptr(a.logits)
-            .ptr(a.rows)
-            .ptr(a.params)
-            .ptr(a.tokens)
-            .usize(vocab)
-            .ptr(part_v)
-            .ptr(part_i)
-            .usize(chunks);
-        self.launch("sample_tokens", grid1(n, SAMPLE_THREADS), args)
+        self.launch(shape, &partial)?;
+        let pick = SampleTokens {
+            logits: a.logits,
+            rows: a.rows,
+            params: a.params,
+            tokens: a.tokens,
+            vocab,
+            part_v,
+            part_i,
+            chunks,
+        };
+        self.launch(grid1(n, SAMPLE_THREADS), &pick)
     }
 
     /// Forbids, in logits rows `rows[0..n]`, every token whose bit is clear in the row's mask
@@ -100,18 +101,18 @@ impl Kernels {
         vocab: usize,
         n: usize,
     ) -> anyhow::Result<()> {
-        // apply_token_mask(logits, rows, masks, vocab, words)
-        let args = Args::new()
-            .ptr(logits)
-            .ptr(rows)
-            .ptr(masks)
-            .usize(vocab)
-            .usize(vocab.div_ceil(32));
+        let params = ApplyTokenMask {
+            logits,
+            rows,
+            masks,
+            vocab,
+            words: vocab.div_ceil(32),
+        };
         let shape = Shape {
             grid: (vocab.div_ceil(256) as u32, n as u32, 1),
             block: 256,
         };
-        self.launch("apply_token_mask", shape, args)
+        self.launch(shape, &params)
     }
 
     /// Bytes of chunk winners `sample` needs for `n` rows.

@@ -14,16 +14,18 @@ pub fn random_vec(rng: &mut StdRng, n: usize, scale: f32) -> Vec<f32> {
     (0..n).map(|_| rng.random_range(-scale..scale)).collect()
 }
 
-/// Byte offsets of the f16 scales inside one block of `dtype` (as in ggml-common.h).
-pub fn f16_fields(dtype: DType) -> &'static [usize] {
-    match dtype {
-        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => &[0],
-        DType::Q4_1 | DType::Q5_1 | DType::Q4_K | DType::Q5_K => &[0, 2],
-        DType::Q2_K => &[80, 82],
-        DType::Q3_K => &[108],
-        DType::Q6_K => &[208],
-        _ => &[],
+/// Byte offsets of the f16 scales inside one block of `dtype` (`d`, `m`, `dmin`: the
+/// format's fields, ferrite_model::quant).
+pub fn f16_fields(dtype: DType) -> Vec<usize> {
+    let mut offsets = Vec::new();
+    let mut at = 0;
+    for &(name, bytes) in ferrite_model::quant::format(dtype).fields {
+        if bytes == 2 && matches!(name, "d" | "m" | "dmin") {
+            offsets.push(at);
+        }
+        at += bytes;
     }
+    offsets
 }
 
 /// A `[rows, cols]` matrix of `dtype` with random contents and sane scales.
@@ -58,7 +60,7 @@ pub fn random_tensor(
                     let s = rng.random_range(-scale..scale) / 64.0;
                     block[0..4].copy_from_slice(&s.to_le_bytes());
                 }
-                for &off in f16_fields(dtype) {
+                for off in f16_fields(dtype) {
                     let s = half::f16::from_f32(rng.random_range(-scale..scale) / 8.0);
                     block[off..off + 2].copy_from_slice(&s.to_le_bytes());
                 }

@@ -184,4 +184,26 @@ mod tests {
         assert_eq!(QuantType::of(DType::Q5_1), None);
         assert!(QuantType::Q4K.fits(4096) && !QuantType::Q4K.fits(896));
     }
+
+    #[test]
+    fn planes_cut_blocks_between_the_formats_fields() {
+        for q in QuantType::ALL {
+            let fields = ferrite_model::quant::format(q.dtype()).fields;
+            let ends: Vec<usize> = fields
+                .iter()
+                .scan(0, |at, &(_, bytes)| {
+                    *at += bytes;
+                    Some(*at)
+                })
+                .collect();
+            let mut at = 0;
+            for &plane in q.plane_bytes() {
+                at += plane;
+                assert!(
+                    ends.contains(&at),
+                    "{q:?}: a plane ends inside a field at {at}"
+                );
+            }
+        }
+    }
 }

@@ -14,6 +14,7 @@ pub mod load;
 pub mod mapping;
 pub mod plan;
 mod progress;
+pub mod quant;
 pub mod tensor_names;
 pub mod tokenizer;
 pub mod weights;

@@ -46,33 +46,11 @@ pub enum DType {
 impl DType {
     /// Elements per quantization block (1 for plain floats).
     pub const fn block_len(self) -> usize {
-        match self {
-            DType::F32 | DType::F16 | DType::BF16 => 1,
-            DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 => 32,
-            DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => {
-                256
-            }
-            DType::Fp8 => 128,
-        }
+        crate::quant::format(self).block_len
     }
     /// Bytes per block.
     pub const fn block_bytes(self) -> usize {
-        match self {
-            DType::F32 => 4,
-            DType::F16 | DType::BF16 => 2,
-            DType::Q4_0 => 18,
-            DType::Q4_1 => 20,
-            DType::Q5_0 => 22,
-            DType::Q5_1 => 24,
-            DType::Q8_0 => 34,
-            DType::Q2_K => 84,
-            DType::Q3_K => 110,
-            DType::Q4_K => 144,
-            DType::Q5_K => 176,
-            DType::Q6_K => 210,
-            DType::Q8_K => 292,
-            DType::Fp8 => 4 + 128,
-        }
+        crate::quant::format(self).block_bytes
     }
     /// Bytes of a row of `n` elements (`n` must be a multiple of `block_len`).
     pub fn row_bytes(self, n: usize) -> usize {

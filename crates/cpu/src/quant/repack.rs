@@ -20,13 +20,13 @@ use ferrite_model::weights::DType;
 
 use super::RowDequantizer;
 
-/// Number of f16 scales at the start of a block of `dtype`, if the kernels repack it.
+/// Number of f16 scales at the start of a block of `dtype`, if the kernels repack it: the
+/// 32-element formats, whose leading `d` (and `m`) fields widen to f32 (the format's fields,
+/// ferrite_model::quant).
 fn scales(dtype: DType) -> Option<usize> {
-    match dtype {
-        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => Some(1),
-        DType::Q4_1 | DType::Q5_1 => Some(2),
-        _ => None,
-    }
+    let format = ferrite_model::quant::format(dtype);
+    let leading = |&&(name, bytes): &&(&str, usize)| bytes == 2 && matches!(name, "d" | "m");
+    (format.block_len == 32).then(|| format.fields.iter().take_while(leading).count())
 }
 
 /// Whether the kernels read `dtype` repacked.

@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-use half::f16;
 use rayon::prelude::*;
 
 use super::philox::philox4x32_10;
@@ -26,45 +25,17 @@ fn random_bytes(key: u64, first: u64, out: &mut [u8]) {
     }
 }
 
-/// One block of `dtype` with random quants and scales of about `scale`; `raw` is the block's
-/// random source (at least its size in bytes).
+/// One block of `dtype` with random quants and scales of about `scale` (its format's dummy
+/// quantizer, crate::quant); `raw` is the block's random source (at least its size in bytes).
 fn block(dtype: DType, scale: f32, raw: &[u8], out: &mut [u8]) {
+    let Some(random_block) = crate::quant::format(dtype).random_block else {
+        panic!("no random blocks for {dtype:?}");
+    };
     // The block's own scale varies a little, as real ones do: 0.5x .. 1.5x.
     let s = scale * (0.5 + raw[0] as f32 / 255.0);
-    let f16_bytes = |v: f32| f16::from_f32(v).to_le_bytes();
     let n = out.len();
     out.copy_from_slice(&raw[..n]);
-    match dtype {
-        DType::Q4_0 => out[0..2].copy_from_slice(&f16_bytes(s / 4.0)),
-        DType::Q4_1 => {
-            out[0..2].copy_from_slice(&f16_bytes(s / 8.0));
-            out[2..4].copy_from_slice(&f16_bytes(-s));
-        }
-        DType::Q5_0 => out[0..2].copy_from_slice(&f16_bytes(s / 8.0)),
-        DType::Q8_0 => out[0..2].copy_from_slice(&f16_bytes(s / 64.0)),
-        DType::Q4_K | DType::Q5_K => {
-            out[0..2].copy_from_slice(&f16_bytes(s / 256.0));
-            out[2..4].copy_from_slice(&f16_bytes(s / 64.0));
-        }
-        DType::Q6_K => {
-            // Signed 8-bit sub-block scales kept within ±32.
-            for b in &mut out[192..208] {
-                *b = ((*b as i8) / 4) as u8;
-            }
-            out[208..210].copy_from_slice(&f16_bytes(s / 512.0));
-        }
-        DType::Fp8 => {
-            // Random e4m3 bytes but the NaN codes (S.1111.111), over values of up to 448:
-            // the block's scale makes the largest about 4 s.
-            for b in &mut out[4..] {
-                if *b & 0x7f == 0x7f {
-                    *b &= 0xf7;
-                }
-            }
-            out[0..4].copy_from_slice(&(4.0 * s / crate::fp8::E4M3_MAX).to_le_bytes());
-        }
-        other => panic!("no random blocks for {other:?}"),
-    }
+    random_block(s, out);
 }
 
 /// `rows` x `cols` random blocks of `dtype`, drawn from stream `key`.
@@ -112,17 +83,10 @@ pub fn scheme_type(scheme: &str, name: &str, layers: usize) -> anyhow::Result<DT
             _ => DType::Q4_K,
         });
     }
-    Ok(match scheme {
-        "q4_0" => DType::Q4_0,
-        "q4_1" => DType::Q4_1,
-        "q5_0" => DType::Q5_0,
-        "q8_0" => DType::Q8_0,
-        "q4_k" => DType::Q4_K,
-        "q5_k" => DType::Q5_K,
-        "q6_k" => DType::Q6_K,
-        "fp8" => DType::Fp8,
-        other => anyhow::bail!("unknown quantization scheme `{other}`"),
-    })
+    // One format throughout: any with a dummy quantizer.
+    crate::quant::from_name(scheme)
+        .filter(|&dtype| crate::quant::format(dtype).random_block.is_some())
+        .ok_or_else(|| anyhow::anyhow!("unknown quantization scheme `{scheme}`"))
 }
 
 /// `weights` with every matrix (2-D tensor) replaced by random blocks of `pick(name)`'s type

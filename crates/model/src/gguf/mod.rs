@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 pub use metadata::{MetaValue, Metadata};
 pub use model_config::GgufConfig;
-pub use reader::{dtype_from_ggml, GgufHeader, TensorInfo};
+pub use reader::{GgufHeader, TensorInfo};
 
 use crate::mapping::{map_file, MapPages};
 use crate::weights::{ModelWeights, Storage, WeightTensor};

@@ -33,27 +33,6 @@ pub struct GgufHeader {
     pub tensors: Vec<TensorInfo>,
 }
 
-/// GGML's type ids, as written in tensor infos.
-pub fn dtype_from_ggml(id: u32) -> Option<DType> {
-    Some(match id {
-        0 => DType::F32,
-        1 => DType::F16,
-        2 => DType::Q4_0,
-        3 => DType::Q4_1,
-        6 => DType::Q5_0,
-        7 => DType::Q5_1,
-        8 => DType::Q8_0,
-        10 => DType::Q2_K,
-        11 => DType::Q3_K,
-        12 => DType::Q4_K,
-        13 => DType::Q5_K,
-        14 => DType::Q6_K,
-        15 => DType::Q8_K,
-        30 => DType::BF16,
-        _ => return None,
-    })
-}
-
 struct Cursor<'a> {
     bytes: &'a [u8],
     pos: usize,
@@ -233,7 +212,7 @@ fn locate(
     type_id: u32,
     rel_offset: u64,
 ) -> Result<TensorInfo, GgufError> {
-    let dtype = dtype_from_ggml(type_id).ok_or_else(|| GgufError::UnknownType {
+    let dtype = crate::quant::from_ggml_type(type_id).ok_or_else(|| GgufError::UnknownType {
         tensor: name.clone(),
         type_id,
     })?;

@@ -1,0 +1,108 @@
+//! Weight storage formats as descriptors, one file per format: what a block holds (its
+//! weights and bytes, the layout in its file's doc), its GGML type id, its scalar reference
+//! dequantizer (crate::dequant, the oracle of every backend's fast path) and the dummy
+//! quantizer that makes random valid blocks of it. `DType` is the name of a format; what a
+//! format is lives here, so a new one is a new file and a `DType` variant.
+
+mod floats;
+mod fp8;
+mod q2_k;
+mod q3_k;
+mod q4_0;
+mod q4_1;
+mod q4_k;
+mod q5_0;
+mod q5_1;
+mod q5_k;
+mod q6_k;
+mod q8_0;
+mod q8_k;
+
+use crate::dequant::RowDequantizer;
+use crate::weights::DType;
+
+/// One storage format of weights.
+#[derive(Debug)]
+pub struct Format {
+    pub dtype: DType,
+    /// As GGUF tools print it (`Q4_K`).
+    pub name: &'static str,
+    /// GGML's type id in a GGUF tensor info; `None` for ferrite's own (FP8).
+    pub ggml_type: Option<u32>,
+    /// Weights per block (1 for plain floats).
+    pub block_len: usize,
+    pub block_bytes: usize,
+    /// The block's fields in byte order, (name, bytes): `d`/`m` f16 scale and min, `dmin`,
+    /// `scales` (packed sub-block scales), `qh` (high bits), `qs`/`ql`/`q` quants.
+    pub fields: &'static [(&'static str, usize)],
+    /// Decodes whole blocks into f32 as GGML does, operation for operation.
+    pub dequantize: RowDequantizer,
+    /// The dummy quantizer: given a block of random bytes, writes its scale fields so that the
+    /// block is valid and its weights come out at about `s`. `None`: no random blocks (dummy
+    /// weights are drawn in bf16 instead).
+    pub random_block: Option<fn(s: f32, out: &mut [u8])>,
+}
+
+/// Every format ferrite reads.
+pub const FORMATS: [&Format; 15] = [
+    &floats::F32,
+    &floats::F16,
+    &floats::BF16,
+    &q4_0::FORMAT,
+    &q4_1::FORMAT,
+    &q5_0::FORMAT,
+    &q5_1::FORMAT,
+    &q8_0::FORMAT,
+    &q2_k::FORMAT,
+    &q3_k::FORMAT,
+    &q4_k::FORMAT,
+    &q5_k::FORMAT,
+    &q6_k::FORMAT,
+    &q8_k::FORMAT,
+    &fp8::FORMAT,
+];
+
+/// The descriptor of `dtype`.
+pub const fn format(dtype: DType) -> &'static Format {
+    match dtype {
+        DType::F32 => &floats::F32,
+        DType::F16 => &floats::F16,
+        DType::BF16 => &floats::BF16,
+        DType::Q4_0 => &q4_0::FORMAT,
+        DType::Q4_1 => &q4_1::FORMAT,
+        DType::Q5_0 => &q5_0::FORMAT,
+        DType::Q5_1 => &q5_1::FORMAT,
+        DType::Q8_0 => &q8_0::FORMAT,
+        DType::Q2_K => &q2_k::FORMAT,
+        DType::Q3_K => &q3_k::FORMAT,
+        DType::Q4_K => &q4_k::FORMAT,
+        DType::Q5_K => &q5_k::FORMAT,
+        DType::Q6_K => &q6_k::FORMAT,
+        DType::Q8_K => &q8_k::FORMAT,
+        DType::Fp8 => &fp8::FORMAT,
+    }
+}
+
+/// The format of GGML type id `id`, as a GGUF tensor info writes it.
+pub fn from_ggml_type(id: u32) -> Option<DType> {
+    FORMATS
+        .iter()
+        .find(|f| f.ggml_type == Some(id))
+        .map(|f| f.dtype)
+}
+
+/// The format named `name` (`q4_k`, `Q4_K`, `fp8`), case aside.
+pub fn from_name(name: &str) -> Option<DType> {
+    FORMATS
+        .iter()
+        .find(|f| f.name.eq_ignore_ascii_case(name))
+        .map(|f| f.dtype)
+}
+
+/// An f32 as the little-endian bytes of the nearest f16 (the scales of GGML blocks).
+fn f16_bytes(v: f32) -> [u8; 2] {
+    half::f16::from_f32(v).to_le_bytes()
+}
+
+#[cfg(test)]
+mod tests;

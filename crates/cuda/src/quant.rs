@@ -93,19 +93,32 @@ impl QuantType {
         }
     }
 
-    /// Bytes of each plane per block, in the order the block's bytes are cut (they sum to the
-    /// file's block size).
-    pub fn plane_bytes(self) -> &'static [usize] {
+    /// The fields of the format's block (ferrite_model::quant) after which a new plane
+    /// starts: the scales apart from the quants where the quants would otherwise start at an
+    /// offset that is not a multiple of 16.
+    fn cuts(self) -> &'static [&'static str] {
         match self {
-            QuantType::Q4_0 => &[2, 16],
-            QuantType::Q4_1 => &[4, 16],
-            QuantType::Q5_0 => &[2, 4, 16],
-            QuantType::Q8_0 => &[2, 32],
-            QuantType::Q4K => &[144],
-            QuantType::Q5K => &[176],
-            QuantType::Q6K => &[208, 2],
-            QuantType::Fp8 => &[4, 128],
+            QuantType::Q4_0 | QuantType::Q8_0 => &["d"],
+            QuantType::Q4_1 => &["m"],
+            QuantType::Q5_0 => &["d", "qh"],
+            QuantType::Q4K | QuantType::Q5K => &[],
+            QuantType::Q6K => &["scales"],
+            QuantType::Fp8 => &["scale"],
         }
+    }
+
+    /// Bytes of each plane per block, in the order the block's bytes are cut (they sum to the
+    /// file's block size): the format's fields, grouped between the cuts.
+    pub fn plane_bytes(self) -> Vec<usize> {
+        let mut planes = vec![0];
+        for &(field, bytes) in ferrite_model::quant::format(self.dtype()).fields {
+            *planes.last_mut().expect("planes start with one") += bytes;
+            if self.cuts().contains(&field) {
+                planes.push(0);
+            }
+        }
+        planes.retain(|&bytes| bytes > 0);
+        planes
     }
 
     /// Up to how many tokens the CUDA-core GEMV (quant_gemv.cu) serves this format: FP8 takes
@@ -128,7 +141,7 @@ impl QuantType {
 /// `bytes` (whole blocks of `q`, as in the file) cut into `q`'s planes: plane j holds the j-th
 /// piece of every block, blocks in order.
 pub fn split_planes(q: QuantType, bytes: &[u8]) -> Vec<Vec<u8>> {
-    let sizes = q.plane_bytes();
+    let sizes = &q.plane_bytes();
     let block: usize = sizes.iter().sum();
     let blocks = bytes.len() / block;
     if sizes.len() == 1 {
@@ -140,7 +153,7 @@ pub fn split_planes(q: QuantType, bytes: &[u8]) -> Vec<Vec<u8>> {
         .collect();
     for b in bytes.chunks_exact(block) {
         let mut at = 0;
-        for (plane, &size) in planes.iter_mut().zip(sizes) {
+        for (plane, &size) in planes.iter_mut().zip(sizes.iter()) {
             plane.extend_from_slice(&b[at..at + size]);
             at += size;
         }
@@ -163,7 +176,7 @@ mod tests {
             let planes = split_planes(q, &bytes);
             let mut rebuilt = Vec::new();
             for b in 0..3 {
-                for (plane, &size) in planes.iter().zip(q.plane_bytes()) {
+                for (plane, &size) in planes.iter().zip(&q.plane_bytes()) {
                     rebuilt.extend_from_slice(&plane[b * size..(b + 1) * size]);
                 }
             }
@@ -186,6 +199,24 @@ mod tests {
     }
 
     #[test]
+    fn planes_are_the_aligned_cuts_of_each_block() {
+        // The cuts the kernels (kernels/quant.cuh) read: scales apart from 16-byte quants.
+        let known: [(QuantType, &[usize]); 8] = [
+            (QuantType::Q4_0, &[2, 16]),
+            (QuantType::Q4_1, &[4, 16]),
+            (QuantType::Q5_0, &[2, 4, 16]),
+            (QuantType::Q8_0, &[2, 32]),
+            (QuantType::Q4K, &[144]),
+            (QuantType::Q5K, &[176]),
+            (QuantType::Q6K, &[208, 2]),
+            (QuantType::Fp8, &[4, 128]),
+        ];
+        for (q, planes) in known {
+            assert_eq!(q.plane_bytes(), planes, "{q:?}");
+        }
+    }
+
+    #[test]
     fn planes_cut_blocks_between_the_formats_fields() {
         for q in QuantType::ALL {
             let fields = ferrite_model::quant::format(q.dtype()).fields;
@@ -197,7 +228,7 @@ mod tests {
                 })
                 .collect();
             let mut at = 0;
-            for &plane in q.plane_bytes() {
+            for plane in q.plane_bytes() {
                 at += plane;
                 assert!(
                     ends.contains(&at),

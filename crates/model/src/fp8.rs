@@ -20,7 +20,7 @@ pub const BLOCK: usize = DType::Fp8.block_len();
 /// Bytes per block: the f32 scale and the 128 e4m3 bytes.
 pub const BLOCK_BYTES: usize = DType::Fp8.block_bytes();
 /// The largest finite e4m3 value.
-pub const E4M3_MAX: f32 = 448.0;
+pub use crate::quant::E4M3_MAX;
 
 /// The e4m3 byte nearest to `v` (ties to even), saturating at ±448 as the `satfinite`
 /// conversions of CUDA and of vLLM's quantizer (which clamps before casting) do; NaN stays NaN.

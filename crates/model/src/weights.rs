@@ -14,49 +14,10 @@
 //! A matrix is `[rows = out_features, cols = in_features]`, rows contiguous, each row quantized
 //! in blocks along `cols` (GGUF's `ne0` is `cols`).
 
+pub use crate::quant::DType;
 use crate::tensor_names::ExpertProj;
 use std::collections::HashMap;
 use std::sync::Arc;
-
-/// Element types a weight can be stored in.
-#[allow(non_camel_case_types)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DType {
-    F32,
-    F16,
-    BF16,
-    Q4_0,
-    Q4_1,
-    Q5_0,
-    Q5_1,
-    Q8_0,
-    Q2_K,
-    Q3_K,
-    Q4_K,
-    Q5_K,
-    Q6_K,
-    Q8_K,
-    /// FP8 (e4m3) weights in ferrite's own block layout (`crate::fp8`): each run of 128
-    /// consecutive weights of a row is stored as its f32 scale and then the 128 e4m3 bytes
-    /// (132 bytes; a weight is `e4m3 * scale`). FP8 checkpoints and `--quantization fp8` load
-    /// into it; GGUF has no such type.
-    Fp8,
-}
-
-impl DType {
-    /// Elements per quantization block (1 for plain floats).
-    pub const fn block_len(self) -> usize {
-        crate::quant::format(self).block_len
-    }
-    /// Bytes per block.
-    pub const fn block_bytes(self) -> usize {
-        crate::quant::format(self).block_bytes
-    }
-    /// Bytes of a row of `n` elements (`n` must be a multiple of `block_len`).
-    pub fn row_bytes(self, n: usize) -> usize {
-        n / self.block_len() * self.block_bytes()
-    }
-}
 
 /// Bytes that back a tensor: a slice of a memory-mapped file, or owned.
 #[derive(Clone)]

@@ -35,7 +35,7 @@ pub(super) fn upload_matrix(
             let blocks_before = row_in_part * (cols / q.block_len());
             let file_bytes = rows * tensor.dtype.row_bytes(cols);
             let pieces = split_planes(q, &bytes[..file_bytes]);
-            for ((piece, &dst), &size) in pieces.iter().zip(planes).zip(q.plane_bytes()) {
+            for ((piece, &dst), &size) in pieces.iter().zip(planes).zip(&q.plane_bytes()) {
                 upload(stream, dst.offset(blocks_before * size), piece)?;
             }
             // The pieces are host memory the copies read from until the stream gets there.

@@ -73,31 +73,31 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-pub(crate) fn q4_0_row(bytes: &[u8], out: &mut [f32]) {
+pub(super) fn q4_0_row(bytes: &[u8], out: &mut [f32]) {
     for (b, y) in bytes.chunks_exact(18).zip(out.chunks_exact_mut(32)) {
         q4_0(f16_at(b, 0), &b[2..], y);
     }
 }
 
-pub(crate) fn q4_1_row(bytes: &[u8], out: &mut [f32]) {
+pub(super) fn q4_1_row(bytes: &[u8], out: &mut [f32]) {
     for (b, y) in bytes.chunks_exact(20).zip(out.chunks_exact_mut(32)) {
         q4_1(f16_at(b, 0), f16_at(b, 2), &b[4..], y);
     }
 }
 
-pub(crate) fn q5_0_row(bytes: &[u8], out: &mut [f32]) {
+pub(super) fn q5_0_row(bytes: &[u8], out: &mut [f32]) {
     for (b, y) in bytes.chunks_exact(22).zip(out.chunks_exact_mut(32)) {
         q5_0(f16_at(b, 0), u32_at(b, 2), &b[6..], y);
     }
 }
 
-pub(crate) fn q5_1_row(bytes: &[u8], out: &mut [f32]) {
+pub(super) fn q5_1_row(bytes: &[u8], out: &mut [f32]) {
     for (b, y) in bytes.chunks_exact(24).zip(out.chunks_exact_mut(32)) {
         q5_1(f16_at(b, 0), f16_at(b, 2), u32_at(b, 4), &b[8..], y);
     }
 }
 
-pub(crate) fn q8_0_row(bytes: &[u8], out: &mut [f32]) {
+pub(super) fn q8_0_row(bytes: &[u8], out: &mut [f32]) {
     for (b, y) in bytes.chunks_exact(34).zip(out.chunks_exact_mut(32)) {
         q8_0(f16_at(b, 0), &b[2..], y);
     }

@@ -7,7 +7,7 @@ use super::f16_at;
 macro_rules! rows {
     ($($row:ident: $block:ident, $bytes:literal;)*) => {
         $(
-            pub(crate) fn $row(bytes: &[u8], out: &mut [f32]) {
+            pub(super) fn $row(bytes: &[u8], out: &mut [f32]) {
                 for (b, y) in bytes.chunks_exact($bytes).zip(out.chunks_exact_mut(256)) {
                     $block(b, y);
                 }

@@ -8,7 +8,7 @@
 
 pub mod blocks;
 pub mod fp8;
-pub(crate) mod kquants;
+mod kquants;
 
 pub use kquants::scale_min_k4;
 
@@ -25,11 +25,26 @@ pub(crate) fn f16_at(b: &[u8], at: usize) -> f32 {
     f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
 }
 
-/// The dequantizer of rows of `dtype` as GGML stores them (its format's, crate::quant). It
-/// decodes whole blocks and does not check lengths; [`dequantize_row`] is the checked entry
-/// point.
+/// The dequantizer of rows of `dtype` as GGML stores them. It decodes whole blocks and does
+/// not check lengths; [`dequantize_row`] is the checked entry point.
 pub fn row_dequantizer(dtype: DType) -> RowDequantizer {
-    crate::quant::format(dtype).dequantize
+    match dtype {
+        DType::F32 => f32_row,
+        DType::F16 => f16_row,
+        DType::BF16 => bf16_row,
+        DType::Q4_0 => blocks::q4_0_row,
+        DType::Q4_1 => blocks::q4_1_row,
+        DType::Q5_0 => blocks::q5_0_row,
+        DType::Q5_1 => blocks::q5_1_row,
+        DType::Q8_0 => blocks::q8_0_row,
+        DType::Q2_K => kquants::q2_k_row,
+        DType::Q3_K => kquants::q3_k_row,
+        DType::Q4_K => kquants::q4_k_row,
+        DType::Q5_K => kquants::q5_k_row,
+        DType::Q6_K => kquants::q6_k_row,
+        DType::Q8_K => kquants::q8_k_row,
+        DType::Fp8 => fp8::dequantize_blocks,
+    }
 }
 
 /// Dequantizes `out.len()` elements stored in `bytes`.
@@ -60,13 +75,13 @@ pub fn dequantize(tensor: &WeightTensor) -> Vec<f32> {
     out
 }
 
-pub(crate) fn f32_row(bytes: &[u8], out: &mut [f32]) {
+fn f32_row(bytes: &[u8], out: &mut [f32]) {
     for (y, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
         *y = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
     }
 }
 
-pub(crate) fn f16_row(bytes: &[u8], out: &mut [f32]) {
+fn f16_row(bytes: &[u8], out: &mut [f32]) {
     for (y, b) in out.iter_mut().zip(bytes.chunks_exact(2)) {
         *y = f16_at(b, 0);
     }
@@ -74,7 +89,7 @@ pub(crate) fn f16_row(bytes: &[u8], out: &mut [f32]) {
 
 /// bf16 is the top half of an f32: widened by a shift, as ggml's `ggml_bf16_to_fp32` does
 /// (which keeps a NaN's payload as it is, where `half`'s conversion would quiet it).
-pub(crate) fn bf16_row(bytes: &[u8], out: &mut [f32]) {
+fn bf16_row(bytes: &[u8], out: &mut [f32]) {
     for (y, b) in out.iter_mut().zip(bytes.chunks_exact(2)) {
         *y = f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16);
     }

@@ -1,7 +1,7 @@
 //! The unquantized formats: f32, f16 and bf16, one weight per block.
 
+use super::DType;
 use super::Format;
-use crate::weights::DType;
 
 /// A little-endian IEEE f32 per weight.
 pub const F32: Format = Format {
@@ -11,7 +11,6 @@ pub const F32: Format = Format {
     ggml_type: Some(0),
     block_len: 1,
     block_bytes: 4,
-    dequantize: crate::dequant::f32_row,
     random_block: None,
 };
 
@@ -23,7 +22,6 @@ pub const F16: Format = Format {
     ggml_type: Some(1),
     block_len: 1,
     block_bytes: 2,
-    dequantize: crate::dequant::f16_row,
     random_block: None,
 };
 
@@ -35,6 +33,5 @@ pub const BF16: Format = Format {
     ggml_type: Some(30),
     block_len: 1,
     block_bytes: 2,
-    dequantize: crate::dequant::bf16_row,
     random_block: None,
 };

@@ -1,7 +1,7 @@
 //! FP8 (e4m3) in runs of 128 weights with an f32 scale each: 132 bytes.
 
+use super::DType;
 use super::Format;
-use crate::weights::DType;
 
 /// ferrite's own: the run's f32 scale, then 128 e4m3 bytes (crate::fp8); weight = e4m3 * scale.
 pub const FORMAT: Format = Format {
@@ -11,9 +11,11 @@ pub const FORMAT: Format = Format {
     ggml_type: None,
     block_len: 128,
     block_bytes: 132,
-    dequantize: crate::dequant::fp8::dequantize_blocks,
     random_block: Some(random_block),
 };
+
+/// The largest finite e4m3 value.
+pub const E4M3_MAX: f32 = 448.0;
 
 /// A random block's scale fields for weights of about `s` (the rest stays random).
 fn random_block(s: f32, out: &mut [u8]) {
@@ -24,5 +26,5 @@ fn random_block(s: f32, out: &mut [u8]) {
             *b &= 0xf7;
         }
     }
-    out[0..4].copy_from_slice(&(4.0 * s / crate::fp8::E4M3_MAX).to_le_bytes());
+    out[0..4].copy_from_slice(&(4.0 * s / E4M3_MAX).to_le_bytes());
 }

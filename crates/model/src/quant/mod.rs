@@ -1,9 +1,11 @@
 //! Weight storage formats as descriptors, one file per format: what a block holds (its
-//! weights and bytes, the layout in its file's doc), its GGML type id, its scalar reference
-//! dequantizer (crate::dequant, the oracle of every backend's fast path) and the dummy
-//! quantizer that makes random valid blocks of it. `DType` is the name of a format; what a
-//! format is lives here, so a new one is a new file and a `DType` variant.
+//! weights and bytes, its fields in byte order), its GGML type id and the dummy quantizer that
+//! makes random valid blocks of it. `DType` (here, re-exported by crate::weights) names a
+//! format; its scalar reference dequantizer, the oracle of every backend's fast path, is
+//! `crate::dequant::row_dequantizer(dtype)`. This module imports nothing of the crate, so
+//! everything else may read it.
 
+mod dtype;
 mod floats;
 mod fp8;
 mod q2_k;
@@ -18,8 +20,8 @@ mod q6_k;
 mod q8_0;
 mod q8_k;
 
-use crate::dequant::RowDequantizer;
-use crate::weights::DType;
+pub use dtype::DType;
+pub use fp8::E4M3_MAX;
 
 /// One storage format of weights.
 #[derive(Debug)]
@@ -35,8 +37,6 @@ pub struct Format {
     /// The block's fields in byte order, (name, bytes): `d`/`m` f16 scale and min, `dmin`,
     /// `scales` (packed sub-block scales), `qh` (high bits), `qs`/`ql`/`q` quants.
     pub fields: &'static [(&'static str, usize)],
-    /// Decodes whole blocks into f32 as GGML does, operation for operation.
-    pub dequantize: RowDequantizer,
     /// The dummy quantizer: given a block of random bytes, writes its scale fields so that the
     /// block is valid and its weights come out at about `s`. `None`: no random blocks (dummy
     /// weights are drawn in bf16 instead).

@@ -1,7 +1,7 @@
 //! Q2_K (GGML K-quant): 256 weights in 84 bytes.
 
+use super::DType;
 use super::Format;
-use crate::weights::DType;
 
 /// 16 bytes of 4-bit scale/min pairs, 64 bytes of 2-bit quants, d: f16, dmin: f16.
 pub const FORMAT: Format = Format {
@@ -11,6 +11,5 @@ pub const FORMAT: Format = Format {
     ggml_type: Some(10),
     block_len: 256,
     block_bytes: 84,
-    dequantize: crate::dequant::kquants::q2_k_row,
     random_block: None,
 };

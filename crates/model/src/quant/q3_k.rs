@@ -1,7 +1,7 @@
 //! Q3_K (GGML K-quant): 256 weights in 110 bytes.
 
+use super::DType;
 use super::Format;
-use crate::weights::DType;
 
 /// 32 bytes of high bits, 64 bytes of 2-bit low quants, 12 bytes of packed 6-bit scales, d: f16.
 pub const FORMAT: Format = Format {
@@ -11,6 +11,5 @@ pub const FORMAT: Format = Format {
     ggml_type: Some(11),
     block_len: 256,
     block_bytes: 110,
-    dequantize: crate::dequant::kquants::q3_k_row,
     random_block: None,
 };

@@ -1,8 +1,8 @@
 //! Q4_0 (GGML): 32 weights in 18 bytes.
 
 use super::f16_bytes;
+use super::DType;
 use super::Format;
-use crate::weights::DType;
 
 /// d: f16 (bytes 0..2), then 16 bytes of 4-bit quants; weight = (q - 8) * d.
 pub const FORMAT: Format = Format {
@@ -12,7 +12,6 @@ pub const FORMAT: Format = Format {
     ggml_type: Some(2),
     block_len: 32,
     block_bytes: 18,
-    dequantize: crate::dequant::blocks::q4_0_row,
     random_block: Some(random_block),
 };
 

@@ -1,8 +1,8 @@
 //! Q4_1 (GGML): 32 weights in 20 bytes.
 
 use super::f16_bytes;
+use super::DType;
 use super::Format;
-use crate::weights::DType;
 
 /// d: f16, m: f16, then 16 bytes of 4-bit quants; weight = q * d + m.
 pub const FORMAT: Format = Format {
@@ -12,7 +12,6 @@ pub const FORMAT: Format = Format {
     ggml_type: Some(3),
     block_len: 32,
     block_bytes: 20,
-    dequantize: crate::dequant::blocks::q4_1_row,
     random_block: Some(random_block),
 };
 

@@ -1,8 +1,8 @@
 //! Q4_K (GGML K-quant): 256 weights in 144 bytes.
 
 use super::f16_bytes;
+use super::DType;
 use super::Format;
-use crate::weights::DType;
 
 /// d: f16, dmin: f16, 12 bytes of packed 6-bit scales and mins, 128 bytes of 4-bit quants.
 pub const FORMAT: Format = Format {
@@ -12,7 +12,6 @@ pub const FORMAT: Format = Format {
     ggml_type: Some(12),
     block_len: 256,
     block_bytes: 144,
-    dequantize: crate::dequant::kquants::q4_k_row,
     random_block: Some(random_block),
 };
 

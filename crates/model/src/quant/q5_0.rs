@@ -1,8 +1,8 @@
 //! Q5_0 (GGML): 32 weights in 22 bytes.
 
 use super::f16_bytes;
+use super::DType;
 use super::Format;
-use crate::weights::DType;
 
 /// d: f16, qh: 4 bytes of fifth bits, then 16 bytes of nibbles; weight = (q - 16) * d.
 pub const FORMAT: Format = Format {
@@ -12,7 +12,6 @@ pub const FORMAT: Format = Format {
     ggml_type: Some(6),
     block_len: 32,
     block_bytes: 22,
-    dequantize: crate::dequant::blocks::q5_0_row,
     random_block: Some(random_block),
 };
 

@@ -1,7 +1,7 @@
 //! Q5_1 (GGML): 32 weights in 24 bytes.
 
+use super::DType;
 use super::Format;
-use crate::weights::DType;
 
 /// d: f16, m: f16, qh: 4 bytes of fifth bits, then 16 bytes of nibbles; weight = q * d + m.
 pub const FORMAT: Format = Format {
@@ -11,6 +11,5 @@ pub const FORMAT: Format = Format {
     ggml_type: Some(7),
     block_len: 32,
     block_bytes: 24,
-    dequantize: crate::dequant::blocks::q5_1_row,
     random_block: None,
 };

@@ -1,8 +1,8 @@
 //! Q5_K (GGML K-quant): 256 weights in 176 bytes.
 
 use super::f16_bytes;
+use super::DType;
 use super::Format;
-use crate::weights::DType;
 
 /// d: f16, dmin: f16, 12 bytes of packed 6-bit scales and mins, 32 bytes of fifth bits, 128 bytes of nibbles.
 pub const FORMAT: Format = Format {
@@ -18,7 +18,6 @@ pub const FORMAT: Format = Format {
     ggml_type: Some(13),
     block_len: 256,
     block_bytes: 176,
-    dequantize: crate::dequant::kquants::q5_k_row,
     random_block: Some(random_block),
 };
 

@@ -1,8 +1,8 @@
 //! Q6_K (GGML K-quant): 256 weights in 210 bytes.
 
 use super::f16_bytes;
+use super::DType;
 use super::Format;
-use crate::weights::DType;
 
 /// 128 bytes of low nibbles, 64 bytes of high 2-bit pairs, 16 signed 8-bit sub-block scales, d: f16.
 pub const FORMAT: Format = Format {
@@ -12,7 +12,6 @@ pub const FORMAT: Format = Format {
     ggml_type: Some(14),
     block_len: 256,
     block_bytes: 210,
-    dequantize: crate::dequant::kquants::q6_k_row,
     random_block: Some(random_block),
 };
 

@@ -1,8 +1,8 @@
 //! Q8_0 (GGML): 32 weights in 34 bytes.
 
 use super::f16_bytes;
+use super::DType;
 use super::Format;
-use crate::weights::DType;
 
 /// d: f16, then 32 signed bytes; weight = q * d.
 pub const FORMAT: Format = Format {
@@ -12,7 +12,6 @@ pub const FORMAT: Format = Format {
     ggml_type: Some(8),
     block_len: 32,
     block_bytes: 34,
-    dequantize: crate::dequant::blocks::q8_0_row,
     random_block: Some(random_block),
 };
 

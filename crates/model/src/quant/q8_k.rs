@@ -1,7 +1,7 @@
 //! Q8_K (GGML K-quant, the activations' format of llama.cpp's K-quant dot products): 256 weights in 292 bytes.
 
+use super::DType;
 use super::Format;
-use crate::weights::DType;
 
 /// d: f32, 256 signed bytes, 16 i16 block sums (unused by the dequantizer).
 pub const FORMAT: Format = Format {
@@ -11,6 +11,5 @@ pub const FORMAT: Format = Format {
     ggml_type: Some(15),
     block_len: 256,
     block_bytes: 292,
-    dequantize: crate::dequant::kquants::q8_k_row,
     random_block: None,
 };

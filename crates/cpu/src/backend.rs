@@ -45,6 +45,7 @@ pub fn supports(plan: &ModelPlan) -> anyhow::Result<()> {
                 layer.index
             ),
         }
+        // Every MLP runs here; the match makes a new variant a compile error.
         match &layer.mlp {
             MlpSpec::Gated { .. } | MlpSpec::Experts { .. } => {}
         }

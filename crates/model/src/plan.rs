@@ -91,14 +91,6 @@ pub enum MlpSpec {
     },
 }
 
-impl MlpSpec {
-    pub fn activation(&self) -> Activation {
-        match self {
-            MlpSpec::Gated { activation, .. } | MlpSpec::Experts { activation, .. } => *activation,
-        }
-    }
-}
-
 /// How a tensor is used, which decides how dummy weights draw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TensorRole {

@@ -93,7 +93,7 @@ impl CudaBackend {
         let kernels = Kernels::load(&gpu.stream)?;
         let decode_slots = kernels.decode_slots(config.head_dim, gpu.sm_count)?;
         let gemm = Gemm::new(&gpu.stream, options.batch_invariant)?;
-        let weights = ModelWeights::load(&gpu.stream, &kernels, &config, &plan, &source)?;
+        let weights = ModelWeights::load(&gpu.stream, &kernels, &plan, &source)?;
         drop(source);
         let graph_top = ladder(options.max_num_seqs, options.cuda_graph_max_bs)
             .last()

@@ -18,8 +18,8 @@ mod upload;
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
-use ferrite_model::config::{Activation, ModelConfig};
-use ferrite_model::dummy::tensor_inits;
+use ferrite_model::config::Activation;
+use ferrite_model::dummy::plan_inits;
 use ferrite_model::plan::{self, AttentionSpec, MlpSpec, ModelPlan, NormSpec, TensorRole};
 use ferrite_model::weights as host;
 
@@ -134,11 +134,10 @@ fn shift_of(plan: &ModelPlan, role: TensorRole) -> f32 {
 }
 
 impl ModelWeights {
-    /// Every tensor of `model` (the plan of `config`), from `source`.
+    /// Every tensor of `model`, from `source`.
     pub fn load(
         stream: &Arc<CudaStream>,
         kernels: &Kernels,
-        config: &ModelConfig,
         model: &ModelPlan,
         source: &WeightSource,
     ) -> anyhow::Result<ModelWeights> {
@@ -156,7 +155,7 @@ impl ModelWeights {
             WeightSource::Dummy { seed } => *seed,
             WeightSource::Host(_) => 0, // only the names and shapes are used
         };
-        for init in tensor_inits(config, seed) {
+        for init in plan_inits(model, seed) {
             let shift = shift_of(model, init.role);
             if let Some(&at) = plan.experts.get(&init.name) {
                 match source {

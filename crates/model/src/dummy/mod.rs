@@ -113,7 +113,11 @@ fn tensor_key(seed: u64, name: &str) -> u64 {
 
 /// Every tensor the forward pass reads (`ModelPlan::tensors`), with how it is drawn.
 pub fn tensor_inits(config: &ModelConfig, seed: u64) -> Vec<TensorInit> {
-    let plan = ModelPlan::of(config);
+    plan_inits(&ModelPlan::of(config), seed)
+}
+
+/// [`tensor_inits`] of a plan already made.
+pub fn plan_inits(plan: &ModelPlan, seed: u64) -> Vec<TensorInit> {
     // Norm scales come out near 1 as the model uses them: a family that stores `w` for a scale
     // of `1 + w` (gemma) gets `w` near 0, as its real checkpoints have. Scales near 2 would
     // double every normalised activation, an ill-conditioned model no real one resembles.

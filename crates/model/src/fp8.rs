@@ -1,6 +1,6 @@
 //! FP8 (e4m3) weights kept as FP8: ferrite's block layout ([`DType::Fp8`]), the e4m3 encoder,
 //! and the per-channel quantizer behind `--quantization fp8` (decoding is the dequantizer's,
-//! `crate::dequant::fp8`, re-exported here).
+//! `crate::quant::fp8`, re-exported here).
 //!
 //! A block is 128 consecutive weights of one row: the f32 scale (little-endian), then the 128
 //! e4m3 bytes; a weight is `e4m3 * scale`, one f32 product, as FP8 checkpoints define it. A
@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-pub use crate::dequant::fp8::{dequantize_blocks, e4m3_to_f32};
+pub use crate::quant::fp8::{dequantize_blocks, e4m3_to_f32};
 use crate::weights::{DType, ModelWeights, Storage, WeightTensor};
 
 /// Weights per block.

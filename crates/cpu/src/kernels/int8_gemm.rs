@@ -10,7 +10,7 @@
 //! float steps depend only on the row and the block, so a row's result is the same whatever
 //! else is in the batch (batch invariance holds on this path as on the f32 one).
 
-use ferrite_model::dequant::scale_min_k4;
+use ferrite_model::quant::q4_k::scale_min_k4;
 use ferrite_model::weights::DType;
 
 pub use super::int8_support::{available, supports};

@@ -16,7 +16,7 @@ use ferrite_model::dequant;
 use ferrite_model::weights::DType;
 use thiserror::Error;
 
-pub use ferrite_model::dequant::RowDequantizer;
+pub use ferrite_model::quant::RowDequantizer;
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum QuantError {

@@ -15,7 +15,7 @@
 //! | Q5_1 | d:f16 m:f16 qh:4 qs:16 (24 B) | d:f32 m:f32 qh:4 qs:16 (28 B) |
 //! | Q8_0 | d:f16 qs:32 (34 B) | d:f32 qs:32 (36 B) |
 
-use ferrite_model::dequant::blocks;
+use ferrite_model::quant::{q4_0, q4_1, q5_0, q5_1, q8_0};
 use ferrite_model::weights::DType;
 
 use super::RowDequantizer;
@@ -72,44 +72,44 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 // The scalar decoders of the repacked blocks: the scales read as f32, the rest of each block
 // handed to the model crate's block decoders, so the arithmetic is GGML's reference.
 
-fn q4_0(bytes: &[u8], out: &mut [f32]) {
+fn q4_0_rows(bytes: &[u8], out: &mut [f32]) {
     for (b, y) in bytes.chunks_exact(20).zip(out.chunks_exact_mut(32)) {
-        blocks::q4_0(f32_at(b, 0), &b[4..], y);
+        q4_0::decode_block(f32_at(b, 0), &b[4..], y);
     }
 }
 
-fn q4_1(bytes: &[u8], out: &mut [f32]) {
+fn q4_1_rows(bytes: &[u8], out: &mut [f32]) {
     for (b, y) in bytes.chunks_exact(24).zip(out.chunks_exact_mut(32)) {
-        blocks::q4_1(f32_at(b, 0), f32_at(b, 4), &b[8..], y);
+        q4_1::decode_block(f32_at(b, 0), f32_at(b, 4), &b[8..], y);
     }
 }
 
-fn q5_0(bytes: &[u8], out: &mut [f32]) {
+fn q5_0_rows(bytes: &[u8], out: &mut [f32]) {
     for (b, y) in bytes.chunks_exact(24).zip(out.chunks_exact_mut(32)) {
-        blocks::q5_0(f32_at(b, 0), u32_at(b, 4), &b[8..], y);
+        q5_0::decode_block(f32_at(b, 0), u32_at(b, 4), &b[8..], y);
     }
 }
 
-fn q5_1(bytes: &[u8], out: &mut [f32]) {
+fn q5_1_rows(bytes: &[u8], out: &mut [f32]) {
     for (b, y) in bytes.chunks_exact(28).zip(out.chunks_exact_mut(32)) {
-        blocks::q5_1(f32_at(b, 0), f32_at(b, 4), u32_at(b, 8), &b[12..], y);
+        q5_1::decode_block(f32_at(b, 0), f32_at(b, 4), u32_at(b, 8), &b[12..], y);
     }
 }
 
-fn q8_0(bytes: &[u8], out: &mut [f32]) {
+fn q8_0_rows(bytes: &[u8], out: &mut [f32]) {
     for (b, y) in bytes.chunks_exact(36).zip(out.chunks_exact_mut(32)) {
-        blocks::q8_0(f32_at(b, 0), &b[4..], y);
+        q8_0::decode_block(f32_at(b, 0), &b[4..], y);
     }
 }
 
 /// The scalar dequantizer of repacked rows of `dtype` (GGML's reference arithmetic).
 pub fn portable_dequantizer(dtype: DType) -> Option<RowDequantizer> {
     Some(match dtype {
-        DType::Q4_0 => q4_0,
-        DType::Q4_1 => q4_1,
-        DType::Q5_0 => q5_0,
-        DType::Q5_1 => q5_1,
-        DType::Q8_0 => q8_0,
+        DType::Q4_0 => q4_0_rows,
+        DType::Q4_1 => q4_1_rows,
+        DType::Q5_0 => q5_0_rows,
+        DType::Q5_1 => q5_1_rows,
+        DType::Q8_0 => q8_0_rows,
         _ => return None,
     })
 }

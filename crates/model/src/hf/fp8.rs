@@ -210,7 +210,7 @@ pub fn dequantize(
 /// `weight` (rows of `cols` bytes, checked by [`scale_layout`]) times its scales, in f32.
 fn dequantize_with(weight: &Fp8Tensor, cols: usize, layout: &ScaleLayout) -> WeightTensor {
     let bytes = weight.storage.bytes();
-    let table = crate::dequant::fp8::e4m3_table();
+    let table = crate::quant::fp8::e4m3_table();
     let mut out = vec![0u8; 4 * bytes.len()];
     // Rows in parallel: a real checkpoint's matrices hold billions of weights, at load.
     out.par_chunks_mut(4 * cols.max(1))

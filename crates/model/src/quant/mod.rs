@@ -1,27 +1,38 @@
 //! Weight storage formats as descriptors, one file per format: what a block holds (its
-//! weights and bytes, its fields in byte order), its GGML type id and the dummy quantizer that
-//! makes random valid blocks of it. `DType` (here, re-exported by crate::weights) names a
-//! format; its scalar reference dequantizer, the oracle of every backend's fast path, is
-//! `crate::dequant::row_dequantizer(dtype)`. This module imports nothing of the crate, so
-//! everything else may read it.
+//! weights and bytes, its fields in byte order), its GGML type id, its scalar dequantizer and
+//! the dummy quantizer that makes random valid blocks of it. `DType` (here, re-exported by
+//! crate::weights) names a format.
+//!
+//! The dequantizers follow ggml's `dequantize_row_*` (ggml-quants.c) operation for operation:
+//! separate multiplies and adds, never fused. They are ferrite's one scalar decoder of each
+//! format: the reference every backend's fast path is tested against bit for bit, and every
+//! backend's generic path (decode into its working type), so each format runs everywhere. The
+//! 32-element formats also expose `decode_block` over scales already read as f32, so a backend
+//! that stores those blocks re-laid (the CPU's f32-scale layout) decodes them with this code.
+//! `crate::dequant` is the checked entry point over whole rows and tensors. This module
+//! imports nothing of the crate, so everything else may read it.
 
 mod dtype;
 mod floats;
-mod fp8;
+pub mod fp8;
 mod q2_k;
 mod q3_k;
-mod q4_0;
-mod q4_1;
-mod q4_k;
-mod q5_0;
-mod q5_1;
+pub mod q4_0;
+pub mod q4_1;
+pub mod q4_k;
+pub mod q5_0;
+pub mod q5_1;
 mod q5_k;
 mod q6_k;
-mod q8_0;
+pub mod q8_0;
 mod q8_k;
 
 pub use dtype::DType;
 pub use fp8::E4M3_MAX;
+
+/// Dequantizes whole blocks of one format: `bytes` holds `out.len() / block_len` blocks. It
+/// does not check lengths (`crate::dequant::dequantize_row` does).
+pub type RowDequantizer = fn(bytes: &[u8], out: &mut [f32]);
 
 /// One storage format of weights.
 #[derive(Debug)]
@@ -41,6 +52,8 @@ pub struct Format {
     /// block is valid and its weights come out at about `s`. `None`: no random blocks (dummy
     /// weights are drawn in bf16 instead).
     pub random_block: Option<fn(s: f32, out: &mut [u8])>,
+    /// The scalar reference dequantizer of rows of this format.
+    pub dequantize: RowDequantizer,
 }
 
 /// Every format ferrite reads.
@@ -97,6 +110,18 @@ pub fn from_name(name: &str) -> Option<DType> {
         .iter()
         .find(|f| f.name.eq_ignore_ascii_case(name))
         .map(|f| f.dtype)
+}
+
+/// The f16 at byte `at` of `b`, widened to f32 (exact).
+#[inline(always)]
+fn f16_at(b: &[u8], at: usize) -> f32 {
+    half::f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
+}
+
+/// The little-endian u32 at byte `at` of `b`.
+#[inline(always)]
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
 /// An f32 as the little-endian bytes of the nearest f16 (the scales of GGML blocks).

@@ -12,4 +12,18 @@ pub const FORMAT: Format = Format {
     block_len: 256,
     block_bytes: 292,
     random_block: None,
+    dequantize: row,
 };
+
+fn decode_block(b: &[u8], y: &mut [f32]) {
+    let d = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    for (yj, &q) in y.iter_mut().zip(&b[4..260]) {
+        *yj = q as i8 as f32 * d;
+    }
+}
+
+fn row(bytes: &[u8], out: &mut [f32]) {
+    for (b, y) in bytes.chunks_exact(292).zip(out.chunks_exact_mut(256)) {
+        decode_block(b, y);
+    }
+}

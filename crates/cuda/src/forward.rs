@@ -20,7 +20,7 @@ use crate::expert_load::DeviceExpertLoad;
 use crate::gemm::Gemm;
 use crate::kv_cache::KvCache;
 use crate::launchers::{
-    AddRmsNormArgs, AttentionDims, AttentionMask, DecodeArgs, Kernels, PrefillArgs,
+    AddRmsNormArgs, AttentionDims, AttentionMask, DecodeArgs, Kernels, Lookup, PrefillArgs,
     RmsNormRowsArgs, RopeKvArgs,
 };
 use crate::linear::Linear;
@@ -125,14 +125,14 @@ impl Model<'_> {
             linear(input, w, ws.delta)?;
             Ok(true)
         };
-        k.embed_tokens(
-            &w.embed,
-            self.meta(o.tokens),
-            ws.x,
+        let lookup = Lookup {
+            tokens: self.meta(o.tokens),
+            x: ws.x,
             hidden,
-            w.embedding_scale,
+            scale: w.embedding_scale,
             n,
-        )?;
+        };
+        k.embed_tokens(&w.embed, &lookup)?;
         for (l, lw) in w.layers.iter().enumerate() {
             let post_norm = lw.post_norms.is_some();
             // The previous layer's down projection joins the residual here if still pending.

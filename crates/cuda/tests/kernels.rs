@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use ferrite_cuda::gemm::Gemm;
 use ferrite_cuda::launchers::{
-    AddRmsNormArgs, AttentionDims, DummyFormat, LinearArgs, RmsNormRowsArgs, RopeKvArgs,
+    AddRmsNormArgs, AttentionDims, DummyFormat, LinearArgs, Lookup, RmsNormRowsArgs, RopeKvArgs,
     GEMV_MAX_TOKENS,
 };
 use ferrite_cuda::linear::{Linear, Matrix};
@@ -134,7 +134,16 @@ fn embedding_and_gated_activations_match_reference() {
     let (td, tokd) = (dev(&ctx, &to_bf16(&table)), dev(&ctx, &tokens));
     let x = poisoned::<f32>(&ctx, tokens.len() * hidden);
     ctx.kernels
-        .embedding(td.ptr(), tokd.ptr(), x.ptr(), hidden, 1.0, tokens.len())
+        .embedding(
+            td.ptr(),
+            &Lookup {
+                tokens: tokd.ptr(),
+                x: x.ptr(),
+                hidden,
+                scale: 1.0,
+                n: tokens.len(),
+            },
+        )
         .unwrap();
     let got = read_f32(&ctx, &x, tokens.len() * hidden);
     let want: Vec<f64> = tokens
@@ -149,7 +158,16 @@ fn embedding_and_gated_activations_match_reference() {
     // Scaled (gemma: sqrt(hidden)), one f32 product per element.
     let scale = 25.298_221f32;
     ctx.kernels
-        .embedding(td.ptr(), tokd.ptr(), x.ptr(), hidden, scale, tokens.len())
+        .embedding(
+            td.ptr(),
+            &Lookup {
+                tokens: tokd.ptr(),
+                x: x.ptr(),
+                hidden,
+                scale: scale,
+                n: tokens.len(),
+            },
+        )
         .unwrap();
     let got = read_f32(&ctx, &x, tokens.len() * hidden);
     let want: Vec<f64> = want.iter().map(|&v| (v as f32 * scale) as f64).collect();

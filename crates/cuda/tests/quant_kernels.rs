@@ -8,7 +8,7 @@ mod common;
 use common::quant::matrix;
 use common::{check, dev, gpu, poisoned, random, read_bf16, read_f32, rng, stream, to_bf16};
 use ferrite_cuda::gemm::{Gemm, Scratch};
-use ferrite_cuda::launchers::QuantGemvArgs;
+use ferrite_cuda::launchers::{Lookup, QuantGemvArgs};
 use ferrite_cuda::linear::Linear;
 use ferrite_cuda::quant::QuantType;
 use half::bf16;
@@ -43,7 +43,17 @@ fn quantized_kernels_match_the_host_dequantizer() {
             let tokens = dev(&ctx, &[5i32, 0, 37]);
             let x = poisoned::<f32>(&ctx, 3 * k);
             ctx.kernels
-                .qembed(q, m.planes, tokens.ptr(), x.ptr(), k, 2.0, 3)
+                .qembed(
+                    q,
+                    m.planes,
+                    &Lookup {
+                        tokens: tokens.ptr(),
+                        x: x.ptr(),
+                        hidden: k,
+                        scale: 2.0,
+                        n: 3,
+                    },
+                )
                 .unwrap();
             let got = read_f32(&ctx, &x, 3 * k);
             for (i, &row) in [5usize, 0, 37].iter().enumerate() {

@@ -31,6 +31,7 @@ pub use attention::{
     MAX_SPLITS,
 };
 pub use dummy_init::DummyFormat;
+pub use embedding::Lookup;
 pub use fp8_activation::FP8_BLOCK;
 pub use gemv::{gemv_split, tensor_core_k, LinearArgs, SKINNY_MAX_TOKENS};
 pub use launch::Kernels;

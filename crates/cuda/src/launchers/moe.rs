@@ -95,6 +95,32 @@ fn product_split(tiles: usize, k: usize) -> usize {
     split_index(tiles, k.div_ceil(128), 4)
 }
 
+/// The kernel variant (by `chunk`), the split along k and the launch shape of an expert
+/// product whose tiles hold `tile` of its `outputs` (a block runs 8 warps, `split` to a tile),
+/// over every work item the routing can make.
+fn expert_grid(
+    outputs: usize,
+    tile: usize,
+    k: usize,
+    routed: usize,
+    experts: usize,
+    chunk: usize,
+) -> anyhow::Result<(usize, usize, Shape)> {
+    let variant = chunk_index(chunk)?;
+    anyhow::ensure!(k.is_multiple_of(8), "expert products need k % 8 == 0");
+    let split = product_split(outputs.div_ceil(tile), k);
+    let outputs_per_block = tile * 8 / QGEMV_SPLITS[split];
+    let shape = Shape {
+        grid: (
+            outputs.div_ceil(outputs_per_block) as u32,
+            moe_max_items(routed, experts, chunk) as u32,
+            1,
+        ),
+        block: 256,
+    };
+    Ok((variant, split, shape))
+}
+
 impl Kernels {
     /// Routes `n` tokens from their router logits (f32 [n, experts]) to `k` experts each and
     /// groups the `n k` choices by expert into work items of at most `chunk` rows; `load` (u64 [experts]) gets each
@@ -142,19 +168,8 @@ impl Kernels {
         experts: usize,
         chunk: usize,
     ) -> anyhow::Result<()> {
-        let variant = chunk_index(chunk)?;
-        anyhow::ensure!(a.k.is_multiple_of(8), "expert products need k % 8 == 0");
         // A tile is 8 intermediate columns: their 8 gate rows and 8 up rows.
-        let split = product_split(a.width.div_ceil(8), a.k);
-        let columns_per_block = 8 * 8 / QGEMV_SPLITS[split];
-        let shape = Shape {
-            grid: (
-                a.width.div_ceil(columns_per_block) as u32,
-                moe_max_items(routed, experts, chunk) as u32,
-                1,
-            ),
-            block: 256,
-        };
+        let (variant, split, shape) = expert_grid(a.width, 8, a.k, routed, experts, chunk)?;
         let params = MoeGateUp {
             kernel: MOE_GATE_UP_NAMES[variant][split],
             gate: a.gate,
@@ -179,18 +194,8 @@ impl Kernels {
         experts: usize,
         chunk: usize,
     ) -> anyhow::Result<()> {
-        let variant = chunk_index(chunk)?;
-        anyhow::ensure!(a.k.is_multiple_of(8), "expert products need k % 8 == 0");
-        let split = product_split(a.rows.div_ceil(16), a.k);
-        let rows_per_block = 16 * 8 / QGEMV_SPLITS[split];
-        let shape = Shape {
-            grid: (
-                a.rows.div_ceil(rows_per_block) as u32,
-                moe_max_items(routed, experts, chunk) as u32,
-                1,
-            ),
-            block: 256,
-        };
+        // A tile is 16 output rows.
+        let (variant, split, shape) = expert_grid(a.rows, 16, a.k, routed, experts, chunk)?;
         let params = MoeDown {
             kernel: MOE_DOWN_NAMES[variant][split],
             down: a.down,

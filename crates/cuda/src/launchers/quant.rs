@@ -2,6 +2,7 @@
 //! products, dequantization and embedding lookups on quantized matrices kept in their own bits
 //! (crate::quant).
 
+use super::embedding::Lookup;
 use super::gemv::bf16_order_split_index;
 use super::launch::{grid1, Kernels};
 use super::names::{
@@ -217,17 +218,12 @@ impl Kernels {
         self.launch(grid1(blocks, 256), &params)
     }
 
-    /// x[t] = table[tokens[t]] * scale (f32) for `n` tokens of a quantized embedding table.
-    #[allow(clippy::too_many_arguments)]
+    /// The lookup `l` on a quantized embedding table.
     pub fn qembed(
         &self,
         format: QuantType,
         planes: [Option<DevicePtr>; 3],
-        tokens: DevicePtr,
-        x: DevicePtr,
-        hidden: usize,
-        scale: f32,
-        n: usize,
+        l: &Lookup,
     ) -> anyhow::Result<()> {
         let [p0, p1, p2] = planes;
         let params = Qembed {
@@ -235,12 +231,12 @@ impl Kernels {
             p0,
             p1,
             p2,
-            tokens,
-            x,
-            hidden,
-            scale,
+            tokens: l.tokens,
+            x: l.x,
+            hidden: l.hidden,
+            scale: l.scale,
         };
-        self.launch(grid1(n, 128), &params)
+        self.launch(grid1(l.n, 128), &params)
     }
 }
 

@@ -131,6 +131,7 @@ impl Model {
             vocab_size: self.config.vocab_size,
             num_pages: kv.num_pages(),
             page_size: kv.page_size(),
+            state_slots: 0,
         };
         validate_batch(batch, limits)
     }

@@ -110,6 +110,7 @@ fn prompt_deltas(backend: &mut CpuBackend, case: &Case) -> Vec<f64> {
             tokens: &case.prompt,
             start_pos: 0,
             block_table: &table,
+            state_slot: None,
             logits: LogitsRequest::All,
         }])
         .unwrap();
@@ -354,6 +355,7 @@ fn check_gguf_copy(copy: GgufCopy) {
             tokens: &case.prompt,
             start_pos: 0,
             block_table: &table,
+            state_slot: None,
             logits: LogitsRequest::All,
         }];
         from_gguf.init_kv_cache(pages, PAGE_SIZE).unwrap();

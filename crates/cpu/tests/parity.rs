@@ -116,6 +116,7 @@ fn smollm2_throughput() {
             tokens,
             start_pos: start,
             block_table: &table,
+            state_slot: None,
             logits: LogitsRequest::Last,
         }];
         argmax(backend.forward(&batch).unwrap().row(0))

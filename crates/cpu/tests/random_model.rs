@@ -282,12 +282,14 @@ fn last_and_none_requests_return_the_right_rows() {
             tokens: &t1,
             start_pos: 0,
             block_table: &p1,
+            state_slot: None,
             logits: LogitsRequest::All,
         },
         SeqBatch {
             tokens: &t2,
             start_pos: 0,
             block_table: &p2,
+            state_slot: None,
             logits: LogitsRequest::None,
         },
     ];
@@ -297,6 +299,7 @@ fn last_and_none_requests_return_the_right_rows() {
         tokens: &t1,
         start_pos: 0,
         block_table: &p1,
+        state_slot: None,
         logits: LogitsRequest::Last,
     }];
     let last = b.forward(&batch).unwrap();
@@ -313,6 +316,7 @@ fn invalid_batches_are_errors_not_panics() {
         tokens,
         start_pos: 0,
         block_table: table,
+        state_slot: None,
         logits: LogitsRequest::Last,
     };
     let _ = (tokens, table);

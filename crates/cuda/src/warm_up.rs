@@ -46,6 +46,7 @@ pub fn warm_up(
             tokens: &tokens,
             start_pos: 0,
             block_table: &block_table[..n.div_ceil(page_size)],
+            state_slot: None,
             logits: LogitsRequest::Last,
         }];
         forward(&batch)?;

@@ -224,6 +224,7 @@ fn run(gpu: &mut CudaBackend, plans: &[Plan<'_>]) -> Rows {
                 tokens: &streams[i][done[i]..end],
                 start_pos: done[i],
                 block_table: &p.table,
+                state_slot: None,
                 logits: if last {
                     LogitsRequest::Last
                 } else {

@@ -35,6 +35,10 @@ pub struct SeqBatch<'a> {
     /// KV page ids of this sequence, in order; covers positions `0..start_pos + tokens.len()`.
     /// Position `p` lives in page `block_table[p / page_size]`, slot `p % page_size`.
     pub block_table: &'a [u32],
+    /// The sequence's recurrent-state slot, for a model with linear-attention layers (`None`
+    /// otherwise). The slot holds the state after positions `0..start_pos`; the backend starts
+    /// it from zero when `start_pos` is 0.
+    pub state_slot: Option<u32>,
     pub logits: LogitsRequest,
 }
 
@@ -44,19 +48,45 @@ pub struct BatchLimits {
     pub vocab_size: usize,
     pub num_pages: usize,
     pub page_size: usize,
+    /// Recurrent-state slots (0: the model keeps none, and a batch names none).
+    pub state_slots: usize,
 }
 
 /// Rejects a batch no backend can run, before anything is written: a token outside the
 /// vocabulary, a sequence with no tokens, a block table that does not cover the sequence's
-/// positions or names a page outside the pool. Every backend calls this first, so they refuse
+/// positions or names a page outside the pool, a missing or unknown state slot (or two
+/// sequences in one). Every backend calls this first, so they refuse
 /// the same batches with the same messages.
 pub fn validate_batch(batch: &[SeqBatch<'_>], limits: BatchLimits) -> Result<(), BackendError> {
     let BatchLimits {
         vocab_size,
         num_pages,
         page_size,
+        state_slots,
     } = limits;
+    let mut slots_seen = Vec::new();
     for (i, seq) in batch.iter().enumerate() {
+        match (seq.state_slot, state_slots) {
+            (None, 0) => {}
+            (Some(slot), _) if (slot as usize) < state_slots => {
+                if slots_seen.contains(&slot) {
+                    return Err(BackendError(format!(
+                        "sequence {i}: state slot {slot} is another sequence's too"
+                    )));
+                }
+                slots_seen.push(slot);
+            }
+            (None, _) => {
+                return Err(BackendError(format!(
+                    "sequence {i} has no state slot (the model keeps recurrent state)"
+                )))
+            }
+            (Some(slot), _) => {
+                return Err(BackendError(format!(
+                    "sequence {i}: state slot {slot} is outside the {state_slots} slots"
+                )))
+            }
+        }
         if let Some(&bad) = seq.tokens.iter().find(|&&t| t as usize >= vocab_size) {
             return Err(BackendError(format!(
                 "sequence {i}: token id {bad} is outside the vocabulary ({vocab_size})"
@@ -149,6 +179,17 @@ pub trait Backend: Send {
     fn max_context_len(&self) -> usize;
     /// Allocate the KV pool. Called once, before the first `forward`.
     fn init_kv_cache(&mut self, num_pages: usize, page_size: usize) -> Result<(), BackendError>;
+    /// Bytes of recurrent state one sequence needs (each linear-attention layer's
+    /// convolution window and delta-rule state); 0 for a model of attention layers only.
+    fn state_bytes_per_sequence(&self) -> usize {
+        0
+    }
+    /// Allocate `slots` recurrent-state slots (see [`SeqBatch::state_slot`]). Called once,
+    /// before the first `forward`, when `state_bytes_per_sequence` is not 0.
+    fn init_state_slots(&mut self, slots: usize) -> Result<(), BackendError> {
+        let _ = slots;
+        Err(BackendError("this backend keeps no recurrent state".into()))
+    }
     /// Write the K/V of every token in `batch` into its pages and return the requested logits.
     fn forward(&mut self, batch: &[SeqBatch<'_>]) -> Result<ForwardOutput, BackendError>;
 
@@ -179,5 +220,41 @@ pub trait Backend: Send {
     /// layers (shared with /metrics; the backend adds to them as it runs).
     fn expert_load_counters(&self) -> Option<Arc<ExpertLoad>> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seq(state_slot: Option<u32>) -> SeqBatch<'static> {
+        SeqBatch {
+            tokens: &[1, 2],
+            start_pos: 0,
+            block_table: &[0],
+            state_slot,
+            logits: LogitsRequest::Last,
+        }
+    }
+
+    fn limits(state_slots: usize) -> BatchLimits {
+        BatchLimits {
+            vocab_size: 10,
+            num_pages: 4,
+            page_size: 4,
+            state_slots,
+        }
+    }
+
+    #[test]
+    fn state_slots_are_required_known_and_unshared() {
+        assert!(validate_batch(&[seq(None)], limits(0)).is_ok());
+        assert!(validate_batch(&[seq(Some(0)), seq(Some(1))], limits(2)).is_ok());
+        let error =
+            |batch: &[SeqBatch<'_>], slots| validate_batch(batch, limits(slots)).unwrap_err().0;
+        assert!(error(&[seq(None)], 2).contains("no state slot"));
+        assert!(error(&[seq(Some(2))], 2).contains("outside the 2 slots"));
+        assert!(error(&[seq(Some(0))], 0).contains("outside the 0 slots"));
+        assert!(error(&[seq(Some(1)), seq(Some(1))], 2).contains("another sequence's"));
     }
 }

@@ -149,6 +149,7 @@ impl Scheduler {
         if let Some(at) = self.running.iter().position(|s| s.id == id) {
             let mut sequence = self.running.remove(at);
             self.kv.release(&std::mem::take(&mut sequence.block_table));
+            self.release_state_slot(&mut sequence);
             return Some(sequence);
         }
         let at = self.waiting.iter().position(|s| s.id == id)?;
@@ -244,6 +245,8 @@ impl Scheduler {
         }
         let pages = victim.reset_for_recompute();
         self.kv.release(&pages);
+        // Recompute starts the state over from position 0, in whatever slot is free then.
+        self.release_state_slot(&mut victim);
         tracing::debug!(id = victim.id, "preempted by recompute");
         plan.counters.preemptions += 1;
         self.waiting.push_front(victim);
@@ -276,6 +279,16 @@ impl Scheduler {
                 self.kv.release(&shared);
                 return;
             };
+            let state_slot = if self.kv.state_slots().capacity() > 0 {
+                let Some(slot) = self.kv.state_slots_mut().acquire() else {
+                    self.kv.release(&shared);
+                    self.kv.release(&fresh);
+                    return;
+                };
+                Some(slot)
+            } else {
+                None
+            };
             let Some(mut sequence) = self.waiting.pop_front() else {
                 return;
             };
@@ -285,6 +298,7 @@ impl Scheduler {
             sequence.num_published_pages = shared.len();
             sequence.block_table = shared;
             sequence.block_table.extend(fresh);
+            sequence.state_slot = state_slot;
             if !sequence.prompt_info_sent() {
                 sequence.num_cached_tokens = sequence.num_computed;
                 sequence.scheduled_at.get_or_insert_with(Instant::now);
@@ -298,6 +312,13 @@ impl Scheduler {
                 plan.chunks.push(self.chunk(index, len));
                 *budget -= len;
             }
+        }
+    }
+
+    /// Gives back the recurrent-state slot of a sequence leaving the running batch.
+    fn release_state_slot(&mut self, sequence: &mut Sequence) {
+        if let Some(slot) = sequence.state_slot.take() {
+            self.kv.state_slots_mut().release(slot);
         }
     }
 
@@ -339,6 +360,7 @@ impl Scheduler {
                     tokens: &sequence.tokens()[chunk.start..end],
                     start_pos: chunk.start,
                     block_table: &sequence.block_table[..self.kv.pages_for(end)],
+                    state_slot: sequence.state_slot,
                     logits: chunk.logits,
                 }
             })
@@ -390,6 +412,24 @@ impl Scheduler {
     pub fn check_accounting(&self) -> Result<(), String> {
         if let Some(s) = self.waiting.iter().find(|s| !s.block_table.is_empty()) {
             return Err(format!("waiting request {} holds pages", s.id));
+        }
+        if let Some(s) = self.waiting.iter().find(|s| s.state_slot.is_some()) {
+            return Err(format!("waiting request {} holds a state slot", s.id));
+        }
+        let slots = self.kv.state_slots();
+        let mut held: Vec<_> = self.running.iter().filter_map(|s| s.state_slot).collect();
+        held.sort_unstable();
+        held.dedup();
+        let running = self.running.len();
+        if slots.capacity() > 0
+            && (held.len() != running || slots.num_free() + running != slots.capacity())
+        {
+            return Err(format!(
+                "{running} running sequences hold {} distinct state slots, {} of {} free",
+                held.len(),
+                slots.num_free(),
+                slots.capacity()
+            ));
         }
         self.kv
             .check_accounting(self.running.iter().map(|s| s.block_table.as_slice()))

@@ -17,7 +17,7 @@ use rand::{Rng, SeedableRng};
 pub use spec_state::{Acceptance, SpecState};
 
 use crate::constraint::ConstraintState;
-use crate::kv::PageId;
+use crate::kv::{PageId, SlotId};
 use crate::request::{
     EngineOutput, FinishReason, GenerationRequest, PromptInfo, RequestId, SamplingParams,
     TokenLogprob,
@@ -54,6 +54,8 @@ pub struct Sequence {
     pub block_table: Vec<PageId>,
     /// Leading pages of `block_table` already handed to the prefix cache.
     pub num_published_pages: usize,
+    /// The recurrent-state slot of a model with linear-attention layers, while running.
+    pub state_slot: Option<SlotId>,
     /// This request's own RNG, so a seed gives the same tokens whatever shares the batch.
     pub rng: StdRng,
     /// Key of the counter-based RNG a backend samples with on its device: the request's seed,
@@ -94,6 +96,7 @@ impl Sequence {
             num_computed: 0,
             block_table: Vec::new(),
             num_published_pages: 0,
+            state_slot: None,
             rng,
             device_seed,
             arrival: request.arrival,

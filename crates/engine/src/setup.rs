@@ -29,7 +29,20 @@ pub fn size_kv_pool(
         return invalid("the backend reports 0 KV bytes per token".into());
     }
     let bytes_per_page = config.page_size.saturating_mul(bytes_per_token);
-    let num_pages = (config.kv_cache_memory_bytes / bytes_per_page).min(u32::MAX as usize);
+    // Each running sequence's recurrent state (linear-attention layers) comes out of the
+    // same budget: one slot per seat.
+    let state_bytes = backend
+        .state_bytes_per_sequence()
+        .saturating_mul(config.max_num_seqs);
+    if state_bytes >= config.kv_cache_memory_bytes {
+        return invalid(format!(
+            "KV cache memory {} B does not hold the recurrent state of {} sequences ({state_bytes} B); \
+             give it more memory or lower max_num_seqs",
+            config.kv_cache_memory_bytes, config.max_num_seqs
+        ));
+    }
+    let page_bytes = config.kv_cache_memory_bytes - state_bytes;
+    let num_pages = (page_bytes / bytes_per_page).min(u32::MAX as usize);
     if num_pages == 0 {
         return invalid(format!(
             "KV cache memory {} B holds no page of {} tokens ({bytes_per_page} B)",
@@ -74,6 +87,25 @@ pub fn build_engine_core(
     let draft_bytes = proposer.as_ref().map_or(0, |p| p.kv_bytes_per_token());
     let (num_pages, max_model_len) = size_kv_pool(config, backend.as_ref(), draft_bytes)?;
     backend.init_kv_cache(num_pages, config.page_size)?;
+    let state_slots = if backend.state_bytes_per_sequence() > 0 {
+        if proposer.is_some() {
+            return Err(EngineError::Config(
+                "speculative decoding does not run on models with linear-attention layers yet \
+                 (a rejected draft would have to be taken out of their recurrent state)"
+                    .into(),
+            ));
+        }
+        if config.enable_prefix_caching {
+            tracing::info!(
+                "prefix caching is off: this model's linear-attention layers would need their \
+                 state at the end of a cached prefix, which is not kept yet"
+            );
+        }
+        backend.init_state_slots(config.max_num_seqs)?;
+        config.max_num_seqs
+    } else {
+        0
+    };
     let speculation = match proposer {
         Some(mut proposer) => {
             proposer.init_kv_cache(num_pages, config.page_size)?;
@@ -89,7 +121,8 @@ pub fn build_engine_core(
             max_num_seqs: config.max_num_seqs,
             prefill_per_decode: config.prefill_per_decode,
         },
-        KvManager::new(num_pages, config.page_size, config.enable_prefix_caching),
+        KvManager::new(num_pages, config.page_size, config.enable_prefix_caching)
+            .with_state_slots(state_slots),
     );
     let mut core = EngineCore::new(
         scheduler,

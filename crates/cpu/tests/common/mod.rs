@@ -225,6 +225,7 @@ pub fn run_schedule(
                 tokens: &seqs[s][cursor[s]..cursor[s] + len],
                 start_pos: cursor[s],
                 block_table: &tables[s],
+                state_slot: None,
                 logits: LogitsRequest::All,
             })
             .collect();
@@ -326,6 +327,7 @@ pub fn greedy(
             tokens: &step,
             start_pos: start,
             block_table: &table,
+            state_slot: None,
             logits: LogitsRequest::Last,
         }];
         let out = backend.forward(&batch).unwrap();

@@ -240,6 +240,7 @@ impl CudaBackend {
             vocab_size: self.config.vocab_size,
             num_pages,
             page_size,
+            state_slots: 0,
         };
         validate_batch(batch, limits)?;
         let all_decode = batch.iter().all(|s| s.tokens.len() == 1);

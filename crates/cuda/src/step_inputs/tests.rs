@@ -18,6 +18,7 @@ fn decode<'a>(token: &'a [u32], pos: usize, table: &'a [u32]) -> SeqBatch<'a> {
         tokens: token,
         start_pos: pos,
         block_table: table,
+        state_slot: None,
         logits: LogitsRequest::Last,
     }
 }
@@ -65,6 +66,7 @@ fn slots_follow_the_block_table_for_page_sizes_1_and_16() {
             tokens: &tokens,
             start_pos: start,
             block_table: &table,
+            state_slot: None,
             logits: LogitsRequest::All,
         };
         let mut s = StepInputs::default();
@@ -99,6 +101,7 @@ fn host_rows_come_first_then_device_rows() {
             tokens: &prompt,
             start_pos: 0,
             block_table: &table,
+            state_slot: None,
             logits: LogitsRequest::Last,
         },
         decode(&d2, 30, &table),
@@ -106,6 +109,7 @@ fn host_rows_come_first_then_device_rows() {
             tokens: &prompt,
             start_pos: 0,
             block_table: &table,
+            state_slot: None,
             logits: LogitsRequest::None,
         },
     ];
@@ -130,6 +134,7 @@ fn validation_rejects_what_the_kernels_cannot_run() {
         vocab_size: 10,
         num_pages: 2,
         page_size: 16,
+        state_slots: 0,
     };
     let table = [0u32, 1];
     let ok = [decode(&[5], 20, &table)];

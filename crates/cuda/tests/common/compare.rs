@@ -138,6 +138,7 @@ pub fn compare_and_report(
                 tokens: &s.tokens[s.computed..end],
                 start_pos: s.computed,
                 block_table: &s.table,
+                state_slot: None,
                 logits: if end == s.tokens.len() {
                     LogitsRequest::Last
                 } else {

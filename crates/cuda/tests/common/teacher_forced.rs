@@ -41,6 +41,7 @@ pub fn teacher_forced(
             tokens: &tokens[start..],
             start_pos: start,
             block_table: &table,
+            state_slot: None,
             logits: LogitsRequest::Last,
         }];
         let (a, b) = (cpu.forward(&batch).unwrap(), gpu.forward(&batch).unwrap());

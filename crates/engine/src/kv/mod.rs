@@ -1,18 +1,22 @@
 //! The KV manager the scheduler uses: pages for a sequence's next tokens, prefix sharing,
-//! release, and eviction of cached pages when the pool runs short.
+//! release, and eviction of cached pages when the pool runs short; and, for models with
+//! linear-attention layers, a recurrent-state slot per running sequence.
 
 pub mod events;
 pub mod page_pool;
 pub mod radix_cache;
+pub mod state_slots;
 
 pub use events::{block_hash, BlockHash, KvEvent, KvEventSink};
 pub use page_pool::{PageId, PagePool};
 pub use radix_cache::{NoPrefixCache, PrefixCache, RadixCache};
+pub use state_slots::{SlotId, StateSlots};
 
 pub struct KvManager {
     page_size: usize,
     pool: PagePool,
     cache: Box<dyn PrefixCache>,
+    state_slots: StateSlots,
 }
 
 impl KvManager {
@@ -26,7 +30,28 @@ impl KvManager {
             page_size,
             pool: PagePool::new(num_pages),
             cache,
+            state_slots: StateSlots::default(),
         }
+    }
+
+    /// Gives every running sequence one of `slots` recurrent-state slots (a model with
+    /// linear-attention layers). Such a model cannot start from cached pages alone, since
+    /// the state at the end of the cached prefix is not kept: prefix caching is off for it.
+    pub fn with_state_slots(mut self, slots: usize) -> Self {
+        self.state_slots = StateSlots::new(slots);
+        if slots > 0 {
+            self.cache = Box::new(NoPrefixCache);
+        }
+        self
+    }
+
+    /// The recurrent-state slots (capacity 0 for attention-only models).
+    pub fn state_slots(&self) -> &StateSlots {
+        &self.state_slots
+    }
+
+    pub fn state_slots_mut(&mut self) -> &mut StateSlots {
+        &mut self.state_slots
     }
 
     pub fn page_size(&self) -> usize {

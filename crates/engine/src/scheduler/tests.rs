@@ -197,3 +197,48 @@ fn prompt_tokens_per_step_are_capped_while_others_decode() {
     assert_eq!(decodes, 12);
     assert_eq!(summary(&plan).last(), Some(&(99, 0, 24)));
 }
+
+#[test]
+fn every_running_sequence_holds_its_own_state_slot_until_it_leaves() {
+    // A model with recurrent state: as many slots as seats; 9 pages of 4 tokens.
+    let mut s = Scheduler::new(
+        SchedulerConfig {
+            max_num_batched_tokens: 64,
+            max_num_seqs: 2,
+            prefill_per_decode: 0,
+        },
+        KvManager::new(9, 4, true).with_state_slots(2),
+    );
+    add(&mut s, 1, 15, greedy(10));
+    add(&mut s, 2, 15, greedy(10));
+    add(&mut s, 3, 3, greedy(1));
+    let plan = step(&mut s);
+    assert_eq!(summary(&plan), vec![(1, 0, 15), (2, 0, 15)]);
+    let batch = s.batch(&plan);
+    assert_eq!(
+        batch.iter().map(|b| b.state_slot).collect::<Vec<_>>(),
+        vec![Some(0), Some(1)]
+    );
+    // Both decode until the pool runs dry: the newest is preempted and gives its slot back
+    // (step's accounting check holds slots to the running sequences).
+    let mut preempted = false;
+    for _ in 0..8 {
+        preempted |= step(&mut s).counters.preemptions > 0;
+    }
+    assert!(preempted);
+    // Once everything finished, every slot is free again.
+    while s.has_work() {
+        step(&mut s);
+        let done: Vec<RequestId> = s
+            .running()
+            .iter()
+            .filter(|q| q.output().len() >= q.params.max_tokens)
+            .map(|q| q.id)
+            .collect();
+        for id in done {
+            s.remove(id);
+            s.check_accounting().unwrap();
+        }
+    }
+    assert_eq!(s.kv().state_slots().num_free(), 2);
+}

@@ -88,6 +88,7 @@ impl Proposer for DraftModel {
                         tokens,
                         start_pos,
                         block_table: r.block_table,
+                        state_slot: None,
                         logits: LogitsRequest::Last,
                     }
                 })

@@ -21,21 +21,41 @@ Then it checks its own work (see check_*): the reference reproduces from a fresh
 with the KV cache gives the same greedy tokens, and the features each fixture is meant to exercise
 (sliding window, rope scaling, local rope base, ...) really change the logits.
 
+The hybrid Gated DeltaNet families (qwen3_next, qwen3_5, qwen3_5_moe; spec in
+docs/models/gated-deltanet.md) follow the same steps, with these differences:
+  - qwen3_5 and qwen3_5_moe are saved as the hub ships them: the composite vision-language
+    config (model_type qwen3_5 / qwen3_5_moe, architectures *ForConditionalGeneration, the text
+    model under text_config, a tiny random vision tower under vision_config) and the weights of
+    *ForConditionalGeneration (model.language_model.*, model.visual.*, lm_head.weight). The
+    reference is AutoModelForCausalLM on that directory (Qwen3_5ForCausalLM /
+    Qwen3_5MoeForCausalLM: the text model only); the script checks that the full
+    vision-language model gives the same logits on text. qwen3_5_moe's experts are rewritten
+    stacked (mlp.experts.gate_up_proj [E, 2I, H], mlp.experts.down_proj [E, H, I]) as the hub
+    checkpoints have them (save_pretrained writes one tensor per expert); checked to load
+    cleanly and to give identical logits.
+  - no GGUF copy (make_moe_gguf_fixtures.py does not know these architectures yet);
+  - check_recurrent: token-by-token decoding with the cache (transformers' recurrent delta rule)
+    against one full forward (its chunked delta rule, chunk 64, crossed by the 100-token prompt).
+
 Usage: python3 scripts/make_arch_fixtures.py [ARCH ...]     (default: all; writes fixtures/arch/ARCH/)
-Needs: pip install torch transformers safetensors   (CPU, 2 threads: about 4 minutes)
+Needs: pip install torch transformers safetensors gguf   (CPU, 2 threads: about 4 minutes, plus
+about 7 for qwen3_next, qwen3_5 and qwen3_5_moe)
 """
 import copy
 import json
+import re
 import sys
 import tempfile
 from pathlib import Path
 
+import safetensors.torch
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_moe_gguf_fixtures  # noqa: E402
 import transformers
-from transformers import AutoConfig, AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
 torch.set_num_threads(2)
 transformers.logging.set_verbosity_error()
@@ -309,6 +329,209 @@ CONFIGS = {
         "use_cache": True,
         "vocab_size": 256,
     },
+    # Qwen3-Next-80B-A3B (Qwen3NextForCausalLM): hybrid, 3 Gated DeltaNet (linear attention) layers
+    # then 1 gated full-attention layer. Like the real config it has no layer_types, only
+    # full_attention_interval 4 (transformers derives [linear, linear, linear, full]). Linear
+    # attention: 2 key heads / 4 value heads (real 16 / 32), key/value head dim 16 (real 128), conv
+    # kernel 4, fused in_proj_qkvz / in_proj_ba (grouped per key head). Full attention: 4 query
+    # heads / 2 KV heads, head_dim 16 (real 256), q_proj doubled for the sigmoid output gate,
+    # zero-centred q/k norms, partial_rotary_factor 0.25 (4 of 16 dims rotate), rope_theta 1e7.
+    # Every layer sparse: 8 experts (real 512), top-2 (real 10), norm_topk_prob true, expert width
+    # 32, a shared expert (width 64) behind a sigmoid gate; intermediate_size is the unused dense
+    # width. Untied; legacy layout (rope_theta / partial_rotary_factor at the top).
+    "qwen3_next": {
+        "architectures": ["Qwen3NextForCausalLM"],
+        "model_type": "qwen3_next",
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "bos_token_id": 1,
+        "decoder_sparse_step": 1,
+        "eos_token_id": 2,
+        "full_attention_interval": 4,
+        "head_dim": 16,
+        "hidden_act": "silu",
+        "hidden_size": 64,
+        "initializer_range": 0.02,
+        "intermediate_size": 128,
+        "linear_conv_kernel_dim": 4,
+        "linear_key_head_dim": 16,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+        "linear_value_head_dim": 16,
+        "max_position_embeddings": 262144,
+        "mlp_only_layers": [],
+        "moe_intermediate_size": 32,
+        "norm_topk_prob": True,
+        "num_attention_heads": 4,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "num_hidden_layers": 4,
+        "num_key_value_heads": 2,
+        "output_router_logits": False,
+        "partial_rotary_factor": 0.25,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": None,
+        "rope_theta": 10000000,
+        "router_aux_loss_coef": 0.001,
+        "shared_expert_intermediate_size": 64,
+        "tie_word_embeddings": False,
+        "use_cache": True,
+        "vocab_size": 256,
+    },
+    # Qwen3.5-0.8B / 2B (Qwen3_5ForConditionalGeneration, model_type qwen3_5): the hub's composite
+    # vision-language config; the text model in text_config (model_type qwen3_5_text) with explicit
+    # layer_types (8 layers: the 3-linear-1-full pattern twice) and full_attention_interval, the
+    # rope in text_config.rope_parameters (rope_theta 1e7, partial_rotary_factor 0.25, mrope_section
+    # scaled down to the 4 rotary frequencies of head_dim 32; on text all three position streams are
+    # equal, so it cannot matter: checked), and the keys transformers does not read
+    # (attn_output_gate, mamba_ssm_dtype, mtp_num_hidden_layers, mtp_use_dedicated_embeddings).
+    # Separate in_proj_qkv / in_proj_z / in_proj_b / in_proj_a; 2 key heads / 6 value heads (1 : 3
+    # as Qwen3.5-27B's 16 / 48); full-attention head_dim 32 != linear head dims 16; dense SwiGLU MLP;
+    # tied embeddings (as the small Qwen3.5 models); vocab 512. A tiny random vision tower stands
+    # for the real one (the text path never reads it). No mtp.* tensors (transformers neither
+    # creates nor loads them).
+    "qwen3_5": {
+        "architectures": ["Qwen3_5ForConditionalGeneration"],
+        "model_type": "qwen3_5",
+        "image_token_id": 248056,
+        "text_config": {
+            "attention_bias": False,
+            "attention_dropout": 0.0,
+            "attn_output_gate": True,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+            "full_attention_interval": 4,
+            "head_dim": 32,
+            "hidden_act": "silu",
+            "hidden_size": 64,
+            "initializer_range": 0.02,
+            "intermediate_size": 128,
+            "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 2,
+            "linear_conv_kernel_dim": 4,
+            "linear_key_head_dim": 16,
+            "linear_num_key_heads": 2,
+            "linear_num_value_heads": 6,
+            "linear_value_head_dim": 16,
+            "mamba_ssm_dtype": "float32",
+            "max_position_embeddings": 262144,
+            "model_type": "qwen3_5_text",
+            "mtp_num_hidden_layers": 1,
+            "mtp_use_dedicated_embeddings": False,
+            "num_attention_heads": 4,
+            "num_hidden_layers": 8,
+            "num_key_value_heads": 2,
+            "pad_token_id": None,
+            "partial_rotary_factor": 0.25,
+            "rms_norm_eps": 1e-06,
+            "rope_parameters": {
+                "mrope_interleaved": True,
+                "mrope_section": [2, 1, 1],
+                "partial_rotary_factor": 0.25,
+                "rope_theta": 10000000,
+                "rope_type": "default",
+            },
+            "tie_word_embeddings": True,
+            "use_cache": True,
+            "vocab_size": 512,
+        },
+        "tie_word_embeddings": True,
+        "video_token_id": 248057,
+        "vision_config": {
+            "deepstack_visual_indexes": [],
+            "depth": 1,
+            "hidden_act": "gelu_pytorch_tanh",
+            "hidden_size": 16,
+            "in_channels": 3,
+            "initializer_range": 0.02,
+            "intermediate_size": 32,
+            "model_type": "qwen3_5",
+            "num_heads": 2,
+            "num_position_embeddings": 16,
+            "out_hidden_size": 64,
+            "patch_size": 2,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+        },
+        "vision_end_token_id": 248054,
+        "vision_start_token_id": 248053,
+    },
+    # Qwen3.5-35B-A3B (Qwen3_5MoeForConditionalGeneration, model_type qwen3_5_moe): composite as
+    # qwen3_5; text_config model_type qwen3_5_moe_text, 4 layers [linear x3, full], every layer
+    # sparse (no decoder_sparse_step / mlp_only_layers in this family), 8 experts (real 256) top-2
+    # (real 8), the router always renormalises its top-k (no norm_topk_prob key), expert width 32,
+    # shared expert 64 with its sigmoid gate; 2 key heads / 4 value heads, key head dim 16 but value
+    # head dim 32 (real: both 128) so that the two cannot be confused; full-attention head_dim 16;
+    # untied. Experts stored stacked as on the hub (see make()).
+    "qwen3_5_moe": {
+        "architectures": ["Qwen3_5MoeForConditionalGeneration"],
+        "model_type": "qwen3_5_moe",
+        "image_token_id": 248056,
+        "text_config": {
+            "attention_bias": False,
+            "attention_dropout": 0.0,
+            "attn_output_gate": True,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+            "full_attention_interval": 4,
+            "head_dim": 16,
+            "hidden_act": "silu",
+            "hidden_size": 64,
+            "initializer_range": 0.02,
+            "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+            "linear_conv_kernel_dim": 4,
+            "linear_key_head_dim": 16,
+            "linear_num_key_heads": 2,
+            "linear_num_value_heads": 4,
+            "linear_value_head_dim": 32,
+            "mamba_ssm_dtype": "float32",
+            "max_position_embeddings": 262144,
+            "model_type": "qwen3_5_moe_text",
+            "moe_intermediate_size": 32,
+            "mtp_num_hidden_layers": 1,
+            "mtp_use_dedicated_embeddings": False,
+            "num_attention_heads": 4,
+            "num_experts": 8,
+            "num_experts_per_tok": 2,
+            "num_hidden_layers": 4,
+            "num_key_value_heads": 2,
+            "output_router_logits": False,
+            "pad_token_id": None,
+            "partial_rotary_factor": 0.25,
+            "rms_norm_eps": 1e-06,
+            "rope_parameters": {
+                "mrope_interleaved": True,
+                "mrope_section": [1, 1, 0],
+                "partial_rotary_factor": 0.25,
+                "rope_theta": 10000000,
+                "rope_type": "default",
+            },
+            "router_aux_loss_coef": 0.001,
+            "shared_expert_intermediate_size": 64,
+            "tie_word_embeddings": False,
+            "use_cache": True,
+            "vocab_size": 256,
+        },
+        "tie_word_embeddings": False,
+        "video_token_id": 248057,
+        "vision_config": {
+            "deepstack_visual_indexes": [],
+            "depth": 1,
+            "hidden_act": "gelu_pytorch_tanh",
+            "hidden_size": 16,
+            "in_channels": 3,
+            "initializer_range": 0.02,
+            "intermediate_size": 32,
+            "model_type": "qwen3_5_moe",
+            "num_heads": 2,
+            "num_position_embeddings": 16,
+            "out_hidden_size": 64,
+            "patch_size": 2,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+        },
+        "vision_end_token_id": 248054,
+        "vision_start_token_id": 248053,
+    },
 }
 
 # generation_config.json per family (EOS ids as the real ones are laid out; no sampling defaults
@@ -322,11 +545,18 @@ GENERATION = {
     "qwen3_moe": {"bos_token_id": 1, "eos_token_id": 2},
     "qwen2_moe": {"bos_token_id": 1, "eos_token_id": 2},
     "mixtral": {"bos_token_id": 1, "eos_token_id": 2},
+    "qwen3_next": {"bos_token_id": 1, "eos_token_id": 2},
+    "qwen3_5": {"bos_token_id": 1, "eos_token_id": 2},
+    "qwen3_5_moe": {"bos_token_id": 1, "eos_token_id": 2},
 }
 
 SEEDS = {"llama": 101, "qwen2": 102, "qwen3": 103, "mistral": 104, "gemma3": 105, "qwen3_moe": 106,
-         "qwen2_moe": 107, "mixtral": 109}
-MOE = ("qwen3_moe", "qwen2_moe", "mixtral")
+         "qwen2_moe": 107, "mixtral": 109, "qwen3_next": 110, "qwen3_5": 111, "qwen3_5_moe": 112}
+MOE = ("qwen3_moe", "qwen2_moe", "mixtral", "qwen3_next", "qwen3_5_moe")
+GDN = ("qwen3_next", "qwen3_5", "qwen3_5_moe")  # hybrid Gated DeltaNet + gated full attention
+COMPOSITE = ("qwen3_5", "qwen3_5_moe")  # hub layout: vision-language config, text model in text_config
+STACKED_EXPERTS = ("qwen3_5_moe",)  # hub stores experts stacked, not one tensor per expert
+CHUNK = 64  # transformers' chunk size for the chunked gated delta rule (torch_chunk_gated_delta_rule)
 
 
 def write_json(path, obj):
@@ -335,29 +565,52 @@ def write_json(path, obj):
 
 def hub_config(arch):
     cfg = copy.deepcopy(CONFIGS[arch])
-    cfg["torch_dtype"] = "bfloat16"
+    if arch in COMPOSITE:
+        cfg["text_config"]["dtype"] = "bfloat16"  # where the real Qwen3.5 configs have it
+    else:
+        cfg["torch_dtype"] = "bfloat16"
     cfg["transformers_version"] = transformers.__version__
     return cfg
+
+
+def text_config(config):
+    """The text model's config (the composite's text_config, or the config itself)."""
+    return config.get_text_config()
 
 
 def randomize(model, arch, seed):
     """Seeded random values for every parameter, scaled so activations stay O(1) and logits have
     std ~LOGIT_STD. Norm weights are random too, so (1 + w) vs w conventions matter."""
     g = torch.Generator().manual_seed(seed)
-    cfg = model.config
+    cfg = text_config(model.config)
     hidden = cfg.hidden_size
     gemma = arch == "gemma3"
+    # the Gated DeltaNet families' RMSNorms are zero-centred like gemma's (weight w, scale 1 + w),
+    # except the gated norm inside the linear attention (scale w)
+    zero_centred = gemma or arch in GDN
     tied = cfg.tie_word_embeddings
     with torch.no_grad():
         for name, p in sorted(model.named_parameters()):
             shape = p.shape
-            if name.endswith("norm.weight"):
-                scale = FINAL_NORM if name == "model.norm.weight" else 1.0
+            if ".visual." in name:
+                # the vision tower of the composite checkpoints: present as on the hub, never read by
+                # the text model
+                v = (1.0 if name.endswith("norm.weight") else 0.0) + 0.02 * torch.randn(shape, generator=g)
+            elif name.endswith("norm.weight"):
+                final = name in ("model.norm.weight", "model.language_model.norm.weight")
+                scale = FINAL_NORM if final else 1.0
                 if gemma and (".post_attention_" in name or ".post_feedforward_" in name):
                     scale = GEMMA_POST_NORM  # keeps the sqrt(hidden)-scaled embedding from dominating
                 v = scale * (1.0 + 0.15 * torch.randn(shape, generator=g))
-                if gemma:
-                    v = v - 1.0  # gemma stores w and scales by (1 + w)
+                if zero_centred and not name.endswith("linear_attn.norm.weight"):
+                    v = v - 1.0  # stored w, scaled by (1 + w)
+            elif name.endswith("linear_attn.A_log"):
+                # decay rate A = exp(A_log) per value head, log-uniform in [0.01, 1]: with
+                # softplus(a + dt_bias) ~ 0.7 the per-token decay exp(g) ranges from ~0.5 (short
+                # memory) to ~0.993 (the state still carries ~60% across a 64-token chunk)
+                v = torch.empty(shape).uniform_(-4.6, 0.0, generator=g)
+            elif name.endswith("linear_attn.dt_bias"):
+                v = 0.5 * torch.randn(shape, generator=g)
             elif name.endswith("embed_tokens.weight"):
                 # tied: also the output projection, so its std sets the logit scale (and it stays small
                 # in the residual stream, else the model just repeats its last token)
@@ -368,7 +621,8 @@ def randomize(model, arch, seed):
             elif name.endswith(".bias"):
                 v = 0.5 * torch.randn(shape, generator=g)
             elif p.dim() in (2, 3):
-                # [out, in], or transformers 5's stacked experts [E, out, in]
+                # [out, in], transformers 5's stacked experts [E, out, in], or a depthwise conv1d
+                # [channels, 1, kernel] (fan_in = kernel)
                 fan_in = shape[-1]
                 v = torch.randn(shape, generator=g) / fan_in**0.5
                 if name.endswith("mlp.gate.weight") or name.endswith("block_sparse_moe.gate.weight"):
@@ -379,9 +633,10 @@ def randomize(model, arch, seed):
 
 
 def load_f32(path, **overrides):
-    """float32, eager attention; overrides edit config.json (as a file) before it is parsed."""
+    """float32, eager attention; overrides edit config.json (as a file) before it is parsed (in
+    text_config for the composite configs)."""
     cfg = json.loads((Path(path) / "config.json").read_text())
-    cfg.update(overrides)
+    (cfg["text_config"] if "text_config" in cfg else cfg).update(overrides)
     with tempfile.TemporaryDirectory() as tmp:
         write_json(Path(tmp) / "config.json", cfg)
         config = AutoConfig.from_pretrained(tmp)
@@ -452,7 +707,12 @@ def make(arch):
         write_json(Path(tmp) / "config.json", cfg_json)
         config = AutoConfig.from_pretrained(tmp)
     torch.manual_seed(SEEDS[arch])
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    if arch in COMPOSITE:
+        # the whole vision-language model, so that the checkpoint has the hub's names
+        # (model.language_model.*, model.visual.*, lm_head.weight)
+        model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32)
+    else:
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     randomize(model, arch, SEEDS[arch])
     model = model.to(torch.bfloat16)
     model.generation_config = transformers.GenerationConfig(**GENERATION[arch])
@@ -460,18 +720,24 @@ def make(arch):
     # Back to the legacy layout that real hub checkpoints have (transformers 5 writes rope_parameters).
     write_json(d / "config.json", cfg_json)
     assert sorted(p.name for p in d.iterdir()) == ["config.json", "generation_config.json", "model.safetensors"], list(d.iterdir())
+    check_loads_cleanly(d)
+    if arch in STACKED_EXPERTS:
+        stack_experts(d)
 
     ref_model = load_f32(d)
-    check_config_roundtrip(config, ref_model.config)
+    check_config_roundtrip(text_config(config), ref_model.config)
     # The same config as transformers >= 5 writes it (rope_parameters, dtype): checkpoints saved by
-    # newer tooling look like this, so a loader should accept both layouts.
+    # newer tooling look like this, so a loader should accept both layouts. (The composite configs
+    # are written whole, vision part included, as a save of the hub's model class would.)
     with tempfile.TemporaryDirectory() as tmp:
-        ref_model.config.save_pretrained(tmp)
+        (config if arch in COMPOSITE else ref_model.config).save_pretrained(tmp)
         v5 = json.loads((Path(tmp) / "config.json").read_text())
-        v5["dtype"] = "bfloat16"  # the weights' dtype (the model above was loaded in float32)
+        # the weights' dtype (the model above was loaded in float32)
+        for sub in ((v5["text_config"], v5["vision_config"]) if arch in COMPOSITE else (v5,)):
+            sub["dtype"] = "bfloat16"
         check_config_roundtrip(config, AutoConfig.from_pretrained(tmp))
     write_json(d / "config.transformers5.json", v5)
-    prompts = [pick_prompt(ref_model, arch, n, config.vocab_size) for n in PROMPT_LENGTHS]
+    prompts = [pick_prompt(ref_model, arch, n, text_config(config).vocab_size) for n in PROMPT_LENGTHS]
     ref = {
         "arch": arch,
         "transformers_version": transformers.__version__,
@@ -486,6 +752,42 @@ def make(arch):
     }
     write_json(d / "reference.json", ref)
     return ref
+
+
+def check_loads_cleanly(d):
+    """Every tensor of the text model is in the file and nothing unexpected is left over (the
+    composite checkpoints' model.visual.* are ignored by the *ForCausalLM classes by design)."""
+    _, info = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, output_loading_info=True)
+    bad = {k: v for k, v in info.items() if v}
+    assert not bad, f"{d.name}: {bad}"
+
+
+@torch.no_grad()
+def stack_experts(d):
+    """Rewrite the per-expert tensors save_pretrained writes (mlp.experts.E.{gate,up,down}_proj.weight)
+    as the Qwen3.5-MoE hub checkpoints store them: per layer mlp.experts.gate_up_proj [E, 2I, H]
+    (each expert's gate rows, then its up rows) and mlp.experts.down_proj [E, H, I], no .weight
+    suffix. Checked: loads cleanly and gives bit-identical logits."""
+    path = d / "model.safetensors"
+    ids = torch.tensor([list(range(8, 72))])
+    before = load_f32(d)(ids, use_cache=False).logits
+    tensors = safetensors.torch.load_file(path)
+    pattern = re.compile(r"(.*\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.weight")
+    per_layer = {}
+    for name in list(tensors):
+        m = pattern.fullmatch(name)
+        if m:
+            per_layer.setdefault(m[1], {})[(int(m[2]), m[3])] = tensors.pop(name)
+    for prefix, ws in per_layer.items():
+        n = 1 + max(e for e, _ in ws)
+        tensors[f"{prefix}.gate_up_proj"] = torch.stack([torch.cat([ws[(e, "gate")], ws[(e, "up")]]) for e in range(n)])
+        tensors[f"{prefix}.down_proj"] = torch.stack([ws[(e, "down")] for e in range(n)])
+    assert per_layer
+    safetensors.torch.save_file(tensors, path, metadata={"format": "pt"})
+    check_loads_cleanly(d)
+    after = load_f32(d)(ids, use_cache=False).logits
+    assert torch.equal(before, after), float((before - after).abs().max())
+    print(f"  {d.name}: experts stacked as on the hub ({len(per_layer)} layers); logits unchanged")
 
 
 def check_config_roundtrip(built, loaded):
@@ -524,6 +826,12 @@ def check_reproduces(arch, ref):
             first = next(i for i, (x, y) in enumerate(zip(gen, p["greedy"])) if x != y)
             print(f"  {arch}: generate() differs from full recompute at step {first} "
                   f"(margin {p['greedy_margins'][first]:.3f})")
+            # the Gated DeltaNet fixtures: cached decoding runs the recurrent delta rule, full
+            # recompute the chunked one; they must agree
+            assert arch not in GDN, arch
+    if arch in GDN:
+        print(f"  {arch}: generate() with the cache (chunked prefill, recurrent decode) = full recompute "
+              f"on all {len(ref['prompts'])} prompts")
     # bf16 weights loaded as bf16 and run in bf16: how far is that from the f32 reference?
     mb = AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16, attn_implementation="eager").eval()
     diffs = []
@@ -576,6 +884,90 @@ def check_features(arch, ref):
         hd = base.config.head_dim
         assert hd != base.config.hidden_size // base.config.num_attention_heads
         assert base.model.layers[0].self_attn.q_norm.weight.shape[0] == hd
+    if arch in GDN:
+        check_gdn_features(arch, d, base, ids)
+
+
+def rope_overrides(arch, d, **rope):
+    """Overrides for load_f32 that change the rope: the legacy layout has the keys at the top of the
+    config, the composite ones in text_config.rope_parameters (and partial_rotary_factor beside it)."""
+    if arch not in COMPOSITE:
+        return rope
+    rp = dict(json.loads((d / "config.json").read_text())["text_config"]["rope_parameters"], **rope)
+    out = {"rope_parameters": rp}
+    if "partial_rotary_factor" in rope:
+        out["partial_rotary_factor"] = rope["partial_rotary_factor"]
+    return out
+
+
+def check_gdn_features(arch, d, base, ids):
+    cfg = base.config
+    lt = cfg.layer_types
+    print(f"  {arch}: layer_types {lt}")
+    if arch == "qwen3_next":
+        # the real Qwen3-Next config has no layer_types: derived from full_attention_interval 4
+        assert "layer_types" not in json.loads((d / "config.json").read_text())
+    assert lt == [("full_attention" if (i + 1) % 4 == 0 else "linear_attention") for i in range(cfg.num_hidden_layers)]
+    assert [hasattr(layer, "linear_attn") for layer in base.model.layers] == [t == "linear_attention" for t in lt]
+    assert cfg.linear_num_value_heads > cfg.linear_num_key_heads
+    rot = base.model.rotary_emb.inv_freq.shape[0] * 2
+    print(f"  {arch}: rotary dims {rot} of head_dim {cfg.head_dim} (partial_rotary_factor 0.25), "
+          f"inv_freq {[f'{x:.4g}' for x in base.model.rotary_emb.inv_freq.tolist()]}")
+    assert rot == cfg.head_dim // 4
+    full = load_f32(d, **rope_overrides(arch, d, partial_rotary_factor=1.0))
+    diff = max_lp_diff(base, full, ids)
+    print(f"  {arch}: partial_rotary_factor 0.25 vs 1.0: max |dlogprob| {diff:.3f}")
+    assert diff > 0.1
+    if arch in COMPOSITE:
+        # text only: the three mrope position streams are equal, so the section split cannot matter
+        half = base.model.rotary_emb.inv_freq.shape[0]
+        other = load_f32(d, **rope_overrides(arch, d, mrope_section=[half, 0, 0]))
+        diff = max_lp_diff(base, other, ids)
+        print(f"  {arch}: mrope_section {cfg.rope_parameters['mrope_section']} vs {[half, 0, 0]}: "
+              f"max |dlogprob| {diff:.1e} (text only: plain rope)")
+        assert diff == 0.0
+        check_composite(arch, d, base, ids)
+    assert len(ids) > CHUNK
+    print(f"  {arch}: the {len(ids)}-token prompt spans {-(-len(ids) // CHUNK)} chunks of the chunked delta rule")
+
+
+@torch.no_grad()
+def check_composite(arch, d, base, ids):
+    """The full vision-language class (the hub's architectures entry) gives the same logits on text
+    as the text-only class the reference uses."""
+    vl = AutoModelForImageTextToText.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
+    a = logits_of(base, ids)
+    b = vl(input_ids=torch.tensor([ids]), use_cache=False).logits[0].float()
+    print(f"  {arch}: {type(vl).__name__} vs {type(base).__name__} on text: max |dlogit| "
+          f"{float((a - b).abs().max()):.1e}")
+    assert torch.allclose(a, b, atol=1e-5, rtol=0)
+
+
+@torch.no_grad()
+def check_recurrent(arch, ref):
+    """transformers' two delta-rule paths agree: one full forward of the longest prompt and its
+    greedy continuation (chunked, chunk 64, no cache) against feeding it one token at a time with the
+    cache (the first token chunked, every later one through the recurrent rule and the conv state).
+    Also reports the decode state each linear-attention layer keeps."""
+    model = load_f32(OUT / arch)
+    p = ref["prompts"][-1]
+    ids = p["ids"] + p["greedy"]
+    full = torch.log_softmax(logits_of(model, ids), -1)
+    out = model(torch.tensor([ids[:1]]), use_cache=True)
+    cache = out["cache"] if "cache" in out else out["past_key_values"]
+    steps = [out.logits[0, -1]]
+    for t in ids[1:]:
+        out = model(torch.tensor([[t]]), cache=cache, use_cache=True)
+        steps.append(out.logits[0, -1])
+    step = torch.log_softmax(torch.stack(steps).float(), -1)
+    diff = float((full - step).abs().max())
+    print(f"  {arch}: {len(ids)} tokens one at a time (recurrent) vs one forward (chunked): max |dlogprob| {diff:.1e}")
+    assert diff < 1e-3, arch
+    lin = next(i for i, t in enumerate(model.config.layer_types) if t == "linear_attention")
+    layer = cache.layers[lin]
+    conv, rec = layer.conv_states[0], layer.recurrent_states[0]
+    print(f"  {arch}: decode state per linear layer: conv {tuple(conv.shape)} {conv.dtype}, "
+          f"recurrent {tuple(rec.shape)} {rec.dtype} ({type(layer).__name__})")
 
 
 @torch.no_grad()
@@ -614,7 +1006,9 @@ def check_moe(arch, ref):
           f"{min(gaps):.2e} ({len(gaps)} prompt x layer)")
     assert min(gaps) > 1e-4, arch  # f32 rounding of O(1) logits is ~1e-6
     ids = ref["prompts"][-1]["ids"]
-    flipped = load_f32(d, norm_topk_prob=not base.config.norm_topk_prob) if arch != "mixtral" else None
+    # (mixtral: softmax over the chosen two, no switch; qwen3_5_moe: always renormalised, no key)
+    has_flag = hasattr(base.config, "norm_topk_prob") and arch != "mixtral"
+    flipped = load_f32(d, norm_topk_prob=not base.config.norm_topk_prob) if has_flag else None
     if flipped is not None:
         diff = max_lp_diff(base, flipped, ids)
         print(f"  {arch}: norm_topk_prob flipped: max |dlogprob| {diff:.3f}")
@@ -625,6 +1019,173 @@ def check_moe(arch, ref):
         assert kinds[1] == "Qwen2MoeMLP" and "SparseMoeBlock" in kinds[0]
         dense_all = load_f32(d, mlp_only_layers=[])
         assert any(type(layer.mlp).__name__ != "Qwen2MoeMLP" for layer in dense_all.model.layers)
+
+
+# ---------------------------------------------------------------------------------------------
+# Independent re-implementation of docs/models/gated-deltanet.md
+# ---------------------------------------------------------------------------------------------
+
+@torch.no_grad()
+def spec_forward(d, ids, mistake=None):
+    """Plain-torch float32 forward of the text model, written from docs/models/gated-deltanet.md
+    (recurrent delta rule, token by token); returns the logits [T, vocab]. `mistake` names one
+    plausible implementation error to make instead (see MISTAKES), to show the fixture catches it."""
+    d = Path(d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg = cfg.get("text_config", cfg)
+    W = {k: v.float() for k, v in safetensors.torch.load_file(d / "model.safetensors").items()}
+    pre = "model.language_model." if "model.language_model.embed_tokens.weight" in W else "model."
+    L, eps = cfg["num_hidden_layers"], cfg["rms_norm_eps"]
+    interval = cfg.get("full_attention_interval", 4)
+    types = cfg.get("layer_types") or ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(L)]
+    rp = cfg.get("rope_parameters") or {}
+    theta = rp.get("rope_theta", cfg.get("rope_theta", 10000.0))
+    prf = rp.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 0.25))
+    nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    nk, nv, dk, dv, K = (cfg["linear_num_key_heads"], cfg["linear_num_value_heads"], cfg["linear_key_head_dim"],
+                         cfg["linear_value_head_dim"], cfg["linear_conv_kernel_dim"])
+    r = nv // nk
+    T = len(ids)
+
+    def rms(x, w, one_plus):  # over the last dim
+        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+        return y * ((1.0 + w) if one_plus != (mistake == "norm_w_vs_1+w") else w)
+
+    def lin(x, name):
+        return x @ W[name].T
+
+    def mlp(x, p):
+        return lin(F.silu(lin(x, p + "gate_proj.weight")) * lin(x, p + "up_proj.weight"), p + "down_proj.weight")
+
+    x = W[pre + "embed_tokens.weight"][torch.tensor(ids)]
+    rd = hd if mistake == "rope_full_head_dim" else int(hd * prf)
+    inv = 1.0 / (theta ** (torch.arange(0, rd, 2, dtype=torch.float32) / rd))
+    ang = torch.arange(T, dtype=torch.float32)[:, None] * inv[None, :]
+    cos, sin = torch.cat([ang.cos(), ang.cos()], -1), torch.cat([ang.sin(), ang.sin()], -1)  # [T, rd]
+
+    def rope(t):  # [T, heads, hd]: the first rd dims rotate, pairs (i, i + rd/2)
+        a, b, rest = t[..., : rd // 2], t[..., rd // 2 : rd], t[..., rd:]
+        if mistake == "rope_interleaved_pairs":  # pairs (2i, 2i + 1) instead
+            a, b = t[..., 0:rd:2], t[..., 1:rd:2]
+            c, s = cos[:, None, : rd // 2], sin[:, None, : rd // 2]
+            rot = torch.stack([a * c - b * s, b * c + a * s], -1).flatten(-2)
+            return torch.cat([rot, rest], -1)
+        c, s = cos[:, None, :], sin[:, None, :]
+        rot = torch.cat([a, b], -1) * c + torch.cat([-b, a], -1) * s
+        return torch.cat([rot, rest], -1)
+
+    for i in range(L):
+        p = f"{pre}layers.{i}."
+        h = rms(x, W[p + "input_layernorm.weight"], True)
+        if types[i] == "linear_attention":
+            la = p + "linear_attn."
+            if la + "in_proj_qkvz.weight" in W and mistake == "qkvz_as_blocks":  # q | k | v | z, b | a
+                P = lin(h, la + "in_proj_qkvz.weight")
+                mixed, z = P[:, : 2 * nk * dk + nv * dv], P[:, 2 * nk * dk + nv * dv :].reshape(T, nv, dv)
+                ba = lin(h, la + "in_proj_ba.weight")
+                b, a = ba[:, :nv], ba[:, nv:]
+            elif la + "in_proj_qkvz.weight" in W:  # qwen3_next: grouped per key head
+                g4 = lin(h, la + "in_proj_qkvz.weight").view(T, nk, 2 * dk + 2 * r * dv)
+                q, k, v, z = torch.split(g4, [dk, dk, r * dv, r * dv], -1)
+                ba = lin(h, la + "in_proj_ba.weight").view(T, nk, 2 * r)
+                b, a = ba[..., :r].reshape(T, nv), ba[..., r:].reshape(T, nv)
+                mixed = torch.cat([q.reshape(T, -1), k.reshape(T, -1), v.reshape(T, -1)], -1)
+                z = z.reshape(T, nv, dv)
+            else:  # qwen3_5: separate projections, already q | k | v
+                mixed = lin(h, la + "in_proj_qkv.weight")
+                z = lin(h, la + "in_proj_z.weight").view(T, nv, dv)
+                b, a = lin(h, la + "in_proj_b.weight"), lin(h, la + "in_proj_a.weight")
+            cw = W[la + "conv1d.weight"][:, 0, :]  # [C, K]; tap K-1 multiplies the current token
+            padded = torch.cat([torch.zeros(K - 1, mixed.shape[1]), mixed])
+            conv = sum(cw[:, j] * padded[j : j + T] for j in range(K))
+            mixed = conv if mistake == "conv_without_silu" else F.silu(conv)
+            q, k, v = torch.split(mixed, [nk * dk, nk * dk, nv * dv], -1)
+            l2 = lambda t: t * torch.rsqrt((t * t).sum(-1, keepdim=True) + 1e-6)
+            rep = (lambda t: t.repeat(1, r, 1)) if mistake == "key_heads_tiled" else (lambda t: t.repeat_interleave(r, 1))
+            q = rep(l2(q.view(T, nk, dk))) * dk**-0.5  # value head j <- key head j // r
+            k = rep(l2(k.view(T, nk, dk)))
+            v = v.view(T, nv, dv)
+            beta = torch.sigmoid(b)
+            g = -W[la + "A_log"].exp() * F.softplus(a + W[la + "dt_bias"])
+            S = torch.zeros(nv, dk, dv)
+            outs = []
+            for t in range(T):
+                S = S * g[t].exp()[:, None, None]
+                pred = torch.einsum("hkv,hk->hv", S, k[t])
+                delta = (v[t] - pred) * beta[t][:, None]
+                S = S + k[t][:, :, None] * delta[:, None, :]
+                outs.append(torch.einsum("hkv,hk->hv", S, q[t]))
+            o = torch.stack(outs)  # [T, nv, dv]
+            o = rms(o, W[la + "norm.weight"], mistake == "gated_norm_1+w") * F.silu(z)
+            out = lin(o.reshape(T, nv * dv), la + "out_proj.weight")
+        else:
+            sa = p + "self_attn."
+            qg = lin(h, sa + "q_proj.weight").view(T, nh, 2 * hd)
+            q, gate = qg[..., :hd], qg[..., hd:].reshape(T, nh * hd)
+            q = rope(rms(q, W[sa + "q_norm.weight"], True))
+            k = rope(rms(lin(h, sa + "k_proj.weight").view(T, nkv, hd), W[sa + "k_norm.weight"], True))
+            v = lin(h, sa + "v_proj.weight").view(T, nkv, hd)
+            k, v = k.repeat_interleave(nh // nkv, 1), v.repeat_interleave(nh // nkv, 1)
+            s = torch.einsum("qhd,khd->hqk", q, k) * hd**-0.5
+            s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+            o = torch.einsum("hqk,khd->qhd", s.softmax(-1), v).reshape(T, nh * hd)
+            out = lin(o if mistake == "no_output_gate" else o * torch.sigmoid(gate), sa + "o_proj.weight")
+        x = x + out
+        h = rms(x, W[p + "post_attention_layernorm.weight"], True)
+        m = p + "mlp."
+        if m + "gate.weight" not in W:
+            x = x + mlp(h, m)
+            continue
+        E, topk = cfg["num_experts"], cfg["num_experts_per_tok"]
+        probs = lin(h, m + "gate.weight").softmax(-1)
+        top, idx = probs.topk(topk, -1)
+        if cfg.get("norm_topk_prob", True):  # qwen3_5_moe: always
+            top = top / top.sum(-1, keepdim=True)
+        y = torch.zeros_like(h)
+        for e in range(E):
+            if m + "experts.gate_up_proj" in W:
+                gu, down = W[m + "experts.gate_up_proj"][e], W[m + "experts.down_proj"][e]
+                gw, uw = gu.chunk(2, 0)
+            else:
+                ep = f"{m}experts.{e}."
+                gw, uw, down = W[ep + "gate_proj.weight"], W[ep + "up_proj.weight"], W[ep + "down_proj.weight"]
+            wgt = (top * (idx == e)).sum(-1, keepdim=True)
+            y = y + wgt * ((F.silu(h @ gw.T) * (h @ uw.T)) @ down.T)
+        y = y + torch.sigmoid(lin(h, m + "shared_expert_gate.weight")) * mlp(h, m + "shared_expert.")
+        x = x + y
+    x = rms(x, W[pre + "norm.weight"], True)
+    head = W.get("lm_head.weight", W[pre + "embed_tokens.weight"])
+    return x @ head.T
+
+# plausible implementation errors spec_forward can make on request; check_spec shows each one moves
+# the logprobs far beyond the parity bar
+MISTAKES = ("key_heads_tiled", "qkvz_as_blocks", "conv_without_silu", "gated_norm_1+w", "norm_w_vs_1+w",
+            "rope_full_head_dim", "rope_interleaved_pairs", "no_output_gate")
+
+
+def check_spec(arch, ref):
+    """docs/models/gated-deltanet.md, executed: spec_forward (plain torch, no transformers, the
+    recurrent delta rule token by token) on the saved bf16 weights reproduces reference.json, and
+    each mistake in MISTAKES moves the logprobs of the 100-token prompt far off."""
+    d = OUT / arch
+    worst = 0.0
+    for p in ref["prompts"]:
+        ids = p["ids"]
+        lp = torch.log_softmax(spec_forward(d, ids + p["greedy"]).double(), -1)
+        worst = max(worst, max(abs(float(lp[i - 1, ids[i]]) - p["prompt_logprobs"][i]) for i in range(1, len(ids))))
+        assert lp[len(ids) - 1 : -1].argmax(-1).tolist() == p["greedy"], arch  # teacher-forced greedy
+    print(f"  {arch}: spec_forward (docs/models/gated-deltanet.md) vs the reference: max |dlogprob| {worst:.1e}, greedy equal")
+    assert worst < 1e-3, arch
+    p = ref["prompts"][-1]
+    ids = p["ids"]
+    moved = {}
+    for mistake in MISTAKES:
+        if mistake == "qkvz_as_blocks" and arch != "qwen3_next":
+            continue
+        lp = torch.log_softmax(spec_forward(d, ids, mistake).double(), -1)
+        moved[mistake] = max(abs(float(lp[i - 1, ids[i]]) - p["prompt_logprobs"][i]) for i in range(1, len(ids)))
+    print(f"  {arch}: max |dlogprob| of each mistake: " + ", ".join(f"{k} {v:.1f}" for k, v in moved.items()))
+    assert min(moved.values()) > 0.3, moved
 
 
 def margins_report(arch, ref):
@@ -649,7 +1210,10 @@ def main():
         check_features(arch, ref)
         if arch in MOE:
             check_moe(arch, ref)
-        if arch in MOE:
+        if arch in GDN:
+            check_recurrent(arch, ref)
+            check_spec(arch, ref)
+        if arch in make_moe_gguf_fixtures.LAYOUTS:
             make_moe_gguf_fixtures.write(arch)
         size = sum(f.stat().st_size for f in (OUT / arch).iterdir())
         print(f"  {arch}: {size / 1e6:.2f} MB")

@@ -12,13 +12,18 @@ use ferrite_model::weights::ModelWeights as LoadedWeights;
 
 use crate::kernels::int8_gemm;
 use crate::kv_cache::KvCache;
+use crate::linear_attention::{self, StateCache};
 use crate::model::{Model, Workspace};
 use crate::model_weights::ModelWeights;
 use crate::simd::{detected_isa, Isa};
 
 pub struct CpuBackend {
     model: Model,
+    /// The layer plan the model was built from (sizes of the recurrent state).
+    plan: ModelPlan,
     kv: Option<KvCache>,
+    /// The linear-attention layers' state per slot, for a hybrid model.
+    state: Option<StateCache>,
     pool: rayon::ThreadPool,
     isa: Isa,
     workspace: Workspace,
@@ -44,6 +49,7 @@ pub fn supports(plan: &ModelPlan) -> anyhow::Result<()> {
                 "layer {}: attention sinks are not implemented on the CPU backend",
                 layer.index
             ),
+            Mixer::LinearAttention(_) => {}
         }
         // Every MLP runs here; the match makes a new variant a compile error.
         match &layer.mlp {
@@ -76,7 +82,9 @@ impl CpuBackend {
         );
         Ok(CpuBackend {
             model: Model::new(config, &plan, model_weights),
+            plan,
             kv: None,
+            state: None,
             pool,
             isa,
             workspace: Workspace::default(),
@@ -158,13 +166,23 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
+    fn state_bytes_per_sequence(&self) -> usize {
+        linear_attention::state_len(&self.plan) * std::mem::size_of::<f32>()
+    }
+
+    fn init_state_slots(&mut self, slots: usize) -> Result<(), BackendError> {
+        self.state = Some(StateCache::new(&self.plan, slots)?);
+        Ok(())
+    }
+
     fn forward(&mut self, batch: &[SeqBatch<'_>]) -> Result<ForwardOutput, BackendError> {
         let kv = self
             .kv
             .as_mut()
             .ok_or_else(|| BackendError("forward called before init_kv_cache".into()))?;
         let (model, isa, workspace) = (&self.model, self.isa, &mut self.workspace);
+        let state = self.state.as_mut();
         self.pool
-            .install(|| model.forward(isa, kv, batch, workspace))
+            .install(|| model.forward(isa, kv, state, batch, workspace))
     }
 }

@@ -6,9 +6,11 @@
 //! `ModelWeights` (the weights as it reads them), `KvCache` (the paged K/V storage) and
 //! `Workspace` (the per-step scratch buffers).
 
+mod attention_layer;
 mod backend;
 pub mod kernels;
 pub mod kv_cache;
+mod linear_attention;
 mod model;
 mod model_weights;
 mod moe;

@@ -11,16 +11,17 @@ use ferrite_engine::{
     validate_batch, BackendError, BatchLimits, ExpertLoad, ForwardOutput, LogitsRequest, SeqBatch,
 };
 use ferrite_model::config::ModelConfig;
-use ferrite_model::plan::{AttentionSpec, ModelPlan, NormSpec};
+use ferrite_model::plan::{ModelPlan, NormSpec};
 use rayon::prelude::*;
 use std::sync::Arc;
 
+use crate::attention_layer::{self, AttentionScratch, RopeTables, StepTokens};
 use crate::kernels::activation::gated;
-use crate::kernels::attention::{attend_group, Window};
 use crate::kernels::matmul::{matmul, matmul_group, MatmulJob};
-use crate::kernels::norm::{rms_norm, rms_norm_in_place};
+use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::Rope;
 use crate::kv_cache::KvCache;
+use crate::linear_attention::{self, LinearScratch, StateCache};
 use crate::model_weights::{Mixer, Mlp, ModelWeights};
 use crate::moe::{moe_mlp, MoeScratch};
 use crate::simd::Isa;
@@ -54,10 +55,8 @@ pub struct Workspace {
     tokens: Vec<(usize, usize)>,
     x: Vec<f32>,
     normed: Vec<f32>,
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-    attn: Vec<f32>,
+    attention: AttentionScratch,
+    linear: LinearScratch,
     proj: Vec<f32>,
     gate: Vec<f32>,
     up: Vec<f32>,
@@ -82,6 +81,11 @@ impl Model {
         for layer in &weights.layers {
             let rope = match &layer.mixer {
                 Mixer::Attention(a) => &a.spec.rope,
+                // No RoPE: its entry is never read.
+                Mixer::LinearAttention(_) => {
+                    layer_rope.push(usize::MAX);
+                    continue;
+                }
             };
             let index = match ropes.iter().position(|r| r.inv_freq() == rope.inv_freq) {
                 Some(i) => i,
@@ -126,12 +130,17 @@ impl Model {
     }
 
     /// Rejects a batch the forward pass cannot run, before anything is written.
-    fn validate(&self, kv: &KvCache, batch: &[SeqBatch<'_>]) -> Result<(), BackendError> {
+    fn validate(
+        &self,
+        kv: &KvCache,
+        state: Option<&StateCache>,
+        batch: &[SeqBatch<'_>],
+    ) -> Result<(), BackendError> {
         let limits = BatchLimits {
             vocab_size: self.config.vocab_size,
             num_pages: kv.num_pages(),
             page_size: kv.page_size(),
-            state_slots: 0,
+            state_slots: state.map_or(0, StateCache::num_slots),
         };
         validate_batch(batch, limits)
     }
@@ -155,14 +164,16 @@ impl Model {
         self.weights.lm_head = self.weights.lm_head.first_rows(self.logits_vocab);
     }
 
+    /// The step `batch` over the pages in `kv` and, for a hybrid, the recurrent `state`.
     pub fn forward(
         &self,
         isa: Isa,
         kv: &mut KvCache,
+        mut state: Option<&mut StateCache>,
         batch: &[SeqBatch<'_>],
         ws: &mut Workspace,
     ) -> Result<ForwardOutput, BackendError> {
-        self.validate(kv, batch)?;
+        self.validate(kv, state.as_deref(), batch)?;
         let c = &self.config;
         let vocab = self.logits_vocab;
         // Every layer's heads have the config's size: one cos/sin table serves them all.
@@ -205,64 +216,47 @@ impl Model {
 
         let eps = self.norm.eps;
         for (layer_index, layer) in self.weights.layers.iter().enumerate() {
-            let r = self.layer_rope[layer_index];
-            let (rope, tables) = (&self.ropes[r], &cos_sin[r * n * hd..(r + 1) * n * hd]);
             let normed = sized(&mut ws.normed, n * hidden);
             rms_norm(isa, x, &layer.attn_norm, eps, normed);
             let proj = sized(&mut ws.proj, n * hidden);
+            let step = StepTokens {
+                batch,
+                tokens: &ws.tokens,
+            };
             match &layer.mixer {
-                Mixer::Attention(a) => {
-                    let (q_dim, kv_dim) = (a.spec.q_dim(), a.spec.kv_dim());
-                    let (q, k, v) = (
-                        sized(&mut ws.q, n * q_dim),
-                        sized(&mut ws.k, n * kv_dim),
-                        sized(&mut ws.v, n * kv_dim),
-                    );
-                    matmul_group(
+                Mixer::Attention(a) => attention_layer::forward(
+                    isa,
+                    a,
+                    layer_index,
+                    kv,
+                    &step,
+                    &RopeTables {
+                        rope: &self.ropes[self.layer_rope[layer_index]],
+                        tables: &cos_sin[self.layer_rope[layer_index] * n * hd..][..n * hd],
+                        width: hd,
+                    },
+                    normed,
+                    n,
+                    eps,
+                    &mut ws.attention,
+                    proj,
+                ),
+                Mixer::LinearAttention(l) => {
+                    let state = state.as_deref_mut().ok_or_else(|| {
+                        BackendError("forward called before init_state_slots".into())
+                    })?;
+                    linear_attention::forward(
                         isa,
+                        l,
+                        layer_index,
+                        state,
+                        batch,
                         normed,
                         n,
-                        &mut [
-                            MatmulJob {
-                                matrix: &a.wq,
-                                out: q,
-                            },
-                            MatmulJob {
-                                matrix: &a.wk,
-                                out: k,
-                            },
-                            MatmulJob {
-                                matrix: &a.wv,
-                                out: v,
-                            },
-                        ],
-                    );
-                    if let Some([bq, bk, bv]) = &a.qkv_bias {
-                        add_row_bias(q, bq);
-                        add_row_bias(k, bk);
-                        add_row_bias(v, bv);
-                    }
-                    if let Some([q_norm, k_norm]) = &a.qk_norm {
-                        rms_norm_in_place(isa, q, q_norm, eps);
-                        rms_norm_in_place(isa, k, k_norm, eps);
-                    }
-                    for (t, table) in tables.chunks_exact(hd).enumerate() {
-                        rope.apply(&mut q[t * q_dim..(t + 1) * q_dim], table);
-                        rope.apply(&mut k[t * kv_dim..(t + 1) * kv_dim], table);
-                    }
-                    for (t, &(b, pos)) in ws.tokens.iter().enumerate() {
-                        let range = t * kv_dim..(t + 1) * kv_dim;
-                        kv.write(
-                            layer_index,
-                            batch[b].block_table,
-                            pos,
-                            &k[range.clone()],
-                            &v[range],
-                        );
-                    }
-                    let attn = sized(&mut ws.attn, n * q_dim);
-                    self.attention(isa, kv, layer_index, &a.spec, batch, &ws.tokens, q, attn);
-                    matmul(isa, attn, n, &a.wo, proj);
+                        eps,
+                        &mut ws.linear,
+                        proj,
+                    )?;
                 }
             }
             self.add_block_output(
@@ -360,56 +354,6 @@ impl Model {
                 rms_norm(isa, out, weight, self.norm.eps, scratch);
                 add_residual(x, scratch);
             }
-        }
-    }
-
-    /// Causal GQA attention for every (token, KV head) of the step, from the pages just
-    /// written: the query heads sharing a KV head run together, reading its keys and values once.
-    /// A sliding-window layer reads the last `window` positions only.
-    #[allow(clippy::too_many_arguments)]
-    fn attention(
-        &self,
-        isa: Isa,
-        kv: &KvCache,
-        layer: usize,
-        spec: &AttentionSpec,
-        batch: &[SeqBatch<'_>],
-        tokens: &[(usize, usize)],
-        q: &[f32],
-        out: &mut [f32],
-    ) {
-        let (hd, kv_heads, group) = (spec.head_dim, spec.num_kv_heads, spec.group());
-        let (scale, window) = (spec.scale, spec.window);
-        let width = group * hd;
-        out.par_chunks_mut(width)
-            .enumerate()
-            .for_each_init(Vec::new, |scores, (i, group_out)| {
-                let (t, kv_head) = (i / kv_heads, i % kv_heads);
-                let (b, pos) = tokens[t];
-                let view = kv.head_view(layer, batch[b].block_table, kv_head);
-                let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
-                let view = Window {
-                    source: &view,
-                    first,
-                };
-                attend_group(
-                    isa,
-                    &q[i * width..(i + 1) * width],
-                    group,
-                    &view,
-                    pos - first,
-                    scale,
-                    scores,
-                    group_out,
-                );
-            });
-    }
-}
-
-fn add_row_bias(x: &mut [f32], bias: &[f32]) {
-    for row in x.chunks_exact_mut(bias.len()) {
-        for (v, b) in row.iter_mut().zip(bias) {
-            *v += b;
         }
     }
 }

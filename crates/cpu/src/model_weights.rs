@@ -5,7 +5,9 @@
 //! layer's MLP is `moe::MoeWeights`.
 
 use ferrite_model::config::Activation;
-use ferrite_model::plan::{self, AttentionSpec, LayerSpec, MlpSpec, ModelPlan};
+use ferrite_model::plan::{
+    self, AttentionSpec, LayerSpec, LinearAttentionSpec, MlpSpec, ModelPlan,
+};
 use ferrite_model::weights::{ModelWeights as LoadedWeights, WeightTensor};
 
 use crate::kernels::quant_matrix::{load_matrix as matrix, QuantMatrix};
@@ -30,6 +32,7 @@ pub struct LayerWeights {
 #[derive(Debug)]
 pub enum Mixer {
     Attention(Box<Attention>),
+    LinearAttention(Box<LinearAttention>),
 }
 
 /// Softmax attention: its spec (heads, window, scale, RoPE) and its matrices.
@@ -44,6 +47,27 @@ pub struct Attention {
     /// Per-head RMSNorm weights of Q and K, `head_dim` each (qwen3, gemma3).
     pub qk_norm: Option<[Vec<f32>; 2]>,
     pub wo: QuantMatrix,
+}
+
+/// Gated DeltaNet linear attention (`plan::LinearAttentionSpec` says the math): its
+/// projections, convolution taps, per-head decay parameters and gated output norm.
+#[derive(Debug)]
+pub struct LinearAttention {
+    pub spec: LinearAttentionSpec,
+    /// q, k and v stacked, `[conv_channels, hidden]`.
+    pub qkv: QuantMatrix,
+    /// The output gate `z`, `[value_dim, hidden]`.
+    pub gate: QuantMatrix,
+    pub beta: QuantMatrix,
+    pub alpha: QuantMatrix,
+    /// The depthwise convolution, `[conv_channels, conv_kernel]` (taps oldest first).
+    pub conv: Vec<f32>,
+    pub dt_bias: Vec<f32>,
+    /// `A = -exp(A_log)` per value head.
+    pub a: Vec<f32>,
+    /// The gated RMSNorm's weight, `value_head_dim` (used as stored: no offset).
+    pub norm: Vec<f32>,
+    pub out: QuantMatrix,
 }
 
 /// A layer's MLP, one variant per `plan::MlpSpec`: dense SwiGLU/GeGLU, or a mixture of experts.
@@ -112,6 +136,18 @@ impl LayerReader<'_> {
                     false => None,
                 },
                 wo: self.matrix(T::AttnOutput)?,
+            })),
+            plan::Mixer::LinearAttention(l) => Mixer::LinearAttention(Box::new(LinearAttention {
+                spec: l.clone(),
+                qkv: self.matrix(T::AttnQkv)?,
+                gate: self.matrix(T::AttnGate)?,
+                beta: self.matrix(T::SsmBeta)?,
+                alpha: self.matrix(T::SsmAlpha)?,
+                conv: self.vector(T::SsmConv1d)?,
+                dt_bias: self.vector(T::SsmDtBias)?,
+                a: self.vector(T::SsmA)?,
+                norm: self.vector(T::SsmNorm)?,
+                out: self.matrix(T::SsmOut)?,
             })),
         };
         let mlp = match &self.spec.mlp {
@@ -200,6 +236,13 @@ impl LayerWeights {
     fn matrices_mut(&mut self) -> Vec<&mut QuantMatrix> {
         let mut all = match &mut self.mixer {
             Mixer::Attention(a) => vec![&mut a.wq, &mut a.wk, &mut a.wv, &mut a.wo],
+            Mixer::LinearAttention(l) => vec![
+                &mut l.qkv,
+                &mut l.gate,
+                &mut l.beta,
+                &mut l.alpha,
+                &mut l.out,
+            ],
         };
         match &mut self.mlp {
             Mlp::Dense { gate, up, down, .. } => all.extend([gate, up, down]),
@@ -218,6 +261,16 @@ impl LayerWeights {
                     .sum::<usize>()
                     + a.qkv_bias.iter().flatten().map(vector_bytes).sum::<usize>()
                     + a.qk_norm.iter().flatten().map(vector_bytes).sum::<usize>()
+            }
+            Mixer::LinearAttention(l) => {
+                [&l.qkv, &l.gate, &l.beta, &l.alpha, &l.out]
+                    .iter()
+                    .map(|m| m.bytes().len())
+                    .sum::<usize>()
+                    + [&l.conv, &l.dt_bias, &l.a, &l.norm]
+                        .into_iter()
+                        .map(vector_bytes)
+                        .sum::<usize>()
             }
         };
         let mlp = match &self.mlp {

@@ -105,12 +105,13 @@ fn prompt_deltas(backend: &mut CpuBackend, case: &Case) -> Vec<f64> {
     let pages = case.prompt.len().div_ceil(PAGE_SIZE);
     backend.init_kv_cache(pages, PAGE_SIZE).unwrap();
     let table: Vec<u32> = (0..pages as u32).rev().collect();
+    let slot = state_slots(backend, 1)[0];
     let out = backend
         .forward(&[SeqBatch {
             tokens: &case.prompt,
             start_pos: 0,
             block_table: &table,
-            state_slot: None,
+            state_slot: slot,
             logits: LogitsRequest::All,
         }])
         .unwrap();
@@ -184,6 +185,21 @@ fn check_batch_invariance(arch: &str, backend: &mut CpuBackend, cases: &[Case]) 
     assert_bitwise_equal(&alone, &chunked, &format!("{arch}: chunks of 7"));
     let mixed = run_schedule(backend, PAGE_SIZE, &seqs, &mixed_schedule(&seqs, 12));
     assert_bitwise_equal(&alone, &mixed, &format!("{arch}: mixed batch"));
+}
+
+#[test]
+fn qwen3_5_hybrid_matches_transformers() {
+    check_arch("qwen3_5");
+}
+
+#[test]
+fn qwen3_5_moe_hybrid_with_stacked_experts_matches_transformers() {
+    check_arch("qwen3_5_moe");
+}
+
+#[test]
+fn qwen3_next_hybrid_with_experts_matches_transformers() {
+    check_arch("qwen3_next");
 }
 
 #[test]

@@ -241,6 +241,7 @@ fn moe_model(arch: Arch, layers: usize, moe: MoeConfig) -> ModelConfig {
         rope_scaling: None,
         layer_attention: Vec::new(),
         moe: Some(moe),
+        linear_attention: None,
     }
 }
 

@@ -16,6 +16,9 @@ pub enum Arch {
     /// Gemma 3 (text): (1 + w) norms around attention and the MLP, GeGLU (tanh GELU), scaled
     /// embeddings, Q/K norms, sliding and global layers with their own rope bases.
     Gemma3,
+    /// The Qwen hybrids (qwen3_5, qwen3_5_moe, qwen3_next): Gated DeltaNet linear-attention
+    /// layers between gated-output attention layers with partial RoPE.
+    Qwen3_5,
 }
 
 /// How RoPE pairs up the dimensions of a head.
@@ -55,6 +58,32 @@ pub struct ModelConfig {
     pub layer_attention: Vec<LayerAttention>,
     /// Mixture-of-experts MLPs (qwen3_moe, qwen2_moe, mixtral); `None`: every MLP is dense.
     pub moe: Option<MoeConfig>,
+    /// Gated DeltaNet linear-attention layers of a hybrid (qwen3_next, qwen3_5); `None`: every
+    /// layer is softmax attention.
+    pub linear_attention: Option<LinearAttention>,
+}
+
+/// A hybrid's linear-attention (Gated DeltaNet) layers: per head, a state `S` of
+/// `key_head_dim x value_head_dim` updated by the gated delta rule at every token, read by the
+/// query; q, k and v pass a causal depthwise convolution first. Key heads serve
+/// `num_value_heads / num_key_heads` consecutive value heads each.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinearAttention {
+    /// One entry per layer: whether it is a linear-attention layer (`layer_types`).
+    pub layers: Vec<bool>,
+    pub num_key_heads: usize,
+    pub num_value_heads: usize,
+    pub key_head_dim: usize,
+    pub value_head_dim: usize,
+    /// Taps of the causal depthwise convolution (`linear_conv_kernel_dim`).
+    pub conv_kernel: usize,
+}
+
+impl LinearAttention {
+    /// Whether layer `layer` is a linear-attention layer.
+    pub fn is_linear(&self, layer: usize) -> bool {
+        self.layers.get(layer).copied().unwrap_or(false)
+    }
 }
 
 /// A mixture-of-experts MLP: a router scores `num_experts` SwiGLU experts per token
@@ -112,6 +141,12 @@ pub struct BlockVariant {
     /// Attention scores are multiplied by this: 1/sqrt(head_dim), or gemma3's
     /// query_pre_attn_scalar^-0.5.
     pub attn_scale: f32,
+    /// The query projection also yields a gate per query element: the attention output is
+    /// multiplied by `sigmoid(gate)` before the output projection (qwen3_next, qwen3_5).
+    pub attn_output_gate: bool,
+    /// RoPE turns only the first this many dimensions of each head (`partial_rotary_factor`);
+    /// `None`: all of them.
+    pub rotary_dim: Option<usize>,
 }
 
 impl BlockVariant {
@@ -124,6 +159,8 @@ impl BlockVariant {
             activation: Activation::Silu,
             embedding_scale: 1.0,
             attn_scale: 1.0 / (head_dim as f32).sqrt(),
+            attn_output_gate: false,
+            rotary_dim: None,
         }
     }
 }
@@ -170,10 +207,42 @@ impl ModelConfig {
         if self.head_dim == 0 || self.head_dim % 2 != 0 {
             return fail(format!("head_dim {} must be even for RoPE", self.head_dim));
         }
+        let rotary = self.rotary_dim();
+        if rotary == 0 || rotary % 2 != 0 || rotary > self.head_dim {
+            return fail(format!(
+                "RoPE over {rotary} of a head's {} dimensions: must be even, 2 or more and at most head_dim",
+                self.head_dim
+            ));
+        }
+        if let Some(l) = &self.linear_attention {
+            let heads_share = l.num_key_heads > 0 && l.num_value_heads % l.num_key_heads == 0;
+            if !heads_share || l.key_head_dim == 0 || l.value_head_dim == 0 || l.conv_kernel == 0 {
+                return fail(format!(
+                    "linear attention with {} key heads of {} and {} value heads of {}, a {}-tap \
+                     convolution: value heads must share key heads evenly, nothing may be 0",
+                    l.num_key_heads,
+                    l.key_head_dim,
+                    l.num_value_heads,
+                    l.value_head_dim,
+                    l.conv_kernel
+                ));
+            }
+            if l.layers.len() != self.num_layers {
+                return fail(format!(
+                    "{} layer types for {} layers",
+                    l.layers.len(),
+                    self.num_layers
+                ));
+            }
+        }
         if let Some(layer) =
             (0..self.num_layers).find(|&l| self.attention(l).sliding_window == Some(0))
         {
             return fail(format!("layer {layer} has a sliding window of 0 tokens"));
+        }
+        let dense = (0..self.num_layers).find(|&l| self.moe_at(l).is_none());
+        if let (Some(layer), 0) = (dense, self.intermediate_size) {
+            return fail(format!("layer {layer} has a dense MLP of width 0"));
         }
         if self.vocab_size == 0 || self.hidden_size == 0 {
             return fail(format!(
@@ -201,12 +270,24 @@ impl ModelConfig {
             })
     }
 
-    /// RoPE inverse frequencies of layer `layer` (`head_dim / 2` of them), scaling included:
+    /// Whether layer `layer` is a linear-attention layer of a hybrid.
+    pub fn is_linear_attention(&self, layer: usize) -> bool {
+        self.linear_attention
+            .as_ref()
+            .is_some_and(|l| l.is_linear(layer))
+    }
+
+    /// Dimensions of a head that RoPE turns (all but with a partial rotary factor).
+    pub fn rotary_dim(&self) -> usize {
+        self.block.rotary_dim.unwrap_or(self.head_dim)
+    }
+
+    /// RoPE inverse frequencies of layer `layer` (`rotary_dim / 2` of them), scaling included:
     /// the one definition both backends use.
     pub fn rope_inv_freq(&self, layer: usize) -> Vec<f32> {
         let attention = self.attention(layer);
         let scaling = self.rope_scaling.filter(|_| attention.rope_scaled);
-        rope_inv_freq(self.head_dim, attention.rope_theta, scaling.as_ref())
+        rope_inv_freq(self.rotary_dim(), attention.rope_theta, scaling.as_ref())
     }
 }
 

@@ -53,6 +53,7 @@ pub fn hf_dir_with(dir: &Path, pages: MapPages) -> Result<(ModelConfig, ModelWei
     if family.hf_qk_interleaved() {
         hf::permute_qk_for_interleaved_rope(&config, &mut weights)?;
     }
+    family.hf_finish(&config, &mut weights)?;
     Ok((config, weights))
 }
 

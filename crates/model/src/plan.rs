@@ -7,7 +7,7 @@
 //! place that must learn it. A family whose block the plan already expresses only fills a
 //! `ModelConfig` (crate::arch).
 
-use crate::config::{Activation, ModelConfig, MoeConfig, RopeStyle, ShapeError};
+use crate::config::{Activation, LinearAttention, ModelConfig, MoeConfig, RopeStyle, ShapeError};
 use crate::tensor_names::{LayerTensor, OUTPUT, OUTPUT_NORM, TOKEN_EMBD};
 
 /// The whole model: the embedding, the layers in order, the final norm and the LM head.
@@ -48,6 +48,59 @@ pub struct LayerSpec {
 pub enum Mixer {
     /// Softmax attention over the paged KV cache.
     Attention(AttentionSpec),
+    /// Gated DeltaNet linear attention over a recurrent state per sequence (the state slot of
+    /// `SeqBatch`), not the KV pages.
+    LinearAttention(LinearAttentionSpec),
+}
+
+/// A Gated DeltaNet layer (qwen3_next, qwen3_5), step by step for one token `t`:
+/// `qkv = conv(in_qkv · x)` (causal depthwise over the last `conv_kernel` tokens, then SiLU),
+/// split into q, k (per key head, L2-normalised, q also scaled by `key_head_dim^-0.5`) and v;
+/// per value head `h` (key head `h / (value_heads / key_heads)`):
+/// `g = A[h] · softplus(alpha · x + dt_bias[h])`, `beta = sigmoid(beta · x)`,
+/// `S = exp(g) · S`, `S += k ⊗ (beta · (v − Sᵀk))`, `o = Sᵀq`;
+/// then `out = ssm_out · (rms_norm(o) · w · silu(gate · x))`, the norm per value head.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinearAttentionSpec {
+    pub num_key_heads: usize,
+    pub num_value_heads: usize,
+    pub key_head_dim: usize,
+    pub value_head_dim: usize,
+    pub conv_kernel: usize,
+}
+
+impl LinearAttentionSpec {
+    fn of(l: &LinearAttention) -> Self {
+        Self {
+            num_key_heads: l.num_key_heads,
+            num_value_heads: l.num_value_heads,
+            key_head_dim: l.key_head_dim,
+            value_head_dim: l.value_head_dim,
+            conv_kernel: l.conv_kernel,
+        }
+    }
+    /// Width of all key heads (and of all query heads).
+    pub fn key_dim(&self) -> usize {
+        self.num_key_heads * self.key_head_dim
+    }
+    /// Width of all value heads.
+    pub fn value_dim(&self) -> usize {
+        self.num_value_heads * self.value_head_dim
+    }
+    /// Channels of the convolution: q, k and v stacked.
+    pub fn conv_channels(&self) -> usize {
+        2 * self.key_dim() + self.value_dim()
+    }
+    /// Value heads served by one key head.
+    pub fn group(&self) -> usize {
+        self.num_value_heads / self.num_key_heads
+    }
+    /// f32 values of one sequence's state in this layer: the convolution's last
+    /// `conv_kernel - 1` inputs and every value head's `key_head_dim x value_head_dim` matrix.
+    pub fn state_len(&self) -> usize {
+        (self.conv_kernel - 1) * self.conv_channels()
+            + self.num_value_heads * self.key_head_dim * self.value_head_dim
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +120,9 @@ pub struct AttentionSpec {
     /// A learned per-head logit that joins every softmax's denominator (gpt-oss). No family
     /// sets it yet; every backend refuses it until it has the kernel.
     pub sinks: bool,
+    /// The query projection yields each head's query and then its gate (`2 * head_dim` rows
+    /// a head); the output is multiplied by `sigmoid(gate)` (qwen3_next, qwen3_5).
+    pub output_gate: bool,
 }
 
 /// RoPE of one layer: how a head's dimensions pair up and their frequencies (base and
@@ -74,7 +130,8 @@ pub struct AttentionSpec {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RopeSpec {
     pub style: RopeStyle,
-    /// `head_dim / 2` inverse frequencies.
+    /// `rotary_dim / 2` inverse frequencies: RoPE turns the first `2 * inv_freq.len()`
+    /// dimensions of each head (all of them but with a partial rotary factor).
     pub inv_freq: Vec<f32>,
 }
 
@@ -99,6 +156,10 @@ pub enum TensorRole {
     Bias,
     /// An RMSNorm weight, stored without the `NormSpec::weight_offset`.
     Norm,
+    /// A vector of multipliers near 1 used as stored (a linear-attention layer's gated norm).
+    Scale,
+    /// Negative per-head decay rates (a linear-attention layer's `A`).
+    DecayRate,
 }
 
 /// One tensor the forward pass reads.
@@ -185,20 +246,25 @@ impl ModelPlan {
 impl LayerSpec {
     fn of(c: &ModelConfig, layer: usize) -> LayerSpec {
         let attention = c.attention(layer);
-        let mixer = Mixer::Attention(AttentionSpec {
-            num_heads: c.num_heads,
-            num_kv_heads: c.num_kv_heads,
-            head_dim: c.head_dim,
-            qkv_bias: c.qkv_bias,
-            qk_norm: c.block.qk_norm,
-            rope: RopeSpec {
-                style: c.rope_style,
-                inv_freq: c.rope_inv_freq(layer),
-            },
-            window: attention.sliding_window,
-            scale: c.block.attn_scale,
-            sinks: false,
-        });
+        let linear = c.linear_attention.as_ref().filter(|l| l.is_linear(layer));
+        let mixer = match linear {
+            Some(l) => Mixer::LinearAttention(LinearAttentionSpec::of(l)),
+            None => Mixer::Attention(AttentionSpec {
+                num_heads: c.num_heads,
+                num_kv_heads: c.num_kv_heads,
+                head_dim: c.head_dim,
+                qkv_bias: c.qkv_bias,
+                qk_norm: c.block.qk_norm,
+                rope: RopeSpec {
+                    style: c.rope_style,
+                    inv_freq: c.rope_inv_freq(layer),
+                },
+                window: attention.sliding_window,
+                scale: c.block.attn_scale,
+                sinks: false,
+                output_gate: c.block.attn_output_gate,
+            }),
+        };
         let activation = c.block.activation;
         let mlp = match c.moe_at(layer) {
             Some(moe) => MlpSpec::Experts {
@@ -234,7 +300,7 @@ impl LayerSpec {
     /// Every tensor of the layer: the mixer's (norm first), the MLP's, the post norms.
     pub fn tensors(&self) -> Vec<TensorSpec> {
         use LayerTensor as T;
-        use TensorRole::{Bias, Matrix, Norm};
+        use TensorRole::{Bias, DecayRate, Matrix, Norm, Scale};
         let l = self.index;
         let hidden = self.hidden_size;
         let spec = |t: LayerTensor, shape: Vec<usize>, role| TensorSpec::new(t.of(l), shape, role);
@@ -242,7 +308,8 @@ impl LayerSpec {
         match &self.mixer {
             Mixer::Attention(a) => {
                 let (q_dim, kv_dim, hd) = (a.q_dim(), a.kv_dim(), a.head_dim);
-                out.push(spec(T::AttnQ, vec![q_dim, hidden], Matrix));
+                let q_rows = if a.output_gate { 2 * q_dim } else { q_dim };
+                out.push(spec(T::AttnQ, vec![q_rows, hidden], Matrix));
                 out.push(spec(T::AttnK, vec![kv_dim, hidden], Matrix));
                 out.push(spec(T::AttnV, vec![kv_dim, hidden], Matrix));
                 if a.qk_norm {
@@ -255,6 +322,19 @@ impl LayerSpec {
                     out.push(spec(T::AttnVBias, vec![kv_dim], Bias));
                 }
                 out.push(spec(T::AttnOutput, vec![hidden, q_dim], Matrix));
+            }
+            Mixer::LinearAttention(l) => {
+                let (channels, value_dim, heads) =
+                    (l.conv_channels(), l.value_dim(), l.num_value_heads);
+                out.push(spec(T::AttnQkv, vec![channels, hidden], Matrix));
+                out.push(spec(T::AttnGate, vec![value_dim, hidden], Matrix));
+                out.push(spec(T::SsmBeta, vec![heads, hidden], Matrix));
+                out.push(spec(T::SsmAlpha, vec![heads, hidden], Matrix));
+                out.push(spec(T::SsmConv1d, vec![channels, l.conv_kernel], Matrix));
+                out.push(spec(T::SsmDtBias, vec![heads], Bias));
+                out.push(spec(T::SsmA, vec![heads], DecayRate));
+                out.push(spec(T::SsmNorm, vec![l.value_head_dim], Scale));
+                out.push(spec(T::SsmOut, vec![hidden, value_dim], Matrix));
             }
         }
         if self.post_norms {

@@ -45,6 +45,23 @@ pub enum LayerTensor {
     FfnUpShexp,
     FfnDownShexp,
     FfnGateInpShexp,
+    /// A linear-attention layer's (Gated DeltaNet's) projection of q, k and v, stacked.
+    AttnQkv,
+    /// Its output gate `z`, one per value element.
+    AttnGate,
+    /// Its per-value-head `beta` and decay-step (`alpha`) projections, `[value_heads, hidden]`.
+    SsmBeta,
+    SsmAlpha,
+    /// Its depthwise convolution over q, k, v: `[channels, taps]`.
+    SsmConv1d,
+    /// Its per-value-head decay-step bias (`dt_bias`).
+    SsmDtBias,
+    /// Its per-value-head decay rate `A = -exp(A_log)`.
+    SsmA,
+    /// The RMSNorm of its output, per value head, before the gate (weights used as they are).
+    SsmNorm,
+    /// Its output projection.
+    SsmOut,
 }
 
 impl LayerTensor {
@@ -75,6 +92,15 @@ impl LayerTensor {
             LayerTensor::FfnUpShexp => "ffn_up_shexp.weight",
             LayerTensor::FfnDownShexp => "ffn_down_shexp.weight",
             LayerTensor::FfnGateInpShexp => "ffn_gate_inp_shexp.weight",
+            LayerTensor::AttnQkv => "attn_qkv.weight",
+            LayerTensor::AttnGate => "attn_gate.weight",
+            LayerTensor::SsmBeta => "ssm_beta.weight",
+            LayerTensor::SsmAlpha => "ssm_alpha.weight",
+            LayerTensor::SsmConv1d => "ssm_conv1d.weight",
+            LayerTensor::SsmDtBias => "ssm_dt.bias",
+            LayerTensor::SsmA => "ssm_a",
+            LayerTensor::SsmNorm => "ssm_norm.weight",
+            LayerTensor::SsmOut => "ssm_out.weight",
         }
     }
 

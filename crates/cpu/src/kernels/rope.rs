@@ -11,7 +11,8 @@ pub struct Rope {
 }
 
 impl Rope {
-    /// A rope over `inv_freq` (`head_dim / 2` frequencies).
+    /// A rope over `inv_freq` (`rotary_dim / 2` frequencies: the first `rotary_dim`
+    /// dimensions of each head turn, the rest pass through).
     pub fn new(inv_freq: Vec<f32>, style: RopeStyle) -> Self {
         Rope { inv_freq, style }
     }
@@ -20,7 +21,7 @@ impl Rope {
         &self.inv_freq
     }
 
-    /// Fills `cos_sin` (`head_dim` long: cos then sin of each frequency) for `position`.
+    /// Fills `cos_sin` (`rotary_dim` long: cos then sin of each frequency) for `position`.
     pub fn table(&self, position: usize, cos_sin: &mut [f32]) {
         let half = self.inv_freq.len();
         for (i, &f) in self.inv_freq.iter().enumerate() {
@@ -31,10 +32,10 @@ impl Rope {
     }
 
     /// Rotates every head of `x` (`heads * head_dim`) with a table from [`Rope::table`].
-    pub fn apply(&self, x: &mut [f32], cos_sin: &[f32]) {
+    pub fn apply(&self, x: &mut [f32], head_dim: usize, cos_sin: &[f32]) {
         let half = self.inv_freq.len();
-        let (cos, sin) = cos_sin.split_at(half);
-        for head in x.chunks_exact_mut(2 * half) {
+        let (cos, sin) = cos_sin[..2 * half].split_at(half);
+        for head in x.chunks_exact_mut(head_dim) {
             for i in 0..half {
                 let (ia, ib) = match self.style {
                     RopeStyle::Interleaved => (2 * i, 2 * i + 1),

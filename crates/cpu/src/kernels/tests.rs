@@ -276,7 +276,7 @@ fn rope_rotates_the_right_pairs_by_the_right_angles() {
         let position = 5;
         rope.table(position, &mut table);
         let mut y = x.clone();
-        rope.apply(&mut y, &table);
+        rope.apply(&mut y, d, &table);
         for head in 0..2 {
             for i in 0..d / 2 {
                 let (ia, ib) = match style {
@@ -296,6 +296,28 @@ fn rope_rotates_the_right_pairs_by_the_right_angles() {
                     "{style:?} pair {i}"
                 );
             }
+        }
+    }
+}
+
+#[test]
+fn partial_rope_turns_the_first_dimensions_of_each_head_and_keeps_the_rest() {
+    // head_dim 8, rotary_dim 4 (partial_rotary_factor 0.5): rotate_half over dims 0..4.
+    let (d, rotary, theta) = (8, 4, 10000.0f32);
+    let rope = Rope::new(rope_inv_freq(rotary, theta, None), RopeStyle::Halves);
+    let mut table = vec![0.0; d];
+    let x = random_vec(&mut rng(9), 2 * d, 1.0);
+    rope.table(3, &mut table);
+    let mut y = x.clone();
+    rope.apply(&mut y, d, &table);
+    for head in 0..2 {
+        let (x, y) = (&x[head * d..(head + 1) * d], &y[head * d..(head + 1) * d]);
+        assert_eq!(x[rotary..], y[rotary..], "the pass-through dims");
+        for i in 0..rotary / 2 {
+            let angle = 3.0 / (theta as f64).powf(2.0 * i as f64 / rotary as f64);
+            let (a, b) = (x[i] as f64, x[i + rotary / 2] as f64);
+            assert!((y[i] as f64 - (a * angle.cos() - b * angle.sin())).abs() < 1e-5);
+            assert!((y[i + rotary / 2] as f64 - (b * angle.cos() + a * angle.sin())).abs() < 1e-5);
         }
     }
 }

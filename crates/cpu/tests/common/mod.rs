@@ -59,6 +59,7 @@ pub fn tiny_config(arch: Arch) -> ModelConfig {
         rope_scaling: None,
         layer_attention: Vec::new(),
         moe: None,
+        linear_attention: None,
     }
 }
 
@@ -192,6 +193,16 @@ pub fn tiny_weights(config: &ModelConfig, seed: u64) -> ModelWeights {
     w
 }
 
+/// A recurrent-state slot for each of `n` sequences when the model keeps state (a hybrid
+/// with linear-attention layers; the slots are allocated here), `None` for each otherwise.
+pub fn state_slots(backend: &mut CpuBackend, n: usize) -> Vec<Option<u32>> {
+    if backend.state_bytes_per_sequence() == 0 {
+        return vec![None; n];
+    }
+    backend.init_state_slots(n).unwrap();
+    (0..n as u32).map(Some).collect()
+}
+
 /// Logits of every position of every sequence, by (sequence, position).
 pub type AllLogits = HashMap<(usize, usize), Vec<f32>>;
 
@@ -216,6 +227,7 @@ pub fn run_schedule(
                 .collect()
         })
         .collect();
+    let slots = state_slots(backend, seqs.len());
     let mut cursor = vec![0usize; seqs.len()];
     let mut out = AllLogits::new();
     for step in schedule {
@@ -225,7 +237,7 @@ pub fn run_schedule(
                 tokens: &seqs[s][cursor[s]..cursor[s] + len],
                 start_pos: cursor[s],
                 block_table: &tables[s],
-                state_slot: None,
+                state_slot: slots[s],
                 logits: LogitsRequest::All,
             })
             .collect();
@@ -319,6 +331,7 @@ pub fn greedy(
     let pages = (prompt.len() + new_tokens).div_ceil(page_size);
     backend.init_kv_cache(pages, page_size).unwrap();
     let table: Vec<u32> = (0..pages as u32).rev().collect();
+    let slot = state_slots(backend, 1)[0];
     let mut ids = Vec::with_capacity(new_tokens);
     let mut start = 0;
     let mut step: Vec<u32> = prompt.to_vec();
@@ -327,7 +340,7 @@ pub fn greedy(
             tokens: &step,
             start_pos: start,
             block_table: &table,
-            state_slot: None,
+            state_slot: slot,
             logits: LogitsRequest::Last,
         }];
         let out = backend.forward(&batch).unwrap();

@@ -21,6 +21,11 @@ pub fn supports(plan: &ModelPlan) -> anyhow::Result<()> {
         let at = |e: anyhow::Error| e.context(format!("layer {}", layer.index));
         match &layer.mixer {
             Mixer::Attention(a) => attention(a).map_err(at)?,
+            Mixer::LinearAttention(_) => anyhow::bail!(
+                "layer {}: Gated DeltaNet linear attention has no CUDA kernels yet (the CPU \
+                 backend runs it: --device cpu)",
+                layer.index
+            ),
         }
         match &layer.mlp {
             MlpSpec::Gated { width, .. } => anyhow::ensure!(
@@ -37,6 +42,17 @@ fn attention(a: &AttentionSpec) -> anyhow::Result<()> {
     anyhow::ensure!(
         !a.sinks,
         "attention sinks are not implemented on the CUDA backend"
+    );
+    anyhow::ensure!(
+        !a.output_gate,
+        "gated attention output (qwen3_next, qwen3_5) is not implemented on the CUDA backend"
+    );
+    anyhow::ensure!(
+        2 * a.rope.inv_freq.len() == a.head_dim,
+        "RoPE over {} of a head's {} dimensions (a partial rotary factor) is not implemented \
+         on the CUDA backend",
+        2 * a.rope.inv_freq.len(),
+        a.head_dim
     );
     anyhow::ensure!(
         HEAD_DIMS.contains(&a.head_dim),

@@ -95,6 +95,9 @@ fn linear_sources(plan: &ModelPlan) -> anyhow::Result<Vec<LinearSource>> {
                 out.push(fused("attn_qkv", &qkv)?);
                 out.push(fused("attn_output", &[LayerTensor::AttnOutput])?);
             }
+            Mixer::LinearAttention(_) => {
+                anyhow::bail!("linear attention has no CUDA kernels (`supports` refuses it)")
+            }
         }
         match &layer.mlp {
             MlpSpec::Gated { .. } => {
@@ -162,6 +165,8 @@ fn vector_regions(plan: &ModelPlan) -> Vec<(String, usize)> {
                     out.push((LayerTensor::AttnKNorm.of(l), a.head_dim));
                 }
             }
+            // Refused by `supports` before any arena is planned.
+            Mixer::LinearAttention(_) => {}
         }
         if layer.post_norms {
             out.push((LayerTensor::PostAttentionNorm.of(l), hidden));
@@ -174,6 +179,7 @@ fn vector_regions(plan: &ModelPlan) -> Vec<(String, usize)> {
                     out.push((format!("blk.{l}.attn_qkv_bias"), a.q_dim() + 2 * a.kv_dim()));
                 }
             }
+            Mixer::LinearAttention(_) => {}
         }
         out.push((LayerTensor::FfnNorm.of(l), hidden));
     }
@@ -271,6 +277,7 @@ impl Arena {
             let spec = plan.layers.get(layer.parse::<usize>().ok()?)?;
             let (q_dim, kv_dim) = match &spec.mixer {
                 Mixer::Attention(a) => (a.q_dim(), a.kv_dim()),
+                Mixer::LinearAttention(_) => return None,
             };
             let inner = [
                 (LayerTensor::AttnQBias, 0),

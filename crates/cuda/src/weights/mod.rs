@@ -129,7 +129,7 @@ fn device_format(tensor: &host::WeightTensor, k: usize, widen: bool) -> MatrixFo
 fn shift_of(plan: &ModelPlan, role: TensorRole) -> f32 {
     match role {
         TensorRole::Norm => plan.norm.weight_offset,
-        TensorRole::Matrix | TensorRole::Bias => 0.0,
+        TensorRole::Matrix | TensorRole::Bias | TensorRole::Scale | TensorRole::DecayRate => 0.0,
     }
 }
 
@@ -227,6 +227,9 @@ impl ModelWeights {
                     let at = plan.vectors[&format!("blk.{}.rope_inv_freq", layer.index)];
                     upload(stream, arena.at(at), &a.rope.inv_freq)?;
                 }
+                plan::Mixer::LinearAttention(_) => {
+                    anyhow::bail!("linear attention has no CUDA kernels (`supports` refuses it)")
+                }
             }
         }
         // FP8 matrices' scales block-major too (crate::fp8_gemm reads them so).
@@ -306,6 +309,9 @@ impl ModelWeights {
                     wo: linear(&n("attn_output"))?,
                     inv_freq: vector(&n("rope_inv_freq"))?,
                 })),
+                plan::Mixer::LinearAttention(_) => {
+                    anyhow::bail!("linear attention has no CUDA kernels (`supports` refuses it)")
+                }
             };
             let mlp = match &spec.mlp {
                 MlpSpec::Gated { activation, .. } => Mlp::Dense {

@@ -35,6 +35,7 @@ pub fn llama_small() -> ModelConfig {
         rope_scaling: None,
         layer_attention: Vec::new(),
         moe: None,
+        linear_attention: None,
     }
 }
 
@@ -58,6 +59,7 @@ fn base(arch: Arch, hidden: usize, inter: usize, layers: usize) -> ModelConfig {
         rope_scaling: None,
         layer_attention: Vec::new(),
         moe: None,
+        linear_attention: None,
     }
 }
 
@@ -141,6 +143,7 @@ pub fn gemma3() -> ModelConfig {
         activation: Activation::GeluTanh,
         embedding_scale: (c.hidden_size as f32).sqrt(),
         attn_scale: 1.0 / 24f32.sqrt(),
+        ..BlockVariant::llama(c.head_dim)
     };
     c.layer_attention = (0..c.num_layers)
         .map(|l| {

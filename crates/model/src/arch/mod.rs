@@ -49,6 +49,17 @@ pub trait Family: Sync {
     fn hf_qk_interleaved(&self) -> bool {
         false
     }
+    /// Rewrites a Hugging Face directory's tensors, once read under their canonical names,
+    /// into what the layer plan names (values stored transformed, projections stored
+    /// interleaved); most families store them as the plan reads them.
+    fn hf_finish(
+        &self,
+        config: &crate::config::ModelConfig,
+        weights: &mut crate::weights::ModelWeights,
+    ) -> Result<(), HfError> {
+        let _ = (config, weights);
+        Ok(())
+    }
 }
 
 /// The family of a `config.json`: the first whose class is in `architectures` or whose

@@ -111,6 +111,9 @@ fn tensor_key(seed: u64, name: &str) -> u64 {
     splitmix64(seed ^ fnv)
 }
 
+/// Spread of the dummy linear-attention decay rates around their -0.5.
+const DECAY_SCALE: f32 = 0.25;
+
 /// Every tensor the forward pass reads (`ModelPlan::tensors`), with how it is drawn.
 pub fn tensor_inits(config: &ModelConfig, seed: u64) -> Vec<TensorInit> {
     plan_inits(&ModelPlan::of(config), seed)
@@ -128,6 +131,10 @@ pub fn plan_inits(plan: &ModelPlan, seed: u64) -> Vec<TensorInit> {
             let (scale, offset) = match spec.role {
                 TensorRole::Matrix | TensorRole::Bias => (MATRIX_SCALE, 0.0),
                 TensorRole::Norm => (NORM_SCALE, stored_norm),
+                TensorRole::Scale => (NORM_SCALE, 1.0),
+                // Decay rates of about -0.5 per unit of step: states that forget over a few
+                // tokens, as trained models' mix of fast and slow heads does on average.
+                TensorRole::DecayRate => (DECAY_SCALE, -0.5),
             };
             TensorInit {
                 key: tensor_key(seed, &spec.name),

@@ -25,6 +25,7 @@ pub fn preset(name: &str) -> Option<ModelConfig> {
         rope_scaling: None,
         layer_attention: Vec::new(),
         moe: None,
+        linear_attention: None,
     };
     Some(match name {
         "qwen2.5-0.5b" => qwen(896, 4864, 24, 14, 64),
@@ -48,6 +49,7 @@ pub fn preset(name: &str) -> Option<ModelConfig> {
             rope_scaling: None,
             layer_attention: Vec::new(),
             moe: None,
+            linear_attention: None,
         },
         // Small enough for tests on the CPU, with GQA (group 3) and the qwen2 bias path.
         "tiny" => ModelConfig {

@@ -111,6 +111,7 @@ impl<'a> GgufConfig<'a> {
                 num_layers,
                 renormalise_experts,
             )?,
+            linear_attention: None,
         })
     }
 }

@@ -8,11 +8,13 @@
 
 use serde::Deserialize;
 
+use super::linear_config::{linear_attention_of, LinearFields};
 use super::moe_config::{moe_of, MoeConvention, MoeFields};
 use super::rope_config::{rope_of, LayerRope, Rope, RopeDefaults, RopeFields};
 use super::HfError;
 use crate::config::{
-    Activation, Arch, BlockVariant, LayerAttention, ModelConfig, MoeConfig, RopeStyle,
+    Activation, Arch, BlockVariant, LayerAttention, LinearAttention, ModelConfig, MoeConfig,
+    RopeStyle,
 };
 
 #[derive(Debug, Deserialize)]
@@ -21,6 +23,8 @@ pub struct HfConfig {
     pub model_type: Option<String>,
     pub vocab_size: usize,
     pub hidden_size: usize,
+    /// The dense MLPs' width (absent from a config whose MLPs are all experts: 0).
+    #[serde(default)]
     pub intermediate_size: usize,
     pub num_hidden_layers: usize,
     pub num_attention_heads: usize,
@@ -30,6 +34,10 @@ pub struct HfConfig {
     rope: RopeFields,
     #[serde(flatten)]
     moe: MoeFields,
+    #[serde(flatten)]
+    linear: LinearFields,
+    /// The query projection also yields an output gate (qwen3_5; qwen3_next always has it).
+    pub attn_output_gate: Option<bool>,
     /// qwen2's switch for the Q/K/V biases (default on).
     pub qkv_bias: Option<bool>,
     pub rms_norm_eps: f64,
@@ -64,6 +72,7 @@ pub struct HfTranslation {
     pub tied_by_default: bool,
     pub qkv_bias: bool,
     pub moe: Option<MoeConfig>,
+    pub linear_attention: Option<LinearAttention>,
 }
 
 fn unsupported(field: &str, value: impl std::fmt::Display, why: &str) -> HfError {
@@ -71,8 +80,33 @@ fn unsupported(field: &str, value: impl std::fmt::Display, why: &str) -> HfError
 }
 
 impl HfConfig {
+    /// The fields of a `config.json`. A composite (multimodal) config keeps its language
+    /// model's fields under `text_config` (qwen3_5, gemma3's 4B and up): they are read from
+    /// there, under the composite's `architectures` and `model_type`.
     pub fn parse(text: &str) -> Result<HfConfig, HfError> {
-        serde_json::from_str(text).map_err(HfError::Config)
+        let mut value: serde_json::Value = serde_json::from_str(text).map_err(HfError::Config)?;
+        let nested = value
+            .get("text_config")
+            .filter(|_| value.get("vocab_size").is_none())
+            .and_then(serde_json::Value::as_object)
+            .cloned();
+        if let (Some(text_config), Some(top)) = (nested, value.as_object_mut()) {
+            for (key, field) in text_config {
+                if key != "model_type" && key != "architectures" {
+                    top.insert(key, field);
+                }
+            }
+        }
+        serde_json::from_value(value).map_err(HfError::Config)
+    }
+
+    /// The linear-attention layers of a hybrid, `None` when the config has none.
+    pub fn linear_attention(&self) -> Result<Option<LinearAttention>, HfError> {
+        linear_attention_of(
+            &self.linear,
+            self.layer_types.as_deref(),
+            self.num_hidden_layers,
+        )
     }
 
     /// Refuses the fields that would change the math in ways ferrite does not implement;
@@ -242,6 +276,7 @@ impl HfConfig {
             rope_scaling: t.rope.scaling,
             layer_attention,
             moe: t.moe,
+            linear_attention: t.linear_attention,
         }
     }
 }

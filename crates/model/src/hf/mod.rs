@@ -6,6 +6,7 @@
 mod config;
 pub mod fp8;
 mod generation;
+mod linear_config;
 mod moe_config;
 mod names;
 mod rope_config;
@@ -20,7 +21,9 @@ pub use self::generation::{
     generation_defaults_from_json, load_generation_defaults, GenerationDefaults,
 };
 pub use self::moe_config::MoeConvention;
-pub use self::names::{canonical_name, layer_tensor, permute_rows_for_interleaved_rope};
+pub use self::names::{
+    canonical_name, layer_module, layer_tensor, permute_rows_for_interleaved_rope,
+};
 pub use self::rope_config::{Rope, RopeDefaults};
 use self::safetensors::Stored;
 pub use self::safetensors::{shards_of_index, weight_files};

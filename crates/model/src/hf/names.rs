@@ -40,6 +40,14 @@ pub fn canonical_name(hf: &str) -> Option<String> {
     Some(format!("blk.{layer}.{gguf}.{kind}"))
 }
 
+/// `(layer, rest)` of `model.layers.{layer}.{rest}`, whatever the rest (parameters such as
+/// `linear_attn.A_log` have no `.weight`).
+pub fn layer_module(hf: &str) -> Option<(usize, &str)> {
+    let rest = hf.strip_prefix("model.layers.")?;
+    let (layer, rest) = rest.split_once('.')?;
+    Some((layer.parse().ok()?, rest))
+}
+
 /// `(layer, module, kind)` of `model.layers.{layer}.{module}.{kind}` where kind is `weight`
 /// or `bias`.
 pub fn layer_tensor(hf: &str) -> Option<(usize, &str, &str)> {

@@ -21,6 +21,9 @@ pub struct RopeDefaults {
     /// `rope_local_base_freq`, this when absent) and are never scaled; `None`: they rotate as
     /// full-attention layers do.
     pub local_theta: Option<f64>,
+    /// `Some(default)`: the family turns only part of each head (`partial_rotary_factor`,
+    /// this when absent: qwen3_next and qwen3_5); `None`: a factor other than 1 is refused.
+    pub partial_rotary: Option<f64>,
 }
 
 impl RopeDefaults {
@@ -28,6 +31,7 @@ impl RopeDefaults {
     pub const PLAIN: RopeDefaults = RopeDefaults {
         theta: DEFAULT_ROPE_THETA,
         local_theta: None,
+        partial_rotary: None,
     };
 }
 
@@ -40,6 +44,8 @@ pub(crate) struct RopeFields {
     rope_scaling: Option<Value>,
     /// gemma3 (legacy layout): the rope base of sliding layers.
     rope_local_base_freq: Option<f64>,
+    /// The share of each head RoPE turns (also read inside `rope_parameters`).
+    partial_rotary_factor: Option<f64>,
 }
 
 /// One layer type's rope: its base and whether the config's scaling applies.
@@ -54,6 +60,8 @@ pub struct Rope {
     pub full: LayerRope,
     pub sliding: LayerRope,
     pub scaling: Option<RopeScaling>,
+    /// The share of each head's dimensions RoPE turns (1: all).
+    pub partial_rotary_factor: f64,
 }
 
 /// One rope dictionary (`rope_scaling`, `rope_parameters` or one of its per-type entries):
@@ -65,15 +73,6 @@ fn parse_entry(field: &str, v: &Value) -> Result<(Option<f64>, Option<RopeScalin
     let unsupported = |key: &str, value: &dyn std::fmt::Display, why: &str| {
         HfError::Unsupported(format!("`{field}.{key}` = {value}: {why}"))
     };
-    if let Some(p) = v.get("partial_rotary_factor").and_then(Value::as_f64) {
-        if p != 1.0 {
-            return Err(unsupported(
-                "partial_rotary_factor",
-                &p,
-                "partial RoPE is not implemented",
-            ));
-        }
-    }
     let theta = v.get("rope_theta").and_then(Value::as_f64);
     let (key, kind) = match (v.get("rope_type"), v.get("type")) {
         (Some(t), _) => ("rope_type", t.as_str()),
@@ -110,6 +109,37 @@ fn parse_entry(field: &str, v: &Value) -> Result<(Option<f64>, Option<RopeScalin
 }
 
 pub(super) fn rope_of(raw: &RopeFields, defaults: RopeDefaults) -> Result<Rope, HfError> {
+    let partial_rotary_factor = partial_rotary_factor(raw, defaults)?;
+    let rope = plain_rope_of(raw, defaults)?;
+    Ok(Rope {
+        partial_rotary_factor,
+        ..rope
+    })
+}
+
+/// `partial_rotary_factor` from the top level or `rope_parameters` (1 when absent), refused
+/// where the family does not turn part of a head.
+fn partial_rotary_factor(raw: &RopeFields, defaults: RopeDefaults) -> Result<f64, HfError> {
+    let nested = raw
+        .rope_parameters
+        .as_ref()
+        .and_then(|p| p.get("partial_rotary_factor"))
+        .and_then(Value::as_f64);
+    let factor = nested
+        .or(raw.partial_rotary_factor)
+        .or(defaults.partial_rotary)
+        .unwrap_or(1.0);
+    let valid = factor > 0.0 && factor <= 1.0;
+    if !valid || (factor != 1.0 && defaults.partial_rotary.is_none()) {
+        return Err(HfError::Unsupported(format!(
+            "`partial_rotary_factor` = {factor}: partial RoPE is implemented for qwen3_next and \
+             qwen3_5 (factors in (0, 1])"
+        )));
+    }
+    Ok(factor)
+}
+
+fn plain_rope_of(raw: &RopeFields, defaults: RopeDefaults) -> Result<Rope, HfError> {
     // A family whose sliding layers have a base of their own (gemma3).
     let own_local = defaults.local_theta.is_some();
     let default_theta = defaults.theta;
@@ -153,6 +183,7 @@ pub(super) fn rope_of(raw: &RopeFields, defaults: RopeDefaults) -> Result<Rope, 
                 local_scaling.is_some() || (unscaled && !own_local),
             ),
             scaling,
+            partial_rotary_factor: 1.0,
         });
     }
 
@@ -177,5 +208,6 @@ pub(super) fn rope_of(raw: &RopeFields, defaults: RopeDefaults) -> Result<Rope, 
         full: layer(theta, true),
         sliding,
         scaling,
+        partial_rotary_factor: 1.0,
     })
 }

@@ -30,7 +30,9 @@ fn qwen2_layers_have_biases_and_a_tied_head() {
     assert!(layer.tensor(LayerTensor::AttnQNorm).is_none());
     assert!(layer.required(LayerTensor::FfnGateExps).is_err());
     assert!(!names(&tensors).contains(&OUTPUT.to_string()));
-    let Mixer::Attention(a) = &layer.mixer;
+    let Mixer::Attention(a) = &layer.mixer else {
+        panic!("an attention layer")
+    };
     assert_eq!((a.group(), a.rope.inv_freq.len()), (7, 32));
     assert_eq!(a.rope.inv_freq, c.rope_inv_freq(3));
 }
@@ -70,11 +72,15 @@ fn gemma_style_switches_add_their_norms_and_windows() {
         .iter()
         .map(|l| match &l.mixer {
             Mixer::Attention(a) => a.window,
+            Mixer::LinearAttention(_) => panic!("no linear layers here"),
         })
         .collect();
     assert_eq!(windows, [Some(16), None]);
-    let Mixer::Attention(a0) = &plan.layers[0].mixer;
-    let Mixer::Attention(a1) = &plan.layers[1].mixer;
+    let (Mixer::Attention(a0), Mixer::Attention(a1)) =
+        (&plan.layers[0].mixer, &plan.layers[1].mixer)
+    else {
+        panic!("attention layers")
+    };
     assert_ne!(a0.rope.inv_freq, a1.rope.inv_freq);
     assert_eq!(names(&plan.tensors()).last().unwrap(), OUTPUT);
 }

@@ -19,6 +19,7 @@ const DEFAULT_QUERY_SCALAR: f64 = 256.0;
 const DEFAULT_ROPE: RopeDefaults = RopeDefaults {
     theta: 1_000_000.0,
     local_theta: Some(10_000.0),
+    partial_rotary: None,
 };
 /// llama.cpp's Gemma 3: the sliding layers' rope base, not stored in its files.
 const GGUF_LOCAL_ROPE_THETA: f32 = 10_000.0;
@@ -50,6 +51,7 @@ impl Family for Gemma3 {
             activation: c.activation(Activation::GeluTanh, true)?,
             embedding_scale: (c.hidden_size as f32).sqrt(),
             attn_scale: 1.0 / (scalar as f32).sqrt(),
+            ..BlockVariant::llama(c.head_dim())
         };
         Ok(c.model_config(HfTranslation {
             arch: Arch::Gemma3,
@@ -60,6 +62,7 @@ impl Family for Gemma3 {
             tied_by_default: true,
             qkv_bias: false,
             moe: None,
+            linear_attention: None,
         }))
     }
 
@@ -89,6 +92,7 @@ impl Family for Gemma3 {
                 activation: Activation::GeluTanh,
                 embedding_scale: (config.hidden_size as f32).sqrt(),
                 attn_scale: 1.0 / (config.head_dim as f32).sqrt(),
+                ..config.block
             },
             layer_attention,
             ..config

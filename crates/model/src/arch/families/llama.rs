@@ -39,6 +39,7 @@ impl Family for Llama {
             tied_by_default: false,
             qkv_bias: false,
             moe: None,
+            linear_attention: None,
         }))
     }
 

@@ -34,6 +34,7 @@ impl Family for Mistral {
             tied_by_default: false,
             qkv_bias: false,
             moe: None,
+            linear_attention: None,
         }))
     }
 }

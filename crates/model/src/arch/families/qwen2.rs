@@ -77,5 +77,6 @@ pub(super) fn qwen_translation(
         tied_by_default: false,
         qkv_bias: false,
         moe: None,
+        linear_attention: None,
     })
 }

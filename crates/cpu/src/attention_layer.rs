@@ -1,0 +1,185 @@
+//! The softmax-attention mixer of one layer over a step's tokens: Q, K, V (biases, per-head
+//! Q/K norms, RoPE), K and V written into the sequences' pages, causal GQA attention over the
+//! pages, the output gate of gated attention (qwen3_next, qwen3_5), the output projection.
+
+use ferrite_engine::SeqBatch;
+use ferrite_model::plan::AttentionSpec;
+use rayon::prelude::*;
+
+use crate::kernels::attention::{attend_group, Window};
+use crate::kernels::matmul::{matmul, matmul_group, MatmulJob};
+use crate::kernels::norm::rms_norm_in_place;
+use crate::kernels::rope::Rope;
+use crate::kv_cache::KvCache;
+use crate::model_weights::Attention;
+use crate::simd::Isa;
+
+/// Scratch of the attention layers, reused from step to step.
+#[derive(Default)]
+pub struct AttentionScratch {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    /// Gated attention's query projection: each head's query, then its gate.
+    q_and_gate: Vec<f32>,
+    gate: Vec<f32>,
+    attn: Vec<f32>,
+}
+
+fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
+    if buf.len() < len {
+        buf.resize(len, 0.0);
+    }
+    &mut buf[..len]
+}
+
+/// The step's tokens: `(batch index, position)` of each, in the order of the stacked rows.
+pub struct StepTokens<'a, 'b> {
+    pub batch: &'a [SeqBatch<'b>],
+    pub tokens: &'a [(usize, usize)],
+}
+
+/// This layer's RoPE and the cos/sin table of each token (`width` apart).
+pub struct RopeTables<'a> {
+    pub rope: &'a Rope,
+    pub tables: &'a [f32],
+    pub width: usize,
+}
+
+/// One attention layer: `normed` is `[n, hidden]`, `out` gets `[n, hidden]`.
+#[allow(clippy::too_many_arguments)]
+pub fn forward(
+    isa: Isa,
+    a: &Attention,
+    layer: usize,
+    kv: &mut KvCache,
+    step: &StepTokens<'_, '_>,
+    rope: &RopeTables<'_>,
+    normed: &[f32],
+    n: usize,
+    eps: f32,
+    scratch: &mut AttentionScratch,
+    out: &mut [f32],
+) {
+    let (q_dim, kv_dim, hd) = (a.spec.q_dim(), a.spec.kv_dim(), a.spec.head_dim);
+    let (q, k, v) = (
+        sized(&mut scratch.q, n * q_dim),
+        sized(&mut scratch.k, n * kv_dim),
+        sized(&mut scratch.v, n * kv_dim),
+    );
+    let q_rows = if a.spec.output_gate { 2 * q_dim } else { q_dim };
+    let q_out = match a.spec.output_gate {
+        true => sized(&mut scratch.q_and_gate, n * q_rows),
+        false => &mut *q,
+    };
+    matmul_group(
+        isa,
+        normed,
+        n,
+        &mut [
+            MatmulJob {
+                matrix: &a.wq,
+                out: q_out,
+            },
+            MatmulJob {
+                matrix: &a.wk,
+                out: k,
+            },
+            MatmulJob {
+                matrix: &a.wv,
+                out: v,
+            },
+        ],
+    );
+    let gate = sized(
+        &mut scratch.gate,
+        if a.spec.output_gate { n * q_dim } else { 0 },
+    );
+    if a.spec.output_gate {
+        // Per head: its `head_dim` query rows, then its `head_dim` gate rows.
+        let both = &scratch.q_and_gate[..n * q_rows];
+        for ((row, q), g) in both
+            .chunks_exact(2 * hd)
+            .zip(q.chunks_exact_mut(hd))
+            .zip(gate.chunks_exact_mut(hd))
+        {
+            q.copy_from_slice(&row[..hd]);
+            g.copy_from_slice(&row[hd..]);
+        }
+    }
+    if let Some([bq, bk, bv]) = &a.qkv_bias {
+        add_row_bias(q, bq);
+        add_row_bias(k, bk);
+        add_row_bias(v, bv);
+    }
+    if let Some([q_norm, k_norm]) = &a.qk_norm {
+        rms_norm_in_place(isa, q, q_norm, eps);
+        rms_norm_in_place(isa, k, k_norm, eps);
+    }
+    for (t, table) in rope.tables.chunks_exact(rope.width).take(n).enumerate() {
+        rope.rope
+            .apply(&mut q[t * q_dim..(t + 1) * q_dim], hd, table);
+        rope.rope
+            .apply(&mut k[t * kv_dim..(t + 1) * kv_dim], hd, table);
+    }
+    for (t, &(b, pos)) in step.tokens.iter().enumerate() {
+        let range = t * kv_dim..(t + 1) * kv_dim;
+        let block_table = step.batch[b].block_table;
+        kv.write(layer, block_table, pos, &k[range.clone()], &v[range]);
+    }
+    let attn = sized(&mut scratch.attn, n * q_dim);
+    attend(isa, kv, layer, &a.spec, step, q, attn);
+    if a.spec.output_gate {
+        for (o, &g) in attn.iter_mut().zip(gate.iter()) {
+            *o *= 1.0 / (1.0 + (-g).exp());
+        }
+    }
+    matmul(isa, attn, n, &a.wo, out);
+}
+
+/// Causal GQA attention for every (token, KV head) of the step, from the pages just
+/// written: the query heads sharing a KV head run together, reading its keys and values once.
+/// A sliding-window layer reads the last `window` positions only.
+fn attend(
+    isa: Isa,
+    kv: &KvCache,
+    layer: usize,
+    spec: &AttentionSpec,
+    step: &StepTokens<'_, '_>,
+    q: &[f32],
+    out: &mut [f32],
+) {
+    let (hd, kv_heads, group) = (spec.head_dim, spec.num_kv_heads, spec.group());
+    let (scale, window) = (spec.scale, spec.window);
+    let width = group * hd;
+    out.par_chunks_mut(width)
+        .enumerate()
+        .for_each_init(Vec::new, |scores, (i, group_out)| {
+            let (t, kv_head) = (i / kv_heads, i % kv_heads);
+            let (b, pos) = step.tokens[t];
+            let view = kv.head_view(layer, step.batch[b].block_table, kv_head);
+            let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+            let view = Window {
+                source: &view,
+                first,
+            };
+            attend_group(
+                isa,
+                &q[i * width..(i + 1) * width],
+                group,
+                &view,
+                pos - first,
+                scale,
+                scores,
+                group_out,
+            );
+        });
+}
+
+fn add_row_bias(x: &mut [f32], bias: &[f32]) {
+    for row in x.chunks_exact_mut(bias.len()) {
+        for (v, b) in row.iter_mut().zip(bias) {
+            *v += b;
+        }
+    }
+}

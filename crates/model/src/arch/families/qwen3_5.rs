@@ -1,0 +1,342 @@
+//! The Qwen hybrids: Qwen3.5 / Qwen3.6 (`qwen3_5` dense, `qwen3_5_moe`) and Qwen3-Next
+//! (`qwen3_next`, MoE). Three layers in four are Gated DeltaNet linear attention
+//! (`plan::LinearAttentionSpec`); the others are attention with a sigmoid output gate from a
+//! doubled query projection, zero-centred `(1 + w)` Q/K norms and RoPE over a part of each head
+//! (`partial_rotary_factor`, default 0.25). Every RMSNorm is `(1 + w)` but the linear layers'
+//! gated output norm (plain `w`). The MoE layers are Qwen2-MoE's: softmax router, top-k,
+//! `norm_topk_prob`, a shared expert behind a sigmoid gate.
+//!
+//! Qwen3.5 checkpoints are composite (`Qwen3_5ForConditionalGeneration`, the language model
+//! under `model.language_model.`, a vision tower under `model.visual.`, which the text model
+//! does not read). Their RoPE is multimodal (`mrope_section`), but for text the three position
+//! streams are the same token position, which makes it the plain rotate-half RoPE.
+//! Qwen3-Next stores the linear layers' projections interleaved per key head
+//! (`in_proj_qkvz`, `in_proj_ba`); `hf_finish` lays them out as Qwen3.5 does. Both store
+//! `A_log`, turned into the decay rate `A = -exp(A_log)` at load.
+
+use std::sync::Arc;
+
+use crate::arch::Family;
+use crate::config::{Activation, Arch, BlockVariant, LinearAttention, ModelConfig, RopeStyle};
+use crate::hf::{self, HfConfig, HfError, HfTranslation, MoeConvention, RopeDefaults};
+use crate::quant::DType;
+use crate::tensor_names::LayerTensor;
+use crate::weights::{ModelWeights, Storage, WeightTensor};
+
+pub(super) const FAMILIES: &[&dyn Family] = &[&Qwen3_5, &Qwen3_5Moe, &Qwen3Next];
+
+/// Qwen3-Next's experts, Qwen2-MoE's: `moe_intermediate_size` wide, a shared expert,
+/// `norm_topk_prob` renormalising the chosen probabilities.
+const NEXT_EXPERTS: MoeConvention = MoeConvention {
+    own_expert_width: true,
+    sparse_step: true,
+    shared_expert: true,
+    always_renormalise: false,
+};
+
+/// Qwen3.5-MoE's router always renormalises the chosen probabilities (it has no
+/// `norm_topk_prob`).
+const QWEN3_5_EXPERTS: MoeConvention = MoeConvention {
+    always_renormalise: true,
+    ..NEXT_EXPERTS
+};
+
+/// transformers' default `partial_rotary_factor` for these families.
+const DEFAULT_PARTIAL_ROTARY: f64 = 0.25;
+
+/// Temporary names of the tensors `hf_finish` rewrites.
+const A_LOG: &str = "ssm_a_log";
+const QKVZ: &str = "ssm_in_qkvz.weight";
+const BA: &str = "ssm_in_ba.weight";
+const GATE_UP_EXPS: &str = "ffn_gate_up_exps.weight";
+
+pub struct Qwen3_5;
+pub struct Qwen3_5Moe;
+pub struct Qwen3Next;
+
+impl Family for Qwen3_5 {
+    fn hf_class(&self) -> Option<&'static str> {
+        Some("Qwen3_5ForConditionalGeneration")
+    }
+    fn hf_model_type(&self) -> Option<&'static str> {
+        Some("qwen3_5")
+    }
+    fn from_hf(&self, c: &HfConfig) -> Result<ModelConfig, HfError> {
+        hybrid_config(c, None)
+    }
+    fn hf_tensor_name(&self, hf: &str) -> Option<String> {
+        hybrid_tensor_name(hf)
+    }
+    fn hf_finish(&self, config: &ModelConfig, weights: &mut ModelWeights) -> Result<(), HfError> {
+        finish(config, weights)
+    }
+}
+
+impl Family for Qwen3_5Moe {
+    fn hf_class(&self) -> Option<&'static str> {
+        Some("Qwen3_5MoeForConditionalGeneration")
+    }
+    fn hf_model_type(&self) -> Option<&'static str> {
+        Some("qwen3_5_moe")
+    }
+    fn from_hf(&self, c: &HfConfig) -> Result<ModelConfig, HfError> {
+        hybrid_config(c, Some(&QWEN3_5_EXPERTS))
+    }
+    fn hf_tensor_name(&self, hf: &str) -> Option<String> {
+        hybrid_tensor_name(hf)
+    }
+    fn hf_finish(&self, config: &ModelConfig, weights: &mut ModelWeights) -> Result<(), HfError> {
+        finish(config, weights)
+    }
+}
+
+impl Family for Qwen3Next {
+    fn hf_class(&self) -> Option<&'static str> {
+        Some("Qwen3NextForCausalLM")
+    }
+    fn hf_model_type(&self) -> Option<&'static str> {
+        Some("qwen3_next")
+    }
+    fn from_hf(&self, c: &HfConfig) -> Result<ModelConfig, HfError> {
+        hybrid_config(c, Some(&NEXT_EXPERTS))
+    }
+    fn hf_tensor_name(&self, hf: &str) -> Option<String> {
+        hybrid_tensor_name(hf)
+    }
+    fn hf_finish(&self, config: &ModelConfig, weights: &mut ModelWeights) -> Result<(), HfError> {
+        finish(config, weights)
+    }
+}
+
+/// The config of any of the three: `experts`, the convention of a mixture of experts.
+fn hybrid_config(c: &HfConfig, experts: Option<&MoeConvention>) -> Result<ModelConfig, HfError> {
+    c.check_implemented(false)?;
+    let defaults = RopeDefaults {
+        partial_rotary: Some(DEFAULT_PARTIAL_ROTARY),
+        ..RopeDefaults::PLAIN
+    };
+    let rope = c.rope(defaults)?;
+    let head_dim = c.head_dim();
+    let rotary_dim = (head_dim as f64 * rope.partial_rotary_factor) as usize;
+    let Some(linear_attention) = c.linear_attention()? else {
+        return Err(HfError::Unsupported(
+            "a qwen3_5 / qwen3_next config without `linear_num_key_heads`".into(),
+        ));
+    };
+    let block = BlockVariant {
+        qk_norm: true,
+        norm_weight_offset: 1.0,
+        activation: c.activation(Activation::Silu, false)?,
+        // qwen3_5 says `attn_output_gate` (true in every release); qwen3_next always gates.
+        attn_output_gate: c.attn_output_gate.unwrap_or(true),
+        rotary_dim: (rotary_dim != head_dim).then_some(rotary_dim),
+        ..BlockVariant::llama(head_dim)
+    };
+    let moe = match experts {
+        Some(convention) => c.moe(convention)?,
+        None => None,
+    };
+    Ok(c.model_config(HfTranslation {
+        arch: Arch::Qwen3_5,
+        rope,
+        windows: vec![None; c.num_hidden_layers],
+        block,
+        rope_style: RopeStyle::Halves,
+        tied_by_default: false,
+        qkv_bias: false,
+        moe,
+        linear_attention: Some(linear_attention),
+    }))
+}
+
+/// Canonical names: the language model of a composite checkpoint read as a plain one, the
+/// linear layers' tensors under llama.cpp's `qwen35` names; the vision tower and the MTP
+/// layer are not read.
+fn hybrid_tensor_name(hf: &str) -> Option<String> {
+    let plain = match hf.strip_prefix("model.language_model.") {
+        Some(rest) => format!("model.{rest}"),
+        None if hf.starts_with("model.") || hf == "lm_head.weight" => hf.to_string(),
+        None => return None,
+    };
+    if let Some((layer, module)) = hf::layer_module(&plain) {
+        let canonical = |t: LayerTensor| Some(t.of(layer));
+        let temporary = |name: &str| Some(format!("blk.{layer}.{name}"));
+        match module {
+            "linear_attn.in_proj_qkv.weight" => return canonical(LayerTensor::AttnQkv),
+            "linear_attn.in_proj_z.weight" => return canonical(LayerTensor::AttnGate),
+            "linear_attn.in_proj_b.weight" => return canonical(LayerTensor::SsmBeta),
+            "linear_attn.in_proj_a.weight" => return canonical(LayerTensor::SsmAlpha),
+            "linear_attn.conv1d.weight" => return canonical(LayerTensor::SsmConv1d),
+            "linear_attn.dt_bias" => return canonical(LayerTensor::SsmDtBias),
+            "linear_attn.norm.weight" => return canonical(LayerTensor::SsmNorm),
+            "linear_attn.out_proj.weight" => return canonical(LayerTensor::SsmOut),
+            "linear_attn.A_log" => return temporary(A_LOG),
+            "linear_attn.in_proj_qkvz.weight" => return temporary(QKVZ),
+            "linear_attn.in_proj_ba.weight" => return temporary(BA),
+            // transformers 5 saves the experts stacked, gate and up in one tensor.
+            "mlp.experts.gate_up_proj" => return temporary(GATE_UP_EXPS),
+            "mlp.experts.down_proj" => return canonical(LayerTensor::FfnDownExps),
+            _ => {}
+        }
+    }
+    hf::canonical_name(&plain)
+}
+
+/// `A = -exp(A_log)` (in f32, as transformers computes it) and Qwen3-Next's interleaved
+/// projections laid out as Qwen3.5's.
+fn finish(config: &ModelConfig, weights: &mut ModelWeights) -> Result<(), HfError> {
+    for layer in 0..config.num_layers {
+        if let Some(gate_up) = weights.tensors.remove(&format!("blk.{layer}.{GATE_UP_EXPS}")) {
+            split_gate_up(layer, &gate_up, weights)?;
+        }
+    }
+    let Some(linear) = &config.linear_attention else {
+        return Ok(());
+    };
+    for layer in (0..config.num_layers).filter(|&l| linear.is_linear(l)) {
+        let a_log = format!("blk.{layer}.{A_LOG}");
+        let tensor = weights
+            .tensors
+            .remove(&a_log)
+            .ok_or_else(|| HfError::Weights(format!("layer {layer} has no `linear_attn.A_log`")))?;
+        let a: Vec<f32> = crate::dequant::dequantize(&tensor)
+            .iter()
+            .map(|v| -v.exp())
+            .collect();
+        weights
+            .tensors
+            .insert(LayerTensor::SsmA.of(layer), f32_tensor(vec![a.len()], &a));
+        let qkvz = weights.tensors.remove(&format!("blk.{layer}.{QKVZ}"));
+        let ba = weights.tensors.remove(&format!("blk.{layer}.{BA}"));
+        if let (Some(qkvz), Some(ba)) = (qkvz, ba) {
+            split_interleaved(linear, layer, &qkvz, &ba, weights)?;
+        }
+    }
+    Ok(())
+}
+
+/// Qwen3-Next's `in_proj_qkvz` holds, per key head, its q rows, k rows, then the v rows and
+/// z rows of the value heads it serves; `in_proj_ba` per key head their b rows then a rows.
+/// Written out as q of every head, k of every head, v of every head (`attn_qkv`), z
+/// (`attn_gate`), b (`ssm_beta`) and a (`ssm_alpha`).
+fn split_interleaved(
+    l: &LinearAttention,
+    layer: usize,
+    qkvz: &WeightTensor,
+    ba: &WeightTensor,
+    weights: &mut ModelWeights,
+) -> Result<(), HfError> {
+    let (dk, dv, kh) = (l.key_head_dim, l.value_head_dim, l.num_key_heads);
+    let r = l.num_value_heads / kh;
+    let hidden = qkvz.shape.last().copied().unwrap_or(0);
+    let per_head = 2 * dk + 2 * r * dv;
+    if qkvz.shape != [kh * per_head, hidden] || ba.shape != [kh * 2 * r, hidden] {
+        return Err(HfError::Weights(format!(
+            "layer {layer}: in_proj_qkvz {:?} / in_proj_ba {:?} do not match {kh} key heads",
+            qkvz.shape, ba.shape
+        )));
+    }
+    let (q_rows, k_rows, v_rows, z_rows, b_rows, a_rows) = (
+        Rows::of(qkvz),
+        Rows::of(qkvz),
+        Rows::of(qkvz),
+        Rows::of(qkvz),
+        Rows::of(ba),
+        Rows::of(ba),
+    );
+    let mut parts = [q_rows, k_rows, v_rows, z_rows, b_rows, a_rows];
+    for g in 0..kh {
+        let at = g * per_head;
+        let [q, k, v, z, b, a] = &mut parts;
+        q.take(qkvz, at, dk);
+        k.take(qkvz, at + dk, dk);
+        v.take(qkvz, at + 2 * dk, r * dv);
+        z.take(qkvz, at + 2 * dk + r * dv, r * dv);
+        b.take(ba, g * 2 * r, r);
+        a.take(ba, g * 2 * r + r, r);
+    }
+    let [q, k, v, z, b, a] = parts;
+    let qkv = Rows {
+        dtype: q.dtype,
+        rows: q.rows + k.rows + v.rows,
+        bytes: [q.bytes, k.bytes, v.bytes].concat(),
+    };
+    let out = &mut weights.tensors;
+    out.insert(LayerTensor::AttnQkv.of(layer), qkv.tensor(hidden));
+    out.insert(LayerTensor::AttnGate.of(layer), z.tensor(hidden));
+    out.insert(LayerTensor::SsmBeta.of(layer), b.tensor(hidden));
+    out.insert(LayerTensor::SsmAlpha.of(layer), a.tensor(hidden));
+    Ok(())
+}
+
+/// Stacked `gate_up_proj` `[experts, 2 * width, hidden]`: each expert's gate rows, then its
+/// up rows (transformers chunks the product in two).
+fn split_gate_up(
+    layer: usize,
+    gate_up: &WeightTensor,
+    weights: &mut ModelWeights,
+) -> Result<(), HfError> {
+    let [experts, rows, hidden] = gate_up.shape[..] else {
+        return Err(HfError::Weights(format!(
+            "layer {layer}: experts.gate_up_proj has shape {:?}",
+            gate_up.shape
+        )));
+    };
+    let width = rows / 2;
+    let (mut gate, mut up) = (Rows::of(gate_up), Rows::of(gate_up));
+    for e in 0..experts {
+        gate.take(gate_up, e * rows, width);
+        up.take(gate_up, e * rows + width, width);
+    }
+    let out = &mut weights.tensors;
+    let stacked = |r: Rows| WeightTensor {
+        shape: vec![experts, width, hidden],
+        ..r.tensor(hidden)
+    };
+    out.insert(LayerTensor::FfnGateExps.of(layer), stacked(gate));
+    out.insert(LayerTensor::FfnUpExps.of(layer), stacked(up));
+    Ok(())
+}
+
+/// Rows gathered from matrices in their stored format (no conversion: a row of any format
+/// is whole blocks).
+struct Rows {
+    dtype: DType,
+    rows: usize,
+    bytes: Vec<u8>,
+}
+
+impl Rows {
+    fn of(source: &WeightTensor) -> Rows {
+        Rows {
+            dtype: source.dtype,
+            rows: 0,
+            bytes: Vec::new(),
+        }
+    }
+    /// Appends rows `from..from + count` of `source` (rows of its last dimension).
+    fn take(&mut self, source: &WeightTensor, from: usize, count: usize) {
+        let cols = source.shape.last().copied().unwrap_or(0);
+        let row_bytes = source.dtype.row_bytes(cols);
+        let bytes = source.storage.bytes();
+        self.bytes
+            .extend_from_slice(&bytes[from * row_bytes..(from + count) * row_bytes]);
+        self.rows += count;
+    }
+    fn tensor(self, cols: usize) -> WeightTensor {
+        WeightTensor {
+            dtype: self.dtype,
+            shape: vec![self.rows, cols],
+            storage: Storage::Owned(Arc::new(self.bytes)),
+        }
+    }
+}
+
+fn f32_tensor(shape: Vec<usize>, values: &[f32]) -> WeightTensor {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    WeightTensor {
+        dtype: DType::F32,
+        shape,
+        storage: Storage::Owned(Arc::new(bytes)),
+    }
+}

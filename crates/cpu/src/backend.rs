@@ -119,6 +119,15 @@ impl CpuBackend {
         Ok(())
     }
 
+    /// Which layers keep K and V in pages: the attention layers.
+    fn kv_layers(&self) -> Vec<bool> {
+        self.plan
+            .layers
+            .iter()
+            .map(|l| matches!(l.mixer, Mixer::Attention(_)))
+            .collect()
+    }
+
     /// The instruction set the kernels run with.
     pub fn isa(&self) -> Isa {
         self.isa
@@ -145,9 +154,12 @@ impl Backend for CpuBackend {
         counters.has_experts().then_some(counters)
     }
 
+    /// K and V of every attention layer (a hybrid's linear-attention layers keep state per
+    /// sequence instead, `state_bytes_per_sequence`).
     fn kv_bytes_per_token(&self) -> usize {
         let c = self.model.config();
-        c.num_layers * 2 * c.num_kv_heads * c.head_dim * std::mem::size_of::<f32>()
+        let kv_layers = self.kv_layers().iter().filter(|&&k| k).count();
+        kv_layers * 2 * c.num_kv_heads * c.head_dim * std::mem::size_of::<f32>()
     }
 
     fn max_context_len(&self) -> usize {
@@ -157,7 +169,7 @@ impl Backend for CpuBackend {
     fn init_kv_cache(&mut self, num_pages: usize, page_size: usize) -> Result<(), BackendError> {
         let c = self.model.config();
         self.kv = Some(KvCache::new(
-            c.num_layers,
+            &self.kv_layers(),
             num_pages,
             page_size,
             c.num_kv_heads,

@@ -1,5 +1,6 @@
-//! The KV page pool: per layer, K and V of shape `[num_pages, page_size, num_kv_heads, head_dim]`
-//! in f32. The scheduler owns which page belongs to whom; this only stores and addresses.
+//! The KV page pool: per attention layer, K and V of shape `[num_pages, page_size,
+//! num_kv_heads, head_dim]` in f32 (a hybrid's linear-attention layers keep none). The
+//! scheduler owns which page belongs to whom; this only stores and addresses.
 
 use ferrite_engine::BackendError;
 
@@ -21,8 +22,9 @@ pub struct KvCache {
 }
 
 impl KvCache {
+    /// `kv_layers[l]`: whether layer `l` keeps K and V in pages (attention layers do).
     pub fn new(
-        num_layers: usize,
+        kv_layers: &[bool],
         num_pages: usize,
         page_size: usize,
         num_kv_heads: usize,
@@ -39,11 +41,12 @@ impl KvCache {
                     "a KV pool of {num_pages} pages of {page_size} is too large"
                 ))
             })?;
-        let mut layers = Vec::with_capacity(num_layers);
-        for _ in 0..num_layers {
+        let mut layers = Vec::with_capacity(kv_layers.len());
+        for &keeps in kv_layers {
+            let len = if keeps { per_layer } else { 0 };
             layers.push(LayerKv {
-                k: zeroed(per_layer)?,
-                v: zeroed(per_layer)?,
+                k: zeroed(len)?,
+                v: zeroed(len)?,
             });
         }
         Ok(KvCache {

@@ -66,7 +66,9 @@ pub async fn start_chat(
     {
         sampling.skip_special_tokens = false;
     }
-    let grammar = match forced_call(&turn, tools.as_ref(), state)? {
+    let forced = forced_call(&turn, tools.as_ref(), state)?;
+    let is_forced = forced.is_some();
+    let grammar = match forced {
         Some(_) if turn.grammar.is_some() => {
             return Err(ApiError::invalid_param(
                 "tool_choice",
@@ -89,10 +91,13 @@ pub async fn start_chat(
         ..SubmitOptions::default()
     };
     let Submitted { prompt, submission } = submit(state, render, sampling, options).await?;
+    // A forced call's grammar makes the answer the call blocks from its first token, even
+    // where the prompt opened a think block (Qwen3.5's, DeepSeek-R1's templates): none of it
+    // is reasoning.
     let output = OutputSpec {
         reasoning: state
             .reasoning_format
-            .map(|f| (f, f.starts_in_reasoning(&prompt.text))),
+            .map(|f| (f, !is_forced && f.starts_in_reasoning(&prompt.text))),
         tools,
     };
     Ok(StartedChat { submission, output })
@@ -156,13 +161,20 @@ fn tool_parsing(
         ApiError::invalid_param(
             "tools",
             "this model's chat template has no known tool-call format; start the server with \
-             --tool-call-parser hermes|llama3_json|mistral to use tools",
+             --tool-call-parser hermes|qwen3_coder|llama3_json|mistral to use tools",
         )
     })?;
     Ok(Some(ToolParsing {
         format,
         parallel: parallel.unwrap_or(true),
         tool_names: tools.iter().map(|t| t.function.name.clone()).collect(),
+        tool_schemas: tools
+            .iter()
+            .filter_map(|t| {
+                let parameters = t.function.parameters.clone()?;
+                Some((t.function.name.clone(), parameters))
+            })
+            .collect(),
     }))
 }
 

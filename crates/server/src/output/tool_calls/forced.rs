@@ -23,13 +23,9 @@ pub fn forced_call_grammar(
         Some(id) => format!("<[{id}]>"),
         None => json!(text).to_string(),
     };
-    let arguments_key = match format {
-        ToolCallFormat::Llama3Json => "parameters",
-        ToolCallFormat::Hermes | ToolCallFormat::Mistral => "arguments",
-    };
-    let call = call_schema(tools, arguments_key);
     let lark = match format {
         ToolCallFormat::Hermes => {
+            let call = call_schema(tools, "arguments");
             let block = format!(
                 "{} \"\\n\" call \"\\n\" {}",
                 marker("<tool_call>"),
@@ -39,10 +35,12 @@ pub fn forced_call_grammar(
             format!("start: block {repeat}\nblock: {block}\ncall: %json {call}\n")
         }
         ToolCallFormat::Llama3Json => {
+            let call = call_schema(tools, "parameters");
             let repeat = if parallel { "(\"; \" call)*" } else { "" };
             format!("start: call {repeat}\ncall: %json {call}\n")
         }
         ToolCallFormat::Mistral => {
+            let call = call_schema(tools, "arguments");
             let mut list = json!({"type": "array", "items": call, "minItems": 1});
             if !parallel {
                 list["maxItems"] = json!(1);
@@ -53,6 +51,7 @@ pub fn forced_call_grammar(
                 marker("[TOOL_CALLS]")
             )
         }
+        ToolCallFormat::Qwen3Coder => super::forced_xml::lark(tools, parallel, marker),
     };
     GrammarRequest::Lark(lark)
 }

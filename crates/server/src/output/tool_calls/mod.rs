@@ -1,19 +1,23 @@
 //! Tool calls in a model's output, in the format its family was trained on: Hermes / Qwen
-//! `<tool_call>{...}</tool_call>` ([`hermes`]), Llama 3.x JSON ([`llama3_json`]), Mistral
-//! `[TOOL_CALLS][...]` ([`mistral`]). One incremental parser ([`stream::ToolCallParser`])
+//! `<tool_call>{...}</tool_call>` ([`hermes`]), Qwen3-Coder / Qwen3.5 `<tool_call><function=...>`
+//! ([`qwen3_xml`]), Llama 3.x JSON ([`llama3_json`]), Mistral `[TOOL_CALLS][...]` ([`mistral`]). One incremental parser ([`stream::ToolCallParser`])
 //! serves both the streamed and the complete answer, so the two agree by construction.
 
 mod call_object;
 mod forced;
+mod forced_xml;
 pub mod hermes;
 pub mod llama3_json;
 pub mod mistral;
+pub mod qwen3_xml;
 pub mod stream;
 
 pub use forced::forced_call_grammar;
 pub use stream::{parse_complete, ToolCallParser, ToolEvent};
 
 use std::sync::Arc;
+
+use serde_json::Value;
 
 /// How one request's answers are read for calls.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +27,9 @@ pub struct ToolParsing {
     pub parallel: bool,
     /// The offered tools' names: a bare call object (no markers) counts only if it names one.
     pub tool_names: Arc<[String]>,
+    /// The offered tools' names and parameters schemas (those that have one): formats whose
+    /// arguments are not JSON text (`qwen3_coder`) read the parameters' types from them.
+    pub tool_schemas: Arc<[(String, Value)]>,
 }
 
 impl ToolParsing {
@@ -31,6 +38,7 @@ impl ToolParsing {
             format,
             parallel,
             tool_names: Arc::from(Vec::new()),
+            tool_schemas: Arc::from(Vec::new()),
         }
     }
 }
@@ -41,6 +49,8 @@ pub enum ToolCallFormat {
     Hermes,
     Llama3Json,
     Mistral,
+    /// Qwen3-Coder, Qwen3.5, Qwen3.6: `<tool_call><function=...><parameter=...>`.
+    Qwen3Coder,
 }
 
 /// A call as the model wrote it.
@@ -67,7 +77,10 @@ pub struct Markers {
 impl ToolCallFormat {
     /// The format a chat template renders tool calls in, if it renders any.
     pub fn detect(template: &str) -> Option<Self> {
-        if template.contains("<tool_call>") {
+        // Qwen3-Coder's and Qwen3.5's templates have `<tool_call>` too: the XML form first.
+        if template.contains("<function=") || template.contains("<parameter=") {
+            Some(Self::Qwen3Coder)
+        } else if template.contains("<tool_call>") {
             Some(Self::Hermes)
         } else if template.contains("[TOOL_CALLS]") {
             Some(Self::Mistral)
@@ -83,6 +96,7 @@ impl ToolCallFormat {
             Self::Hermes => "hermes",
             Self::Llama3Json => "llama3_json",
             Self::Mistral => "mistral",
+            Self::Qwen3Coder => "qwen3_coder",
         }
     }
 
@@ -91,16 +105,18 @@ impl ToolCallFormat {
             Self::Hermes => &hermes::MARKERS,
             Self::Llama3Json => &llama3_json::MARKERS,
             Self::Mistral => &mistral::MARKERS,
+            Self::Qwen3Coder => &qwen3_xml::MARKERS,
         }
     }
 
     /// The calls in one block's body; `None` when it is not a well-formed call (the block is
     /// then plain text).
-    pub fn parse_body(self, body: &str) -> Option<Vec<ParsedToolCall>> {
+    pub fn parse_body(self, body: &str, parsing: &ToolParsing) -> Option<Vec<ParsedToolCall>> {
         match self {
             Self::Hermes => hermes::parse_body(body),
             Self::Llama3Json => llama3_json::parse_body(body),
             Self::Mistral => mistral::parse_body(body),
+            Self::Qwen3Coder => qwen3_xml::parse_body(body, &parsing.tool_schemas),
         }
     }
 

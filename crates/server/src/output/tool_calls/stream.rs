@@ -186,7 +186,7 @@ impl ToolCallParser {
                     .all(|c| self.parsing.tool_names.contains(&c.name))
             })
         } else {
-            self.parsing.format.parse_body(body)
+            self.parsing.format.parse_body(body, &self.parsing)
         };
         match calls {
             Some(calls) => {

@@ -69,6 +69,41 @@ impl StateCache {
         self.data.len().checked_div(self.slot_len).unwrap_or(0)
     }
 
+    /// Copies slot `from`'s whole state (every layer) into slot `to` (a prefix-cache
+    /// snapshot restored or saved).
+    pub fn copy_slot(&mut self, from: usize, to: usize) -> Result<(), BackendError> {
+        let len = self.slot_len;
+        if from.max(to) >= self.num_slots() {
+            return Err(BackendError(format!(
+                "state copy {from} -> {to} outside the {} slots",
+                self.num_slots()
+            )));
+        }
+        self.data
+            .copy_within(from * len..(from + 1) * len, to * len);
+        Ok(())
+    }
+
+    /// Before a step: each sequence restoring a snapshot gets it in its slot.
+    pub fn restore(&mut self, batch: &[SeqBatch<'_>]) -> Result<(), BackendError> {
+        for seq in batch {
+            if let (Some(slot), Some(from)) = (seq.state_slot, seq.state_copy.restore_from) {
+                self.copy_slot(from as usize, slot as usize)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// After a step: each sequence saving a snapshot copies its slot there.
+    pub fn save(&mut self, batch: &[SeqBatch<'_>]) -> Result<(), BackendError> {
+        for seq in batch {
+            if let (Some(slot), Some(to)) = (seq.state_slot, seq.state_copy.save_to) {
+                self.copy_slot(slot as usize, to as usize)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The state of `layer` in `slot`.
     fn layer_state(&mut self, layer: usize, slot: usize, len: usize) -> &mut [f32] {
         let at = slot * self.slot_len + self.layer_offsets[layer].unwrap_or(0);

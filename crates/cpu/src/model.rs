@@ -174,6 +174,9 @@ impl Model {
         ws: &mut Workspace,
     ) -> Result<ForwardOutput, BackendError> {
         self.validate(kv, state.as_deref(), batch)?;
+        if let Some(state) = state.as_deref_mut() {
+            state.restore(batch)?;
+        }
         let c = &self.config;
         let vocab = self.logits_vocab;
         // Every layer's heads have the config's size: one cos/sin table serves them all.
@@ -320,6 +323,9 @@ impl Model {
             );
         }
 
+        if let Some(state) = state.as_deref_mut() {
+            state.save(batch)?;
+        }
         let rows = ws.logit_rows.len();
         let normed = sized(&mut ws.normed, rows * hidden);
         for (dst, &t) in normed.chunks_exact_mut(hidden).zip(&ws.logit_rows) {

@@ -112,6 +112,7 @@ fn prompt_deltas(backend: &mut CpuBackend, case: &Case) -> Vec<f64> {
             start_pos: 0,
             block_table: &table,
             state_slot: slot,
+            state_copy: Default::default(),
             logits: LogitsRequest::All,
         }])
         .unwrap();
@@ -372,6 +373,7 @@ fn check_gguf_copy(copy: GgufCopy) {
             start_pos: 0,
             block_table: &table,
             state_slot: None,
+            state_copy: Default::default(),
             logits: LogitsRequest::All,
         }];
         from_gguf.init_kv_cache(pages, PAGE_SIZE).unwrap();

@@ -117,6 +117,7 @@ fn smollm2_throughput() {
             start_pos: start,
             block_table: &table,
             state_slot: None,
+            state_copy: Default::default(),
             logits: LogitsRequest::Last,
         }];
         argmax(backend.forward(&batch).unwrap().row(0))

@@ -283,6 +283,7 @@ fn last_and_none_requests_return_the_right_rows() {
             start_pos: 0,
             block_table: &p1,
             state_slot: None,
+            state_copy: Default::default(),
             logits: LogitsRequest::All,
         },
         SeqBatch {
@@ -290,6 +291,7 @@ fn last_and_none_requests_return_the_right_rows() {
             start_pos: 0,
             block_table: &p2,
             state_slot: None,
+            state_copy: Default::default(),
             logits: LogitsRequest::None,
         },
     ];
@@ -300,6 +302,7 @@ fn last_and_none_requests_return_the_right_rows() {
         start_pos: 0,
         block_table: &p1,
         state_slot: None,
+        state_copy: Default::default(),
         logits: LogitsRequest::Last,
     }];
     let last = b.forward(&batch).unwrap();
@@ -317,6 +320,7 @@ fn invalid_batches_are_errors_not_panics() {
         start_pos: 0,
         block_table: table,
         state_slot: None,
+        state_copy: Default::default(),
         logits: LogitsRequest::Last,
     };
     let _ = (tokens, table);

@@ -47,6 +47,7 @@ pub fn warm_up(
             start_pos: 0,
             block_table: &block_table[..n.div_ceil(page_size)],
             state_slot: None,
+            state_copy: Default::default(),
             logits: LogitsRequest::Last,
         }];
         forward(&batch)?;

@@ -225,6 +225,7 @@ fn run(gpu: &mut CudaBackend, plans: &[Plan<'_>]) -> Rows {
                 start_pos: done[i],
                 block_table: &p.table,
                 state_slot: None,
+                state_copy: Default::default(),
                 logits: if last {
                     LogitsRequest::Last
                 } else {

@@ -39,7 +39,21 @@ pub struct SeqBatch<'a> {
     /// otherwise). The slot holds the state after positions `0..start_pos`; the backend starts
     /// it from zero when `start_pos` is 0.
     pub state_slot: Option<u32>,
+    /// State copied into `state_slot` before the step, or out of it after (prefix caching of
+    /// a model with recurrent state).
+    pub state_copy: StateCopy,
     pub logits: LogitsRequest,
+}
+
+/// Copies of a sequence's recurrent state around its step: both name snapshot slots (ids in
+/// the same space as `state_slot`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StateCopy {
+    /// Before the step: this snapshot (the state after positions `0..start_pos`) into the
+    /// sequence's slot (a prefix-cache hit; `start_pos` is then not 0).
+    pub restore_from: Option<u32>,
+    /// After the step: the sequence's slot into this snapshot slot.
+    pub save_to: Option<u32>,
 }
 
 /// The shape of the KV pool a batch is checked against by [`validate_batch`].
@@ -86,6 +100,31 @@ pub fn validate_batch(batch: &[SeqBatch<'_>], limits: BatchLimits) -> Result<(),
                     "sequence {i}: state slot {slot} is outside the {state_slots} slots"
                 )))
             }
+        }
+        let copy = seq.state_copy;
+        for other in [copy.restore_from, copy.save_to].into_iter().flatten() {
+            if seq.state_slot.is_none()
+                || other as usize >= state_slots
+                || seq.state_slot == Some(other)
+            {
+                return Err(BackendError(format!(
+                    "sequence {i}: state copy with slot {other} (its own slot {:?}, {state_slots} slots)",
+                    seq.state_slot
+                )));
+            }
+        }
+        if copy.restore_from.is_some() && seq.start_pos == 0 {
+            return Err(BackendError(format!(
+                "sequence {i}: a state restored at position 0"
+            )));
+        }
+        if let Some(save) = copy.save_to {
+            if slots_seen.contains(&save) {
+                return Err(BackendError(format!(
+                    "sequence {i}: state slot {save} is another sequence's too"
+                )));
+            }
+            slots_seen.push(save);
         }
         if let Some(&bad) = seq.tokens.iter().find(|&&t| t as usize >= vocab_size) {
             return Err(BackendError(format!(
@@ -233,6 +272,7 @@ mod tests {
             start_pos: 0,
             block_table: &[0],
             state_slot,
+            state_copy: StateCopy::default(),
             logits: LogitsRequest::Last,
         }
     }
@@ -256,5 +296,22 @@ mod tests {
         assert!(error(&[seq(Some(2))], 2).contains("outside the 2 slots"));
         assert!(error(&[seq(Some(0))], 0).contains("outside the 0 slots"));
         assert!(error(&[seq(Some(1)), seq(Some(1))], 2).contains("another sequence's"));
+        let copying = |restore_from, save_to| SeqBatch {
+            start_pos: 2,
+            state_copy: StateCopy {
+                restore_from,
+                save_to,
+            },
+            ..seq(Some(0))
+        };
+        assert!(validate_batch(&[copying(Some(1), Some(2))], limits(3)).is_ok());
+        assert!(error(&[copying(Some(0), None)], 3).contains("state copy"));
+        assert!(error(&[copying(None, Some(3))], 3).contains("state copy"));
+        let at_zero = SeqBatch {
+            start_pos: 0,
+            ..copying(Some(1), None)
+        };
+        assert!(error(&[at_zero], 3).contains("position 0"));
+        assert!(error(&[copying(None, Some(1)), seq(Some(1))], 3).contains("another"));
     }
 }

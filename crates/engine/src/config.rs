@@ -17,12 +17,37 @@ pub struct EngineConfig {
     /// (at least `MIN_PREFILL_CHUNK`); 0 = only the step budget limits them.
     pub prefill_per_decode: usize,
     pub enable_prefix_caching: bool,
+    /// Snapshots of recurrent state kept with cached pages (models with linear-attention
+    /// layers; no effect on others).
+    pub state_cache: StateCacheOptions,
     /// Longest prompt + output; `None`: the model's trained context, capped by what the pool holds.
     pub max_model_len: Option<usize>,
     /// Tokens that end a generation unless `ignore_eos`.
     pub eos_token_ids: Vec<u32>,
     /// Speculative decoding, when a proposer is given to `spawn_engine`.
     pub speculation: SpecOptions,
+}
+
+/// How a model with recurrent state (linear-attention layers) keeps its state for the prefix
+/// cache: snapshots after page-aligned prefixes, in memory of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateCacheOptions {
+    /// Bytes for snapshots (each one sequence's whole state); 0 turns prefix caching off for
+    /// such a model.
+    pub memory_bytes: usize,
+    /// A snapshot is taken where a sequence's computed tokens reach a multiple of this
+    /// (rounded up to whole pages): the finer, the more of a prefix a hit reuses, the more
+    /// snapshots (and copies) it costs.
+    pub snapshot_interval: usize,
+}
+
+impl Default for StateCacheOptions {
+    fn default() -> Self {
+        Self {
+            memory_bytes: 0,
+            snapshot_interval: 64,
+        }
+    }
 }
 
 /// How speculative decoding runs (when there is a proposer).

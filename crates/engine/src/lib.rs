@@ -30,9 +30,9 @@ mod testing;
 
 pub use backend::{
     validate_batch, Backend, BackendError, BatchLimits, DeviceSampling, ForwardOutput,
-    LogitsRequest, SampledOutput, SeqBatch,
+    LogitsRequest, SampledOutput, SeqBatch, StateCopy,
 };
-pub use config::{EngineConfig, SpecOptions, MAX_SPEC_TOKENS};
+pub use config::{EngineConfig, SpecOptions, StateCacheOptions, MAX_SPEC_TOKENS};
 pub use constraint::{
     Constraint, ConstraintError, ConstraintFactory, ConstraintState, DeviceMask, TokenConstraint,
     TokenMask,

@@ -7,12 +7,13 @@
 //! Pure: no threads, no tensors; the engine loop drives it.
 
 mod drafts;
+mod state;
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use crate::backend::{LogitsRequest, SeqBatch};
-use crate::kv::KvManager;
+use crate::backend::{LogitsRequest, SeqBatch, StateCopy};
+use crate::kv::{KvManager, PageId};
 use crate::request::RequestId;
 use crate::sequence::Sequence;
 use crate::stats::StepCounters;
@@ -189,6 +190,7 @@ impl Scheduler {
             }
             if self.grow_or_preempt(index, len, &mut plan, &mut budget) {
                 let chunk = self.chunk(index, len);
+                self.plan_snapshot(index, chunk.start + chunk.len);
                 plan.chunks.push(chunk);
                 budget -= len;
                 if is_prompt {
@@ -263,11 +265,16 @@ impl Scheduler {
             // The last token is always computed: its logits give the next token. A tail of one
             // token would be a one-token prompt chunk (see `prompt_chunk_len`): the last
             // cached page is computed again instead.
-            let mut shared = if head.needs_prompt_logprobs() {
-                Vec::new()
+            let (mut shared, restore) = if head.needs_prompt_logprobs() {
+                (Vec::new(), None)
+            } else if self.kv.keeps_snapshots() {
+                // Recurrent state: only where a snapshot is kept, leaving 2 tokens or more
+                // (the last page is not given back below: its snapshot would not fit).
+                let most = head.tokens().len().saturating_sub(2) / page_size;
+                self.kv.acquire_restorable_prefix(head.tokens(), most)
             } else {
-                self.kv
-                    .acquire_prefix(&head.tokens()[..head.tokens().len().saturating_sub(1)])
+                let tokens = &head.tokens()[..head.tokens().len().saturating_sub(1)];
+                (self.kv.acquire_prefix(tokens), None)
             };
             if head.tokens().len() - shared.len() * page_size == 1 {
                 if let Some(page) = shared.pop() {
@@ -275,13 +282,19 @@ impl Scheduler {
                 }
             }
             let needed = self.kv.pages_for(head.tokens().len()) - shared.len();
+            let give_back = |kv: &mut KvManager, pages: &[PageId]| {
+                kv.release(pages);
+                if let Some(snapshot) = restore {
+                    kv.snapshots_mut().unpin(snapshot);
+                }
+            };
             let Some(fresh) = self.kv.allocate(needed) else {
-                self.kv.release(&shared);
+                give_back(&mut self.kv, &shared);
                 return;
             };
             let state_slot = if self.kv.state_slots().capacity() > 0 {
                 let Some(slot) = self.kv.state_slots_mut().acquire() else {
-                    self.kv.release(&shared);
+                    give_back(&mut self.kv, &shared);
                     self.kv.release(&fresh);
                     return;
                 };
@@ -299,6 +312,7 @@ impl Scheduler {
             sequence.block_table = shared;
             sequence.block_table.extend(fresh);
             sequence.state_slot = state_slot;
+            sequence.state_restore = restore;
             if !sequence.prompt_info_sent() {
                 sequence.num_cached_tokens = sequence.num_computed;
                 sequence.scheduled_at.get_or_insert_with(Instant::now);
@@ -309,16 +323,11 @@ impl Scheduler {
             let index = self.running.len() - 1;
             let len = prompt_chunk_len(self.running[index].num_pending(), *budget);
             if len > 0 {
-                plan.chunks.push(self.chunk(index, len));
+                let chunk = self.chunk(index, len);
+                self.plan_snapshot(index, chunk.start + chunk.len);
+                plan.chunks.push(chunk);
                 *budget -= len;
             }
-        }
-    }
-
-    /// Gives back the recurrent-state slot of a sequence leaving the running batch.
-    fn release_state_slot(&mut self, sequence: &mut Sequence) {
-        if let Some(slot) = sequence.state_slot.take() {
-            self.kv.state_slots_mut().release(slot);
         }
     }
 
@@ -361,6 +370,10 @@ impl Scheduler {
                     start_pos: chunk.start,
                     block_table: &sequence.block_table[..self.kv.pages_for(end)],
                     state_slot: sequence.state_slot,
+                    state_copy: StateCopy {
+                        restore_from: sequence.state_restore,
+                        save_to: sequence.state_save,
+                    },
                     logits: chunk.logits,
                 }
             })
@@ -380,6 +393,7 @@ impl Scheduler {
         for chunk in plan.chunks.iter().filter(|c| c.drafts == 0) {
             self.running[chunk.index].num_computed = chunk.start + chunk.len;
             self.publish(chunk.index);
+            self.settle_snapshots(chunk.index);
         }
         for (chunk, outcome) in plan.chunks.iter().zip(outcomes) {
             if chunk.drafts > 0 {
@@ -413,24 +427,7 @@ impl Scheduler {
         if let Some(s) = self.waiting.iter().find(|s| !s.block_table.is_empty()) {
             return Err(format!("waiting request {} holds pages", s.id));
         }
-        if let Some(s) = self.waiting.iter().find(|s| s.state_slot.is_some()) {
-            return Err(format!("waiting request {} holds a state slot", s.id));
-        }
-        let slots = self.kv.state_slots();
-        let mut held: Vec<_> = self.running.iter().filter_map(|s| s.state_slot).collect();
-        held.sort_unstable();
-        held.dedup();
-        let running = self.running.len();
-        if slots.capacity() > 0
-            && (held.len() != running || slots.num_free() + running != slots.capacity())
-        {
-            return Err(format!(
-                "{running} running sequences hold {} distinct state slots, {} of {} free",
-                held.len(),
-                slots.num_free(),
-                slots.capacity()
-            ));
-        }
+        self.check_state_accounting()?;
         self.kv
             .check_accounting(self.running.iter().map(|s| s.block_table.as_slice()))
     }

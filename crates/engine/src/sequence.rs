@@ -56,6 +56,10 @@ pub struct Sequence {
     pub num_published_pages: usize,
     /// The recurrent-state slot of a model with linear-attention layers, while running.
     pub state_slot: Option<SlotId>,
+    /// The pinned snapshot the next step restores into `state_slot` (a prefix-cache hit).
+    pub state_restore: Option<SlotId>,
+    /// The reserved snapshot slot the next step saves the state into (its end is due).
+    pub state_save: Option<SlotId>,
     /// This request's own RNG, so a seed gives the same tokens whatever shares the batch.
     pub rng: StdRng,
     /// Key of the counter-based RNG a backend samples with on its device: the request's seed,
@@ -97,6 +101,8 @@ impl Sequence {
             block_table: Vec::new(),
             num_published_pages: 0,
             state_slot: None,
+            state_restore: None,
+            state_save: None,
             rng,
             device_seed,
             arrival: request.arrival,

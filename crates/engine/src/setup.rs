@@ -95,16 +95,27 @@ pub fn build_engine_core(
                     .into(),
             ));
         }
-        if config.enable_prefix_caching {
-            tracing::info!(
-                "prefix caching is off: this model's linear-attention layers would need their \
-                 state at the end of a cached prefix, which is not kept yet"
+        let snapshots = if config.enable_prefix_caching {
+            config.state_cache.memory_bytes / backend.state_bytes_per_sequence()
+        } else {
+            0
+        };
+        if config.enable_prefix_caching && snapshots == 0 {
+            tracing::warn!(
+                state_bytes = backend.state_bytes_per_sequence(),
+                "prefix caching is off: the state cache memory holds no snapshot of this \
+                 model's recurrent state"
             );
         }
-        backend.init_state_slots(config.max_num_seqs)?;
-        config.max_num_seqs
+        tracing::info!(
+            snapshots,
+            interval = config.state_cache.snapshot_interval,
+            "recurrent state: one slot per sequence, snapshots kept with cached pages"
+        );
+        backend.init_state_slots(config.max_num_seqs + snapshots)?;
+        (config.max_num_seqs, snapshots)
     } else {
-        0
+        (0, 0)
     };
     let speculation = match proposer {
         Some(mut proposer) => {
@@ -121,8 +132,11 @@ pub fn build_engine_core(
             max_num_seqs: config.max_num_seqs,
             prefill_per_decode: config.prefill_per_decode,
         },
-        KvManager::new(num_pages, config.page_size, config.enable_prefix_caching)
-            .with_state_slots(state_slots),
+        KvManager::new(num_pages, config.page_size, config.enable_prefix_caching).with_state_slots(
+            state_slots.0,
+            state_slots.1,
+            config.state_cache.snapshot_interval,
+        ),
     );
     let mut core = EngineCore::new(
         scheduler,

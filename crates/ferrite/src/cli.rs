@@ -153,6 +153,17 @@ pub struct EngineArgs {
     /// Do not share KV pages of common prompt prefixes between requests.
     #[arg(long)]
     pub no_prefix_caching: bool,
+    /// Models with linear-attention layers (Qwen3.5, Qwen3-Next): memory for snapshots of
+    /// their recurrent state, kept with cached pages so that a prefix hit skips the cached
+    /// part; bytes or with a suffix; 0 turns prefix caching off for them [default: a quarter
+    /// of the KV cache memory].
+    #[arg(long, value_parser = parse_byte_size)]
+    pub state_cache_memory: Option<usize>,
+    /// Models with linear-attention layers: snapshot their state every this many tokens of a
+    /// sequence (rounded up to whole pages). Finer reuses more of a prefix on a hit and costs
+    /// more snapshots.
+    #[arg(long, default_value_t = 64)]
+    pub state_snapshot_interval: usize,
     /// CPU threads for the forward pass [default: all cores].
     #[arg(long)]
     pub threads: Option<usize>,

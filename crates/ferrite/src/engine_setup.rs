@@ -6,7 +6,8 @@ use anyhow::{bail, Context};
 use ferrite_cpu::CpuBackend;
 use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
 use ferrite_engine::{
-    spawn_engine, Backend, EngineConfig, EngineHandle, EngineStep, SpecOptions, MAX_SPEC_TOKENS,
+    spawn_engine, Backend, EngineConfig, EngineHandle, EngineStep, SpecOptions, StateCacheOptions,
+    MAX_SPEC_TOKENS,
 };
 use ferrite_engine::{
     DraftModel, NgramConfig, NgramProposer, Proposer, SuffixConfig, SuffixProposer,
@@ -157,6 +158,10 @@ pub fn engine_config(
         max_num_seqs: args.max_num_seqs,
         prefill_per_decode,
         enable_prefix_caching: !args.no_prefix_caching,
+        state_cache: StateCacheOptions {
+            memory_bytes: args.state_cache_memory.unwrap_or(kv_cache_memory_bytes / 4),
+            snapshot_interval: args.state_snapshot_interval,
+        },
         max_model_len: args.max_model_len,
         eos_token_ids: model.tokenizer.eos_token_ids.clone(),
         speculation: SpecOptions {

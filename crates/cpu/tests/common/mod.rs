@@ -238,6 +238,7 @@ pub fn run_schedule(
                 start_pos: cursor[s],
                 block_table: &tables[s],
                 state_slot: slots[s],
+                state_copy: Default::default(),
                 logits: LogitsRequest::All,
             })
             .collect();
@@ -341,6 +342,7 @@ pub fn greedy(
             start_pos: start,
             block_table: &table,
             state_slot: slot,
+            state_copy: Default::default(),
             logits: LogitsRequest::Last,
         }];
         let out = backend.forward(&batch).unwrap();

@@ -19,6 +19,7 @@ fn decode<'a>(token: &'a [u32], pos: usize, table: &'a [u32]) -> SeqBatch<'a> {
         start_pos: pos,
         block_table: table,
         state_slot: None,
+        state_copy: Default::default(),
         logits: LogitsRequest::Last,
     }
 }
@@ -67,6 +68,7 @@ fn slots_follow_the_block_table_for_page_sizes_1_and_16() {
             start_pos: start,
             block_table: &table,
             state_slot: None,
+            state_copy: Default::default(),
             logits: LogitsRequest::All,
         };
         let mut s = StepInputs::default();
@@ -102,6 +104,7 @@ fn host_rows_come_first_then_device_rows() {
             start_pos: 0,
             block_table: &table,
             state_slot: None,
+            state_copy: Default::default(),
             logits: LogitsRequest::Last,
         },
         decode(&d2, 30, &table),
@@ -110,6 +113,7 @@ fn host_rows_come_first_then_device_rows() {
             start_pos: 0,
             block_table: &table,
             state_slot: None,
+            state_copy: Default::default(),
             logits: LogitsRequest::None,
         },
     ];

@@ -139,6 +139,7 @@ pub fn compare_and_report(
                 start_pos: s.computed,
                 block_table: &s.table,
                 state_slot: None,
+                state_copy: Default::default(),
                 logits: if end == s.tokens.len() {
                     LogitsRequest::Last
                 } else {

@@ -42,6 +42,7 @@ pub fn teacher_forced(
             start_pos: start,
             block_table: &table,
             state_slot: None,
+            state_copy: Default::default(),
             logits: LogitsRequest::Last,
         }];
         let (a, b) = (cpu.forward(&batch).unwrap(), gpu.forward(&batch).unwrap());

@@ -17,6 +17,7 @@ fn config(kv_bytes: usize) -> EngineConfig {
         max_num_seqs: 8,
         prefill_per_decode: 0,
         enable_prefix_caching: true,
+        state_cache: Default::default(),
         max_model_len: None,
         eos_token_ids: vec![],
         speculation: crate::SpecOptions::default(),

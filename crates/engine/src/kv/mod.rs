@@ -6,17 +6,23 @@ pub mod events;
 pub mod page_pool;
 pub mod radix_cache;
 pub mod state_slots;
+pub mod state_snapshots;
 
 pub use events::{block_hash, BlockHash, KvEvent, KvEventSink};
 pub use page_pool::{PageId, PagePool};
 pub use radix_cache::{NoPrefixCache, PrefixCache, RadixCache};
 pub use state_slots::{SlotId, StateSlots};
+pub use state_snapshots::StateSnapshots;
 
 pub struct KvManager {
     page_size: usize,
     pool: PagePool,
     cache: Box<dyn PrefixCache>,
     state_slots: StateSlots,
+    snapshots: StateSnapshots,
+    /// Snapshots are taken where a step ends on a multiple of this many tokens (a multiple of
+    /// the page size; 0: never).
+    snapshot_interval: usize,
 }
 
 impl KvManager {
@@ -31,18 +37,65 @@ impl KvManager {
             pool: PagePool::new(num_pages),
             cache,
             state_slots: StateSlots::default(),
+            snapshots: StateSnapshots::default(),
+            snapshot_interval: 0,
         }
     }
 
-    /// Gives every running sequence one of `slots` recurrent-state slots (a model with
-    /// linear-attention layers). Such a model cannot start from cached pages alone, since
-    /// the state at the end of the cached prefix is not kept: prefix caching is off for it.
-    pub fn with_state_slots(mut self, slots: usize) -> Self {
-        self.state_slots = StateSlots::new(slots);
-        if slots > 0 {
+    /// Gives every running sequence one of `seats` recurrent-state slots (a model with
+    /// linear-attention layers), and keeps up to `snapshots` snapshots of state at cached
+    /// pages, taken every `interval` tokens (rounded up to whole pages). Such a model can
+    /// start from cached pages only where a snapshot is kept: without snapshots, prefix
+    /// caching is off.
+    pub fn with_state_slots(mut self, seats: usize, snapshots: usize, interval: usize) -> Self {
+        self.state_slots = StateSlots::new(seats);
+        self.snapshots = StateSnapshots::new(seats as SlotId, snapshots);
+        self.snapshot_interval = interval.max(1).next_multiple_of(self.page_size);
+        if seats > 0 && snapshots == 0 {
             self.cache = Box::new(NoPrefixCache);
         }
         self
+    }
+
+    /// Whether sequences restore state snapshots at prefix hits and save them on the way.
+    pub fn keeps_snapshots(&self) -> bool {
+        self.state_slots.capacity() > 0 && self.snapshots.capacity() > 0
+    }
+
+    /// Whether a step that leaves `computed` tokens computed should snapshot the state there.
+    pub fn snapshot_due(&self, computed: usize) -> bool {
+        self.keeps_snapshots() && computed > 0 && computed % self.snapshot_interval == 0
+    }
+
+    pub fn snapshots(&self) -> &StateSnapshots {
+        &self.snapshots
+    }
+
+    pub fn snapshots_mut(&mut self) -> &mut StateSnapshots {
+        &mut self.snapshots
+    }
+
+    /// For a model with recurrent state: the longest cached run of full pages prefixing
+    /// `tokens` (at most `max_pages`) whose last page has a state snapshot, retained for the
+    /// caller, with that snapshot pinned (see [`StateSnapshots::pin`]).
+    pub fn acquire_restorable_prefix(
+        &mut self,
+        tokens: &[u32],
+        max_pages: usize,
+    ) -> (Vec<PageId>, Option<SlotId>) {
+        let mut pages = self.cache.match_prefix(tokens);
+        pages.truncate(max_pages);
+        while let Some(&last) = pages.last() {
+            if self.snapshots.has(last) {
+                break;
+            }
+            pages.pop();
+        }
+        let snapshot = pages.last().and_then(|&p| self.snapshots.pin(p));
+        for &page in &pages {
+            self.pool.retain(page);
+        }
+        (pages, snapshot)
     }
 
     /// The recurrent-state slots (capacity 0 for attention-only models).
@@ -119,6 +172,7 @@ impl KvManager {
     fn evict_and_alloc(&mut self) -> Option<PageId> {
         let pool = &self.pool;
         let victim = self.cache.evict_one(&|page| pool.refcount(page) == 0)?;
+        self.snapshots.forget_page(victim);
         self.pool.free(victim);
         self.pool.alloc()
     }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::backend::StateCopy;
 use crate::request::SamplingParams;
 use crate::testing::harness::{greedy, request};
 
@@ -207,7 +208,7 @@ fn every_running_sequence_holds_its_own_state_slot_until_it_leaves() {
             max_num_seqs: 2,
             prefill_per_decode: 0,
         },
-        KvManager::new(9, 4, true).with_state_slots(2),
+        KvManager::new(9, 4, true).with_state_slots(2, 0, 4),
     );
     add(&mut s, 1, 15, greedy(10));
     add(&mut s, 2, 15, greedy(10));
@@ -241,4 +242,60 @@ fn every_running_sequence_holds_its_own_state_slot_until_it_leaves() {
         }
     }
     assert_eq!(s.kv().state_slots().num_free(), 2);
+}
+
+#[test]
+fn a_hybrid_restarts_from_the_deepest_snapshot_of_a_cached_prefix() {
+    // Pages of 4 tokens, snapshots every 8 tokens, room for 4 of them.
+    let mut s = Scheduler::new(
+        SchedulerConfig {
+            max_num_batched_tokens: 64,
+            max_num_seqs: 2,
+            prefill_per_decode: 0,
+        },
+        KvManager::new(32, 4, true).with_state_slots(2, 4, 8),
+    );
+    let prompt: Vec<u32> = (0..14).collect();
+    s.add(Sequence::new(request(1, prompt.clone(), greedy(4))));
+    // The whole prompt in one step (14 tokens: no interval end), then decodes to 18.
+    let first = step(&mut s);
+    assert_eq!(s.batch(&first)[0].state_copy, StateCopy::default());
+    let mut saves = Vec::new();
+    for _ in 0..4 {
+        let plan = s.schedule();
+        let batch = s.batch(&plan);
+        saves.push((batch[0].start_pos + 1, batch[0].state_copy.save_to));
+        drop(batch);
+        let outcomes = vec![ChunkOutcome {
+            next_token: Some(7),
+            ..ChunkOutcome::default()
+        }];
+        s.commit(&plan, &outcomes);
+        s.check_accounting().unwrap();
+    }
+    // Only the decode that completes position 16 (a multiple of 8) saves a snapshot.
+    let saved: Vec<_> = saves.iter().filter(|(_, save)| save.is_some()).collect();
+    assert_eq!(saved.len(), 1);
+    assert_eq!(saved[0].0, 16);
+    assert_eq!(s.kv().snapshots().len(), 1);
+    s.remove(1);
+    s.check_accounting().unwrap();
+
+    // The next turn extends prompt + output: it restarts at 16 from that snapshot.
+    let mut next = prompt.clone();
+    next.extend([7, 7, 7, 7, 50, 51, 52]);
+    s.add(Sequence::new(request(2, next, greedy(1))));
+    let plan = s.schedule();
+    let batch = s.batch(&plan);
+    assert_eq!(batch[0].start_pos, 16);
+    assert_eq!(batch[0].state_copy.restore_from, saved[0].1);
+    assert_eq!(plan.counters.prefix_hit_tokens, 16);
+    drop(batch);
+    let outcomes = vec![ChunkOutcome {
+        next_token: Some(7),
+        ..ChunkOutcome::default()
+    }];
+    s.commit(&plan, &outcomes);
+    s.check_accounting().unwrap();
+    assert!(s.running()[0].state_restore.is_none());
 }

@@ -89,6 +89,7 @@ impl Proposer for DraftModel {
                         start_pos,
                         block_table: r.block_table,
                         state_slot: None,
+                        state_copy: Default::default(),
                         logits: LogitsRequest::Last,
                     }
                 })

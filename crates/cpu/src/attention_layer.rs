@@ -20,8 +20,6 @@ pub struct AttentionScratch {
     q: Vec<f32>,
     k: Vec<f32>,
     v: Vec<f32>,
-    /// Gated attention's query projection: each head's query, then its gate.
-    q_and_gate: Vec<f32>,
     gate: Vec<f32>,
     attn: Vec<f32>,
 }
@@ -67,46 +65,35 @@ pub fn forward(
         sized(&mut scratch.k, n * kv_dim),
         sized(&mut scratch.v, n * kv_dim),
     );
-    let q_rows = if a.spec.output_gate { 2 * q_dim } else { q_dim };
-    let q_out = match a.spec.output_gate {
-        true => sized(&mut scratch.q_and_gate, n * q_rows),
-        false => &mut *q,
-    };
-    matmul_group(
-        isa,
-        normed,
-        n,
-        &mut [
-            MatmulJob {
-                matrix: &a.wq,
-                out: q_out,
-            },
-            MatmulJob {
-                matrix: &a.wk,
-                out: k,
-            },
-            MatmulJob {
-                matrix: &a.wv,
-                out: v,
-            },
-        ],
-    );
     let gate = sized(
         &mut scratch.gate,
-        if a.spec.output_gate { n * q_dim } else { 0 },
+        if a.gate.is_some() { n * q_dim } else { 0 },
     );
-    if a.spec.output_gate {
-        // Per head: its `head_dim` query rows, then its `head_dim` gate rows.
-        let both = &scratch.q_and_gate[..n * q_rows];
-        for ((row, q), g) in both
-            .chunks_exact(2 * hd)
-            .zip(q.chunks_exact_mut(hd))
-            .zip(gate.chunks_exact_mut(hd))
-        {
-            q.copy_from_slice(&row[..hd]);
-            g.copy_from_slice(&row[hd..]);
-        }
+    let mut jobs = vec![
+        MatmulJob {
+            matrix: &a.wq,
+            out: q,
+        },
+        MatmulJob {
+            matrix: &a.wk,
+            out: k,
+        },
+        MatmulJob {
+            matrix: &a.wv,
+            out: v,
+        },
+    ];
+    if let Some(matrix) = &a.gate {
+        jobs.push(MatmulJob { matrix, out: gate });
     }
+    matmul_group(isa, normed, n, &mut jobs);
+    drop(jobs);
+    let (q, k, v) = (
+        &mut scratch.q[..n * q_dim],
+        &mut scratch.k[..n * kv_dim],
+        &mut scratch.v[..n * kv_dim],
+    );
+    let gate = &scratch.gate[..if a.gate.is_some() { n * q_dim } else { 0 }];
     if let Some([bq, bk, bv]) = &a.qkv_bias {
         add_row_bias(q, bq);
         add_row_bias(k, bk);
@@ -129,8 +116,8 @@ pub fn forward(
     }
     let attn = sized(&mut scratch.attn, n * q_dim);
     attend(isa, kv, layer, &a.spec, step, q, attn);
-    if a.spec.output_gate {
-        for (o, &g) in attn.iter_mut().zip(gate.iter()) {
+    if a.gate.is_some() {
+        for (o, &g) in attn.iter_mut().zip(gate) {
             *o *= 1.0 / (1.0 + (-g).exp());
         }
     }

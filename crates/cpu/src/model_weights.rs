@@ -46,6 +46,8 @@ pub struct Attention {
     pub qkv_bias: Option<[Vec<f32>; 3]>,
     /// Per-head RMSNorm weights of Q and K, `head_dim` each (qwen3, gemma3).
     pub qk_norm: Option<[Vec<f32>; 2]>,
+    /// Gated attention's output gate (`AttnOutputGate`).
+    pub gate: Option<QuantMatrix>,
     pub wo: QuantMatrix,
 }
 
@@ -135,6 +137,10 @@ impl LayerReader<'_> {
                     true => Some([self.norm(T::AttnQNorm)?, self.norm(T::AttnKNorm)?]),
                     false => None,
                 },
+                gate: a
+                    .output_gate
+                    .then(|| self.matrix(T::AttnOutputGate))
+                    .transpose()?,
                 wo: self.matrix(T::AttnOutput)?,
             })),
             plan::Mixer::LinearAttention(l) => Mixer::LinearAttention(Box::new(LinearAttention {
@@ -235,7 +241,11 @@ impl LayerWeights {
     /// The matrices the layer multiplies by.
     fn matrices_mut(&mut self) -> Vec<&mut QuantMatrix> {
         let mut all = match &mut self.mixer {
-            Mixer::Attention(a) => vec![&mut a.wq, &mut a.wk, &mut a.wv, &mut a.wo],
+            Mixer::Attention(a) => {
+                let mut all = vec![&mut a.wq, &mut a.wk, &mut a.wv, &mut a.wo];
+                all.extend(a.gate.as_mut());
+                all
+            }
             Mixer::LinearAttention(l) => vec![
                 &mut l.qkv,
                 &mut l.gate,
@@ -256,7 +266,8 @@ impl LayerWeights {
         let mixer = match &self.mixer {
             Mixer::Attention(a) => {
                 [&a.wq, &a.wk, &a.wv, &a.wo]
-                    .iter()
+                    .into_iter()
+                    .chain(a.gate.as_ref())
                     .map(|m| m.bytes().len())
                     .sum::<usize>()
                     + a.qkv_bias.iter().flatten().map(vector_bytes).sum::<usize>()

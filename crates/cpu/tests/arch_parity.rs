@@ -124,13 +124,21 @@ fn prompt_deltas(backend: &mut CpuBackend, case: &Case) -> Vec<f64> {
         .collect()
 }
 
-fn check_arch(arch: &str) {
+fn check_arch(arch: &str) -> f64 {
     let (mut backend, cases, weights_ratio) = load(arch);
-    check_backend(arch, &mut backend, &cases, weights_ratio);
+    check_backend(arch, &mut backend, &cases, weights_ratio)
 }
 
-/// Parity with the reference (log-probabilities, greedy) and batch invariance.
-fn check_backend(arch: &str, backend: &mut CpuBackend, cases: &[Case], weights_ratio: f64) {
+/// Issue 37's bar for the hybrids: their f32 path (recurrent state in f32 included) stays
+/// within 1e-4 of transformers' f32 on average.
+fn check_hybrid(arch: &str) {
+    let mean = check_arch(arch);
+    assert!(mean <= 1e-4, "{arch}: mean |Δ logprob| {mean} > 1e-4");
+}
+
+/// Parity with the reference (log-probabilities, greedy) and batch invariance; returns the
+/// mean |Δ| of the prompt log-probabilities.
+fn check_backend(arch: &str, backend: &mut CpuBackend, cases: &[Case], weights_ratio: f64) -> f64 {
     let backend = &mut *backend;
     let deltas: Vec<f64> = cases
         .iter()
@@ -167,6 +175,7 @@ fn check_backend(arch: &str, backend: &mut CpuBackend, cases: &[Case], weights_r
     );
 
     check_batch_invariance(arch, backend, cases);
+    mean
 }
 
 /// The prompts with their continuations (past every window), batched together with mixed
@@ -190,17 +199,17 @@ fn check_batch_invariance(arch: &str, backend: &mut CpuBackend, cases: &[Case]) 
 
 #[test]
 fn qwen3_5_hybrid_matches_transformers() {
-    check_arch("qwen3_5");
+    check_hybrid("qwen3_5");
 }
 
 #[test]
 fn qwen3_5_moe_hybrid_with_stacked_experts_matches_transformers() {
-    check_arch("qwen3_5_moe");
+    check_hybrid("qwen3_5_moe");
 }
 
 #[test]
 fn qwen3_next_hybrid_with_experts_matches_transformers() {
-    check_arch("qwen3_next");
+    check_hybrid("qwen3_next");
 }
 
 #[test]

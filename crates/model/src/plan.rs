@@ -120,8 +120,8 @@ pub struct AttentionSpec {
     /// A learned per-head logit that joins every softmax's denominator (gpt-oss). No family
     /// sets it yet; every backend refuses it until it has the kernel.
     pub sinks: bool,
-    /// The query projection yields each head's query and then its gate (`2 * head_dim` rows
-    /// a head); the output is multiplied by `sigmoid(gate)` (qwen3_next, qwen3_5).
+    /// The output is multiplied by `sigmoid(gate · x)` before the output projection, one
+    /// gate per query element (`AttnOutputGate`; qwen3_next, qwen3_5).
     pub output_gate: bool,
 }
 
@@ -308,8 +308,7 @@ impl LayerSpec {
         match &self.mixer {
             Mixer::Attention(a) => {
                 let (q_dim, kv_dim, hd) = (a.q_dim(), a.kv_dim(), a.head_dim);
-                let q_rows = if a.output_gate { 2 * q_dim } else { q_dim };
-                out.push(spec(T::AttnQ, vec![q_rows, hidden], Matrix));
+                out.push(spec(T::AttnQ, vec![q_dim, hidden], Matrix));
                 out.push(spec(T::AttnK, vec![kv_dim, hidden], Matrix));
                 out.push(spec(T::AttnV, vec![kv_dim, hidden], Matrix));
                 if a.qk_norm {
@@ -320,6 +319,9 @@ impl LayerSpec {
                     out.push(spec(T::AttnQBias, vec![q_dim], Bias));
                     out.push(spec(T::AttnKBias, vec![kv_dim], Bias));
                     out.push(spec(T::AttnVBias, vec![kv_dim], Bias));
+                }
+                if a.output_gate {
+                    out.push(spec(T::AttnOutputGate, vec![q_dim, hidden], Matrix));
                 }
                 out.push(spec(T::AttnOutput, vec![hidden, q_dim], Matrix));
             }

@@ -45,6 +45,10 @@ pub enum LayerTensor {
     FfnUpShexp,
     FfnDownShexp,
     FfnGateInpShexp,
+    /// Gated attention's output gate (qwen3_5, qwen3_next), `[q_dim, hidden]`: the attention
+    /// output is multiplied by `sigmoid(gate · x)` (checkpoints interleave it per head with
+    /// the query rows; the family splits it out at load).
+    AttnOutputGate,
     /// A linear-attention layer's (Gated DeltaNet's) projection of q, k and v, stacked.
     AttnQkv,
     /// Its output gate `z`, one per value element.
@@ -92,6 +96,7 @@ impl LayerTensor {
             LayerTensor::FfnUpShexp => "ffn_up_shexp.weight",
             LayerTensor::FfnDownShexp => "ffn_down_shexp.weight",
             LayerTensor::FfnGateInpShexp => "ffn_gate_inp_shexp.weight",
+            LayerTensor::AttnOutputGate => "attn_output_gate.weight",
             LayerTensor::AttnQkv => "attn_qkv.weight",
             LayerTensor::AttnGate => "attn_gate.weight",
             LayerTensor::SsmBeta => "ssm_beta.weight",

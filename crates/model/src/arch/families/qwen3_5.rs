@@ -49,6 +49,7 @@ const A_LOG: &str = "ssm_a_log";
 const QKVZ: &str = "ssm_in_qkvz.weight";
 const BA: &str = "ssm_in_ba.weight";
 const GATE_UP_EXPS: &str = "ffn_gate_up_exps.weight";
+const Q_AND_GATE: &str = "attn_q_and_gate.weight";
 
 pub struct Qwen3_5;
 pub struct Qwen3_5Moe;
@@ -173,6 +174,7 @@ fn hybrid_tensor_name(hf: &str) -> Option<String> {
             "linear_attn.A_log" => return temporary(A_LOG),
             "linear_attn.in_proj_qkvz.weight" => return temporary(QKVZ),
             "linear_attn.in_proj_ba.weight" => return temporary(BA),
+            "self_attn.q_proj.weight" => return temporary(Q_AND_GATE),
             // transformers 5 saves the experts stacked, gate and up in one tensor.
             "mlp.experts.gate_up_proj" => return temporary(GATE_UP_EXPS),
             "mlp.experts.down_proj" => return canonical(LayerTensor::FfnDownExps),
@@ -186,6 +188,9 @@ fn hybrid_tensor_name(hf: &str) -> Option<String> {
 /// projections laid out as Qwen3.5's.
 fn finish(config: &ModelConfig, weights: &mut ModelWeights) -> Result<(), HfError> {
     for layer in 0..config.num_layers {
+        if let Some(both) = weights.tensors.remove(&format!("blk.{layer}.{Q_AND_GATE}")) {
+            split_query_gate(config, layer, &both, weights)?;
+        }
         if let Some(gate_up) = weights.tensors.remove(&format!("blk.{layer}.{GATE_UP_EXPS}")) {
             split_gate_up(layer, &gate_up, weights)?;
         }
@@ -266,6 +271,33 @@ fn split_interleaved(
     out.insert(LayerTensor::AttnGate.of(layer), z.tensor(hidden));
     out.insert(LayerTensor::SsmBeta.of(layer), b.tensor(hidden));
     out.insert(LayerTensor::SsmAlpha.of(layer), a.tensor(hidden));
+    Ok(())
+}
+
+/// The query projection of gated attention holds per head its `head_dim` query rows then its
+/// `head_dim` gate rows: split into `attn_q` (every head's query) and `attn_output_gate`.
+fn split_query_gate(
+    config: &ModelConfig,
+    layer: usize,
+    both: &WeightTensor,
+    weights: &mut ModelWeights,
+) -> Result<(), HfError> {
+    let (heads, hd) = (config.num_heads, config.head_dim);
+    let hidden = both.shape.last().copied().unwrap_or(0);
+    if both.shape != [2 * heads * hd, hidden] || !config.block.attn_output_gate {
+        return Err(HfError::Weights(format!(
+            "layer {layer}: q_proj {:?} is not {heads} heads of query and gate rows of {hd}",
+            both.shape
+        )));
+    }
+    let (mut q, mut gate) = (Rows::of(both), Rows::of(both));
+    for h in 0..heads {
+        q.take(both, 2 * h * hd, hd);
+        gate.take(both, (2 * h + 1) * hd, hd);
+    }
+    let out = &mut weights.tensors;
+    out.insert(LayerTensor::AttnQ.of(layer), q.tensor(hidden));
+    out.insert(LayerTensor::AttnOutputGate.of(layer), gate.tensor(hidden));
     Ok(())
 }
 

@@ -63,7 +63,11 @@ fn call_rules(i: usize, tool: &ToolSpec, rules: &mut Vec<String>) {
     let mut sequence = vec![open];
     for (j, (key, schema)) in properties.iter().enumerate() {
         let rule = format!("param_{i}_{j}");
-        let optional = if required.contains(&key.as_str()) { "" } else { "?" };
+        let optional = if required.contains(&key.as_str()) {
+            ""
+        } else {
+            "?"
+        };
         sequence.push(format!("{rule}{optional}"));
         let value = value_rule(&format!("value_{i}_{j}"), schema, &defs, rules);
         rules.push(format!(
@@ -77,7 +81,12 @@ fn call_rules(i: usize, tool: &ToolSpec, rules: &mut Vec<String>) {
 
 /// The value of one parameter with its closing `\n</parameter>\n`: the name of the rule that
 /// matches both.
-fn value_rule(name: &str, schema: &Value, defs: &Map<String, Value>, rules: &mut Vec<String>) -> String {
+fn value_rule(
+    name: &str,
+    schema: &Value,
+    defs: &Map<String, Value>,
+    rules: &mut Vec<String>,
+) -> String {
     let kinds = kinds(Some(schema));
     if kinds.string {
         let strings: Option<Vec<&str>> = schema

@@ -87,21 +87,32 @@ fn is_name(name: &str) -> bool {
             .any(|c| c.is_whitespace() || "<>{}\"'".contains(c))
 }
 
-/// A parameter's value and the text after it. The value ends at the first `</parameter>` that
-/// is followed (whitespace aside) by the next parameter or by the end of the function, so a
-/// value may itself contain `</parameter>`; without such a close (a model that left it out),
-/// at the next line that opens a parameter, or at the end.
+/// A parameter's value and the text after it. The value ends at the first `</parameter>`
+/// followed (whitespace aside) by the next parameter or by the end of the function; a
+/// `<parameter=...>` at a line's start and its `</parameter>` inside the value are text of
+/// the value (a model writing about this very format). Without such a close (a model that
+/// left it out), the value ends at the next line that opens a parameter, or at the end.
 fn split_value(text: &str) -> (&str, &str) {
-    let mut from = 0;
-    while let Some(at) = text[from..].find(PARAMETER_END).map(|i| i + from) {
-        let after = &text[at + PARAMETER_END.len()..];
+    let line_open = format!("\n{PARAMETER}");
+    let (mut from, mut depth) = (0, 0usize);
+    while let Some(close) = text[from..].find(PARAMETER_END).map(|i| i + from) {
+        if let Some(open) = text[from..close].find(&line_open) {
+            depth += 1;
+            from += open + line_open.len();
+            continue;
+        }
+        from = close + PARAMETER_END.len();
+        if depth > 0 {
+            depth -= 1;
+            continue;
+        }
+        let after = &text[from..];
         let next = after.trim_start();
         if next.is_empty() || next.starts_with(PARAMETER) {
-            return (&text[..at], after);
+            return (&text[..close], after);
         }
-        from = at + PARAMETER_END.len();
     }
-    match text.find(&format!("\n{PARAMETER}")) {
+    match text.find(&line_open) {
         Some(at) => (&text[..at], &text[at..]),
         None => (text, ""),
     }
@@ -165,7 +176,12 @@ fn collect_types(schema: &Value, types: &mut Vec<String>, depth: usize) {
     }
     if depth < 4 {
         for key in ["anyOf", "oneOf", "allOf"] {
-            for branch in schema.get(key).and_then(Value::as_array).into_iter().flatten() {
+            for branch in schema
+                .get(key)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 collect_types(branch, types, depth + 1);
             }
         }

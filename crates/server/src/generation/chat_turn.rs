@@ -207,4 +207,19 @@ mod tests {
         let unknown_format = tool_parsing(Some(&tools), None, Some(false), None).unwrap_err();
         assert_eq!(unknown_format.param.as_deref(), Some("tools"));
     }
+
+    #[test]
+    fn the_offered_tools_schemas_come_along_for_typed_arguments() {
+        let schema =
+            serde_json::json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+        let typed: ToolSpec = serde_json::from_value(serde_json::json!({"type": "function",
+            "function": {"name": "g", "parameters": schema}}))
+        .unwrap();
+        let tools = [spec("f"), typed];
+        let qwen = Some(ToolCallFormat::Qwen3Coder);
+        let parsing = tool_parsing(Some(&tools), None, None, qwen)
+            .unwrap()
+            .unwrap();
+        assert_eq!(&parsing.tool_schemas[..], [("g".to_string(), schema)]);
+    }
 }

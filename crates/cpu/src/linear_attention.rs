@@ -277,7 +277,7 @@ fn recur(
         .par_chunks_mut(dk * dv)
         .enumerate()
         .map(|(h, state)| {
-            let key_head = h / s.group();
+            let key_head = s.key_head_of(h);
             let mut head_out = vec![0.0f32; len * dv];
             let mut kv_mem = vec![0.0f32; dv];
             for t in 0..len {

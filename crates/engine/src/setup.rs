@@ -30,14 +30,21 @@ pub fn size_kv_pool(
     }
     let bytes_per_page = config.page_size.saturating_mul(bytes_per_token);
     // Each running sequence's recurrent state (linear-attention layers) comes out of the
-    // same budget: one slot per seat.
-    let state_bytes = backend
-        .state_bytes_per_sequence()
-        .saturating_mul(config.max_num_seqs);
+    // same budget, one slot per seat, and so do the prefix cache's snapshots of it.
+    let per_sequence = backend.state_bytes_per_sequence();
+    let snapshot_bytes = if per_sequence > 0 && config.enable_prefix_caching {
+        config.state_cache.memory_bytes / per_sequence * per_sequence
+    } else {
+        0
+    };
+    let state_bytes = per_sequence
+        .saturating_mul(config.max_num_seqs)
+        .saturating_add(snapshot_bytes);
     if state_bytes >= config.kv_cache_memory_bytes {
         return invalid(format!(
-            "KV cache memory {} B does not hold the recurrent state of {} sequences ({state_bytes} B); \
-             give it more memory or lower max_num_seqs",
+            "KV cache memory {} B does not hold the recurrent state of {} sequences and its \
+             snapshots ({state_bytes} B); give it more memory, lower max_num_seqs or \
+             --state-cache-memory",
             config.kv_cache_memory_bytes, config.max_num_seqs
         ));
     }
@@ -86,7 +93,6 @@ pub fn build_engine_core(
     }
     let draft_bytes = proposer.as_ref().map_or(0, |p| p.kv_bytes_per_token());
     let (num_pages, max_model_len) = size_kv_pool(config, backend.as_ref(), draft_bytes)?;
-    backend.init_kv_cache(num_pages, config.page_size)?;
     let state_slots = if backend.state_bytes_per_sequence() > 0 {
         if proposer.is_some() {
             return Err(EngineError::Config(
@@ -117,6 +123,8 @@ pub fn build_engine_core(
     } else {
         (0, 0)
     };
+    // After the state slots: a backend may capture graphs that read them.
+    backend.init_kv_cache(num_pages, config.page_size)?;
     let speculation = match proposer {
         Some(mut proposer) => {
             proposer.init_kv_cache(num_pages, config.page_size)?;

@@ -156,7 +156,7 @@ pub struct EngineArgs {
     /// Models with linear-attention layers (Qwen3.5, Qwen3-Next): memory for snapshots of
     /// their recurrent state, kept with cached pages so that a prefix hit skips the cached
     /// part; bytes or with a suffix; 0 turns prefix caching off for them [default: a quarter
-    /// of the KV cache memory].
+    /// of the KV cache memory, taken out of it].
     #[arg(long, value_parser = parse_byte_size)]
     pub state_cache_memory: Option<usize>,
     /// Models with linear-attention layers: snapshot their state every this many tokens of a

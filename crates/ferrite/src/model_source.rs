@@ -197,7 +197,7 @@ fn load_hf_dir(dir: &Path, name: String, pages: MapPages) -> anyhow::Result<Load
 fn load_gguf(path: &Path, pages: MapPages) -> anyhow::Result<LoadedModel> {
     let file =
         GgufFile::open_with(path, pages).with_context(|| format!("opening {}", path.display()))?;
-    let config = file.config()?;
+    let (config, weights) = file.model()?;
     let tokenizer = LoadedTokenizer::from_gguf_metadata(file.metadata())?;
     let name = path
         .file_stem()
@@ -206,7 +206,7 @@ fn load_gguf(path: &Path, pages: MapPages) -> anyhow::Result<LoadedModel> {
     Ok(LoadedModel {
         name,
         config,
-        weights: file.weights(),
+        weights,
         dummy_seed: None,
         tokenizer,
         generation: GenerationDefaults::default(),

@@ -97,6 +97,7 @@ pub fn tool_call_parser(arg: Option<ToolCallParserArg>) -> ParserChoice<ToolCall
         Some(ToolCallParserArg::Hermes) => ParserChoice::Use(ToolCallFormat::Hermes),
         Some(ToolCallParserArg::Llama3Json) => ParserChoice::Use(ToolCallFormat::Llama3Json),
         Some(ToolCallParserArg::Mistral) => ParserChoice::Use(ToolCallFormat::Mistral),
+        Some(ToolCallParserArg::Qwen3Coder) => ParserChoice::Use(ToolCallFormat::Qwen3Coder),
     }
 }
 

@@ -77,6 +77,10 @@ pub struct LinearAttention {
     pub value_head_dim: usize,
     /// Taps of the causal depthwise convolution (`linear_conv_kernel_dim`).
     pub conv_kernel: usize,
+    /// Value head `h` reads key head `h % num_key_heads` (llama.cpp's `qwen35` GGUF files
+    /// store the value heads in that tiled order); else `h / (num_value_heads /
+    /// num_key_heads)`, as Hugging Face checkpoints do.
+    pub tiled_value_heads: bool,
 }
 
 impl LinearAttention {

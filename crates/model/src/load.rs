@@ -69,4 +69,15 @@ impl GgufFile {
     pub fn config(&self) -> Result<ModelConfig, GgufError> {
         gguf_config(self.config_fields())
     }
+
+    /// The file's config and weights under the names the layer plan reads: what the family
+    /// rewrites at load (`Family::gguf_finish`) applied to [`GgufFile::weights`].
+    pub fn model(&self) -> Result<(ModelConfig, ModelWeights), GgufError> {
+        let fields = self.config_fields();
+        let family = gguf_family(fields.arch_name())?;
+        let config = family.from_gguf(&fields)?;
+        let mut weights = self.weights();
+        family.gguf_finish(&config, &mut weights)?;
+        Ok((config, weights))
+    }
 }

@@ -56,7 +56,7 @@ pub enum Mixer {
 /// A Gated DeltaNet layer (qwen3_next, qwen3_5), step by step for one token `t`:
 /// `qkv = conv(in_qkv · x)` (causal depthwise over the last `conv_kernel` tokens, then SiLU),
 /// split into q, k (per key head, L2-normalised, q also scaled by `key_head_dim^-0.5`) and v;
-/// per value head `h` (key head `h / (value_heads / key_heads)`):
+/// per value head `h` (its key head: `key_head_of`):
 /// `g = A[h] · softplus(alpha · x + dt_bias[h])`, `beta = sigmoid(beta · x)`,
 /// `S = exp(g) · S`, `S += k ⊗ (beta · (v − Sᵀk))`, `o = Sᵀq`;
 /// then `out = ssm_out · (rms_norm(o) · w · silu(gate · x))`, the norm per value head.
@@ -67,6 +67,8 @@ pub struct LinearAttentionSpec {
     pub key_head_dim: usize,
     pub value_head_dim: usize,
     pub conv_kernel: usize,
+    /// Value heads in tiled order (`LinearAttention::tiled_value_heads`): see `key_head_of`.
+    pub tiled_value_heads: bool,
 }
 
 impl LinearAttentionSpec {
@@ -77,6 +79,15 @@ impl LinearAttentionSpec {
             key_head_dim: l.key_head_dim,
             value_head_dim: l.value_head_dim,
             conv_kernel: l.conv_kernel,
+            tiled_value_heads: l.tiled_value_heads,
+        }
+    }
+    /// The key (and query) head value head `h` reads.
+    pub fn key_head_of(&self, h: usize) -> usize {
+        if self.tiled_value_heads {
+            h % self.num_key_heads
+        } else {
+            h / self.group()
         }
     }
     /// Width of all key heads (and of all query heads).

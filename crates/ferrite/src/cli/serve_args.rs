@@ -101,8 +101,9 @@ pub struct ServedModelArgs {
     pub tokenizer_workers: usize,
     /// How tool calls are read from the model's output when a chat request has `tools`
     /// (vLLM's names): `hermes` (Qwen2.5, Qwen3, Hermes: <tool_call>{...}</tool_call>),
-    /// `llama3_json` (Llama 3.x JSON calls), `mistral` ([TOOL_CALLS][...]), `none` (tools are
-    /// refused). [default: detected from the chat template]
+    /// `llama3_json` (Llama 3.x JSON calls), `mistral` ([TOOL_CALLS][...]), `qwen3_coder`
+    /// (Qwen3.5 / 3.6, Qwen3-Coder: <tool_call><function=NAME><parameter=P>...), `none`
+    /// (tools are refused). [default: detected from the chat template]
     #[arg(long, value_enum)]
     pub tool_call_parser: Option<ToolCallParserArg>,
     /// How reasoning is split from the answer into `reasoning_content` (vLLM's names): `qwen3`
@@ -151,6 +152,9 @@ pub enum ToolCallParserArg {
     #[value(name = "llama3_json")]
     Llama3Json,
     Mistral,
+    /// Qwen3.5 / Qwen3.6 and Qwen3-Coder: `<tool_call><function=NAME><parameter=P>...`.
+    #[value(name = "qwen3_coder")]
+    Qwen3Coder,
     None,
 }
 

@@ -17,6 +17,7 @@ mod registry {
 
 #[cfg(test)]
 mod hf_tests;
+pub(crate) mod rows;
 
 /// One model family: a Hugging Face class and/or GGUF architecture names, and their
 /// translation into the config both backends run.
@@ -48,6 +49,16 @@ pub trait Family: Sync {
     /// (llama: so that one file layout runs whatever format it came in).
     fn hf_qk_interleaved(&self) -> bool {
         false
+    }
+    /// Rewrites a GGUF file's tensors into what the layer plan names (see `hf_finish`); most
+    /// families' files hold them as the plan reads them.
+    fn gguf_finish(
+        &self,
+        config: &crate::config::ModelConfig,
+        weights: &mut crate::weights::ModelWeights,
+    ) -> Result<(), GgufError> {
+        let _ = (config, weights);
+        Ok(())
     }
     /// Rewrites a Hugging Face directory's tensors, once read under their canonical names,
     /// into what the layer plan names (values stored transformed, projections stored

@@ -90,7 +90,8 @@ impl<'a> GgufConfig<'a> {
             arch,
             vocab_size,
             hidden_size,
-            intermediate_size: meta.usize(&key("feed_forward_length"))?,
+            // Absent where every MLP is a mixture of experts (qwen35moe).
+            intermediate_size: meta.opt_usize(&key("feed_forward_length"))?.unwrap_or(0),
             num_layers,
             num_heads,
             num_kv_heads,

@@ -70,6 +70,7 @@ pub(super) fn linear_attention_of(
         conv_kernel: fields
             .linear_conv_kernel_dim
             .ok_or_else(|| missing("linear_conv_kernel_dim"))?,
+        tiled_value_heads: false,
     }))
 }
 

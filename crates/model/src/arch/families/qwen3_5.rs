@@ -14,14 +14,13 @@
 //! (`in_proj_qkvz`, `in_proj_ba`); `hf_finish` lays them out as Qwen3.5 does. Both store
 //! `A_log`, turned into the decay rate `A = -exp(A_log)` at load.
 
-use std::sync::Arc;
-
 use crate::arch::Family;
 use crate::config::{Activation, Arch, BlockVariant, LinearAttention, ModelConfig, RopeStyle};
+use crate::gguf::{GgufConfig, GgufError};
 use crate::hf::{self, HfConfig, HfError, HfTranslation, MoeConvention, RopeDefaults};
-use crate::quant::DType;
+use crate::arch::rows::{f32_tensor, Rows};
 use crate::tensor_names::LayerTensor;
-use crate::weights::{ModelWeights, Storage, WeightTensor};
+use crate::weights::{ModelWeights, WeightTensor};
 
 pub(super) const FAMILIES: &[&dyn Family] = &[&Qwen3_5, &Qwen3_5Moe, &Qwen3Next];
 
@@ -56,6 +55,19 @@ pub struct Qwen3_5Moe;
 pub struct Qwen3Next;
 
 impl Family for Qwen3_5 {
+    fn gguf_names(&self) -> &'static [&'static str] {
+        &["qwen35"]
+    }
+    fn from_gguf(&self, g: &GgufConfig) -> Result<ModelConfig, GgufError> {
+        hybrid_gguf(g, true)
+    }
+    fn gguf_finish(
+        &self,
+        config: &ModelConfig,
+        weights: &mut ModelWeights,
+    ) -> Result<(), GgufError> {
+        gguf_finish(config, weights)
+    }
     fn hf_class(&self) -> Option<&'static str> {
         Some("Qwen3_5ForConditionalGeneration")
     }
@@ -74,6 +86,19 @@ impl Family for Qwen3_5 {
 }
 
 impl Family for Qwen3_5Moe {
+    fn gguf_names(&self) -> &'static [&'static str] {
+        &["qwen35moe"]
+    }
+    fn from_gguf(&self, g: &GgufConfig) -> Result<ModelConfig, GgufError> {
+        hybrid_gguf(g, true)
+    }
+    fn gguf_finish(
+        &self,
+        config: &ModelConfig,
+        weights: &mut ModelWeights,
+    ) -> Result<(), GgufError> {
+        gguf_finish(config, weights)
+    }
     fn hf_class(&self) -> Option<&'static str> {
         Some("Qwen3_5MoeForConditionalGeneration")
     }
@@ -92,6 +117,19 @@ impl Family for Qwen3_5Moe {
 }
 
 impl Family for Qwen3Next {
+    fn gguf_names(&self) -> &'static [&'static str] {
+        &["qwen3next"]
+    }
+    fn from_gguf(&self, g: &GgufConfig) -> Result<ModelConfig, GgufError> {
+        hybrid_gguf(g, false)
+    }
+    fn gguf_finish(
+        &self,
+        config: &ModelConfig,
+        weights: &mut ModelWeights,
+    ) -> Result<(), GgufError> {
+        gguf_finish(config, weights)
+    }
     fn hf_class(&self) -> Option<&'static str> {
         Some("Qwen3NextForCausalLM")
     }
@@ -148,6 +186,99 @@ fn hybrid_config(c: &HfConfig, experts: Option<&MoeConvention>) -> Result<ModelC
         moe,
         linear_attention: Some(linear_attention),
     }))
+}
+
+/// The config of a GGUF file as llama.cpp's converter writes these families: the linear
+/// layers' shape in `ssm.*`, every `full_attention_interval`-th layer attention, norms stored
+/// with their `+ 1` folded in, the experts always renormalised; `tiled`: `qwen35` files hold
+/// the value heads in tiled order.
+fn hybrid_gguf(g: &GgufConfig, tiled: bool) -> Result<ModelConfig, GgufError> {
+    let config = g.base(Arch::Qwen3_5, RopeStyle::Halves, true)?;
+    let (meta, key) = (g.meta, |suffix: &str| g.key(suffix));
+    let num_key_heads = meta.usize(&key("ssm.group_count"))?;
+    let num_value_heads = meta.usize(&key("ssm.time_step_rank"))?;
+    let inner = meta.usize(&key("ssm.inner_size"))?;
+    let interval = meta
+        .opt_usize(&key("full_attention_interval"))?
+        .unwrap_or(4)
+        .max(1);
+    let rotary = meta
+        .opt_usize(&key("rope.dimension_count"))?
+        .unwrap_or(config.head_dim);
+    if num_value_heads == 0 || inner % num_value_heads != 0 {
+        return Err(GgufError::Corrupt(format!(
+            "{} = {inner} is not {num_value_heads} value heads",
+            key("ssm.inner_size")
+        )));
+    }
+    let linear_attention = LinearAttention {
+        layers: (0..config.num_layers).map(|i| (i + 1) % interval != 0).collect(),
+        num_key_heads,
+        num_value_heads,
+        key_head_dim: meta.usize(&key("ssm.state_size"))?,
+        value_head_dim: inner / num_value_heads,
+        conv_kernel: meta.usize(&key("ssm.conv_kernel"))?,
+        tiled_value_heads: tiled,
+    };
+    Ok(ModelConfig {
+        block: BlockVariant {
+            qk_norm: true,
+            attn_output_gate: true,
+            rotary_dim: (rotary != config.head_dim).then_some(rotary),
+            ..config.block
+        },
+        linear_attention: Some(linear_attention),
+        ..config
+    })
+}
+
+/// A GGUF file's attention layers keep Hugging Face's per-head query and gate rows in
+/// `attn_q` and name the pre-MLP norm `post_attention_norm`; `qwen3next` files keep beta and
+/// alpha grouped per key head in `ssm_ba`.
+fn gguf_finish(config: &ModelConfig, weights: &mut ModelWeights) -> Result<(), GgufError> {
+    let bad = |e: HfError| GgufError::Corrupt(e.to_string());
+    for layer in 0..config.num_layers {
+        let post = format!("blk.{layer}.post_attention_norm.weight");
+        if let Some(norm) = weights.tensors.remove(&post) {
+            weights.tensors.insert(LayerTensor::FfnNorm.of(layer), norm);
+        }
+        if config.is_linear_attention(layer) {
+            if let (Some(ba), Some(l)) = (
+                weights.tensors.remove(&format!("blk.{layer}.ssm_ba.weight")),
+                &config.linear_attention,
+            ) {
+                split_beta_alpha(l, layer, &ba, weights).map_err(bad)?;
+            }
+        } else if let Some(both) = weights.tensors.remove(&LayerTensor::AttnQ.of(layer)) {
+            split_query_gate(config, layer, &both, weights).map_err(bad)?;
+        }
+    }
+    Ok(())
+}
+
+/// `ssm_ba` per key head: its value heads' beta rows, then their alpha rows.
+fn split_beta_alpha(
+    l: &LinearAttention,
+    layer: usize,
+    ba: &WeightTensor,
+    weights: &mut ModelWeights,
+) -> Result<(), HfError> {
+    let r = l.num_value_heads / l.num_key_heads;
+    let hidden = ba.shape.last().copied().unwrap_or(0);
+    if ba.shape != [2 * l.num_value_heads, hidden] {
+        return Err(HfError::Weights(format!(
+            "layer {layer}: ssm_ba {:?} is not {} value heads' beta and alpha",
+            ba.shape, l.num_value_heads
+        )));
+    }
+    let (mut b, mut a) = (Rows::of(ba), Rows::of(ba));
+    for g in 0..l.num_key_heads {
+        b.take(ba, g * 2 * r, r);
+        a.take(ba, g * 2 * r + r, r);
+    }
+    weights.tensors.insert(LayerTensor::SsmBeta.of(layer), b.tensor(hidden));
+    weights.tensors.insert(LayerTensor::SsmAlpha.of(layer), a.tensor(hidden));
+    Ok(())
 }
 
 /// Canonical names: the language model of a composite checkpoint read as a plain one, the
@@ -330,45 +461,3 @@ fn split_gate_up(
     Ok(())
 }
 
-/// Rows gathered from matrices in their stored format (no conversion: a row of any format
-/// is whole blocks).
-struct Rows {
-    dtype: DType,
-    rows: usize,
-    bytes: Vec<u8>,
-}
-
-impl Rows {
-    fn of(source: &WeightTensor) -> Rows {
-        Rows {
-            dtype: source.dtype,
-            rows: 0,
-            bytes: Vec::new(),
-        }
-    }
-    /// Appends rows `from..from + count` of `source` (rows of its last dimension).
-    fn take(&mut self, source: &WeightTensor, from: usize, count: usize) {
-        let cols = source.shape.last().copied().unwrap_or(0);
-        let row_bytes = source.dtype.row_bytes(cols);
-        let bytes = source.storage.bytes();
-        self.bytes
-            .extend_from_slice(&bytes[from * row_bytes..(from + count) * row_bytes]);
-        self.rows += count;
-    }
-    fn tensor(self, cols: usize) -> WeightTensor {
-        WeightTensor {
-            dtype: self.dtype,
-            shape: vec![self.rows, cols],
-            storage: Storage::Owned(Arc::new(self.bytes)),
-        }
-    }
-}
-
-fn f32_tensor(shape: Vec<usize>, values: &[f32]) -> WeightTensor {
-    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    WeightTensor {
-        dtype: DType::F32,
-        shape,
-        storage: Storage::Owned(Arc::new(bytes)),
-    }
-}

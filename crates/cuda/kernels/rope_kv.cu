@@ -61,8 +61,11 @@ __device__ __forceinline__ void store_two_pairs(bf16* dst, int i, int half, bool
 // adjacent rotated pairs of a Q or K head, or per four V elements (vector loads and stores),
 // so that even one token's work spreads over several multiprocessors (a decode step of batch 1
 // is one token). head_dim % 4 == 0.
-// qkv rows are [q (num_heads*hd) | k (kv_heads*hd) | v (kv_heads*hd)].
-// interleaved != 0 rotates pairs (2i, 2i+1), else (i, i + hd/2); inv_freq has hd/2 entries.
+// qkv rows are [q (num_heads*hd) | k (kv_heads*hd) | v (kv_heads*hd) | ...], `row_stride`
+// elements apart (gated attention's output gate follows v).
+// RoPE turns the first `rotary_dim` dims of each head (all but with a partial rotary factor;
+// rotary_dim % 4 == 0); the rest pass through. interleaved != 0 rotates pairs (2i, 2i+1), else
+// (i, i + rotary_dim/2); inv_freq has rotary_dim/2 entries.
 // T: f32 rows, or bf16 rows (rope_kv_write_bf16).
 template <typename T>
 __device__ __forceinline__ void rope_kv(const T* __restrict__ qkv, const float* __restrict__ bias,
@@ -71,12 +74,12 @@ __device__ __forceinline__ void rope_kv(const T* __restrict__ qkv, const float* 
                                         const float* __restrict__ inv_freq,
                                         bf16* __restrict__ q_out, bf16* __restrict__ k_cache,
                                         bf16* __restrict__ v_cache, int num_heads,
-                                        int num_kv_heads, int head_dim, int page_size,
-                                        int interleaved) {
+                                        int num_kv_heads, int head_dim, int rotary_dim,
+                                        int row_stride, int page_size, int interleaved) {
     const int t = blockIdx.x;
-    const int half = head_dim / 2;
+    const int half = rotary_dim / 2;
     const int q_dim = num_heads * head_dim, kv_dim = num_kv_heads * head_dim;
-    const T* row = qkv + (i64)t * (q_dim + 2 * kv_dim);
+    const T* row = qkv + (i64)t * row_stride;
     const float pos = (float)positions[t];
     const int slot = slots[t];
     const i64 page = slot >= 0 ? slot / page_size : 0;
@@ -112,8 +115,34 @@ __device__ __forceinline__ void rope_kv(const T* __restrict__ qkv, const float* 
             store_two_pairs(k, i, half, interleaved, ra0, ra1, rb0, rb1);
         }
     }
+    // The dims RoPE leaves as they are, two at a time, of Q heads then K heads.
+    const int pass = head_dim - rotary_dim;
+    const int pass_pairs = (num_heads + num_kv_heads) * pass / 2;
+    for (int p = first - quads; p < pass_pairs; p += stride) {
+        if (p < 0) continue;
+        const int head = p / (pass / 2), d = rotary_dim + 2 * (p % (pass / 2));
+        const int base = head * head_dim;
+        float2 x;
+        if constexpr (sizeof(T) == 4) {
+            x = *reinterpret_cast<const float2*>(row + base + d);
+        } else {
+            x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(row + base + d));
+        }
+        if (bias) {
+            x.x += bias[base + d];
+            x.y += bias[base + d + 1];
+        }
+        const __nv_bfloat162 v = __floats2bfloat162_rn(x.x, x.y);
+        if (head < num_heads) {
+            *reinterpret_cast<__nv_bfloat162*>(q_out + (i64)t * q_dim + base + d) = v;
+        } else if (slot >= 0) {
+            const int kvh = head - num_heads;
+            *reinterpret_cast<__nv_bfloat162*>(
+                k_cache + ((page * num_kv_heads + kvh) * page_size + offset) * head_dim + d) = v;
+        }
+    }
     if (slot < 0) return;
-    for (int e4 = first - quads; e4 < kv_dim / 4; e4 += stride) {
+    for (int e4 = first - quads - pass_pairs; e4 < kv_dim / 4; e4 += stride) {
         if (e4 < 0) continue;
         const int e = 4 * e4, kvh = e / head_dim, d = e % head_dim;
         float4 v = load_four(row + q_dim + kv_dim + e);
@@ -135,10 +164,11 @@ __device__ __forceinline__ void rope_kv(const T* __restrict__ qkv, const float* 
     const float *__restrict__ bias, const i32 *__restrict__ positions,                        \
         const i32 *__restrict__ slots, const float *__restrict__ inv_freq,                    \
         bf16 *__restrict__ q_out, bf16 *__restrict__ k_cache, bf16 *__restrict__ v_cache,     \
-        int num_heads, int num_kv_heads, int head_dim, int page_size, int interleaved
+        int num_heads, int num_kv_heads, int head_dim, int rotary_dim, int row_stride,        \
+        int page_size, int interleaved
 #define ROPE_KV_PASS                                                                          \
     bias, positions, slots, inv_freq, q_out, k_cache, v_cache, num_heads, num_kv_heads,       \
-        head_dim, page_size, interleaved
+        head_dim, rotary_dim, row_stride, page_size, interleaved
 
 extern "C" __global__ void rope_kv_write(const float* __restrict__ qkv, ROPE_KV_ARGS) {
     rope_kv(qkv, ROPE_KV_PASS);

@@ -81,6 +81,20 @@ pub fn upload<T: Copy>(stream: &CudaStream, dst: DevicePtr, data: &[T]) -> anyho
     Ok(())
 }
 
+/// Copies `bytes` of device memory from `src` to `dst`, in stream order.
+pub fn copy_on_device(
+    stream: &CudaStream,
+    dst: DevicePtr,
+    src: DevicePtr,
+    bytes: usize,
+) -> anyhow::Result<()> {
+    if bytes == 0 {
+        return Ok(());
+    }
+    unsafe { result::memcpy_dtod_async(dst.raw(), src.raw(), bytes, stream.cu_stream()) }?;
+    Ok(())
+}
+
 /// Copies device memory at `src` into `out`, waiting for the stream to get there.
 pub fn download<T: Copy>(stream: &CudaStream, src: DevicePtr, out: &mut [T]) -> anyhow::Result<()> {
     if out.is_empty() {

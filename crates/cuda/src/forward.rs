@@ -20,12 +20,12 @@ use crate::expert_load::DeviceExpertLoad;
 use crate::gemm::Gemm;
 use crate::kv_cache::KvCache;
 use crate::launchers::{
-    AddRmsNormArgs, AttentionDims, AttentionMask, DecodeArgs, Kernels, Lookup, PrefillArgs,
-    RmsNormRowsArgs, RopeKvArgs,
+    AddRmsNormArgs, AttentionDims, AttentionMask, DecodeArgs, GdnLayer, GdnRecurrenceArgs,
+    GdnSequences, Kernels, Lookup, PrefillArgs, RmsNormRowsArgs, RopeKvArgs,
 };
 use crate::linear::Linear;
 use crate::step_inputs::{Offsets, StepInputs};
-use crate::weights::{AttentionWeights, Mixer, Mlp, ModelWeights};
+use crate::weights::{AttentionWeights, LinearAttentionWeights, Mixer, Mlp, ModelWeights};
 use crate::workspace::Workspace;
 
 /// Launch shape of one step: everything `enqueue_layers` needs besides device addresses.
@@ -37,6 +37,8 @@ pub struct StepShape {
     pub decode_splits: usize,
     pub num_prefills: usize,
     pub max_q_len: usize,
+    /// Sequences, padding included.
+    pub num_seqs: usize,
 }
 
 impl StepShape {
@@ -48,6 +50,7 @@ impl StepShape {
             decode_splits,
             num_prefills: inputs.num_prefills,
             max_q_len: inputs.max_q_len,
+            num_seqs: inputs.num_seqs,
         }
     }
 }
@@ -64,6 +67,9 @@ pub struct Model<'a> {
     pub meta: DevicePtr,
     /// The expert-load counters of a mixture of experts.
     pub expert_load: Option<&'a DeviceExpertLoad>,
+    /// Every slot's recurrent state (f32, `weights.state_len` a slot) for linear-attention
+    /// layers.
+    pub state: Option<DevicePtr>,
 }
 
 impl Model<'_> {
@@ -142,6 +148,10 @@ impl Model<'_> {
                     self.enqueue_attention(s, l, a, &rows_maybe_bf16, &norm_rows)?;
                     delta_pending = into_residual(ws.attn, &a.wo, post_norm)?;
                 }
+                Mixer::LinearAttention(g) => {
+                    let out = self.enqueue_linear_attention(s, g)?;
+                    delta_pending = into_residual(out, &g.w_out, post_norm)?;
+                }
             }
             if let Some(post) = lw.post_norms {
                 norm_rows(ws.delta, post.attention, 1, hidden, hidden)?;
@@ -192,11 +202,13 @@ impl Model<'_> {
             scale: spec.scale,
             window: spec.window.unwrap_or(0),
         };
-        // The per-head Q/K norms read f32 rows.
-        let qkv_bf16 = rows_maybe_bf16(ws.xn, &a.wqkv, ws.qkv, a.qk_norm.is_none())?;
+        // The per-head Q/K norms and the output gate read f32 rows.
+        let f32_rows = a.qk_norm.is_some() || spec.output_gate;
+        let qkv_bf16 = rows_maybe_bf16(ws.xn, &a.wqkv, ws.qkv, !f32_rows)?;
+        // Q, K, V (then the output gate) of each token.
+        let qkv_rows = a.wqkv.rows;
         if let Some(qk) = a.qk_norm {
             // Q heads, then K heads, of each token's QKV row (no bias: launchers::supports).
-            let qkv_rows = spec.q_dim() + 2 * spec.kv_dim();
             let k_part = ws.qkv.offset(4 * spec.q_dim());
             norm_rows(ws.qkv, qk.q, spec.num_heads, qkv_rows, spec.head_dim)?;
             norm_rows(k_part, qk.k, spec.num_kv_heads, qkv_rows, spec.head_dim)?;
@@ -204,6 +216,8 @@ impl Model<'_> {
         k.rope_kv_write(&RopeKvArgs {
             dims,
             qkv: ws.qkv,
+            row_stride: qkv_rows,
+            rotary_dim: 2 * spec.rope.inv_freq.len(),
             qkv_bf16,
             bias: a.bqkv,
             positions: self.meta(o.positions),
@@ -254,7 +268,72 @@ impl Model<'_> {
                 max_q_len: s.max_q_len,
             })?;
         }
+        if spec.output_gate {
+            let gate = ws.qkv.offset(4 * (spec.q_dim() + 2 * spec.kv_dim()));
+            k.sigmoid_gate_mul(ws.attn, gate, qkv_rows, spec.q_dim(), n)?;
+        }
         Ok(())
+    }
+
+    /// Gated DeltaNet layer `g` from the normed rows `ws.xn`: the input projection (f32), the
+    /// convolution and the gated delta rule over each sequence's state slot; returns the bf16
+    /// rows the output projection reads.
+    fn enqueue_linear_attention(
+        &self,
+        s: &StepShape,
+        g: &LinearAttentionWeights,
+    ) -> anyhow::Result<DevicePtr> {
+        let (k, ws, o) = (self.kernels, self.ws, s.offsets);
+        let buffers = ws
+            .linear
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("no linear-attention buffers"))?;
+        let state = self
+            .state
+            .ok_or_else(|| anyhow::anyhow!("linear attention before init_state_slots"))?;
+        let spec = &g.spec;
+        self.gemm
+            .linear(k, ws.xn, &g.w_in, buffers.mixed, s.num_tokens, ws.dequant)?;
+        let seqs = GdnSequences {
+            row: self.meta(o.seq_row),
+            len: self.meta(o.seq_len),
+            slot: self.meta(o.seq_slot),
+            fresh: self.meta(o.seq_fresh),
+            count: s.num_seqs,
+            state,
+            slot_stride: self.weights.state_len,
+        };
+        let layer = GdnLayer {
+            key_heads: spec.num_key_heads,
+            value_heads: spec.num_value_heads,
+            dk: spec.key_head_dim,
+            dv: spec.value_head_dim,
+            taps: spec.conv_kernel,
+            tiled: spec.tiled_value_heads,
+            offset: g.state_offset,
+        };
+        let ld = buffers.ld;
+        k.gdn_conv(&seqs, &layer, buffers.mixed, ld, g.conv, buffers.conv)?;
+        let channels = spec.conv_channels();
+        let value_dim = spec.value_dim();
+        k.gdn_recurrence(
+            &seqs,
+            &layer,
+            &GdnRecurrenceArgs {
+                conv: buffers.conv,
+                mixed: buffers.mixed,
+                ld,
+                z_col: channels,
+                b_col: channels + value_dim,
+                a_col: channels + value_dim + spec.num_value_heads,
+                decay_rate: g.decay_rate,
+                dt_bias: g.dt_bias,
+                norm: g.norm,
+                out: buffers.out,
+                eps: self.weights.norm.eps,
+            },
+        )?;
+        Ok(buffers.out)
     }
 
     /// LM head for `rows` token rows listed at packed offset `rows_at`: the final residual add

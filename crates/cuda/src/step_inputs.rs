@@ -1,6 +1,7 @@
 //! A step's metadata, built on the host from the engine's batch and packed into one i32 array
 //! for a single upload: token ids, positions, KV slots, the decode and prefill sequence tables,
-//! the rows that go through the LM head, and the flattened page lists.
+//! the rows that go through the LM head, every sequence's rows and recurrent-state slot (for
+//! linear-attention layers), and the flattened page lists.
 //!
 //! The pages go last, so every other array's offset depends only on the counts
 //! (tokens, decodes, prefills, logit rows). A decode-only batch padded to a captured size
@@ -22,6 +23,12 @@ pub struct Offsets {
     pub pre_pos0: usize,
     pub pre_page_off: usize,
     pub logit_rows: usize,
+    /// Per sequence, batch order then padding: first token row, tokens, state slot (-1: none),
+    /// 1 when it starts at position 0.
+    pub seq_row: usize,
+    pub seq_len: usize,
+    pub seq_slot: usize,
+    pub seq_fresh: usize,
     pub pages: usize,
 }
 
@@ -45,6 +52,10 @@ impl Offsets {
             pre_pos0: take(prefills),
             pre_page_off: take(prefills),
             logit_rows: take(logit_rows),
+            seq_row: take(decodes + prefills),
+            seq_len: take(decodes + prefills),
+            seq_slot: take(decodes + prefills),
+            seq_fresh: take(decodes + prefills),
             pages: at,
         }
     }
@@ -59,6 +70,8 @@ pub struct StepInputs {
     pub num_decodes: usize,
     pub num_prefills: usize,
     pub num_logit_rows: usize,
+    /// Sequences, padding included.
+    pub num_seqs: usize,
     /// Longest prefill chunk (row tiles of the prefill kernel).
     pub max_q_len: usize,
     /// Longest decode context.
@@ -171,6 +184,21 @@ impl StepInputs {
             self.max_q_len = self.max_q_len.max(len);
         }
 
+        // Every sequence's rows and state slot; padding sequences (one token each) have none.
+        let mut row = 0;
+        for (i, seq) in batch.iter().enumerate() {
+            p[offsets.seq_row + i] = row as i32;
+            p[offsets.seq_len + i] = seq.tokens.len() as i32;
+            p[offsets.seq_slot + i] = seq.state_slot.map_or(-1, |s| s as i32);
+            p[offsets.seq_fresh + i] = i32::from(seq.start_pos == 0);
+            row += seq.tokens.len();
+        }
+        for (i, pad_row) in (batch.len()..num_decodes + self.prefills.len()).zip(base..) {
+            p[offsets.seq_row + i] = pad_row as i32;
+            p[offsets.seq_len + i] = 1;
+            p[offsets.seq_slot + i] = -1;
+        }
+
         // LM-head rows. Padded: every token row, in order. Eager: host rows first (batch
         // order, one contiguous download), then the device-sampled ones.
         match pad_to {
@@ -220,6 +248,7 @@ impl StepInputs {
         self.num_decodes = num_decodes;
         self.num_prefills = self.prefills.len();
         self.num_logit_rows = num_logit_rows;
+        self.num_seqs = num_decodes + self.prefills.len();
     }
 }
 

@@ -26,13 +26,15 @@ pub fn chunk_sizes(budget: usize) -> Vec<usize> {
 }
 
 /// One prefill of each of [`chunk_sizes`] through `forward`, into the KV pool's first pages
-/// (no sequence owns a page yet, and a page is always written before it is read). Returns the
+/// (no sequence owns a page yet, and a page is always written before it is read) and, for a
+/// model with recurrent state, `state_slot` (a slot starts over at position 0). Returns the
 /// sizes run.
 pub fn warm_up(
     budget: usize,
     num_pages: usize,
     page_size: usize,
     vocab_size: usize,
+    state_slot: Option<u32>,
     mut forward: impl FnMut(&[SeqBatch<'_>]) -> Result<(), BackendError>,
 ) -> Result<Vec<usize>, BackendError> {
     let sizes = chunk_sizes(budget.min(num_pages * page_size));
@@ -46,7 +48,7 @@ pub fn warm_up(
             tokens: &tokens,
             start_pos: 0,
             block_table: &block_table[..n.div_ceil(page_size)],
-            state_slot: None,
+            state_slot,
             state_copy: Default::default(),
             logits: LogitsRequest::Last,
         }];
@@ -66,7 +68,7 @@ mod tests {
         assert_eq!(chunk_sizes(512), [512, 128, 32, 9]);
         assert_eq!(chunk_sizes(5), [5]);
         let mut seen = Vec::new();
-        let sizes = warm_up(2048, 10, 16, 1000, |batch| {
+        let sizes = warm_up(2048, 10, 16, 1000, None, |batch| {
             let s = &batch[0];
             assert!(s.tokens.iter().all(|&t| t < 1000));
             assert!(s.block_table.len() * 16 >= s.tokens.len());

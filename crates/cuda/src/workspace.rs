@@ -57,6 +57,17 @@ pub struct Workspace {
     pub dequant: Scratch,
     /// A mixture of experts' buffers (`None` for a dense model).
     pub moe: Option<MoeBuffers>,
+    /// A hybrid's linear-attention buffers (`None` without linear-attention layers).
+    pub linear: Option<LinearBuffers>,
+}
+
+/// What a linear-attention layer writes: f32 [tokens, ld] input projections (q, k, v, z,
+/// beta, alpha), f32 [tokens, channels] convolved q, k, v, bf16 [tokens, value_dim] output.
+pub struct LinearBuffers {
+    pub mixed: DevicePtr,
+    pub ld: usize,
+    pub conv: DevicePtr,
+    pub out: DevicePtr,
 }
 
 /// What a mixture-of-experts MLP writes besides the dense MLP's buffers, for `tokens` tokens
@@ -95,6 +106,8 @@ impl Workspace {
             .and_then(|m| m.shared_expert_intermediate_size);
         let inter = c.intermediate_size.max(shared_width.unwrap_or(0));
         let (q_dim, kv_dim) = (c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim);
+        // Gated attention's output gate follows V in the QKV rows.
+        let gate_dim = if c.block.attn_output_gate { q_dim } else { 0 };
         let most_partials = (1..=cap.seqs)
             .map(|d| d * decode_splits(d, c.num_kv_heads, decode_slots, None, batch_invariant))
             .max()
@@ -103,7 +116,7 @@ impl Workspace {
         let x = l.take(t * hidden * 4);
         let delta = l.take(t * hidden * 4);
         let xn = l.take(t.max(cap.logit_rows) * hidden * 2);
-        let qkv = l.take(t * (q_dim + 2 * kv_dim) * 4);
+        let qkv = l.take(t * (q_dim + 2 * kv_dim + gate_dim) * 4);
         let q = l.take(t * q_dim * 2);
         let attn = l.take(t * q_dim * 2);
         let gate_up = l.take(t * 2 * inter * 4);
@@ -136,7 +149,27 @@ impl Workspace {
                 l.take(t * hidden * 4),
             ]
         });
+        let linear = c.linear_attention.as_ref().map(|g| {
+            let key_dim = g.num_key_heads * g.key_head_dim;
+            let value_dim = g.num_value_heads * g.value_head_dim;
+            let channels = 2 * key_dim + value_dim;
+            let ld = channels + value_dim + 2 * g.num_value_heads;
+            (
+                ld,
+                [
+                    l.take(t * ld * 4),
+                    l.take(t * channels * 4),
+                    l.take(t * value_dim * 2),
+                ],
+            )
+        });
         let buf = DeviceBuffer::new(stream, l.bytes())?;
+        let linear = linear.map(|(ld, at)| LinearBuffers {
+            mixed: buf.at(at[0]),
+            ld,
+            conv: buf.at(at[1]),
+            out: buf.at(at[2]),
+        });
         let moe = moe.map(|at| MoeBuffers {
             logits: buf.at(at[0]),
             routing: MoeRouting {
@@ -175,6 +208,7 @@ impl Workspace {
                 bytes: dequant_bytes,
             },
             moe,
+            linear,
             cap,
             buf,
         })

@@ -1,8 +1,10 @@
 //! Issue 12's GPU check: the random-weight Hugging Face checkpoints of fixtures/arch (llama
 //! with Llama 3 rope scaling, qwen2, qwen3, mistral with a sliding window, gemma3, and the
-//! mixtures of experts qwen3_moe, qwen2_moe with its shared expert, mixtral), loaded from
+//! mixtures of experts qwen3_moe, qwen2_moe with its shared expert, mixtral, and the
+//! linear-attention hybrids qwen3_5, qwen3_5_moe, qwen3_next), loaded from
 //! their directories into both backends, give the CPU's greedy tokens on CUDA within the
-//! CPU/CUDA parity tolerances of tests/parity.rs: logits relative error <= 2e-2 at every step,
+//! CPU/CUDA parity tolerances of tests/parity.rs: logits relative error <= 2e-2 at every step (0.1 for the
+//! hybrids, see common::compare::near_tie_gap),
 //! and the same argmax unless the CPU's top two are within 0.05 of each other. The CPU is the
 //! oracle (it matches transformers on these files: crates/cpu/tests/arch_parity.rs); how often
 //! CUDA's tokens also equal transformers' is printed.
@@ -19,7 +21,11 @@ use common::teacher_forced::teacher_forced;
 
 use ferrite_cpu::CpuBackend;
 use ferrite_cuda::{CudaBackend, WeightSource};
+use ferrite_engine::Backend;
+use ferrite_model::config::ModelConfig;
+use ferrite_model::gguf::GgufFile;
 use ferrite_model::load;
+use ferrite_model::weights::ModelWeights;
 use serde_json::Value;
 
 const PAGE_SIZE: usize = 16;
@@ -47,16 +53,47 @@ fn check_arch(arch: &str) {
     let dir = fixture_dir(arch);
     let (config, cpu_weights) = load::hf_dir(&dir).unwrap_or_else(|e| panic!("{arch}: {e}"));
     let (_, gpu_weights) = load::hf_dir(&dir).unwrap();
+    check_model(arch, config, cpu_weights, gpu_weights);
+}
+
+/// The fixture's GGUF copy (llama.cpp's converter) through both backends.
+fn check_gguf(arch: &str) {
+    let Some(_) = common::gpu(&format!("fixture parity {arch} GGUF")) else {
+        return;
+    };
+    let gguf = GgufFile::open(&fixture_dir(arch).join("model.gguf")).unwrap();
+    let (config, cpu_weights) = gguf.model().unwrap_or_else(|e| panic!("{arch}: {e}"));
+    let (_, gpu_weights) = gguf.model().unwrap();
+    check_model(&format!("{arch} GGUF"), config, cpu_weights, gpu_weights);
+}
+
+fn check_model(
+    arch: &str,
+    config: ModelConfig,
+    cpu_weights: ModelWeights,
+    gpu_weights: ModelWeights,
+) {
+    let name = arch.trim_end_matches(" GGUF");
     let mut cpu = CpuBackend::new(config.clone(), cpu_weights, 2).unwrap();
     let options = test_options(false, true);
     let mut gpu = CudaBackend::new(config.clone(), WeightSource::Host(gpu_weights), options)
         .unwrap_or_else(|e| panic!("{arch} on CUDA: {e:#}"));
+    if gpu.state_bytes_per_sequence() > 0 {
+        // A hybrid: one recurrent-state slot each, before the KV caches (CUDA's graphs
+        // capture the state's address).
+        cpu.init_state_slots(1).unwrap();
+        gpu.init_state_slots(1).unwrap();
+    }
+    if config.linear_attention.is_some() {
+        return check_hybrid(arch, &mut cpu, &mut gpu, config.moe.is_some());
+    }
     let (mut worst, mut near_ties, mut same_as_reference, mut steps) = (0.0f64, 0, 0, 0);
     // A mixture of experts may flip an expert at a router near-tie (common::compare::Run's
     // `outliers`): a few rows of its 64 past the tolerance (measured: docs/performance.md,
     // '2026-12-05 12:24-12:25 UTC' and '13:11-13:14 UTC').
     let mut outliers_left = if config.moe.is_some() { 3 } else { 0 };
-    let cases = prompts(arch);
+    let (tolerance, gap_bar) = (2e-2, 0.05);
+    let cases = prompts(name);
     for (p, (prompt, reference)) in cases.iter().enumerate() {
         teacher_forced(
             &mut cpu,
@@ -68,22 +105,23 @@ fn check_arch(arch: &str) {
                 let e = s.rel_err;
                 worst = worst.max(e);
                 let at = s.at;
-                if e > 2e-2 && e <= OUTLIER_MAX && outliers_left > 0 {
+                if e > tolerance && e <= OUTLIER_MAX && outliers_left > 0 {
                     outliers_left -= 1;
                     println!("  {arch} routing outlier: prompt {p} position {at}, {e:.3e}");
                 } else {
                     assert!(
-                        e <= 2e-2,
-                        "{arch} prompt {p} position {at}: logits relative error {e:.3e} > 2e-2"
+                        e <= tolerance,
+                        "{arch} prompt {p} position {at}: logits relative error {e:.3e} > \
+                         {tolerance:.0e}"
                     );
                 }
                 let (ta, tb) = (s.cpu_token, s.cuda_token);
                 if ta != tb {
                     let gap = (s.cpu[ta as usize] - s.cpu[tb as usize]).abs();
                     assert!(
-                        gap < 0.05,
+                        gap < gap_bar,
                         "{arch} prompt {p} position {at}: greedy CPU {ta} vs CUDA {tb}, CPU logit \
-                     gap {gap} >= 0.05"
+                     gap {gap} >= {gap_bar}"
                     );
                     near_ties += 1;
                 }
@@ -101,6 +139,77 @@ fn check_arch(arch: &str) {
         config.head_dim,
         cases.len()
     );
+}
+
+#[test]
+fn qwen3_5_hybrid_fixture_on_cuda_matches_the_cpu() {
+    check_arch("qwen3_5");
+}
+
+#[test]
+fn qwen3_5_moe_hybrid_fixture_on_cuda_matches_the_cpu() {
+    check_arch("qwen3_5_moe");
+}
+
+#[test]
+fn qwen3_next_hybrid_fixture_on_cuda_matches_the_cpu() {
+    check_arch("qwen3_next");
+}
+
+#[test]
+fn qwen35_gguf_with_tiled_value_heads_on_cuda_matches_the_cpu() {
+    check_gguf("qwen3_5");
+}
+
+/// How far transformers' own bf16 run of each hybrid fixture is from its f32 reference, mean
+/// |Δ logprob| over the prompts (scripts/make_arch_fixtures.py's measurement, 2026-12-06): these
+/// random-weight hybrids are ill-conditioned for bf16 (the attention fixtures: 0.04-0.09), so
+/// per-row bars that hold for attention models do not hold here, while the kernels themselves
+/// match a host reference to bf16 rounding (tests/gated_deltanet.rs).
+fn bf16_sensitivity(arch: &str) -> f64 {
+    match arch.trim_end_matches(" GGUF") {
+        "qwen3_next" => 0.11,
+        "qwen3_5" => 0.40,
+        "qwen3_5_moe" => 0.18,
+        other => panic!("no bf16 measurement for {other}"),
+    }
+}
+
+/// A hybrid on both backends along the CPU's greedy continuation: CUDA's |Δ logprob| of the
+/// CPU's token, averaged, within what bf16 costs transformers on the same fixture; every row
+/// finite and within OUTLIER_MAX (a mixture of experts' rows may flip an expert: within 1).
+fn check_hybrid(arch: &str, cpu: &mut CpuBackend, gpu: &mut CudaBackend, experts: bool) {
+    let name = arch.trim_end_matches(" GGUF");
+    let row_cap = if experts { 1.0 } else { OUTLIER_MAX };
+    let log_softmax_at = |row: &[f32], token: u32| {
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+        let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
+        row[token as usize] as f64 - max - sum.ln()
+    };
+    let (mut sum, mut worst, mut steps, mut same, mut same_as_reference) = (0.0, 0.0f64, 0, 0, 0);
+    for (prompt, reference) in prompts(name) {
+        teacher_forced(cpu, gpu, &prompt, reference.len(), PAGE_SIZE, |s| {
+            assert!(
+                s.rel_err <= row_cap,
+                "{arch} position {}: logits relative error {:.3e}",
+                s.at,
+                s.rel_err
+            );
+            worst = worst.max(s.rel_err);
+            sum += (log_softmax_at(s.cuda, s.cpu_token) - log_softmax_at(s.cpu, s.cpu_token)).abs();
+            same += usize::from(s.cpu_token == s.cuda_token);
+            same_as_reference += usize::from(s.cuda_token == reference[s.at - prompt.len()]);
+            steps += 1;
+        });
+    }
+    let mean = sum / steps as f64;
+    let bar = bf16_sensitivity(arch);
+    println!(
+        "fixture {arch} on CUDA: {steps} greedy steps, mean |Δ logprob| {mean:.3e} vs the CPU \
+         (transformers' own bf16 run: {bar}), worst logits rel err {worst:.2e}, CUDA's token = \
+         CPU's at {same}/{steps}, = transformers' at {same_as_reference}/{steps}"
+    );
+    assert!(mean <= bar, "{arch}: mean |Δ logprob| {mean} > {bar}");
 }
 
 #[test]

@@ -260,11 +260,13 @@ fn rope_bias_and_kv_write_match_reference() {
                     } else {
                         qd.ptr()
                     },
+                    row_stride: q_dim + 2 * kv_dim,
                     qkv_bf16,
                     bias: Some(bd.ptr()),
                     positions: pd.ptr(),
                     slots: sd.ptr(),
                     inv_freq: id.ptr(),
+                    rotary_dim: dims.head_dim,
                     q_out: q_out.ptr(),
                     k_cache: kc.ptr(),
                     v_cache: vc.ptr(),

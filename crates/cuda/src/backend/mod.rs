@@ -14,7 +14,7 @@ use ferrite_engine::{
 use ferrite_model::config::ModelConfig;
 use ferrite_model::plan::ModelPlan;
 
-use crate::buffer::{upload, DeviceBuffer};
+use crate::buffer::{copy_on_device, upload, DeviceBuffer};
 use crate::device::Gpu;
 use crate::expert_load::DeviceExpertLoad;
 use crate::forward::{Model, StepShape};
@@ -58,6 +58,8 @@ pub struct CudaBackend {
     kv: Option<KvCache>,
     /// Packed step metadata; sized with the KV pool, once the page size is known.
     meta: Option<(DeviceBuffer, usize)>,
+    /// Every slot's recurrent state (linear-attention layers), and the slot count.
+    state: Option<(DeviceBuffer, usize)>,
     ws: Workspace,
     weights: ModelWeights,
     gemm: Gemm,
@@ -143,6 +145,7 @@ impl CudaBackend {
             graphs: DecodeGraphs::none(),
             kv: None,
             meta: None,
+            state: None,
             ws,
             weights,
             gemm,
@@ -187,6 +190,7 @@ impl CudaBackend {
             kv,
             ws: &self.ws,
             expert_load: self.expert_load.as_ref(),
+            state: self.state.as_ref().map(|(buf, _)| buf.ptr()),
         })
     }
 
@@ -240,9 +244,12 @@ impl CudaBackend {
             vocab_size: self.config.vocab_size,
             num_pages,
             page_size,
-            state_slots: 0,
+            state_slots: self.state.as_ref().map_or(0, |(_, slots)| *slots),
         };
         validate_batch(batch, limits)?;
+        // Snapshots restored into their sequences' slots before the step (stream order).
+        self.copy_states(batch, |c| c.restore_from.map(|from| (from, true)))
+            .map_err(err)?;
         let all_decode = batch.iter().all(|s| s.tokens.len() == 1);
         let graph_bs = if all_decode {
             self.graphs.size_for(batch.len())
@@ -304,10 +311,37 @@ impl CudaBackend {
                 }
             }
         }
+        // Snapshots saved after the step (the layers are done once the logits came back).
+        self.copy_states(batch, |c| c.save_to.map(|to| (to, false)))
+            .map_err(err)?;
         if let Some(load) = &mut self.expert_load {
             load.flush(&self.gpu.stream).map_err(err)?;
         }
         Ok(out)
+    }
+
+    /// For each sequence whose `pick` names a snapshot slot: copies it into the sequence's slot
+    /// (`true`) or the sequence's slot into it (`false`), whole slots, on the stream.
+    fn copy_states(
+        &self,
+        batch: &[SeqBatch<'_>],
+        pick: impl Fn(&ferrite_engine::StateCopy) -> Option<(u32, bool)>,
+    ) -> anyhow::Result<()> {
+        let Some((state, _)) = &self.state else {
+            return Ok(());
+        };
+        let bytes = self.weights.state_len * 4;
+        for seq in batch {
+            if let (Some(slot), Some((other, into_seq))) = (seq.state_slot, pick(&seq.state_copy)) {
+                let (own, other) = (
+                    state.at(slot as usize * bytes),
+                    state.at(other as usize * bytes),
+                );
+                let (dst, src) = if into_seq { (own, other) } else { (other, own) };
+                copy_on_device(&self.gpu.stream, dst, src, bytes)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -335,11 +369,11 @@ impl Backend for CudaBackend {
             "CUDA KV pool allocated"
         );
         self.kv = Some(kv);
-        // Counts (3 per token, 4 per sequence, the LM-head rows) and the page lists of every
+        // Counts (3 per token, 8 per sequence, the LM-head rows) and the page lists of every
         // sequence at the longest context.
         let cap = self.ws.cap;
         let pages = cap.seqs * (self.config.max_position_embeddings.div_ceil(page_size) + 1);
-        let entries = 3 * cap.tokens + 4 * cap.seqs + cap.tokens.max(cap.logit_rows) + pages;
+        let entries = 3 * cap.tokens + 8 * cap.seqs + cap.tokens.max(cap.logit_rows) + pages;
         let meta = DeviceBuffer::new(&self.gpu.stream, entries * 4).map_err(err)?;
         self.meta = Some((meta, entries));
         if !self.options.enforce_eager {
@@ -347,9 +381,15 @@ impl Backend for CudaBackend {
         }
         let started = std::time::Instant::now();
         let (budget, vocab_size) = (self.ws.cap.tokens, self.config.vocab_size);
-        let sizes = warm_up(budget, num_pages, page_size, vocab_size, |batch| {
-            self.run(batch, &[]).map(|_| ())
-        })?;
+        let state_slot = self.state.as_ref().map(|_| 0);
+        let sizes = warm_up(
+            budget,
+            num_pages,
+            page_size,
+            vocab_size,
+            state_slot,
+            |batch| self.run(batch, &[]).map(|_| ()),
+        )?;
         tracing::info!(
             ?sizes,
             seconds = started.elapsed().as_secs_f64(),
@@ -358,6 +398,30 @@ impl Backend for CudaBackend {
         if let Some(load) = &mut self.expert_load {
             load.reset(&self.gpu.stream).map_err(err)?;
         }
+        Ok(())
+    }
+
+    fn state_bytes_per_sequence(&self) -> usize {
+        self.weights.state_len * 4
+    }
+
+    /// Called before `init_kv_cache` (whose decode graphs capture the state's address).
+    fn init_state_slots(&mut self, slots: usize) -> Result<(), BackendError> {
+        let err = |e: anyhow::Error| BackendError(format!("cuda: {e:#}"));
+        if self.kv.is_some() {
+            return Err(BackendError(
+                "init_state_slots must come before init_kv_cache (graphs capture the state)".into(),
+            ));
+        }
+        self.gpu.bind().map_err(err)?;
+        let bytes = (self.weights.state_len * 4).max(4) * slots.max(1);
+        let buf = DeviceBuffer::new(&self.gpu.stream, bytes).map_err(err)?;
+        tracing::info!(
+            slots,
+            mib = bytes as f64 / (1u64 << 20) as f64,
+            "CUDA recurrent-state slots allocated"
+        );
+        self.state = Some((buf, slots));
         Ok(())
     }
 

@@ -15,6 +15,7 @@ mod dummy_init;
 mod embedding;
 mod fp8_activation;
 mod gated_activation;
+mod gated_deltanet;
 mod gemv;
 mod launch;
 mod moe;
@@ -33,6 +34,9 @@ pub use attention::{
 pub use dummy_init::DummyFormat;
 pub use embedding::Lookup;
 pub use fp8_activation::FP8_BLOCK;
+pub use gated_deltanet::{
+    GdnLayer, GdnRecurrenceArgs, GdnSequences, GDN_MAX_DK, GDN_MAX_DV, GDN_MAX_TAPS,
+};
 pub use gemv::{gemv_split, tensor_core_k, LinearArgs, SKINNY_MAX_TOKENS};
 pub use launch::Kernels;
 pub use moe::{

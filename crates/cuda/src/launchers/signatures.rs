@@ -97,6 +97,24 @@ kernel_signatures! {
         gate_up: Ptr, out: Ptr, inter: Count,
     }
 
+    // gated_deltanet.cu
+
+    /// The causal depthwise convolution (then SiLU) of linear-attention layers.
+    GdnConv = kernel("gdn_conv") {
+        mixed: Ptr, ld: Count, taps: Ptr, state: Ptr, seq_row: Ptr, seq_len: Ptr,
+        seq_slot: Ptr, seq_fresh: Ptr, slot_stride: U64, layer_offset: U64, out: Ptr,
+        channels: Count, num_taps: Count,
+    }
+    /// The gated delta rule of linear-attention layers, with their gated output norm.
+    GdnRecurrence = kernel("gdn_recurrence") {
+        conv: Ptr, mixed: Ptr, ld: Count, z_col: Count, b_col: Count, a_col: Count, decay_rate: Ptr,
+        dt_bias: Ptr, norm_w: Ptr, state: Ptr, seq_row: Ptr, seq_len: Ptr, seq_slot: Ptr,
+        seq_fresh: Ptr, slot_stride: U64, layer_offset: U64, out: Ptr, key_heads: Count,
+        value_heads: Count, dk: Count, dv: Count, tiled: I32, eps: F32,
+    }
+    /// Gated attention's output gate.
+    SigmoidGateMul = kernel("sigmoid_gate_mul") { out: Ptr, gate_rows: Ptr, ld: Count, width: Count }
+
     // gemv.cu
 
     /// The bf16 GEMV on the CUDA cores, by token count and split.
@@ -192,7 +210,7 @@ kernel_signatures! {
     RopeKvWrite = kernels(QKV_F32 = "rope_kv_write", QKV_BF16 = "rope_kv_write_bf16") {
         qkv: Ptr, bias: NullablePtr, positions: Ptr, slots: Ptr, inv_freq: Ptr, q_out: Ptr,
         k_cache: Ptr, v_cache: Ptr, num_heads: Count, num_kv_heads: Count, head_dim: Count,
-        page_size: Count, interleaved: I32,
+        rotary_dim: Count, row_stride: Count, page_size: Count, interleaved: I32,
     }
 
     // sampling.cu

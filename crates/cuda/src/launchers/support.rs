@@ -3,9 +3,10 @@
 //! check of this backend: it matches every variant of the layer plan.
 
 use ferrite_model::config::{Activation, MoeConfig};
-use ferrite_model::plan::{AttentionSpec, Mixer, MlpSpec, ModelPlan};
+use ferrite_model::plan::{AttentionSpec, LinearAttentionSpec, Mixer, MlpSpec, ModelPlan};
 
 use super::attention::{HEAD_DIMS, MAX_GROUP};
+use super::gated_deltanet::{GDN_MAX_DK, GDN_MAX_DV, GDN_MAX_TAPS};
 use super::moe::{MOE_MAX_EXPERTS, MOE_MAX_K};
 
 /// Every layer of `plan` has kernels here: attention geometry (head size, query group), an
@@ -21,11 +22,7 @@ pub fn supports(plan: &ModelPlan) -> anyhow::Result<()> {
         let at = |e: anyhow::Error| e.context(format!("layer {}", layer.index));
         match &layer.mixer {
             Mixer::Attention(a) => attention(a).map_err(at)?,
-            Mixer::LinearAttention(_) => anyhow::bail!(
-                "layer {}: Gated DeltaNet linear attention has no CUDA kernels yet (the CPU \
-                 backend runs it: --device cpu)",
-                layer.index
-            ),
+            Mixer::LinearAttention(g) => linear_attention(g).map_err(at)?,
         }
         match &layer.mlp {
             MlpSpec::Gated { width, .. } => anyhow::ensure!(
@@ -43,16 +40,10 @@ fn attention(a: &AttentionSpec) -> anyhow::Result<()> {
         !a.sinks,
         "attention sinks are not implemented on the CUDA backend"
     );
+    let rotary = 2 * a.rope.inv_freq.len();
     anyhow::ensure!(
-        !a.output_gate,
-        "gated attention output (qwen3_next, qwen3_5) is not implemented on the CUDA backend"
-    );
-    anyhow::ensure!(
-        2 * a.rope.inv_freq.len() == a.head_dim,
-        "RoPE over {} of a head's {} dimensions (a partial rotary factor) is not implemented \
-         on the CUDA backend",
-        2 * a.rope.inv_freq.len(),
-        a.head_dim
+        rotary.is_multiple_of(4) && rotary <= a.head_dim,
+        "the CUDA RoPE kernel turns a multiple of 4 dims of a head, not {rotary}"
     );
     anyhow::ensure!(
         HEAD_DIMS.contains(&a.head_dim),
@@ -69,6 +60,22 @@ fn attention(a: &AttentionSpec) -> anyhow::Result<()> {
     anyhow::ensure!(
         !(a.qk_norm && a.qkv_bias),
         "Q/K norm together with a QKV bias is not supported by the CUDA backend"
+    );
+    Ok(())
+}
+
+fn linear_attention(g: &LinearAttentionSpec) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        g.key_head_dim <= GDN_MAX_DK && g.value_head_dim <= GDN_MAX_DV,
+        "the CUDA linear-attention kernels take key heads of <= {GDN_MAX_DK} dims and value \
+         heads of <= {GDN_MAX_DV}, not {} and {}",
+        g.key_head_dim,
+        g.value_head_dim
+    );
+    anyhow::ensure!(
+        (1..=GDN_MAX_TAPS).contains(&g.conv_kernel),
+        "the CUDA convolution takes 1..={GDN_MAX_TAPS} taps, not {}",
+        g.conv_kernel
     );
     Ok(())
 }

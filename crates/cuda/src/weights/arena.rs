@@ -90,13 +90,25 @@ fn linear_sources(plan: &ModelPlan) -> anyhow::Result<Vec<LinearSource>> {
             })
         };
         match &layer.mixer {
-            Mixer::Attention(_) => {
-                let qkv = [LayerTensor::AttnQ, LayerTensor::AttnK, LayerTensor::AttnV];
+            Mixer::Attention(a) => {
+                // Gated attention's output gate rides along after V (one GEMM).
+                let mut qkv = vec![LayerTensor::AttnQ, LayerTensor::AttnK, LayerTensor::AttnV];
+                if a.output_gate {
+                    qkv.push(LayerTensor::AttnOutputGate);
+                }
                 out.push(fused("attn_qkv", &qkv)?);
                 out.push(fused("attn_output", &[LayerTensor::AttnOutput])?);
             }
             Mixer::LinearAttention(_) => {
-                anyhow::bail!("linear attention has no CUDA kernels (`supports` refuses it)")
+                // One input projection: q, k, v (convolved), then z, beta, alpha.
+                let inputs = [
+                    LayerTensor::AttnQkv,
+                    LayerTensor::AttnGate,
+                    LayerTensor::SsmBeta,
+                    LayerTensor::SsmAlpha,
+                ];
+                out.push(fused("ssm_in", &inputs)?);
+                out.push(fused("ssm_out", &[LayerTensor::SsmOut])?);
             }
         }
         match &layer.mlp {
@@ -165,8 +177,13 @@ fn vector_regions(plan: &ModelPlan) -> Vec<(String, usize)> {
                     out.push((LayerTensor::AttnKNorm.of(l), a.head_dim));
                 }
             }
-            // Refused by `supports` before any arena is planned.
-            Mixer::LinearAttention(_) => {}
+            Mixer::LinearAttention(g) => {
+                let taps = g.conv_channels() * g.conv_kernel;
+                out.push((LayerTensor::SsmConv1d.of(l), taps));
+                out.push((LayerTensor::SsmDtBias.of(l), g.num_value_heads));
+                out.push((LayerTensor::SsmA.of(l), g.num_value_heads));
+                out.push((LayerTensor::SsmNorm.of(l), g.value_head_dim));
+            }
         }
         if layer.post_norms {
             out.push((LayerTensor::PostAttentionNorm.of(l), hidden));
@@ -277,7 +294,8 @@ impl Arena {
             let spec = plan.layers.get(layer.parse::<usize>().ok()?)?;
             let (q_dim, kv_dim) = match &spec.mixer {
                 Mixer::Attention(a) => (a.q_dim(), a.kv_dim()),
-                Mixer::LinearAttention(_) => return None,
+                // No biases: every vector has a region of its own.
+                Mixer::LinearAttention(_) => return self.vectors.get(name).copied(),
             };
             let inner = [
                 (LayerTensor::AttnQBias, 0),
@@ -337,5 +355,24 @@ mod tests {
         let p = &arena.linears["blk.0.ffn_down"].parts[0];
         assert_eq!(p.planes.len(), 3);
         assert!(arena.vector_slot(&model, "blk.0.attn_v.bias").is_some());
+    }
+
+    /// Every tensor of a hybrid's plan (the qwen3_5 and qwen3_next fixtures' configs) has a
+    /// place: a matrix part, an expert stack or a vector region.
+    #[test]
+    fn every_tensor_of_a_hybrid_has_a_place() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/arch");
+        for arch in ["qwen3_5", "qwen3_next", "qwen3_5_moe"] {
+            let text = std::fs::read_to_string(root.join(arch).join("config.json")).unwrap();
+            let config = ferrite_model::load::hf_config(&text).unwrap();
+            let model = ModelPlan::new(&config).unwrap();
+            let arena = Arena::new(&model, &|_, _| MatrixFormat::Bf16).unwrap();
+            for t in model.tensors() {
+                let placed = arena.matrices.contains_key(&t.name)
+                    || arena.experts.contains_key(&t.name)
+                    || arena.vector_slot(&model, &t.name).is_some();
+                assert!(placed, "{arch}: no place for {}", t.name);
+            }
+        }
     }
 }

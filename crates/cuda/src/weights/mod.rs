@@ -20,7 +20,9 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 use ferrite_model::config::Activation;
 use ferrite_model::dummy::plan_inits;
-use ferrite_model::plan::{self, AttentionSpec, MlpSpec, ModelPlan, NormSpec, TensorRole};
+use ferrite_model::plan::{
+    self, AttentionSpec, LinearAttentionSpec, MlpSpec, ModelPlan, NormSpec, TensorRole,
+};
 use ferrite_model::weights as host;
 
 use crate::buffer::{upload, DeviceBuffer};
@@ -57,20 +59,39 @@ pub struct LayerWeights {
 #[derive(Debug, Clone)]
 pub enum Mixer {
     Attention(Box<AttentionWeights>),
+    LinearAttention(Box<LinearAttentionWeights>),
+}
+
+/// Gated DeltaNet linear attention: its spec and device tensors.
+#[derive(Debug, Clone)]
+pub struct LinearAttentionWeights {
+    pub spec: LinearAttentionSpec,
+    /// [conv_channels + value_dim + 2 value_heads, hidden]: q, k, v rows (convolved), then z,
+    /// beta and alpha rows.
+    pub w_in: Linear,
+    /// f32 [conv_channels, taps], f32 [value_heads] twice (dt_bias, A), f32 [value_head_dim].
+    pub conv: DevicePtr,
+    pub dt_bias: DevicePtr,
+    pub decay_rate: DevicePtr,
+    pub norm: DevicePtr,
+    pub w_out: Linear,
+    /// Floats from a state slot's start to this layer's state (its convolution's, then S).
+    pub state_offset: usize,
 }
 
 /// Softmax attention: its spec (heads, window, scale, RoPE style) and its device tensors.
 #[derive(Debug, Clone)]
 pub struct AttentionWeights {
     pub spec: AttentionSpec,
-    /// [q_dim + 2 kv_dim, hidden]: Q rows, then K, then V.
+    /// [q_dim + 2 kv_dim (+ q_dim), hidden]: Q rows, then K, then V (then gated attention's
+    /// output gate).
     pub wqkv: Linear,
     /// [q_dim + 2 kv_dim] f32; `None` without QKV bias.
     pub bqkv: Option<DevicePtr>,
     /// Per-head RMSNorm weights of Q and K, f32 [head_dim] each.
     pub qk_norm: Option<QkNormWeights>,
     pub wo: Linear,
-    /// This layer's RoPE inverse frequencies, f32 [head_dim / 2].
+    /// This layer's RoPE inverse frequencies, f32 [rotary_dim / 2].
     pub inv_freq: DevicePtr,
 }
 
@@ -114,6 +135,9 @@ pub struct ModelWeights {
     /// Bytes of the largest quantized matrix dequantized at once (0 when nothing is
     /// quantized): what the cuBLAS path's scratch buffer needs.
     pub largest_quantized: usize,
+    /// f32 values of one sequence's recurrent state over every linear-attention layer (0
+    /// without them).
+    pub state_len: usize,
 }
 
 /// How a file tensor is kept on the device.
@@ -227,9 +251,7 @@ impl ModelWeights {
                     let at = plan.vectors[&format!("blk.{}.rope_inv_freq", layer.index)];
                     upload(stream, arena.at(at), &a.rope.inv_freq)?;
                 }
-                plan::Mixer::LinearAttention(_) => {
-                    anyhow::bail!("linear attention has no CUDA kernels (`supports` refuses it)")
-                }
+                plan::Mixer::LinearAttention(_) => {}
             }
         }
         // FP8 matrices' scales block-major too (crate::fp8_gemm reads them so).
@@ -286,6 +308,7 @@ impl ModelWeights {
             Ok(arena.at(*at.ok_or_else(|| anyhow::anyhow!("no expert stack `{name}`"))?))
         };
         let mut layers = Vec::with_capacity(model.layers.len());
+        let mut state_len = 0;
         for spec in &model.layers {
             let l = spec.index;
             let n = |p: &str| format!("blk.{l}.{p}");
@@ -309,8 +332,19 @@ impl ModelWeights {
                     wo: linear(&n("attn_output"))?,
                     inv_freq: vector(&n("rope_inv_freq"))?,
                 })),
-                plan::Mixer::LinearAttention(_) => {
-                    anyhow::bail!("linear attention has no CUDA kernels (`supports` refuses it)")
+                plan::Mixer::LinearAttention(g) => {
+                    let state_offset = state_len;
+                    state_len += g.state_len();
+                    Mixer::LinearAttention(Box::new(LinearAttentionWeights {
+                        spec: g.clone(),
+                        w_in: linear(&n("ssm_in"))?,
+                        conv: vector(&LayerTensor::SsmConv1d.of(l))?,
+                        dt_bias: vector(&LayerTensor::SsmDtBias.of(l))?,
+                        decay_rate: vector(&LayerTensor::SsmA.of(l))?,
+                        norm: vector(&LayerTensor::SsmNorm.of(l))?,
+                        w_out: linear(&n("ssm_out"))?,
+                        state_offset,
+                    }))
                 }
             };
             let mlp = match &spec.mlp {
@@ -363,6 +397,7 @@ impl ModelWeights {
             embedding_scale: model.embedding_scale,
             lm_head,
             largest_quantized,
+            state_len,
             arena,
         })
     }

@@ -64,6 +64,18 @@ pub fn run_pair(config: &ModelConfig, page_size: usize, eager: bool) {
     compare_backends(config, &run);
 }
 
+/// The CPU top-two logit gap under which CUDA may pick the other token: 0.05 for the
+/// tolerances of attention models (<= 3e-2), 2.5x the tolerance for the looser hybrids'
+/// (whose random-weight fixtures move more under bf16 rounding: transformers' own bf16 run of
+/// the qwen3_5 fixture is 0.11 mean |dlogprob| from its f32 one, scripts/make_arch_fixtures.py).
+pub fn near_tie_gap(max_rel_err: f64) -> f32 {
+    if max_rel_err <= 3e-2 {
+        0.05
+    } else {
+        (2.5 * max_rel_err) as f32
+    }
+}
+
 pub fn compare_backends(config: &ModelConfig, run: &Run) {
     compare_backends_on(config, run, None);
 }
@@ -96,6 +108,12 @@ pub fn compare_and_report(
     let source = host.map_or(WeightSource::Dummy { seed }, WeightSource::Host);
     let mut gpu = CudaBackend::new(config.clone(), source, options).unwrap();
     let num_pages = 4096 / page_size;
+    // A hybrid: a recurrent-state slot per sequence, allocated before the KV caches.
+    let hybrid = gpu.state_bytes_per_sequence() > 0;
+    if hybrid {
+        cpu.init_state_slots(run.lens.len()).unwrap();
+        gpu.init_state_slots(run.lens.len()).unwrap();
+    }
     cpu.init_kv_cache(num_pages, page_size).unwrap();
     gpu.init_kv_cache(num_pages, page_size).unwrap();
 
@@ -138,7 +156,7 @@ pub fn compare_and_report(
                 tokens: &s.tokens[s.computed..end],
                 start_pos: s.computed,
                 block_table: &s.table,
-                state_slot: None,
+                state_slot: hybrid.then_some(i as u32),
                 state_copy: Default::default(),
                 logits: if end == s.tokens.len() {
                     LogitsRequest::Last
@@ -197,10 +215,11 @@ pub fn compare_and_report(
             if ta != tb {
                 // Allowed only when the CPU's top two are within the tolerance of each other.
                 let gap = (ra[ta as usize] - ra[tb as usize]).abs();
-                if gap >= 0.05 {
+                let bar = near_tie_gap(run.max_rel_err);
+                if gap >= bar {
                     failures.push(format!(
                         "{:?} step {steps} seq {i} (position {}): greedy CPU {ta} vs CUDA {tb}, \
-                         CPU logit gap {gap} >= 0.05",
+                         CPU logit gap {gap} >= {bar}",
                         config.arch,
                         end - 1
                     ));

@@ -34,6 +34,8 @@ pub fn teacher_forced(
     cpu.init_kv_cache(pages, page_size).unwrap();
     gpu.init_kv_cache(pages, page_size).unwrap();
     let table: Vec<u32> = (0..pages as u32).rev().collect();
+    // A hybrid's recurrent state: slot 0 (the caller allocated it), started over at position 0.
+    let state_slot = (gpu.state_bytes_per_sequence() > 0).then_some(0);
     let mut tokens = prompt.to_vec();
     let mut start = 0;
     while tokens.len() < total {
@@ -41,7 +43,7 @@ pub fn teacher_forced(
             tokens: &tokens[start..],
             start_pos: start,
             block_table: &table,
-            state_slot: None,
+            state_slot,
             state_copy: Default::default(),
             logits: LogitsRequest::Last,
         }];

@@ -5,7 +5,7 @@
 use crate::device_ptr::DevicePtr;
 
 /// Most parameters a kernel of this crate takes (attention decode has 16).
-pub(in crate::launchers) const MAX_PARAMS: usize = 16;
+pub(in crate::launchers) const MAX_PARAMS: usize = 24;
 
 /// Up to [`MAX_PARAMS`] kernel arguments, each in an 8-byte slot (the driver reads each
 /// parameter's own size from the front of its slot: little-endian, so narrower values sit

@@ -1,0 +1,180 @@
+//! Launchers of kernels/gated_deltanet.cu: a linear-attention layer's convolution and gated
+//! delta rule over the step's sequences and their state slots, and gated attention's output
+//! gate.
+
+use super::launch::{Kernels, Shape};
+use super::signatures::{GdnConv, GdnRecurrence, SigmoidGateMul};
+use crate::device_ptr::DevicePtr;
+
+/// Most taps of the convolution (`GDN_MAX_TAPS`) and most key dims a head's state column
+/// holds in registers (`GDN_MAX_DK`); value heads of at most 256 dims.
+pub const GDN_MAX_TAPS: usize = 8;
+pub const GDN_MAX_DK: usize = 128;
+pub const GDN_MAX_DV: usize = 256;
+
+/// The step's sequences as the linear layers see them (packed step metadata, i32 each) and
+/// where their state lives.
+#[derive(Debug, Clone, Copy)]
+pub struct GdnSequences {
+    /// First token row, token count, state slot (-1: padding), 1 when starting at position 0.
+    pub row: DevicePtr,
+    pub len: DevicePtr,
+    pub slot: DevicePtr,
+    pub fresh: DevicePtr,
+    /// Sequences (padding included).
+    pub count: usize,
+    /// The state of every slot, f32, `slot_stride` floats apart.
+    pub state: DevicePtr,
+    pub slot_stride: usize,
+}
+
+/// One linear-attention layer's shape and the offset of its state in a slot.
+#[derive(Debug, Clone, Copy)]
+pub struct GdnLayer {
+    pub key_heads: usize,
+    pub value_heads: usize,
+    pub dk: usize,
+    pub dv: usize,
+    pub taps: usize,
+    /// Value head h reads key head h % key_heads (llama.cpp's tiled order), not
+    /// h / (value_heads / key_heads).
+    pub tiled: bool,
+    /// Floats from a slot's start to this layer's convolution state; its S follows.
+    pub offset: usize,
+}
+
+impl GdnLayer {
+    pub fn channels(&self) -> usize {
+        2 * self.key_heads * self.dk + self.value_heads * self.dv
+    }
+}
+
+/// The inputs of [`Kernels::gdn_recurrence`] besides the sequences.
+#[derive(Debug, Clone, Copy)]
+pub struct GdnRecurrenceArgs {
+    /// f32 [n, channels]: the convolution's output.
+    pub conv: DevicePtr,
+    /// f32 rows `ld` apart: z at `z_col`, beta inputs at `b_col`, decay inputs at `a_col`.
+    pub mixed: DevicePtr,
+    pub ld: usize,
+    pub z_col: usize,
+    pub b_col: usize,
+    pub a_col: usize,
+    /// f32 [value heads] each: A, dt_bias; f32 [dv]: the gated norm's weight.
+    pub decay_rate: DevicePtr,
+    pub dt_bias: DevicePtr,
+    pub norm: DevicePtr,
+    /// bf16 [n, value_dim].
+    pub out: DevicePtr,
+    pub eps: f32,
+}
+
+impl Kernels {
+    /// The convolution of `mixed`'s first `channels` columns (rows `ld` floats apart) into
+    /// `out` (f32 [n, channels]), each sequence continuing from its slot's convolution state.
+    pub fn gdn_conv(
+        &self,
+        seqs: &GdnSequences,
+        layer: &GdnLayer,
+        mixed: DevicePtr,
+        ld: usize,
+        taps: DevicePtr,
+        out: DevicePtr,
+    ) -> anyhow::Result<()> {
+        let channels = layer.channels();
+        anyhow::ensure!(
+            (1..=GDN_MAX_TAPS).contains(&layer.taps),
+            "the convolution kernel takes 1..={GDN_MAX_TAPS} taps, not {}",
+            layer.taps
+        );
+        let params = GdnConv {
+            mixed,
+            ld,
+            taps,
+            state: seqs.state,
+            seq_row: seqs.row,
+            seq_len: seqs.len,
+            seq_slot: seqs.slot,
+            seq_fresh: seqs.fresh,
+            slot_stride: seqs.slot_stride as u64,
+            layer_offset: layer.offset as u64,
+            out,
+            channels,
+            num_taps: layer.taps,
+        };
+        let shape = Shape {
+            grid: (channels.div_ceil(128) as u32, seqs.count as u32, 1),
+            block: 128,
+        };
+        self.launch(shape, &params)
+    }
+
+    /// The gated delta rule and gated norm of every value head of every sequence.
+    pub fn gdn_recurrence(
+        &self,
+        seqs: &GdnSequences,
+        layer: &GdnLayer,
+        a: &GdnRecurrenceArgs,
+    ) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            layer.dk <= GDN_MAX_DK && layer.dv <= GDN_MAX_DV,
+            "the recurrence kernel takes key heads of <= {GDN_MAX_DK} and value heads of <= \
+             {GDN_MAX_DV} dims, not {} and {}",
+            layer.dk,
+            layer.dv
+        );
+        let conv_state = (layer.taps - 1) * layer.channels();
+        let params = GdnRecurrence {
+            conv: a.conv,
+            mixed: a.mixed,
+            ld: a.ld,
+            z_col: a.z_col,
+            b_col: a.b_col,
+            a_col: a.a_col,
+            decay_rate: a.decay_rate,
+            dt_bias: a.dt_bias,
+            norm_w: a.norm,
+            state: seqs.state,
+            seq_row: seqs.row,
+            seq_len: seqs.len,
+            seq_slot: seqs.slot,
+            seq_fresh: seqs.fresh,
+            slot_stride: seqs.slot_stride as u64,
+            layer_offset: (layer.offset + conv_state) as u64,
+            out: a.out,
+            key_heads: layer.key_heads,
+            value_heads: layer.value_heads,
+            dk: layer.dk,
+            dv: layer.dv,
+            tiled: i32::from(layer.tiled),
+            eps: a.eps,
+        };
+        let shape = Shape {
+            grid: (layer.value_heads as u32, seqs.count as u32, 1),
+            block: layer.dv.next_multiple_of(32) as u32,
+        };
+        self.launch(shape, &params)
+    }
+
+    /// out (bf16 [n, width]) *= sigmoid(gate rows, f32, `ld` floats apart).
+    pub fn sigmoid_gate_mul(
+        &self,
+        out: DevicePtr,
+        gate_rows: DevicePtr,
+        ld: usize,
+        width: usize,
+        n: usize,
+    ) -> anyhow::Result<()> {
+        let params = SigmoidGateMul {
+            out,
+            gate_rows,
+            ld,
+            width,
+        };
+        let shape = Shape {
+            grid: (n as u32, width.div_ceil(256) as u32, 1),
+            block: 256,
+        };
+        self.launch(shape, &params)
+    }
+}

@@ -22,7 +22,7 @@ use crate::arch::rows::{f32_tensor, Rows};
 use crate::tensor_names::LayerTensor;
 use crate::weights::{ModelWeights, WeightTensor};
 
-pub(super) const FAMILIES: &[&dyn Family] = &[&Qwen3_5, &Qwen3_5Moe, &Qwen3Next];
+pub(super) const FAMILIES: &[&dyn Family] = &[&QWEN3_5, &QWEN3_5_MOE, &QWEN3_NEXT];
 
 /// Qwen3-Next's experts, Qwen2-MoE's: `moe_intermediate_size` wide, a shared expert,
 /// `norm_topk_prob` renormalising the chosen probabilities.
@@ -50,78 +50,62 @@ const BA: &str = "ssm_in_ba.weight";
 const GATE_UP_EXPS: &str = "ffn_gate_up_exps.weight";
 const Q_AND_GATE: &str = "attn_q_and_gate.weight";
 
-pub struct Qwen3_5;
-pub struct Qwen3_5Moe;
-pub struct Qwen3Next;
-
-impl Family for Qwen3_5 {
-    fn gguf_names(&self) -> &'static [&'static str] {
-        &["qwen35"]
-    }
-    fn from_gguf(&self, g: &GgufConfig) -> Result<ModelConfig, GgufError> {
-        hybrid_gguf(g, true)
-    }
-    fn gguf_finish(
-        &self,
-        config: &ModelConfig,
-        weights: &mut ModelWeights,
-    ) -> Result<(), GgufError> {
-        gguf_finish(config, weights)
-    }
-    fn hf_class(&self) -> Option<&'static str> {
-        Some("Qwen3_5ForConditionalGeneration")
-    }
-    fn hf_model_type(&self) -> Option<&'static str> {
-        Some("qwen3_5")
-    }
-    fn from_hf(&self, c: &HfConfig) -> Result<ModelConfig, HfError> {
-        hybrid_config(c, None)
-    }
-    fn hf_tensor_name(&self, hf: &str) -> Option<String> {
-        hybrid_tensor_name(hf)
-    }
-    fn hf_finish(&self, config: &ModelConfig, weights: &mut ModelWeights) -> Result<(), HfError> {
-        finish(config, weights)
-    }
+/// One of the three: its names, its experts' convention, its GGUF value-head order.
+pub struct Hybrid {
+    hf_class: &'static str,
+    hf_model_type: &'static str,
+    gguf_name: &'static [&'static str],
+    /// `None` for the dense Qwen3.5.
+    experts: Option<&'static MoeConvention>,
+    /// llama.cpp's converter writes this family's value heads in tiled order.
+    gguf_tiled_value_heads: bool,
 }
 
-impl Family for Qwen3_5Moe {
-    fn gguf_names(&self) -> &'static [&'static str] {
-        &["qwen35moe"]
-    }
-    fn from_gguf(&self, g: &GgufConfig) -> Result<ModelConfig, GgufError> {
-        hybrid_gguf(g, true)
-    }
-    fn gguf_finish(
-        &self,
-        config: &ModelConfig,
-        weights: &mut ModelWeights,
-    ) -> Result<(), GgufError> {
-        gguf_finish(config, weights)
-    }
-    fn hf_class(&self) -> Option<&'static str> {
-        Some("Qwen3_5MoeForConditionalGeneration")
-    }
-    fn hf_model_type(&self) -> Option<&'static str> {
-        Some("qwen3_5_moe")
-    }
-    fn from_hf(&self, c: &HfConfig) -> Result<ModelConfig, HfError> {
-        hybrid_config(c, Some(&QWEN3_5_EXPERTS))
-    }
-    fn hf_tensor_name(&self, hf: &str) -> Option<String> {
-        hybrid_tensor_name(hf)
-    }
-    fn hf_finish(&self, config: &ModelConfig, weights: &mut ModelWeights) -> Result<(), HfError> {
-        finish(config, weights)
-    }
-}
+const QWEN3_5: Hybrid = Hybrid {
+    hf_class: "Qwen3_5ForConditionalGeneration",
+    hf_model_type: "qwen3_5",
+    gguf_name: &["qwen35"],
+    experts: None,
+    gguf_tiled_value_heads: true,
+};
 
-impl Family for Qwen3Next {
+const QWEN3_5_MOE: Hybrid = Hybrid {
+    hf_class: "Qwen3_5MoeForConditionalGeneration",
+    hf_model_type: "qwen3_5_moe",
+    gguf_name: &["qwen35moe"],
+    experts: Some(&QWEN3_5_EXPERTS),
+    gguf_tiled_value_heads: true,
+};
+
+const QWEN3_NEXT: Hybrid = Hybrid {
+    hf_class: "Qwen3NextForCausalLM",
+    hf_model_type: "qwen3_next",
+    gguf_name: &["qwen3next"],
+    experts: Some(&NEXT_EXPERTS),
+    gguf_tiled_value_heads: false,
+};
+
+impl Family for Hybrid {
+    fn hf_class(&self) -> Option<&'static str> {
+        Some(self.hf_class)
+    }
+    fn hf_model_type(&self) -> Option<&'static str> {
+        Some(self.hf_model_type)
+    }
     fn gguf_names(&self) -> &'static [&'static str] {
-        &["qwen3next"]
+        self.gguf_name
+    }
+    fn from_hf(&self, c: &HfConfig) -> Result<ModelConfig, HfError> {
+        hybrid_config(c, self.experts)
     }
     fn from_gguf(&self, g: &GgufConfig) -> Result<ModelConfig, GgufError> {
-        hybrid_gguf(g, false)
+        hybrid_gguf(g, self.gguf_tiled_value_heads)
+    }
+    fn hf_tensor_name(&self, hf: &str) -> Option<String> {
+        hybrid_tensor_name(hf)
+    }
+    fn hf_finish(&self, config: &ModelConfig, weights: &mut ModelWeights) -> Result<(), HfError> {
+        finish(config, weights)
     }
     fn gguf_finish(
         &self,
@@ -129,21 +113,6 @@ impl Family for Qwen3Next {
         weights: &mut ModelWeights,
     ) -> Result<(), GgufError> {
         gguf_finish(config, weights)
-    }
-    fn hf_class(&self) -> Option<&'static str> {
-        Some("Qwen3NextForCausalLM")
-    }
-    fn hf_model_type(&self) -> Option<&'static str> {
-        Some("qwen3_next")
-    }
-    fn from_hf(&self, c: &HfConfig) -> Result<ModelConfig, HfError> {
-        hybrid_config(c, Some(&NEXT_EXPERTS))
-    }
-    fn hf_tensor_name(&self, hf: &str) -> Option<String> {
-        hybrid_tensor_name(hf)
-    }
-    fn hf_finish(&self, config: &ModelConfig, weights: &mut ModelWeights) -> Result<(), HfError> {
-        finish(config, weights)
     }
 }
 

@@ -65,35 +65,29 @@ pub fn forward(
         sized(&mut scratch.k, n * kv_dim),
         sized(&mut scratch.v, n * kv_dim),
     );
-    let gate = sized(
-        &mut scratch.gate,
-        if a.gate.is_some() { n * q_dim } else { 0 },
-    );
-    let mut jobs = vec![
-        MatmulJob {
-            matrix: &a.wq,
-            out: q,
-        },
-        MatmulJob {
-            matrix: &a.wk,
-            out: k,
-        },
-        MatmulJob {
-            matrix: &a.wv,
-            out: v,
-        },
-    ];
-    if let Some(matrix) = &a.gate {
-        jobs.push(MatmulJob { matrix, out: gate });
+    let gate_len = if a.gate.is_some() { n * q_dim } else { 0 };
+    let gate = sized(&mut scratch.gate, gate_len);
+    let job = |matrix, out| MatmulJob { matrix, out };
+    let (wq, wk, wv) = (&a.wq, &a.wk, &a.wv);
+    match &a.gate {
+        Some(wg) => matmul_group(
+            isa,
+            normed,
+            n,
+            &mut [
+                job(wq, &mut *q),
+                job(wk, &mut *k),
+                job(wv, &mut *v),
+                job(wg, &mut *gate),
+            ],
+        ),
+        None => matmul_group(
+            isa,
+            normed,
+            n,
+            &mut [job(wq, &mut *q), job(wk, &mut *k), job(wv, &mut *v)],
+        ),
     }
-    matmul_group(isa, normed, n, &mut jobs);
-    drop(jobs);
-    let (q, k, v) = (
-        &mut scratch.q[..n * q_dim],
-        &mut scratch.k[..n * kv_dim],
-        &mut scratch.v[..n * kv_dim],
-    );
-    let gate = &scratch.gate[..if a.gate.is_some() { n * q_dim } else { 0 }];
     if let Some([bq, bk, bv]) = &a.qkv_bias {
         add_row_bias(q, bq);
         add_row_bias(k, bk);
@@ -117,7 +111,7 @@ pub fn forward(
     let attn = sized(&mut scratch.attn, n * q_dim);
     attend(isa, kv, layer, &a.spec, step, q, attn);
     if a.gate.is_some() {
-        for (o, &g) in attn.iter_mut().zip(gate) {
+        for (o, &g) in attn.iter_mut().zip(gate.iter()) {
             *o *= 1.0 / (1.0 + (-g).exp());
         }
     }

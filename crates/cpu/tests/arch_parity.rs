@@ -40,14 +40,6 @@ struct Case {
     margins: Vec<f64>,
 }
 
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
-
 fn load(arch: &str) -> (CpuBackend, Vec<Case>, f64) {
     let dir = repo_root().join("fixtures/arch").join(arch);
     let (config, weights) = load::hf_dir(&dir).unwrap_or_else(|e| panic!("{arch}: {e}"));
@@ -92,12 +84,6 @@ fn cases(arch: &str) -> Vec<Case> {
                 .collect(),
         })
         .collect()
-}
-
-fn log_softmax_at(row: &[f32], token: u32) -> f64 {
-    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-    let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
-    row[token as usize] as f64 - max - sum.ln()
 }
 
 /// |Δ| of every prompt token's log-probability (whole prompt in one step, all logits).

@@ -24,11 +24,6 @@ struct Case {
     greedy: Vec<u32>,
 }
 
-fn ids(v: &Value) -> Vec<u32> {
-    let ids = v.as_array().expect("an id list");
-    ids.iter().map(|x| x.as_u64().unwrap() as u32).collect()
-}
-
 fn cases(arch: &str) -> Vec<Case> {
     let path = repo_root()
         .join("fixtures/arch")
@@ -50,12 +45,6 @@ fn cases(arch: &str) -> Vec<Case> {
             greedy: ids(&p["greedy"]),
         })
         .collect()
-}
-
-fn log_softmax_at(row: &[f32], token: u32) -> f64 {
-    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-    let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
-    row[token as usize] as f64 - max - sum.ln()
 }
 
 /// log p(prompt[i] | prompt[..i]) for i >= 1, the whole prompt in one step.

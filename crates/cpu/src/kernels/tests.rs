@@ -1,6 +1,5 @@
 //! Kernels against naive f64 references, SIMD against the portable path, and batch invariance.
 
-use ferrite_model::config::{rope_inv_freq, RopeStyle};
 use ferrite_model::weights::DType;
 
 use super::activation::{gelu_tanh_mul, silu_mul};
@@ -8,7 +7,6 @@ use super::attention::{attend, KvSource, Window};
 use super::matmul::{matmul, matmul_group, MatmulJob};
 use super::norm::{rms_norm, rms_norm_in_place};
 use super::quant_matrix::QuantMatrix;
-use super::rope::Rope;
 use crate::simd::{available_isas, axpy, detected_isa, dot, Isa, Tile};
 use crate::testing::{random_tensor, random_vec, rng};
 
@@ -261,63 +259,6 @@ fn rms_norm_matches_f64() {
                 (out[row * n + i] as f64 - expected).abs() < 1e-5,
                 "row {row} element {i}"
             );
-        }
-    }
-}
-
-#[test]
-fn rope_rotates_the_right_pairs_by_the_right_angles() {
-    let (d, theta) = (8, 10000.0f32);
-    for style in [RopeStyle::Interleaved, RopeStyle::Halves] {
-        let rope = Rope::new(rope_inv_freq(d, theta, None), style);
-        let mut table = vec![0.0; d];
-        let mut r = rng(8);
-        let x = random_vec(&mut r, 2 * d, 1.0);
-        let position = 5;
-        rope.table(position, &mut table);
-        let mut y = x.clone();
-        rope.apply(&mut y, d, &table);
-        for head in 0..2 {
-            for i in 0..d / 2 {
-                let (ia, ib) = match style {
-                    RopeStyle::Interleaved => (2 * i, 2 * i + 1),
-                    RopeStyle::Halves => (i, i + d / 2),
-                };
-                let angle = position as f64 / (theta as f64).powf(2.0 * i as f64 / d as f64);
-                let (a, b) = (x[head * d + ia] as f64, x[head * d + ib] as f64);
-                let ea = a * angle.cos() - b * angle.sin();
-                let eb = b * angle.cos() + a * angle.sin();
-                assert!(
-                    (y[head * d + ia] as f64 - ea).abs() < 1e-5,
-                    "{style:?} pair {i}"
-                );
-                assert!(
-                    (y[head * d + ib] as f64 - eb).abs() < 1e-5,
-                    "{style:?} pair {i}"
-                );
-            }
-        }
-    }
-}
-
-#[test]
-fn partial_rope_turns_the_first_dimensions_of_each_head_and_keeps_the_rest() {
-    // head_dim 8, rotary_dim 4 (partial_rotary_factor 0.5): rotate_half over dims 0..4.
-    let (d, rotary, theta) = (8, 4, 10000.0f32);
-    let rope = Rope::new(rope_inv_freq(rotary, theta, None), RopeStyle::Halves);
-    let mut table = vec![0.0; d];
-    let x = random_vec(&mut rng(9), 2 * d, 1.0);
-    rope.table(3, &mut table);
-    let mut y = x.clone();
-    rope.apply(&mut y, d, &table);
-    for head in 0..2 {
-        let (x, y) = (&x[head * d..(head + 1) * d], &y[head * d..(head + 1) * d]);
-        assert_eq!(x[rotary..], y[rotary..], "the pass-through dims");
-        for i in 0..rotary / 2 {
-            let angle = 3.0 / (theta as f64).powf(2.0 * i as f64 / rotary as f64);
-            let (a, b) = (x[i] as f64, x[i + rotary / 2] as f64);
-            assert!((y[i] as f64 - (a * angle.cos() - b * angle.sin())).abs() < 1e-5);
-            assert!((y[i + rotary / 2] as f64 - (b * angle.cos() + a * angle.sin())).abs() < 1e-5);
         }
     }
 }

@@ -353,3 +353,16 @@ pub fn greedy(
     }
     ids
 }
+
+/// The token ids of a JSON array (a fixture's prompt or continuation).
+pub fn ids(v: &serde_json::Value) -> Vec<u32> {
+    let ids = v.as_array().expect("an id list");
+    ids.iter().map(|x| x.as_u64().unwrap() as u32).collect()
+}
+
+/// log softmax(row)[token], in f64.
+pub fn log_softmax_at(row: &[f32], token: u32) -> f64 {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
+    row[token as usize] as f64 - max - sum.ln()
+}

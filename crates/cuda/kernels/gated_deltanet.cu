@@ -7,11 +7,15 @@
 // (its state then starts from zero instead of the slot's contents).
 #include "common.cuh"
 
-// grid = (ceil(C / 128), sequences), block = 128: one thread per channel of a sequence runs its
-// tokens in order with the last K - 1 inputs in registers, writes each output (SiLU of the
-// causal depthwise convolution) and leaves the newest K - 1 inputs in the slot.
+// grid = (ceil(C / 128), sequences, tiles), block = 128: one thread per channel runs a tile
+// of GDN_CONV_TILE tokens of a sequence in order with the last K - 1 inputs in registers
+// (read from the rows before the tile, or from the slot's state before the sequence's first
+// token) and writes each output (SiLU of the causal depthwise convolution). A sequence of one
+// tile leaves its newest K - 1 inputs in the slot here; a longer one's are saved by
+// gdn_conv_save afterwards, since its first tile reads the slot's old ones.
 // `mixed` rows are `ld` floats apart; the convolved channels are its first C columns.
 #define GDN_MAX_TAPS 8
+#define GDN_CONV_TILE 64
 extern "C" __global__ void gdn_conv(const float* __restrict__ mixed, int ld,
                                     const float* __restrict__ taps, float* __restrict__ state,
                                     const i32* __restrict__ seq_row, const i32* __restrict__ seq_len,
@@ -21,6 +25,7 @@ extern "C" __global__ void gdn_conv(const float* __restrict__ mixed, int ld,
                                     int num_taps) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     const int s = blockIdx.y;
+    const int t_begin = blockIdx.z * GDN_CONV_TILE;
     const int slot = seq_slot[s], row0 = seq_row[s], len = seq_len[s];
     const bool fresh = seq_fresh[s] != 0;
     float w[GDN_MAX_TAPS];
@@ -29,14 +34,23 @@ extern "C" __global__ void gdn_conv(const float* __restrict__ mixed, int ld,
         for (int j = 0; j < GDN_MAX_TAPS; ++j) w[j] = j < num_taps ? taps[(i64)c * num_taps + j] : 0.0f;
     }
     pdl_enter();
-    if (c >= channels || slot < 0) return;
+    if (c >= channels || slot < 0 || t_begin >= len) return;
+    const int t_end = min(len, t_begin + GDN_CONV_TILE);
     float* conv_state = state + (i64)slot * slot_stride + layer_offset;
-    // window[j]: input j steps before the current one's oldest tap (window[kernel - 2] newest).
+    // window[j]: input j steps before the current one's oldest tap (window[kernel - 2] newest),
+    // i.e. the input at token t_begin - (K - 1) + j, from the slot when before the sequence.
     float window[GDN_MAX_TAPS];
 #pragma unroll
-    for (int j = 0; j < GDN_MAX_TAPS - 1; ++j)
-        window[j] = (!fresh && j < num_taps - 1) ? conv_state[(i64)j * channels + c] : 0.0f;
-    for (int t = 0; t < len; ++t) {
+    for (int j = 0; j < GDN_MAX_TAPS - 1; ++j) {
+        const int t = t_begin - (num_taps - 1) + j;
+        float x = 0.0f;
+        if (j < num_taps - 1) {
+            if (t >= 0) x = mixed[(i64)(row0 + t) * ld + c];
+            else if (!fresh) x = conv_state[(i64)(t + num_taps - 1) * channels + c];
+        }
+        window[j] = x;
+    }
+    for (int t = t_begin; t < t_end; ++t) {
         const float x = mixed[(i64)(row0 + t) * ld + c];
         float sum = 0.0f;
 #pragma unroll
@@ -49,9 +63,30 @@ extern "C" __global__ void gdn_conv(const float* __restrict__ mixed, int ld,
             if (j < num_taps - 2) window[j] = window[j + 1];
         if (num_taps >= 2) window[num_taps - 2] = x;
     }
+    if (len > GDN_CONV_TILE) return;
 #pragma unroll
     for (int j = 0; j < GDN_MAX_TAPS - 1; ++j)
         if (j < num_taps - 1) conv_state[(i64)j * channels + c] = window[j];
+}
+
+// The newest K - 1 inputs of each sequence longer than one tile into its slot's convolution
+// state (after gdn_conv, which read the old ones). grid = (ceil(C / 128), sequences),
+// block = 128.
+extern "C" __global__ void gdn_conv_save(const float* __restrict__ mixed, int ld,
+                                         float* __restrict__ state,
+                                         const i32* __restrict__ seq_row,
+                                         const i32* __restrict__ seq_len,
+                                         const i32* __restrict__ seq_slot, i64 slot_stride,
+                                         i64 layer_offset, int channels, int num_taps) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    const int s = blockIdx.y;
+    const int slot = seq_slot[s], row0 = seq_row[s], len = seq_len[s];
+    pdl_enter();
+    if (c >= channels || slot < 0 || len <= GDN_CONV_TILE) return;
+    float* conv_state = state + (i64)slot * slot_stride + layer_offset;
+    for (int j = 0; j < num_taps - 1; ++j)
+        conv_state[(i64)j * channels + c] =
+            mixed[(i64)(row0 + len - (num_taps - 1) + j) * ld + c];
 }
 
 // grid = (value heads, sequences), block = value_head_dim rounded up to whole warps (<= 256;

@@ -300,6 +300,8 @@ impl Model<'_> {
             slot: self.meta(o.seq_slot),
             fresh: self.meta(o.seq_fresh),
             count: s.num_seqs,
+            tokens: s.num_tokens,
+            max_len: s.max_q_len,
             state,
             slot_stride: self.weights.state_len,
         };
@@ -316,7 +318,7 @@ impl Model<'_> {
         k.gdn_conv(&seqs, &layer, buffers.mixed, ld, g.conv, buffers.conv)?;
         let channels = spec.conv_channels();
         let value_dim = spec.value_dim();
-        k.gdn_recurrence(
+        k.gdn_delta_rule(
             &seqs,
             &layer,
             &GdnRecurrenceArgs {

@@ -1,8 +1,11 @@
-//! The linear-attention kernels (kernels/gated_deltanet.cu) against a naive step-by-step
+//! The linear-attention kernels (kernels/gated_deltanet*.cu) against a naive step-by-step
 //! reference in f64 on the host: the causal convolution and the gated delta rule with its
-//! gated norm, for two sequences over two steps (one starting fresh, one continuing from the
-//! state the first step left, so the state carried in the slot is checked too), in grouped and
-//! tiled value-head order, value heads narrower than a warp included.
+//! gated norm, for two sequences over seven steps (the first fresh, each later one continuing
+//! from the state the one before left in the slot, so the state carried is checked too):
+//! prompt steps that run the 64-token chunks (whole chunks, a chunk boundary inside a step,
+//! a 1-token sequence beside a long one, several convolution tiles) and decode steps that run
+//! the token-by-token kernel, in grouped and tiled value-head order, value heads narrower than
+//! a warp included.
 
 mod common;
 
@@ -105,8 +108,8 @@ fn check_shape(s: Shape, seed: u64) {
     let norm: Vec<f32> = random(&mut r, s.dv, 0.3).iter().map(|v| v + 1.0).collect();
     let eps = 1e-6f32;
     let slot_len = (s.taps - 1) * c + s.nv * s.dk * s.dv;
-    // Two sequences, two steps: 7 then 3 tokens, and 1 then 5 (the second continues).
-    let steps: [[usize; 2]; 2] = [[7, 1], [3, 5]];
+    // Two sequences' token counts per step; each step continues from the one before.
+    let steps: [[usize; 2]; 7] = [[7, 1], [3, 5], [1, 1], [150, 1], [1, 70], [1, 1], [64, 65]];
     let mut host_state = vec![vec![0.0f64; slot_len]; 2];
     let state = poisoned::<f32>(&ctx, 2 * slot_len);
     let layer = GdnLayer {
@@ -133,6 +136,8 @@ fn check_shape(s: Shape, seed: u64) {
             slot: slot_d.ptr(),
             fresh: fresh_d.ptr(),
             count: 2,
+            tokens: n,
+            max_len: lens[0].max(lens[1]),
             state: state.ptr(),
             slot_stride: slot_len,
         };
@@ -156,7 +161,7 @@ fn check_shape(s: Shape, seed: u64) {
             out: out.ptr(),
             eps,
         };
-        ctx.kernels.gdn_recurrence(&seqs, &layer, &args).unwrap();
+        ctx.kernels.gdn_delta_rule(&seqs, &layer, &args).unwrap();
         let got = read_bf16(&ctx, &out, n * value_dim);
         let mut want = Vec::new();
         for (q, &len) in lens.iter().enumerate() {

@@ -1,9 +1,12 @@
-//! Launchers of kernels/gated_deltanet.cu: a linear-attention layer's convolution and gated
-//! delta rule over the step's sequences and their state slots, and gated attention's output
-//! gate.
+//! Launchers of kernels/gated_deltanet.cu and gated_deltanet_chunked.cu: a linear-attention
+//! layer's convolution and gated delta rule over the step's sequences and their state slots
+//! (token by token for decode steps, 64-token chunks for prompts), and gated attention's
+//! output gate.
 
 use super::launch::{Kernels, Shape};
-use super::signatures::{GdnConv, GdnRecurrence, SigmoidGateMul};
+use super::signatures::{
+    GdnChunked, GdnConv, GdnConvSave, GdnGatedNorm, GdnRecurrence, SigmoidGateMul,
+};
 use crate::device_ptr::DevicePtr;
 
 /// Most taps of the convolution (`GDN_MAX_TAPS`) and most key dims a head's state column
@@ -11,6 +14,23 @@ use crate::device_ptr::DevicePtr;
 pub const GDN_MAX_TAPS: usize = 8;
 pub const GDN_MAX_DK: usize = 128;
 pub const GDN_MAX_DV: usize = 256;
+/// Tokens a convolution thread runs in order (`GDN_CONV_TILE`).
+const GDN_CONV_TILE: usize = 64;
+/// Tokens of a chunk and value columns of a block of the chunked delta rule (`GDN_CHUNK`,
+/// `GDN_SLICE`).
+const GDN_CHUNK: usize = 64;
+const GDN_SLICE: usize = 32;
+
+/// Dynamic shared memory of `gdn_chunked` for key heads of `dk` dims: q and k rows of a chunk,
+/// its L and P matrices, the state slice, the slice's u rows, and the decays and betas.
+pub fn gdn_chunked_shared_bytes(dk: usize) -> u32 {
+    let floats = 2 * GDN_CHUNK * (dk + 1)
+        + 2 * GDN_CHUNK * (GDN_CHUNK + 1)
+        + dk * GDN_SLICE
+        + GDN_CHUNK * GDN_SLICE
+        + 2 * GDN_CHUNK;
+    (floats * 4) as u32
+}
 
 /// The step's sequences as the linear layers see them (packed step metadata, i32 each) and
 /// where their state lives.
@@ -23,6 +43,10 @@ pub struct GdnSequences {
     pub fresh: DevicePtr,
     /// Sequences (padding included).
     pub count: usize,
+    /// Token rows of the step, and the most any sequence has (host-side: they pick the
+    /// kernels and their grids).
+    pub tokens: usize,
+    pub max_len: usize,
     /// The state of every slot, f32, `slot_stride` floats apart.
     pub state: DevicePtr,
     pub slot_stride: usize,
@@ -102,15 +126,114 @@ impl Kernels {
             channels,
             num_taps: layer.taps,
         };
+        let tiles = seqs.max_len.div_ceil(GDN_CONV_TILE).max(1);
+        let shape = Shape {
+            grid: (channels.div_ceil(128) as u32, seqs.count as u32, tiles as u32),
+            block: 128,
+        };
+        self.launch(shape, &params)?;
+        if tiles == 1 {
+            return Ok(());
+        }
+        let save = GdnConvSave {
+            mixed,
+            ld,
+            state: seqs.state,
+            seq_row: seqs.row,
+            seq_len: seqs.len,
+            seq_slot: seqs.slot,
+            slot_stride: seqs.slot_stride as u64,
+            layer_offset: layer.offset as u64,
+            channels,
+            num_taps: layer.taps,
+        };
         let shape = Shape {
             grid: (channels.div_ceil(128) as u32, seqs.count as u32, 1),
             block: 128,
         };
-        self.launch(shape, &params)
+        self.launch(shape, &save)
     }
 
-    /// The gated delta rule and gated norm of every value head of every sequence.
-    pub fn gdn_recurrence(
+    /// The gated delta rule and gated norm of every value head of every sequence: token by
+    /// token when no sequence has more than one token (decode), else in 64-token chunks, which
+    /// leaves the un-normalised outputs in `a.conv`'s v columns.
+    pub fn gdn_delta_rule(
+        &self,
+        seqs: &GdnSequences,
+        layer: &GdnLayer,
+        a: &GdnRecurrenceArgs,
+    ) -> anyhow::Result<()> {
+        if seqs.max_len <= 1 {
+            self.gdn_recurrence(seqs, layer, a)
+        } else {
+            self.gdn_chunked(seqs, layer, a)
+        }
+    }
+
+    fn gdn_chunked(
+        &self,
+        seqs: &GdnSequences,
+        layer: &GdnLayer,
+        a: &GdnRecurrenceArgs,
+    ) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            layer.dk <= GDN_MAX_DK && layer.dv <= GDN_MAX_DV,
+            "the chunked delta rule takes key heads of <= {GDN_MAX_DK} and value heads of <= \
+             {GDN_MAX_DV} dims, not {} and {}",
+            layer.dk,
+            layer.dv
+        );
+        let conv_state = (layer.taps - 1) * layer.channels();
+        let params = GdnChunked {
+            conv: a.conv,
+            mixed: a.mixed,
+            ld: a.ld,
+            b_col: a.b_col,
+            a_col: a.a_col,
+            decay_rate: a.decay_rate,
+            dt_bias: a.dt_bias,
+            state: seqs.state,
+            seq_row: seqs.row,
+            seq_len: seqs.len,
+            seq_slot: seqs.slot,
+            seq_fresh: seqs.fresh,
+            slot_stride: seqs.slot_stride as u64,
+            layer_offset: (layer.offset + conv_state) as u64,
+            key_heads: layer.key_heads,
+            value_heads: layer.value_heads,
+            dk: layer.dk,
+            dv: layer.dv,
+            tiled: i32::from(layer.tiled),
+        };
+        let shape = Shape {
+            grid: (
+                layer.value_heads as u32,
+                layer.dv.div_ceil(GDN_SLICE) as u32,
+                seqs.count as u32,
+            ),
+            block: 256,
+        };
+        self.launch_with_shared(shape, gdn_chunked_shared_bytes(layer.dk), &params)?;
+        let norm = GdnGatedNorm {
+            conv: a.conv,
+            channels: layer.channels(),
+            v_col: 2 * layer.key_heads * layer.dk,
+            mixed: a.mixed,
+            ld: a.ld,
+            z_col: a.z_col,
+            norm_w: a.norm,
+            out: a.out,
+            dv: layer.dv,
+            eps: a.eps,
+        };
+        let shape = Shape {
+            grid: (seqs.tokens as u32, layer.value_heads as u32, 1),
+            block: layer.dv.next_multiple_of(32) as u32,
+        };
+        self.launch(shape, &norm)
+    }
+
+    fn gdn_recurrence(
         &self,
         seqs: &GdnSequences,
         layer: &GdnLayer,

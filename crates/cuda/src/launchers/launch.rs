@@ -8,10 +8,13 @@ use std::sync::Arc;
 
 use cudarc::driver::{sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
 
+use super::gated_deltanet::{gdn_chunked_shared_bytes, GDN_MAX_DK};
 use super::names::{
     decode_shared_bytes, prefill_tile, DECODE_NAMES, PREFILL_NAMES, TILE_MMA_SHARED_BYTES,
 };
-use super::signatures::{KernelParams, Signature, TileMmaBf16, MAX_PARAMS, SIGNATURES};
+use super::signatures::{
+    GdnChunked, KernelParams, Signature, TileMmaBf16, MAX_PARAMS, SIGNATURES,
+};
 use crate::kernel_sources::MODULES;
 use crate::module_loader;
 
@@ -81,7 +84,10 @@ impl Kernels {
                     .iter()
                     .map(|&(name, head_dim)| (name, decode_shared_bytes(head_dim))),
             )
-            .chain([(TileMmaBf16::NAME, TILE_MMA_SHARED_BYTES)]);
+            .chain([
+                (TileMmaBf16::NAME, TILE_MMA_SHARED_BYTES),
+                (GdnChunked::NAME, gdn_chunked_shared_bytes(GDN_MAX_DK)),
+            ]);
         for (name, bytes) in large_shared {
             let f = functions.get(name).ok_or_else(|| {
                 anyhow::anyhow!("kernel `{name}` has no row in the signature table")

@@ -112,6 +112,26 @@ kernel_signatures! {
         seq_fresh: Ptr, slot_stride: U64, layer_offset: U64, out: Ptr, key_heads: Count,
         value_heads: Count, dk: Count, dv: Count, tiled: I32, eps: F32,
     }
+    /// The newest convolution inputs of sequences longer than one of gdn_conv's tiles.
+    GdnConvSave = kernel("gdn_conv_save") {
+        mixed: Ptr, ld: Count, state: Ptr, seq_row: Ptr, seq_len: Ptr, seq_slot: Ptr,
+        slot_stride: U64, layer_offset: U64, channels: Count, num_taps: Count,
+    }
+
+    // gated_deltanet_chunked.cu
+
+    /// The gated delta rule of prompt chunks, 64 tokens at a time (the WY form).
+    GdnChunked = kernel("gdn_chunked") {
+        conv: Ptr, mixed: Ptr, ld: Count, b_col: Count, a_col: Count, decay_rate: Ptr,
+        dt_bias: Ptr, state: Ptr, seq_row: Ptr, seq_len: Ptr, seq_slot: Ptr, seq_fresh: Ptr,
+        slot_stride: U64, layer_offset: U64, key_heads: Count, value_heads: Count, dk: Count,
+        dv: Count, tiled: I32,
+    }
+    /// The gated output norm of gdn_chunked's outputs, into bf16.
+    GdnGatedNorm = kernel("gdn_gated_norm") {
+        conv: Ptr, channels: Count, v_col: Count, mixed: Ptr, ld: Count, z_col: Count,
+        norm_w: Ptr, out: Ptr, dv: Count, eps: F32,
+    }
     /// Gated attention's output gate.
     SigmoidGateMul = kernel("sigmoid_gate_mul") { out: Ptr, gate_rows: Ptr, ld: Count, width: Count }
 

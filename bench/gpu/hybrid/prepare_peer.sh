@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Makes .gpu-peer-hybrid/ (git-ignored) for bench/gpu/hybrid/vs_llamacpp.sh, here on the build
+# machine: llama.cpp's sources at ec562eb (the version whose converter wrote the hybrid fixtures;
+# qwen35 / qwen35moe need it), without the other backends, the web UI and the model files, and
+# the stripped release ferrite binary (built with the pip nvcc as bench/gpu/build.sh does).
+#   LLAMA_REPO=path/to/a/llama.cpp/clone bash bench/gpu/hybrid/prepare_peer.sh
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+P=.gpu-peer-hybrid
+REV=ec562eb673ab6fef464d0cf976bcb57925b5eff0
+mkdir -p "$P"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+git -C "$LLAMA_REPO" archive --format=tar --prefix=llama.cpp/ "$REV" ggml src include common tools \
+  vendor cmake CMakeLists.txt gguf-py LICENSE ':(exclude)tools/server/public' \
+  ':(exclude)tools/server/webui' | tar -x -C "$tmp"
+for b in vulkan sycl metal cann musa opencl hexagon webgpu zdnn zendnn virtgpu openvino; do
+  rm -rf "$tmp/llama.cpp/ggml/src/ggml-$b"
+done
+tar -cf - -C "$tmp" llama.cpp | xz -T2 -6 >"$P/llama.cpp.tar.xz"
+cp target/release/ferrite "$tmp/ferrite" && strip "$tmp/ferrite"
+xz -T2 -6 -c "$tmp/ferrite" >"$P/ferrite.xz"
+du -sh "$P"/*

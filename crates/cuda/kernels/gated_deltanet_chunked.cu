@@ -8,15 +8,20 @@
 //   o_t = e^{G_t} S_0^T q_t + sum_{j<=t} P_tj u_j,                 P_tj = e^{G_t-G_j} q_t.k_j
 //   S_C = e^{G_C} S_0 + sum_j e^{G_C-G_j} k_j u_j^T
 // (unrolling S_t = e^{g_t} S_{t-1} + k_t u_t^T, u_t = beta_t (v_t - e^{g_t} S_{t-1}^T k_t)). The
-// u_t come from a forward substitution, which is the WY representation's triangular inverse
-// applied to the chunk's right-hand sides without forming it.
+// u_t solve the unit lower-triangular system (I + L) u = beta r; T = (I + L)^-1 is the WY
+// form's triangular inverse.
 //
-// Columns of S evolve independently, so a block owns one 32-column slice of one value head of
-// one sequence: grid = (value heads, ceil(dv / 32), sequences), block = 256. It reads q, k, v
-// from the convolution's output and writes the head's un-normalised outputs o over the slice's
-// v columns of the same rows (no other block reads them); gdn_gated_norm then norms and gates
-// them into bf16. The state slot's S (f32) is read at the start unless the sequence is fresh,
-// and written back at the end. Same state layout as gated_deltanet.cu.
+// Two kernels. gdn_chunk_prep, one block per (value head, chunk), everything that does not
+// depend on S: per token of the chunk its row of T = (I + L)^-1 (u = T (beta r), the forward
+// substitution done once), its row of P, its G and beta, into `chunk` ([token row][value head]
+// [GDN_CHUNK_ROW] floats: T row | P row | G | beta). gdn_chunked then walks each sequence's
+// chunks in order: r = v - e^G S^T k, u = T (beta r), o = e^G S^T q + P u, the state update.
+// Columns of S evolve independently, so a gdn_chunked block owns one 32-column slice of one
+// value head of one sequence: grid = (value heads, ceil(dv / 32), sequences), block = 256. It
+// reads q, k, v from the convolution's output and writes the head's un-normalised outputs o
+// over the slice's v columns of the same rows (no other block reads them); gdn_gated_norm then
+// norms and gates them into bf16. The state slot's S (f32) is read at the start unless the
+// sequence is fresh, and written back at the end. Same state layout as gated_deltanet.cu.
 #include "common.cuh"
 
 #define GDN_CHUNK 64
@@ -25,17 +30,168 @@
 #define GDN_LDC (GDN_CHUNK + 1)
 // Most key dims (the state update keeps dk / 8 sums a thread).
 #define GDN_MAX_DK_CHUNKED 128
+// Floats per token and value head in `chunk`: T row, P row, G, beta, padding.
+#define GDN_CHUNK_ROW (2 * GDN_CHUNK + 4)
 
 __device__ __forceinline__ float gdn_sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
 __device__ __forceinline__ float gdn_softplus(float x) {
     return x > 20.0f ? x : log1pf(__expf(x));
 }
 
-// Shared memory (floats): Q, K [64][dk + 1]; L, P [64][65]; S [dk][32]; U [64][32]; G, B [64].
-extern "C" __global__ void __launch_bounds__(256) gdn_chunked(
-    float* __restrict__ conv, const float* __restrict__ mixed, int ld, int b_col, int a_col,
-    const float* __restrict__ decay_rate, const float* __restrict__ dt_bias,
-    float* __restrict__ state, const i32* __restrict__ seq_row, const i32* __restrict__ seq_len,
+// The chunk's q and k rows of key head kh (zero past its end), L2-normalised (q also divided
+// by sqrt(dk)), into Qs and Ks ([64][dk + 1]). Ends with a barrier.
+__device__ __forceinline__ void gdn_load_qk(const float* __restrict__ conv, int channels,
+                                            int key_dim, int kh, int dk, i64 row, int lc,
+                                            float* Qs, float* Ks) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, ldk = dk + 1;
+    for (int idx = tid; idx < GDN_CHUNK * dk; idx += blockDim.x) {
+        const int t = idx / dk, i = idx % dk;
+        float q = 0.0f, k = 0.0f;
+        if (t < lc) {
+            const float* r = conv + (row + t) * channels;
+            q = r[kh * dk + i];
+            k = r[key_dim + kh * dk + i];
+        }
+        Qs[t * ldk + i] = q;
+        Ks[t * ldk + i] = k;
+    }
+    __syncthreads();
+    const float q_scale = rsqrtf((float)dk);
+    for (int t = warp; t < lc; t += blockDim.x / 32) {
+        float qs = 0.0f, ks = 0.0f;
+        for (int i = lane; i < dk; i += 32) {
+            const float q = Qs[t * ldk + i], k = Ks[t * ldk + i];
+            qs += q * q;
+            ks += k * k;
+        }
+        const float qn = rsqrtf(warp_sum(qs) + 1e-6f) * q_scale;
+        const float kn = rsqrtf(warp_sum(ks) + 1e-6f);
+        for (int i = lane; i < dk; i += 32) {
+            Qs[t * ldk + i] *= qn;
+            Ks[t * ldk + i] *= kn;
+        }
+    }
+    __syncthreads();
+}
+
+// Shared memory (floats): Q, K [64][dk + 1]; L, T [64][65]; G, B [64].
+// grid = (value heads, ceil(longest sequence / 64), sequences), block = 256.
+extern "C" __global__ void __launch_bounds__(256) gdn_chunk_prep(
+    const float* __restrict__ conv, const float* __restrict__ mixed, int ld, int b_col,
+    int a_col, const float* __restrict__ decay_rate, const float* __restrict__ dt_bias,
+    float* __restrict__ chunk, const i32* __restrict__ seq_row, const i32* __restrict__ seq_len,
+    const i32* __restrict__ seq_slot, int key_heads, int value_heads, int dk, int dv, int tiled) {
+    extern __shared__ float smem[];
+    const int h = blockIdx.x, t0 = blockIdx.y * GDN_CHUNK, s = blockIdx.z;
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int slot = seq_slot[s], row0 = seq_row[s], len = seq_len[s];
+    const int key_dim = key_heads * dk, channels = 2 * key_dim + value_heads * dv;
+    const int kh = tiled ? h % key_heads : h / (value_heads / key_heads);
+    const int ldk = dk + 1;
+    float* Qs = smem;
+    float* Ks = Qs + GDN_CHUNK * ldk;
+    float* Ls = Ks + GDN_CHUNK * ldk;
+    float* Ts = Ls + GDN_CHUNK * GDN_LDC;
+    float* G = Ts + GDN_CHUNK * GDN_LDC;
+    float* B = G + GDN_CHUNK;
+    const float a_h = decay_rate[h], dt_h = dt_bias[h];
+    pdl_enter();
+    if (slot < 0 || t0 >= len) return;
+    const int lc = min(GDN_CHUNK, len - t0);
+    const i64 row = row0 + t0;
+    if (tid < GDN_CHUNK) {
+        float beta = 0.0f, g = 0.0f;
+        if (tid < lc) {
+            const float* m = mixed + (row + tid) * ld;
+            beta = gdn_sigmoid(m[b_col + h]);
+            g = a_h * gdn_softplus(m[a_col + h] + dt_h);
+        }
+        G[tid] = g;
+        B[tid] = beta;
+    }
+    gdn_load_qk(conv, channels, key_dim, kh, dk, row, lc, Qs, Ks);
+    // The running sum of g over the chunk (warp 0).
+    if (tid < 32) {
+        float g0 = G[lane], g1 = G[lane + 32];
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const float y0 = __shfl_up_sync(FULL_MASK, g0, o);
+            const float y1 = __shfl_up_sync(FULL_MASK, g1, o);
+            if (lane >= o) {
+                g0 += y0;
+                g1 += y1;
+            }
+        }
+        const float first_half = __shfl_sync(FULL_MASK, g0, 31);
+        G[lane] = g0;
+        G[lane + 32] = g1 + first_half;
+    }
+    __syncthreads();
+    // L (strictly lower, into shared memory) and P (lower with the diagonal, straight to
+    // `chunk`), 4 x 4 entries a thread; blocks above the diagonal are zeros.
+    {
+        const int ti = tid / 16, tj = tid % 16;
+        if (ti * 4 < lc) {
+            float kk[4][4] = {}, qk[4][4] = {};
+            if (tj <= ti) {
+                for (int i = 0; i < dk; ++i) {
+                    float kr[4], qr[4], kc[4];
+#pragma unroll
+                    for (int a = 0; a < 4; ++a) {
+                        kr[a] = Ks[(ti * 4 + a) * ldk + i];
+                        qr[a] = Qs[(ti * 4 + a) * ldk + i];
+                        kc[a] = Ks[(tj * 4 + a) * ldk + i];
+                    }
+#pragma unroll
+                    for (int a = 0; a < 4; ++a)
+#pragma unroll
+                        for (int b = 0; b < 4; ++b) {
+                            kk[a][b] += kr[a] * kc[b];
+                            qk[a][b] += qr[a] * kc[b];
+                        }
+                }
+            }
+#pragma unroll
+            for (int a = 0; a < 4; ++a) {
+                const int t = ti * 4 + a;
+                float* out = chunk + ((row + t) * value_heads + h) * GDN_CHUNK_ROW + GDN_CHUNK;
+#pragma unroll
+                for (int b = 0; b < 4; ++b) {
+                    const int j = tj * 4 + b;
+                    const float d = j <= t ? __expf(G[t] - G[j]) : 0.0f;
+                    Ls[t * GDN_LDC + j] = j < t ? B[t] * d * kk[a][b] : 0.0f;
+                    if (t < lc) out[j] = d * qk[a][b];
+                }
+            }
+        }
+    }
+    __syncthreads();
+    // T = (I + L)^-1, lower triangular with a unit diagonal: thread m owns column m,
+    // T[t][m] = [t == m] - sum_{m <= j < t} L[t][j] T[j][m].
+    if (tid < GDN_CHUNK) {
+        const int m = tid;
+        for (int t = 0; t < lc; ++t) {
+            float v = t == m ? 1.0f : 0.0f;
+            for (int j = m; j < t; ++j) v -= Ls[t * GDN_LDC + j] * Ts[j * GDN_LDC + m];
+            Ts[t * GDN_LDC + m] = t < m ? 0.0f : v;
+        }
+    }
+    __syncthreads();
+    for (int idx = tid; idx < lc * GDN_CHUNK; idx += blockDim.x) {
+        const int t = idx / GDN_CHUNK, j = idx % GDN_CHUNK;
+        chunk[((row + t) * value_heads + h) * GDN_CHUNK_ROW + j] = Ts[t * GDN_LDC + j];
+    }
+    if (tid < lc) {
+        float* out = chunk + ((row + tid) * value_heads + h) * GDN_CHUNK_ROW + 2 * GDN_CHUNK;
+        out[0] = G[tid];
+        out[1] = B[tid];
+    }
+}
+
+// Shared memory (floats): Q, K [64][dk + 1]; S [dk][32]; R, U [64][32]; G, B [64].
+extern "C" __global__ void __launch_bounds__(256, 2) gdn_chunked(
+    float* __restrict__ conv, const float* __restrict__ chunk, float* __restrict__ state,
+    const i32* __restrict__ seq_row, const i32* __restrict__ seq_len,
     const i32* __restrict__ seq_slot, const i32* __restrict__ seq_fresh, i64 slot_stride,
     i64 layer_offset, int key_heads, int value_heads, int dk, int dv, int tiled) {
     extern __shared__ float smem[];
@@ -49,18 +205,17 @@ extern "C" __global__ void __launch_bounds__(256) gdn_chunked(
     const int ldk = dk + 1;
     float* Qs = smem;
     float* Ks = Qs + GDN_CHUNK * ldk;
-    float* Ls = Ks + GDN_CHUNK * ldk;
-    float* Ps = Ls + GDN_CHUNK * GDN_LDC;
-    float* S = Ps + GDN_CHUNK * GDN_LDC;
-    float* U = S + dk * GDN_SLICE;
+    float* S = Ks + GDN_CHUNK * ldk;
+    float* R = S + dk * GDN_SLICE;
+    float* U = R + GDN_CHUNK * GDN_SLICE;
     float* G = U + GDN_CHUNK * GDN_SLICE;
     float* B = G + GDN_CHUNK;
-    const float a_h = decay_rate[h], dt_h = dt_bias[h], q_scale = rsqrtf((float)dk);
     pdl_enter();
     if (slot < 0 || len == 0) return;
     float* Sg = state + (i64)slot * slot_stride + layer_offset + (i64)h * dk * dv;
-    // Phases D, F and G give each thread one column of the slice.
-    const int c = lane;
+    // A thread has one column of the slice: rows warp * 8 .. + 8 of a chunk's tokens, and
+    // rows warp, warp + 8, ... of S.
+    const int c = lane, tb = warp * 8;
     const bool col_ok = col0 + c < dv;
     for (int idx = tid; idx < dk * GDN_SLICE; idx += blockDim.x) {
         const int i = idx / GDN_SLICE, cc = idx % GDN_SLICE;
@@ -68,100 +223,16 @@ extern "C" __global__ void __launch_bounds__(256) gdn_chunked(
     }
     for (int t0 = 0; t0 < len; t0 += GDN_CHUNK) {
         const int lc = min(GDN_CHUNK, len - t0);
-        // A. The chunk's q and k rows (zero past its end), beta and log decay per token.
-        for (int idx = tid; idx < GDN_CHUNK * dk; idx += blockDim.x) {
-            const int t = idx / dk, i = idx % dk;
-            float q = 0.0f, k = 0.0f;
-            if (t < lc) {
-                const float* row = conv + (i64)(row0 + t0 + t) * channels;
-                q = row[kh * dk + i];
-                k = row[key_dim + kh * dk + i];
-            }
-            Qs[t * ldk + i] = q;
-            Ks[t * ldk + i] = k;
-        }
+        const i64 row = row0 + t0;
         if (tid < GDN_CHUNK) {
-            float beta = 0.0f, g = 0.0f;
-            if (tid < lc) {
-                const float* m = mixed + (i64)(row0 + t0 + tid) * ld;
-                beta = gdn_sigmoid(m[b_col + h]);
-                g = a_h * gdn_softplus(m[a_col + h] + dt_h);
-            }
-            G[tid] = g;
-            B[tid] = beta;
+            const float* gb = chunk + ((row + tid) * value_heads + h) * GDN_CHUNK_ROW + 2 * GDN_CHUNK;
+            G[tid] = tid < lc ? gb[0] : 0.0f;
+            B[tid] = tid < lc ? gb[1] : 0.0f;
         }
-        __syncthreads();
-        // B. L2-normalise q and k (a warp a row); warp 0 then turns g into its running sum.
-        for (int t = warp; t < lc; t += 8) {
-            float qs = 0.0f, ks = 0.0f;
-            for (int i = lane; i < dk; i += 32) {
-                const float q = Qs[t * ldk + i], k = Ks[t * ldk + i];
-                qs += q * q;
-                ks += k * k;
-            }
-            const float qn = rsqrtf(warp_sum(qs) + 1e-6f) * q_scale;
-            const float kn = rsqrtf(warp_sum(ks) + 1e-6f);
-            for (int i = lane; i < dk; i += 32) {
-                Qs[t * ldk + i] *= qn;
-                Ks[t * ldk + i] *= kn;
-            }
-        }
-        if (warp == 0) {
-            float g0 = G[lane], g1 = G[lane + 32];
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                const float y0 = __shfl_up_sync(FULL_MASK, g0, o);
-                const float y1 = __shfl_up_sync(FULL_MASK, g1, o);
-                if (lane >= o) {
-                    g0 += y0;
-                    g1 += y1;
-                }
-            }
-            const float first_half = __shfl_sync(FULL_MASK, g0, 31);
-            G[lane] = g0;
-            G[lane + 32] = g1 + first_half;
-        }
-        __syncthreads();
-        // C. L (strictly lower) and P (lower with the diagonal), 4 x 4 entries a thread; the
-        // blocks above the diagonal are zeros.
-        {
-            const int ti = tid / 16, tj = tid % 16;
-            if (ti * 4 < lc) {
-                float kk[4][4] = {}, qk[4][4] = {};
-                if (tj <= ti) {
-                    for (int i = 0; i < dk; ++i) {
-                        float kr[4], qr[4], kc[4];
-#pragma unroll
-                        for (int a = 0; a < 4; ++a) {
-                            kr[a] = Ks[(ti * 4 + a) * ldk + i];
-                            qr[a] = Qs[(ti * 4 + a) * ldk + i];
-                            kc[a] = Ks[(tj * 4 + a) * ldk + i];
-                        }
-#pragma unroll
-                        for (int a = 0; a < 4; ++a)
-#pragma unroll
-                            for (int b = 0; b < 4; ++b) {
-                                kk[a][b] += kr[a] * kc[b];
-                                qk[a][b] += qr[a] * kc[b];
-                            }
-                    }
-                }
-#pragma unroll
-                for (int a = 0; a < 4; ++a)
-#pragma unroll
-                    for (int b = 0; b < 4; ++b) {
-                        const int t = ti * 4 + a, j = tj * 4 + b;
-                        const float d = j <= t ? __expf(G[t] - G[j]) : 0.0f;
-                        Ls[t * GDN_LDC + j] = j < t ? B[t] * d * kk[a][b] : 0.0f;
-                        Ps[t * GDN_LDC + j] = d * qk[a][b];
-                    }
-            }
-        }
-        // D. Right-hand sides beta (v - e^G S^T k) into U, and e^G S^T q kept for F: a thread
-        // has its column for 8 rows.
+        gdn_load_qk(conv, channels, key_dim, kh, dk, row, lc, Qs, Ks);
+        // beta (v - e^G S^T k) into R; e^G S^T q kept for the outputs.
         float o_acc[8];
         {
-            const int tb = warp * 8;
             float kr[8] = {}, qr[8] = {};
             if (tb < lc) {
                 for (int i = 0; i < dk; ++i) {
@@ -176,51 +247,54 @@ extern "C" __global__ void __launch_bounds__(256) gdn_chunked(
 #pragma unroll
             for (int a = 0; a < 8; ++a) {
                 const int t = tb + a;
-                float u = 0.0f;
+                float r = 0.0f;
                 o_acc[a] = 0.0f;
                 if (t < lc && col_ok) {
-                    const float v = conv[(i64)(row0 + t0 + t) * channels + v_col + c];
+                    const float v = conv[(row + t) * channels + v_col + c];
                     const float eg = __expf(G[t]);
-                    u = B[t] * (v - eg * kr[a]);
+                    r = B[t] * (v - eg * kr[a]);
                     o_acc[a] = eg * qr[a];
                 }
-                U[t * GDN_SLICE + c] = u;
+                R[t * GDN_SLICE + c] = r;
             }
         }
         __syncthreads();
-        // E. Forward substitution u_t -= sum_{j<t} L_tj u_j: a warp has 4 columns, 8 lanes
-        // share each one's sums.
-        {
-            const int cc = warp * 4 + (lane >> 3), part = lane & 7;
-            for (int t = 1; t < lc; ++t) {
-                float sum = 0.0f;
-                for (int j = part; j < t; j += 8) sum += Ls[t * GDN_LDC + j] * U[j * GDN_SLICE + cc];
-                sum += __shfl_xor_sync(FULL_MASK, sum, 1);
-                sum += __shfl_xor_sync(FULL_MASK, sum, 2);
-                sum += __shfl_xor_sync(FULL_MASK, sum, 4);
-                if (part == 0) U[t * GDN_SLICE + cc] -= sum;
-                __syncwarp();
-            }
-        }
-        __syncthreads();
-        // F. o_t = e^G S^T q + sum_{j<=t} P_tj u_j, over the slice's v columns.
-        {
-            const int tb = warp * 8;
-            if (tb < lc) {
-                const int j_end = min(lc, tb + 8);
-                for (int j = 0; j < j_end; ++j) {
-                    const float u = U[j * GDN_SLICE + c];
+        // u = T r, then o += P u: T and P rows come from `chunk` (a warp's lanes read the
+        // same row: one broadcast load each).
+        if (tb < lc) {
+            float u[8] = {};
+            const int j_end = min(lc, tb + 8);
+            for (int j = 0; j < j_end; ++j) {
+                const float r = R[j * GDN_SLICE + c];
 #pragma unroll
-                    for (int a = 0; a < 8; ++a) o_acc[a] += Ps[(tb + a) * GDN_LDC + j] * u;
+                for (int a = 0; a < 8; ++a) {
+                    const float* tr = chunk + ((row + tb + a) * value_heads + h) * GDN_CHUNK_ROW;
+                    if (tb + a < lc) u[a] += __ldg(tr + j) * r;
                 }
-#pragma unroll
-                for (int a = 0; a < 8; ++a)
-                    if (tb + a < lc && col_ok)
-                        conv[(i64)(row0 + t0 + tb + a) * channels + v_col + c] = o_acc[a];
             }
+#pragma unroll
+            for (int a = 0; a < 8; ++a) U[(tb + a) * GDN_SLICE + c] = tb + a < lc ? u[a] : 0.0f;
+        } else {
+#pragma unroll
+            for (int a = 0; a < 8; ++a) U[(tb + a) * GDN_SLICE + c] = 0.0f;
         }
-        // G. S = e^{G_C} S + sum_j e^{G_C - G_j} k_j u_j^T: rows warp, warp + 8, ... of the
-        // thread's column.
+        __syncthreads();
+        if (tb < lc) {
+            const int j_end = min(lc, tb + 8);
+            for (int j = 0; j < j_end; ++j) {
+                const float u = U[j * GDN_SLICE + c];
+#pragma unroll
+                for (int a = 0; a < 8; ++a) {
+                    const float* pr =
+                        chunk + ((row + tb + a) * value_heads + h) * GDN_CHUNK_ROW + GDN_CHUNK;
+                    if (tb + a < lc) o_acc[a] += __ldg(pr + j) * u;
+                }
+            }
+#pragma unroll
+            for (int a = 0; a < 8; ++a)
+                if (tb + a < lc && col_ok) conv[(row + tb + a) * channels + v_col + c] = o_acc[a];
+        }
+        // S = e^{G_C} S + sum_j e^{G_C - G_j} k_j u_j^T.
         {
             const float g_last = G[lc - 1];
             float acc[GDN_MAX_DK_CHUNKED / 8];

@@ -332,6 +332,7 @@ impl Model<'_> {
                 dt_bias: g.dt_bias,
                 norm: g.norm,
                 out: buffers.out,
+                chunk: buffers.chunk,
                 eps: self.weights.norm.eps,
             },
         )?;

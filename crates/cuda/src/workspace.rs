@@ -10,7 +10,7 @@ use ferrite_model::config::ModelConfig;
 use crate::buffer::{DeviceBuffer, Layout, Scratch};
 use crate::device_ptr::DevicePtr;
 use crate::launchers::{
-    decode_splits, moe_max_items, Kernels, MoeRouting, SampleParams, MOE_CHUNKS,
+    decode_splits, moe_max_items, Kernels, MoeRouting, SampleParams, GDN_CHUNK_ROW, MOE_CHUNKS,
 };
 
 /// Sizes the workspace is laid out for.
@@ -68,6 +68,8 @@ pub struct LinearBuffers {
     pub ld: usize,
     pub conv: DevicePtr,
     pub out: DevicePtr,
+    /// f32 [tokens, value heads, GDN_CHUNK_ROW]: the chunked delta rule's per-chunk matrices.
+    pub chunk: DevicePtr,
 }
 
 /// What a mixture-of-experts MLP writes besides the dense MLP's buffers, for `tokens` tokens
@@ -160,6 +162,7 @@ impl Workspace {
                     l.take(t * ld * 4),
                     l.take(t * channels * 4),
                     l.take(t * value_dim * 2),
+                    l.take(t * g.num_value_heads * GDN_CHUNK_ROW * 4),
                 ],
             )
         });
@@ -169,6 +172,7 @@ impl Workspace {
             ld,
             conv: buf.at(at[1]),
             out: buf.at(at[2]),
+            chunk: buf.at(at[3]),
         });
         let moe = moe.map(|at| MoeBuffers {
             logits: buf.at(at[0]),

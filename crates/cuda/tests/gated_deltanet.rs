@@ -10,7 +10,7 @@
 mod common;
 
 use common::*;
-use ferrite_cuda::launchers::{GdnLayer, GdnRecurrenceArgs, GdnSequences};
+use ferrite_cuda::launchers::{GdnLayer, GdnRecurrenceArgs, GdnSequences, GDN_CHUNK_ROW};
 
 struct Shape {
     nk: usize,
@@ -145,6 +145,7 @@ fn check_shape(s: Shape, seed: u64) {
         let (a_d, dt_d, norm_d) = (dev(&ctx, &a_rate), dev(&ctx, &dt_bias), dev(&ctx, &norm));
         let conv = poisoned::<f32>(&ctx, n * c);
         let out = poisoned::<u16>(&ctx, n * value_dim);
+        let chunk = poisoned::<f32>(&ctx, n * s.nv * GDN_CHUNK_ROW);
         ctx.kernels
             .gdn_conv(&seqs, &layer, mixed_d.ptr(), ld, taps_d.ptr(), conv.ptr())
             .unwrap();
@@ -159,6 +160,7 @@ fn check_shape(s: Shape, seed: u64) {
             dt_bias: dt_d.ptr(),
             norm: norm_d.ptr(),
             out: out.ptr(),
+            chunk: chunk.ptr(),
             eps,
         };
         ctx.kernels.gdn_delta_rule(&seqs, &layer, &args).unwrap();

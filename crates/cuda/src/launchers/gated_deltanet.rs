@@ -5,7 +5,7 @@
 
 use super::launch::{Kernels, Shape};
 use super::signatures::{
-    GdnChunked, GdnConv, GdnConvSave, GdnGatedNorm, GdnRecurrence, SigmoidGateMul,
+    GdnChunkPrep, GdnChunked, GdnConv, GdnConvSave, GdnGatedNorm, GdnRecurrence, SigmoidGateMul,
 };
 use crate::device_ptr::DevicePtr;
 
@@ -21,14 +21,22 @@ const GDN_CONV_TILE: usize = 64;
 const GDN_CHUNK: usize = 64;
 const GDN_SLICE: usize = 32;
 
-/// Dynamic shared memory of `gdn_chunked` for key heads of `dk` dims: q and k rows of a chunk,
-/// its L and P matrices, the state slice, the slice's u rows, and the decays and betas.
+/// Floats per token and value head of the chunk scratch (`GDN_CHUNK_ROW`): the token's rows of
+/// the chunk's T and P, its G and beta.
+pub const GDN_CHUNK_ROW: usize = 2 * GDN_CHUNK + 4;
+
+/// Dynamic shared memory of `gdn_chunk_prep` for key heads of `dk` dims: q and k rows of a
+/// chunk, its L and T matrices, the decays and betas.
+pub fn gdn_chunk_prep_shared_bytes(dk: usize) -> u32 {
+    let floats = 2 * GDN_CHUNK * (dk + 1) + 2 * GDN_CHUNK * (GDN_CHUNK + 1) + 2 * GDN_CHUNK;
+    (floats * 4) as u32
+}
+
+/// Dynamic shared memory of `gdn_chunked`: q and k rows of a chunk, the state slice, the
+/// slice's r and u rows, the decays and betas (two blocks fit an SM).
 pub fn gdn_chunked_shared_bytes(dk: usize) -> u32 {
-    let floats = 2 * GDN_CHUNK * (dk + 1)
-        + 2 * GDN_CHUNK * (GDN_CHUNK + 1)
-        + dk * GDN_SLICE
-        + GDN_CHUNK * GDN_SLICE
-        + 2 * GDN_CHUNK;
+    let floats =
+        2 * GDN_CHUNK * (dk + 1) + dk * GDN_SLICE + 2 * GDN_CHUNK * GDN_SLICE + 2 * GDN_CHUNK;
     (floats * 4) as u32
 }
 
@@ -90,6 +98,8 @@ pub struct GdnRecurrenceArgs {
     pub norm: DevicePtr,
     /// bf16 [n, value_dim].
     pub out: DevicePtr,
+    /// f32 [n, value heads, GDN_CHUNK_ROW]: the chunked path's per-chunk matrices (scratch).
+    pub chunk: DevicePtr,
     pub eps: f32,
 }
 
@@ -183,8 +193,7 @@ impl Kernels {
             layer.dk,
             layer.dv
         );
-        let conv_state = (layer.taps - 1) * layer.channels();
-        let params = GdnChunked {
+        let prep = GdnChunkPrep {
             conv: a.conv,
             mixed: a.mixed,
             ld: a.ld,
@@ -192,6 +201,29 @@ impl Kernels {
             a_col: a.a_col,
             decay_rate: a.decay_rate,
             dt_bias: a.dt_bias,
+            chunk: a.chunk,
+            seq_row: seqs.row,
+            seq_len: seqs.len,
+            seq_slot: seqs.slot,
+            key_heads: layer.key_heads,
+            value_heads: layer.value_heads,
+            dk: layer.dk,
+            dv: layer.dv,
+            tiled: i32::from(layer.tiled),
+        };
+        let shape = Shape {
+            grid: (
+                layer.value_heads as u32,
+                seqs.max_len.div_ceil(GDN_CHUNK) as u32,
+                seqs.count as u32,
+            ),
+            block: 256,
+        };
+        self.launch_with_shared(shape, gdn_chunk_prep_shared_bytes(layer.dk), &prep)?;
+        let conv_state = (layer.taps - 1) * layer.channels();
+        let params = GdnChunked {
+            conv: a.conv,
+            chunk: a.chunk,
             state: seqs.state,
             seq_row: seqs.row,
             seq_len: seqs.len,

@@ -8,12 +8,14 @@ use std::sync::Arc;
 
 use cudarc::driver::{sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
 
-use super::gated_deltanet::{gdn_chunked_shared_bytes, GDN_MAX_DK};
+use super::gated_deltanet::{
+    gdn_chunk_prep_shared_bytes, gdn_chunked_shared_bytes, GDN_MAX_DK,
+};
 use super::names::{
     decode_shared_bytes, prefill_tile, DECODE_NAMES, PREFILL_NAMES, TILE_MMA_SHARED_BYTES,
 };
 use super::signatures::{
-    GdnChunked, KernelParams, Signature, TileMmaBf16, MAX_PARAMS, SIGNATURES,
+    GdnChunkPrep, GdnChunked, KernelParams, Signature, TileMmaBf16, MAX_PARAMS, SIGNATURES,
 };
 use crate::kernel_sources::MODULES;
 use crate::module_loader;
@@ -86,6 +88,7 @@ impl Kernels {
             )
             .chain([
                 (TileMmaBf16::NAME, TILE_MMA_SHARED_BYTES),
+                (GdnChunkPrep::NAME, gdn_chunk_prep_shared_bytes(GDN_MAX_DK)),
                 (GdnChunked::NAME, gdn_chunked_shared_bytes(GDN_MAX_DK)),
             ]);
         for (name, bytes) in large_shared {

@@ -120,12 +120,17 @@ kernel_signatures! {
 
     // gated_deltanet_chunked.cu
 
+    /// What the chunked delta rule needs of each 64-token chunk besides the state.
+    GdnChunkPrep = kernel("gdn_chunk_prep") {
+        conv: Ptr, mixed: Ptr, ld: Count, b_col: Count, a_col: Count, decay_rate: Ptr,
+        dt_bias: Ptr, chunk: Ptr, seq_row: Ptr, seq_len: Ptr, seq_slot: Ptr, key_heads: Count,
+        value_heads: Count, dk: Count, dv: Count, tiled: I32,
+    }
     /// The gated delta rule of prompt chunks, 64 tokens at a time (the WY form).
     GdnChunked = kernel("gdn_chunked") {
-        conv: Ptr, mixed: Ptr, ld: Count, b_col: Count, a_col: Count, decay_rate: Ptr,
-        dt_bias: Ptr, state: Ptr, seq_row: Ptr, seq_len: Ptr, seq_slot: Ptr, seq_fresh: Ptr,
-        slot_stride: U64, layer_offset: U64, key_heads: Count, value_heads: Count, dk: Count,
-        dv: Count, tiled: I32,
+        conv: Ptr, chunk: Ptr, state: Ptr, seq_row: Ptr, seq_len: Ptr, seq_slot: Ptr,
+        seq_fresh: Ptr, slot_stride: U64, layer_offset: U64, key_heads: Count,
+        value_heads: Count, dk: Count, dv: Count, tiled: I32,
     }
     /// The gated output norm of gdn_chunked's outputs, into bf16.
     GdnGatedNorm = kernel("gdn_gated_norm") {

@@ -534,6 +534,42 @@ CONFIGS = {
     },
 }
 
+# gpt-oss-20b (GptOssForCausalLM) scaled down: attention with biases and a learned sink per
+# head, layers alternating sliding (window 8 here, 128 in the release) and full attention, YaRN
+# (factor 32 over 4,096, truncate false, as released), 8 experts (32 released) top-2 (4) with a
+# biased router and clamped-SwiGLU experts with biases, head_dim 16 (64), untied.
+CONFIGS["gpt_oss"] = {
+    "architectures": ["GptOssForCausalLM"],
+    "model_type": "gpt_oss",
+    "attention_bias": True,
+    "attention_dropout": 0.0,
+    "eos_token_id": 2,
+    "pad_token_id": 0,
+    "head_dim": 16,
+    "hidden_act": "silu",
+    "hidden_size": 64,
+    "initializer_range": 0.02,
+    "intermediate_size": 32,
+    "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+    "max_position_embeddings": 131072,
+    "num_attention_heads": 4,
+    "num_experts_per_tok": 2,
+    "num_hidden_layers": 4,
+    "num_key_value_heads": 2,
+    "num_local_experts": 8,
+    "output_router_logits": False,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+                     "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": False},
+    "rope_theta": 150000,
+    "router_aux_loss_coef": 0.9,
+    "sliding_window": 8,
+    "swiglu_limit": 7.0,
+    "tie_word_embeddings": False,
+    "use_cache": True,
+    "vocab_size": 256,
+}
+
 # generation_config.json per family (EOS ids as the real ones are laid out; no sampling defaults
 # except llama's, as Llama 3.1 instruct has them). The reference ignores EOS: greedy is 16 tokens.
 GENERATION = {
@@ -548,10 +584,12 @@ GENERATION = {
     "qwen3_next": {"bos_token_id": 1, "eos_token_id": 2},
     "qwen3_5": {"bos_token_id": 1, "eos_token_id": 2},
     "qwen3_5_moe": {"bos_token_id": 1, "eos_token_id": 2},
+    "gpt_oss": {"bos_token_id": 1, "eos_token_id": [2, 3]},
 }
 
 SEEDS = {"llama": 101, "qwen2": 102, "qwen3": 103, "mistral": 104, "gemma3": 105, "qwen3_moe": 106,
-         "qwen2_moe": 107, "mixtral": 109, "qwen3_next": 110, "qwen3_5": 111, "qwen3_5_moe": 112}
+         "qwen2_moe": 107, "mixtral": 109, "qwen3_next": 110, "qwen3_5": 111, "qwen3_5_moe": 112,
+         "gpt_oss": 113}
 MOE = ("qwen3_moe", "qwen2_moe", "mixtral", "qwen3_next", "qwen3_5_moe")
 GDN = ("qwen3_next", "qwen3_5", "qwen3_5_moe")  # hybrid Gated DeltaNet + gated full attention
 COMPOSITE = ("qwen3_5", "qwen3_5_moe")  # hub layout: vision-language config, text model in text_config
@@ -618,14 +656,25 @@ def randomize(model, arch, seed):
                 v = std * torch.randn(shape, generator=g)
             elif name == "lm_head.weight":
                 v = (LOGIT_STD / (hidden**0.5 * FINAL_NORM)) * torch.randn(shape, generator=g)
-            elif name.endswith(".bias"):
+            elif name.endswith(".bias") or name.endswith("_proj_bias"):
                 v = 0.5 * torch.randn(shape, generator=g)
+            elif name.endswith("self_attn.sinks"):
+                # gpt-oss: a logit per head beside the scores (std ~1 here): it takes a real
+                # share of each softmax
+                v = torch.randn(shape, generator=g)
+            elif name.endswith("mlp.experts.gate_up_proj") or name.endswith("mlp.experts.down_proj"):
+                # gpt-oss stores experts transposed, [E, in, out]: fan_in is dim 1. gate_up x4 so
+                # that some gates pass the SwiGLU clamp at 7
+                v = torch.randn(shape, generator=g) / shape[1] ** 0.5
+                if name.endswith("gate_up_proj"):
+                    v = 4.0 * v
             elif p.dim() in (2, 3):
                 # [out, in], transformers 5's stacked experts [E, out, in], or a depthwise conv1d
                 # [channels, 1, kernel] (fan_in = kernel)
                 fan_in = shape[-1]
                 v = torch.randn(shape, generator=g) / fan_in**0.5
-                if name.endswith("mlp.gate.weight") or name.endswith("block_sparse_moe.gate.weight"):
+                if (name.endswith("mlp.gate.weight") or name.endswith("block_sparse_moe.gate.weight")
+                        or name.endswith("mlp.router.weight")):
                     v = ROUTER_SCALE * v  # decisive routing: top-k gaps far above f32 noise
             else:
                 raise RuntimeError(f"unexpected parameter {name} {tuple(shape)}")
@@ -886,6 +935,31 @@ def check_features(arch, ref):
         assert base.model.layers[0].self_attn.q_norm.weight.shape[0] == hd
     if arch in GDN:
         check_gdn_features(arch, d, base, ids)
+    if arch == "gpt_oss":
+        check_gpt_oss_features(d, base, ids)
+
+
+def check_gpt_oss_features(d, base, ids):
+    """Each gpt-oss feature moves the answers, so a loader that drops one fails the parity."""
+    W = base.config.sliding_window
+    wide = load_f32(d, sliding_window=4096)
+    print(f"  gpt_oss: window {W} vs 4096: max |dlogprob| positions >= {W}: "
+          f"{max_lp_diff(base, wide, ids, start=W):.3f}, < {W}: {max_lp_diff(base, wide, ids[:W]):.2e}")
+    # (rope_scaling None would give transformers' gpt-oss default, which is this yarn)
+    plain = load_f32(d, rope_scaling={"rope_type": "default"})
+    yarn_diff = max_lp_diff(base, plain, ids)
+    print(f"  gpt_oss: yarn vs plain rope: max |dlogprob| {yarn_diff:.3f}")
+    assert yarn_diff > 0.1
+    loose = load_f32(d, swiglu_limit=1000.0)
+    print(f"  gpt_oss: swiglu_limit 7 vs 1000: max |dlogprob| {max_lp_diff(base, loose, ids):.3f}")
+    no_sinks = load_f32(d)
+    with torch.no_grad():
+        for layer in no_sinks.model.layers:
+            layer.self_attn.sinks.fill_(-1e9)
+    print(f"  gpt_oss: sinks vs none: max |dlogprob| {max_lp_diff(base, no_sinks, ids):.3f}")
+    ga = [float(m.self_attn.sinks.detach().abs().max()) for m in base.model.layers]
+    assert min(ga) > 0.1 and max_lp_diff(base, no_sinks, ids) > 0.1
+    assert max_lp_diff(base, loose, ids) > 0.01, "the clamp never bites: scale gate_up up"
 
 
 def rope_overrides(arch, d, **rope):

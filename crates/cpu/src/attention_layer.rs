@@ -109,23 +109,29 @@ pub fn forward(
         kv.write(layer, block_table, pos, &k[range.clone()], &v[range]);
     }
     let attn = sized(&mut scratch.attn, n * q_dim);
-    attend(isa, kv, layer, &a.spec, step, q, attn);
+    attend(isa, kv, layer, &a.spec, a.sinks.as_deref(), step, q, attn);
     if a.gate.is_some() {
         for (o, &g) in attn.iter_mut().zip(gate.iter()) {
             *o *= 1.0 / (1.0 + (-g).exp());
         }
     }
     matmul(isa, attn, n, &a.wo, out);
+    if let Some(bias) = &a.wo_bias {
+        add_row_bias(&mut out[..n * bias.len()], bias);
+    }
 }
 
 /// Causal GQA attention for every (token, KV head) of the step, from the pages just
 /// written: the query heads sharing a KV head run together, reading its keys and values once.
-/// A sliding-window layer reads the last `window` positions only.
+/// A sliding-window layer reads the last `window` positions only. `sinks`: one logit per
+/// query head (gpt-oss).
+#[allow(clippy::too_many_arguments)]
 fn attend(
     isa: Isa,
     kv: &KvCache,
     layer: usize,
     spec: &AttentionSpec,
+    sinks: Option<&[f32]>,
     step: &StepTokens<'_, '_>,
     q: &[f32],
     out: &mut [f32],
@@ -151,6 +157,7 @@ fn attend(
                 &view,
                 pos - first,
                 scale,
+                sinks.map(|s| &s[kv_head * group..(kv_head + 1) * group]),
                 scores,
                 group_out,
             );

@@ -49,6 +49,9 @@ pub struct Attention {
     /// Gated attention's output gate (`AttnOutputGate`).
     pub gate: Option<QuantMatrix>,
     pub wo: QuantMatrix,
+    /// gpt-oss: the sink logit of each query head, and the output projection's bias.
+    pub sinks: Option<Vec<f32>>,
+    pub wo_bias: Option<Vec<f32>>,
 }
 
 /// Gated DeltaNet linear attention (`plan::LinearAttentionSpec` says the math): its
@@ -142,6 +145,11 @@ impl LayerReader<'_> {
                     .then(|| self.matrix(T::AttnOutputGate))
                     .transpose()?,
                 wo: self.matrix(T::AttnOutput)?,
+                sinks: a.sinks.then(|| self.vector(T::AttnSinks)).transpose()?,
+                wo_bias: a
+                    .output_bias
+                    .then(|| self.vector(T::AttnOutputBias))
+                    .transpose()?,
             })),
             plan::Mixer::LinearAttention(l) => Mixer::LinearAttention(Box::new(LinearAttention {
                 spec: l.clone(),

@@ -1,7 +1,7 @@
 //! Issues 12 and 13's oracle on the CPU: the tiny random-weight Hugging Face checkpoints of
 //! fixtures/arch (llama with Llama 3 rope scaling, qwen2, qwen3, mistral with a sliding window,
-//! gemma3, and the mixtures of experts qwen3_moe, qwen2_moe with its shared expert and a dense
-//! layer, mixtral), loaded from their directories, against transformers in f32 on the same bf16
+//! gemma3, the mixtures of experts qwen3_moe, qwen2_moe with its shared expert and a dense
+//! layer, mixtral, and gpt_oss), loaded from their directories, against transformers in f32 on the same bf16
 //! weights; the MoE checkpoints' GGUF copies (qwen3_moe with Q8_0 experts, qwen2_moe and
 //! mixtral in BF16); and FP8 copies of qwen3 and
 //! llama (block and per-channel scales) against transformers on their dequantized weights.
@@ -236,6 +236,15 @@ fn qwen2_moe_shared_expert_and_dense_layer_match_transformers() {
 #[test]
 fn mixtral_matches_transformers() {
     check_arch("mixtral");
+}
+
+/// gpt-oss: attention sinks, alternating 8-token sliding and full layers, YaRN, a biased
+/// router and clamped-SwiGLU experts with biases, each of which moves the reference's answers
+/// (make_arch_fixtures.py checks that); held to the hybrids' 1e-4.
+#[test]
+fn gpt_oss_matches_transformers() {
+    let mean = check_arch("gpt_oss");
+    assert!(mean <= 1e-4, "gpt_oss: mean |Δ logprob| {mean} > 1e-4");
 }
 
 /// FP8 checkpoints (scripts/make_fp8_fixtures.py): qwen3's weights in Hugging Face's `fp8`

@@ -253,6 +253,7 @@ fn experts(num: usize, k: usize, width: usize, normalize: bool, layers: usize) -
         norm_topk_prob: normalize,
         shared_expert_intermediate_size: None,
         sparse_layers: vec![true; layers],
+        biases: false,
     }
 }
 

@@ -19,6 +19,9 @@ pub enum Arch {
     /// The Qwen hybrids (qwen3_5, qwen3_5_moe, qwen3_next): Gated DeltaNet linear-attention
     /// layers between gated-output attention layers with partial RoPE.
     Qwen3_5,
+    /// gpt-oss: attention sinks, sliding and full layers alternating, YaRN, biased experts
+    /// with a clamped SwiGLU.
+    GptOss,
 }
 
 /// How RoPE pairs up the dimensions of a head.
@@ -109,6 +112,8 @@ pub struct MoeConfig {
     /// One entry per layer: whether its MLP is the sparse one (`decoder_sparse_step`,
     /// `mlp_only_layers`).
     pub sparse_layers: Vec<bool>,
+    /// The router and every expert projection have biases (gpt-oss).
+    pub biases: bool,
 }
 
 impl MoeConfig {
@@ -118,6 +123,8 @@ impl MoeConfig {
     }
 }
 
+pub use crate::rope_scaling::{rope_inv_freq, Llama3Scaling, RopeScaling, YarnScaling};
+
 /// The MLP's activation: `act(gate(x)) * up(x)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Activation {
@@ -126,7 +133,14 @@ pub enum Activation {
     Silu,
     /// GELU with the tanh approximation (GeGLU): gemma (`gelu_pytorch_tanh`).
     GeluTanh,
+    /// gpt-oss's clamped SwiGLU: `g = min(gate, L)`, `u = clamp(up, -L, L)`,
+    /// `(u + 1) · g · sigmoid(α g)` with α = [`CLAMPED_SWIGLU_ALPHA`], L = [`CLAMPED_SWIGLU_LIMIT`].
+    ClampedSwiglu,
 }
+
+/// gpt-oss's `swiglu_alpha` and `swiglu_limit` (configs with other values are refused).
+pub const CLAMPED_SWIGLU_ALPHA: f32 = 1.702;
+pub const CLAMPED_SWIGLU_LIMIT: f32 = 7.0;
 
 /// Where decoder blocks of different families differ, as data: one forward pass reads these.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -151,6 +165,10 @@ pub struct BlockVariant {
     /// RoPE turns only the first this many dimensions of each head (`partial_rotary_factor`);
     /// `None`: all of them.
     pub rotary_dim: Option<usize>,
+    /// A learned logit per query head joins every softmax's denominator (gpt-oss's sinks).
+    pub attn_sinks: bool,
+    /// The attention's output projection has a bias (gpt-oss).
+    pub attn_output_bias: bool,
 }
 
 impl BlockVariant {
@@ -165,18 +183,10 @@ impl BlockVariant {
             attn_scale: 1.0 / (head_dim as f32).sqrt(),
             attn_output_gate: false,
             rotary_dim: None,
+            attn_sinks: false,
+            attn_output_bias: false,
         }
     }
-}
-
-/// Llama 3.x RoPE scaling (`rope_type: llama3`): long wavelengths slowed by `factor`, short
-/// ones kept, the band between interpolated. Applied to the frequencies, whatever the position.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RopeScaling {
-    pub factor: f32,
-    pub low_freq_factor: f32,
-    pub high_freq_factor: f32,
-    pub original_max_position_embeddings: usize,
 }
 
 /// One layer's attention pattern.
@@ -293,28 +303,13 @@ impl ModelConfig {
         let scaling = self.rope_scaling.filter(|_| attention.rope_scaled);
         rope_inv_freq(self.rotary_dim(), attention.rope_theta, scaling.as_ref())
     }
-}
 
-/// `1 / theta^(2k/d)` for k in 0..d/2, in f32 as transformers computes it (and as both
-/// backends always have), with Llama 3 scaling applied on top.
-pub fn rope_inv_freq(head_dim: usize, theta: f32, scaling: Option<&RopeScaling>) -> Vec<f32> {
-    (0..head_dim / 2)
-        .map(|k| {
-            let inv = 1.0 / theta.powf((2 * k) as f32 / head_dim as f32);
-            let Some(s) = scaling else {
-                return inv;
-            };
-            let wavelength = 2.0 * std::f32::consts::PI / inv;
-            let original = s.original_max_position_embeddings as f32;
-            let (low, high) = (s.low_freq_factor, s.high_freq_factor);
-            if wavelength < original / high {
-                inv
-            } else if wavelength > original / low {
-                inv / s.factor
-            } else {
-                let smooth = (original / wavelength - low) / (high - low);
-                (1.0 - smooth) * inv / s.factor + smooth * inv
-            }
-        })
-        .collect()
+    /// What RoPE multiplies cos and sin by in layer `layer` (YaRN's attention factor; 1
+    /// otherwise): scores grow by its square.
+    pub fn rope_attention_factor(&self, layer: usize) -> f32 {
+        let attention = self.attention(layer);
+        self.rope_scaling
+            .filter(|_| attention.rope_scaled)
+            .map_or(1.0, |s| s.attention_factor())
+    }
 }

@@ -15,6 +15,7 @@ pub mod mapping;
 pub mod plan;
 mod progress;
 pub mod quant;
+pub mod rope_scaling;
 pub mod tensor_names;
 pub mod tokenizer;
 pub mod weights;

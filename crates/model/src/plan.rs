@@ -128,9 +128,11 @@ pub struct AttentionSpec {
     pub window: Option<usize>,
     /// Scores are multiplied by this before the softmax.
     pub scale: f32,
-    /// A learned per-head logit that joins every softmax's denominator (gpt-oss). No family
-    /// sets it yet; every backend refuses it until it has the kernel.
+    /// A learned per-head logit that joins every softmax's denominator (gpt-oss,
+    /// `AttnSinks`).
     pub sinks: bool,
+    /// The output projection has a bias (gpt-oss, `AttnOutputBias`).
+    pub output_bias: bool,
     /// The output is multiplied by `sigmoid(gate · x)` before the output projection, one
     /// gate per query element (`AttnOutputGate`; qwen3_next, qwen3_5).
     pub output_gate: bool,
@@ -271,8 +273,10 @@ impl LayerSpec {
                     inv_freq: c.rope_inv_freq(layer),
                 },
                 window: attention.sliding_window,
-                scale: c.block.attn_scale,
-                sinks: false,
+                // YaRN multiplies the rotated q and k by its attention factor each.
+                scale: c.block.attn_scale * c.rope_attention_factor(layer).powi(2),
+                sinks: c.block.attn_sinks,
+                output_bias: c.block.attn_output_bias,
                 output_gate: c.block.attn_output_gate,
             }),
         };
@@ -334,7 +338,13 @@ impl LayerSpec {
                 if a.output_gate {
                     out.push(spec(T::AttnOutputGate, vec![q_dim, hidden], Matrix));
                 }
+                if a.sinks {
+                    out.push(spec(T::AttnSinks, vec![a.num_heads], Bias));
+                }
                 out.push(spec(T::AttnOutput, vec![hidden, q_dim], Matrix));
+                if a.output_bias {
+                    out.push(spec(T::AttnOutputBias, vec![hidden], Bias));
+                }
             }
             Mixer::LinearAttention(l) => {
                 let (channels, value_dim, heads) =
@@ -368,6 +378,12 @@ impl LayerSpec {
                 out.push(spec(T::FfnGateExps, vec![experts, width, hidden], Matrix));
                 out.push(spec(T::FfnUpExps, vec![experts, width, hidden], Matrix));
                 out.push(spec(T::FfnDownExps, vec![experts, hidden, width], Matrix));
+                if moe.biases {
+                    out.push(spec(T::FfnGateInpBias, vec![experts], Bias));
+                    out.push(spec(T::FfnGateExpsBias, vec![experts, width], Bias));
+                    out.push(spec(T::FfnUpExpsBias, vec![experts, width], Bias));
+                    out.push(spec(T::FfnDownExpsBias, vec![experts, hidden], Bias));
+                }
                 if let Some(shared) = moe.shared_expert_intermediate_size {
                     out.push(spec(T::FfnGateShexp, vec![shared, hidden], Matrix));
                     out.push(spec(T::FfnUpShexp, vec![shared, hidden], Matrix));

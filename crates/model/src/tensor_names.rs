@@ -66,6 +66,16 @@ pub enum LayerTensor {
     SsmNorm,
     /// Its output projection.
     SsmOut,
+    /// gpt-oss: the per-query-head attention sink logits, `[heads]`.
+    AttnSinks,
+    /// gpt-oss: the output projection's bias, `[hidden]`.
+    AttnOutputBias,
+    /// gpt-oss: the router's bias `[experts]`, and each expert projection's, stacked
+    /// (`[experts, rows]`).
+    FfnGateInpBias,
+    FfnGateExpsBias,
+    FfnUpExpsBias,
+    FfnDownExpsBias,
 }
 
 impl LayerTensor {
@@ -106,6 +116,12 @@ impl LayerTensor {
             LayerTensor::SsmA => "ssm_a",
             LayerTensor::SsmNorm => "ssm_norm.weight",
             LayerTensor::SsmOut => "ssm_out.weight",
+            LayerTensor::AttnSinks => "attn_sinks.weight",
+            LayerTensor::AttnOutputBias => "attn_output.bias",
+            LayerTensor::FfnGateInpBias => "ffn_gate_inp.bias",
+            LayerTensor::FfnGateExpsBias => "ffn_gate_exps.bias",
+            LayerTensor::FfnUpExpsBias => "ffn_up_exps.bias",
+            LayerTensor::FfnDownExpsBias => "ffn_down_exps.bias",
         }
     }
 

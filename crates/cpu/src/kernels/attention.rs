@@ -43,11 +43,12 @@ pub fn attend(
     scores: &mut Vec<f32>,
     out: &mut [f32],
 ) {
-    attend_group(isa, q, 1, kv, last, scale, scores, out);
+    attend_group(isa, q, 1, kv, last, scale, None, scores, out);
 }
 
 /// [`attend`] for `group` query heads at once: `q` and `out` hold `group` rows of the head
-/// dimension, all attending over the same keys and values.
+/// dimension, all attending over the same keys and values. `sinks` (gpt-oss), one logit per
+/// head of the group, joins each head's softmax denominator as a key with no value would.
 #[allow(clippy::too_many_arguments)]
 pub fn attend_group(
     isa: Isa,
@@ -56,6 +57,7 @@ pub fn attend_group(
     kv: &impl KvSource,
     last: usize,
     scale: f32,
+    sinks: Option<&[f32]>,
     scores: &mut Vec<f32>,
     out: &mut [f32],
 ) {
@@ -64,12 +66,19 @@ pub fn attend_group(
     scores.clear();
     scores.resize(group * n, 0.0);
     group_scores(isa, q, group, hd, kv, n, scale, scores);
-    for row in scores.chunks_exact_mut(n) {
-        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    for (g, row) in scores.chunks_exact_mut(n).enumerate() {
+        let sink = sinks.map(|s| s[g]);
+        let max = row
+            .iter()
+            .copied()
+            .fold(sink.unwrap_or(f32::NEG_INFINITY), f32::max);
         let mut sum = 0.0f32;
         for s in row.iter_mut() {
             *s = (*s - max).exp();
             sum += *s;
+        }
+        if let Some(sink) = sink {
+            sum += (sink - max).exp();
         }
         // Kept as the weight the value rows get, e / sum, as `axpy` takes it.
         for s in row.iter_mut() {

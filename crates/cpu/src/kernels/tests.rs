@@ -438,7 +438,17 @@ fn grouped_attention_equals_single_heads_on_every_isa() {
         }
         for isa in available_isas() {
             let mut got = vec![f32::NAN; group * d];
-            attend_group(isa, &q, group, &rows, last, scale, &mut scores, &mut got);
+            attend_group(
+                isa,
+                &q,
+                group,
+                &rows,
+                last,
+                scale,
+                None,
+                &mut scores,
+                &mut got,
+            );
             let diff = got
                 .iter()
                 .zip(&expected)

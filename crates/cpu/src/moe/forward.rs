@@ -67,6 +67,11 @@ pub fn moe_mlp(
     let inter = moe.experts.first().map_or(0, |e| e.gate.rows());
     let logits = sized(&mut s.logits, n * experts);
     matmul(isa, x, n, &moe.router, logits);
+    if let Some(bias) = &moe.router_bias {
+        for row in logits.chunks_exact_mut(experts) {
+            row.iter_mut().zip(bias).for_each(|(l, b)| *l += b);
+        }
+    }
     let routing = &mut s.routing;
     routing.route(logits, n, experts, k, moe.norm_topk_prob);
     if let Some(counts) = load {
@@ -99,6 +104,8 @@ pub fn moe_mlp(
         hidden,
         &mut [(gate, |e: &Expert| &e.gate), (up, |e: &Expert| &e.up)],
     );
+    add_expert_biases(&moe.experts, routing, gate, inter, 0);
+    add_expert_biases(&moe.experts, routing, up, inter, 1);
     gate.par_chunks_mut(ROWS_PER_TASK * inter)
         .zip(up.par_chunks(ROWS_PER_TASK * inter))
         .for_each(|(g, u)| gated(activation, g, u));
@@ -111,6 +118,7 @@ pub fn moe_mlp(
         inter,
         &mut [(ys, |e: &Expert| &e.down)],
     );
+    add_expert_biases(&moe.experts, routing, ys, hidden, 2);
 
     let choices = &routing.choices;
     let row_of_choice = &routing.row_of_choice;
@@ -162,6 +170,27 @@ pub fn moe_mlp(
             for (o, v) in dst.iter_mut().zip(src) {
                 *o += scale * v;
             }
+        }
+    }
+}
+
+/// Adds bias `which` (0 gate, 1 up, 2 down) of each row's expert to `rows` (`[rows, width]`,
+/// grouped by expert as `routing` lays them out), for experts that have biases (gpt-oss).
+fn add_expert_biases(
+    experts: &[Expert],
+    routing: &Routing,
+    rows: &mut [f32],
+    width: usize,
+    which: usize,
+) {
+    for (expert, range) in &routing.groups {
+        let Some(biases) = &experts[*expert].biases else {
+            continue;
+        };
+        for row in rows[range.start * width..range.end * width].chunks_exact_mut(width) {
+            row.iter_mut()
+                .zip(&biases[which])
+                .for_each(|(v, b)| *v += b);
         }
     }
 }

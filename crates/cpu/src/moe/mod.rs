@@ -12,6 +12,7 @@ use ferrite_model::plan::LayerSpec;
 use ferrite_model::weights::ModelWeights as LoadedWeights;
 
 use crate::kernels::quant_matrix::{checked_matrix as checked, load_matrix as matrix, QuantMatrix};
+use crate::quant::dequantize_row;
 use ferrite_model::tensor_names::{ExpertProj, LayerTensor};
 
 /// One SwiGLU expert.
@@ -20,6 +21,8 @@ pub struct Expert {
     pub gate: QuantMatrix,
     pub up: QuantMatrix,
     pub down: QuantMatrix,
+    /// gpt-oss: the biases of gate, up and down.
+    pub biases: Option<[Vec<f32>; 3]>,
 }
 
 /// qwen2_moe's shared expert and its gate (`sigmoid(gate · x)` scales its output).
@@ -32,8 +35,9 @@ pub struct SharedExpert {
 
 #[derive(Debug)]
 pub struct MoeWeights {
-    /// `[experts, hidden]`: the router's logits are `x · routerᵀ`.
+    /// `[experts, hidden]`: the router's logits are `x · routerᵀ` (+ `router_bias`, gpt-oss).
     pub router: QuantMatrix,
+    pub router_bias: Option<Vec<f32>>,
     pub experts_per_token: usize,
     /// The chosen probabilities are divided by their sum (see `MoeConfig::norm_topk_prob`).
     pub norm_topk_prob: bool,
@@ -54,6 +58,25 @@ impl MoeWeights {
             let spec = layer_spec.required(t)?;
             matrix(weights, &spec.name, spec.rows(), spec.cols())
         };
+        // Row `e` of a stacked `[experts, len]` bias, in f32.
+        let bias_row = |t: LayerTensor, e: usize| -> anyhow::Result<Vec<f32>> {
+            let spec = layer_spec.required(t)?;
+            let tensor = weights.get(&spec.name)?;
+            anyhow::ensure!(
+                tensor.shape == spec.shape,
+                "{} has shape {:?}, the config says {:?}",
+                spec.name,
+                tensor.shape,
+                spec.shape
+            );
+            let len = spec.cols();
+            let row_bytes = tensor.dtype.row_bytes(len);
+            let bytes = &tensor.storage.bytes()[e * row_bytes..(e + 1) * row_bytes];
+            let mut out = vec![0.0; len];
+            dequantize_row(tensor.dtype, bytes, &mut out)
+                .map_err(|err| anyhow::anyhow!("{}: {err}", spec.name))?;
+            Ok(out)
+        };
         let expert = |e: usize| -> anyhow::Result<Expert> {
             let part = |proj: ExpertProj, rows: usize, cols: usize| {
                 let tensor = weights.expert(layer, proj, e)?;
@@ -64,10 +87,19 @@ impl MoeWeights {
                     cols,
                 )
             };
+            let biases = match moe.biases {
+                false => None,
+                true => Some([
+                    bias_row(LayerTensor::FfnGateExpsBias, e)?,
+                    bias_row(LayerTensor::FfnUpExpsBias, e)?,
+                    bias_row(LayerTensor::FfnDownExpsBias, e)?,
+                ]),
+            };
             Ok(Expert {
                 gate: part(ExpertProj::Gate, inter, hidden)?,
                 up: part(ExpertProj::Up, inter, hidden)?,
                 down: part(ExpertProj::Down, hidden, inter)?,
+                biases,
             })
         };
         let shared = match moe.shared_expert_intermediate_size {
@@ -77,12 +109,18 @@ impl MoeWeights {
                     gate: planned(LayerTensor::FfnGateShexp)?,
                     up: planned(LayerTensor::FfnUpShexp)?,
                     down: planned(LayerTensor::FfnDownShexp)?,
+                    biases: None,
                 },
                 gate: planned(LayerTensor::FfnGateInpShexp)?,
             }),
         };
         Ok(MoeWeights {
             router: planned(LayerTensor::FfnGateInp)?,
+            router_bias: match moe.biases {
+                false => None,
+                // `[experts]`: one row.
+                true => Some(bias_row(LayerTensor::FfnGateInpBias, 0)?),
+            },
             experts_per_token: moe.experts_per_token,
             norm_topk_prob: moe.norm_topk_prob,
             experts: (0..moe.num_experts)

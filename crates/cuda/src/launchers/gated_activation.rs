@@ -28,6 +28,9 @@ impl Kernels {
             (Activation::GeluTanh, false) => GatedActivation::GELU_TANH,
             (Activation::Silu, true) => GatedActivation::SILU_BF16,
             (Activation::GeluTanh, true) => GatedActivation::GELU_TANH_BF16,
+            (Activation::ClampedSwiglu, _) => {
+                anyhow::bail!("the clamped SwiGLU has no CUDA kernel (support.rs refuses it)")
+            }
         };
         let params = GatedActivation {
             kernel,

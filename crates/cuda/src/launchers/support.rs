@@ -25,10 +25,16 @@ pub fn supports(plan: &ModelPlan) -> anyhow::Result<()> {
             Mixer::LinearAttention(g) => linear_attention(g).map_err(at)?,
         }
         match &layer.mlp {
-            MlpSpec::Gated { width, .. } => anyhow::ensure!(
-                width.is_multiple_of(8),
-                "the intermediate size ({width}) must be a multiple of 8"
-            ),
+            MlpSpec::Gated { width, activation } => {
+                anyhow::ensure!(
+                    width.is_multiple_of(8),
+                    "the intermediate size ({width}) must be a multiple of 8"
+                );
+                anyhow::ensure!(
+                    *activation != Activation::ClampedSwiglu,
+                    "the clamped SwiGLU is not implemented on the CUDA backend"
+                );
+            }
             MlpSpec::Experts { activation, moe } => experts(*activation, moe).map_err(at)?,
         }
     }
@@ -39,6 +45,10 @@ fn attention(a: &AttentionSpec) -> anyhow::Result<()> {
     anyhow::ensure!(
         !a.sinks,
         "attention sinks are not implemented on the CUDA backend"
+    );
+    anyhow::ensure!(
+        !a.output_bias,
+        "an attention output bias is not implemented on the CUDA backend"
     );
     let rotary = 2 * a.rope.inv_freq.len();
     anyhow::ensure!(
@@ -94,6 +104,10 @@ fn experts(activation: Activation, moe: &MoeConfig) -> anyhow::Result<()> {
     anyhow::ensure!(
         activation == Activation::Silu,
         "the CUDA expert kernels apply SwiGLU; {activation:?} experts are not supported"
+    );
+    anyhow::ensure!(
+        !moe.biases,
+        "router and expert biases are not implemented on the CUDA backend"
     );
     let shared = moe.shared_expert_intermediate_size.unwrap_or(8);
     anyhow::ensure!(

@@ -8,7 +8,8 @@
 //! run yet: those are skipped, saying so).
 
 use ferrite_model::config::{
-    Activation, Arch, BlockVariant, LayerAttention, ModelConfig, MoeConfig, RopeScaling, RopeStyle,
+    Activation, Arch, BlockVariant, LayerAttention, Llama3Scaling, ModelConfig, MoeConfig,
+    RopeScaling, RopeStyle,
 };
 
 const HEAD_DIM: usize = 64;
@@ -71,12 +72,12 @@ pub fn llama3() -> ModelConfig {
         rope_style: RopeStyle::Interleaved,
         rms_norm_eps: 1e-5,
         tie_word_embeddings: false,
-        rope_scaling: Some(RopeScaling {
+        rope_scaling: Some(RopeScaling::Llama3(Llama3Scaling {
             factor: 8.0,
             low_freq_factor: 1.0,
             high_freq_factor: 4.0,
             original_max_position_embeddings: 64,
-        }),
+        })),
         ..base(Arch::Llama, 256, 704, 5)
     }
 }
@@ -108,6 +109,7 @@ pub fn qwen3_moe() -> ModelConfig {
         norm_topk_prob: true,
         shared_expert_intermediate_size: None,
         sparse_layers: vec![true; c.num_layers],
+        biases: false,
     });
     c
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use crate::config::{
-    Activation, Arch, BlockVariant, ModelConfig, MoeConfig, RopeScaling, RopeStyle,
+    Activation, Arch, BlockVariant, Llama3Scaling, ModelConfig, MoeConfig, RopeScaling, RopeStyle,
 };
 use crate::hf::HfError;
 use crate::load::hf_config as config_from_json;
@@ -43,12 +43,12 @@ fn llama3_rope_scaling_parses_from_both_layouts() {
     assert_eq!(c.rope_theta, 500_000.0);
     assert_eq!(
         c.rope_scaling,
-        Some(RopeScaling {
+        Some(RopeScaling::Llama3(Llama3Scaling {
             factor: 8.0,
             low_freq_factor: 1.0,
             high_freq_factor: 4.0,
             original_max_position_embeddings: 64,
-        })
+        }))
     );
     assert!(c.layer_attention.is_empty());
     assert_eq!(c.block, BlockVariant::llama(16));
@@ -190,6 +190,7 @@ fn qwen3_moe_parses_from_both_layouts() {
             norm_topk_prob: true,
             shared_expert_intermediate_size: None,
             sparse_layers: vec![true; 3],
+            biases: false,
         })
     );
 }

@@ -79,6 +79,7 @@ pub fn moe_from_metadata(
         norm_topk_prob,
         shared_expert_intermediate_size,
         sparse_layers,
+        biases: false,
     }))
 }
 

@@ -57,6 +57,9 @@ pub struct HfConfig {
     pub query_pre_attn_scalar: Option<f64>,
     pub attn_logit_softcapping: Option<f64>,
     pub final_logit_softcapping: Option<f64>,
+    /// gpt-oss's clamped SwiGLU constants.
+    pub swiglu_alpha: Option<f64>,
+    pub swiglu_limit: Option<f64>,
 }
 
 /// What a family decides about its config; [`HfConfig::model_config`] adds the sizes every

@@ -107,5 +107,6 @@ pub(super) fn moe_of(
         norm_topk_prob: convention.always_renormalise || fields.norm_topk_prob.unwrap_or(false),
         shared_expert_intermediate_size,
         sparse_layers,
+        biases: false,
     }))
 }

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::HfError;
-use crate::config::RopeScaling;
+use crate::config::{Llama3Scaling, RopeScaling, YarnScaling};
 
 /// transformers' `rope_theta` when a config does not give one.
 const DEFAULT_ROPE_THETA: f64 = 10_000.0;
@@ -89,23 +89,57 @@ fn parse_entry(field: &str, v: &Value) -> Result<(Option<f64>, Option<RopeScalin
                     ))
                 })
             };
-            Some(RopeScaling {
+            Some(RopeScaling::Llama3(Llama3Scaling {
                 factor: number("factor")? as f32,
                 low_freq_factor: number("low_freq_factor")? as f32,
                 high_freq_factor: number("high_freq_factor")? as f32,
                 original_max_position_embeddings: number("original_max_position_embeddings")?
                     as usize,
-            })
+            }))
         }
+        Some("yarn") => Some(RopeScaling::Yarn(yarn_of(field, v)?)),
         Some(other) => {
             return Err(unsupported(
                 key,
                 &other,
-                "this RoPE scaling is not implemented (llama3 is)",
+                "this RoPE scaling is not implemented (llama3 and yarn are)",
             ))
         }
     };
     Ok((theta, scaling))
+}
+
+/// A `yarn` entry: `factor` and `original_max_position_embeddings` required (a factor derived
+/// from `max_position_embeddings` is refused), `beta_fast` 32, `beta_slow` 1, `truncate` true
+/// and the paper's attention factor by default; `mscale` and `mscale_all_dim` are refused.
+fn yarn_of(field: &str, v: &Value) -> Result<YarnScaling, HfError> {
+    let number = |name: &str| v.get(name).and_then(Value::as_f64);
+    let required = |name: &str| {
+        number(name).ok_or_else(|| {
+            HfError::Unsupported(format!(
+                "`{field}.{name}` is missing: yarn rope scaling needs it"
+            ))
+        })
+    };
+    for name in ["mscale", "mscale_all_dim"] {
+        if let Some(value) = number(name) {
+            return Err(HfError::Unsupported(format!(
+                "`{field}.{name}` = {value}: YaRN's mscale variants are not implemented"
+            )));
+        }
+    }
+    let factor = required("factor")? as f32;
+    Ok(YarnScaling {
+        factor,
+        original_max_position_embeddings: required("original_max_position_embeddings")? as usize,
+        beta_fast: number("beta_fast").unwrap_or(32.0) as f32,
+        beta_slow: number("beta_slow").unwrap_or(1.0) as f32,
+        truncate: v.get("truncate").and_then(Value::as_bool).unwrap_or(true),
+        attention_factor: number("attention_factor").map_or_else(
+            || YarnScaling::default_attention_factor(factor),
+            |f| f as f32,
+        ),
+    })
 }
 
 pub(super) fn rope_of(raw: &RopeFields, defaults: RopeDefaults) -> Result<Rope, HfError> {

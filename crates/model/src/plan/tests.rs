@@ -95,6 +95,7 @@ fn sparse_layers_read_the_router_and_stacked_experts() {
         norm_topk_prob: true,
         shared_expert_intermediate_size: Some(64),
         sparse_layers: vec![false, true],
+        biases: false,
     });
     let plan = ModelPlan::new(&c).unwrap();
     assert!(matches!(

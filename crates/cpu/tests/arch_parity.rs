@@ -247,6 +247,14 @@ fn gpt_oss_matches_transformers() {
     assert!(mean <= 1e-4, "gpt_oss: mean |Δ logprob| {mean} > 1e-4");
 }
 
+/// gpt-oss as released: experts in MXFP4 (`_blocks` / `_scales`, scripts/make_mxfp4_fixture.py),
+/// kept MXFP4 and decoded exactly; the reference is transformers' own dequantization.
+#[test]
+fn gpt_oss_mxfp4_experts_match_transformers() {
+    let mean = check_arch("gpt_oss_mxfp4");
+    assert!(mean <= 1e-4, "gpt_oss_mxfp4: mean |Δ logprob| {mean} > 1e-4");
+}
+
 /// FP8 checkpoints (scripts/make_fp8_fixtures.py): qwen3's weights in Hugging Face's `fp8`
 /// layout (16 x 32 block scales, `weight_scale_inv`) and llama's in compressed-tensors'
 /// (per-channel `weight_scale`), against transformers in f32 on the dequantized weights.

@@ -80,8 +80,11 @@ pub fn fp8_config(config_json: &str) -> Result<Option<Fp8Config>, HfError> {
             }
             Ok(Some(Fp8Config { block }))
         }
+        // Not FP8: its tensors come in `_blocks` / `_scales` pairs (hf::mxfp4).
+        "mxfp4" => Ok(None),
         other => Err(HfError::Unsupported(format!(
-            "quantization method `{other}` (fp8 and float8 compressed-tensors checkpoints are read)"
+            "quantization method `{other}` (fp8, float8 compressed-tensors and mxfp4 checkpoints \
+             are read)"
         ))),
     }
 }

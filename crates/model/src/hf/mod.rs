@@ -8,6 +8,7 @@ pub mod fp8;
 mod generation;
 mod linear_config;
 mod moe_config;
+mod mxfp4;
 mod names;
 mod rope_config;
 mod safetensors;
@@ -77,6 +78,7 @@ pub fn read_tensors(
     let fp8_config = fp8::fp8_config(config_text)?;
     let mut by_hf_name = HashMap::new();
     let mut fp8_weights = Vec::new();
+    let mut bytes = HashMap::new();
     for file in weight_files(dir)? {
         for (hf_name, stored) in safetensors::read_file(&file, pages)? {
             match stored {
@@ -84,8 +86,34 @@ pub fn read_tensors(
                     by_hf_name.insert(hf_name, t);
                 }
                 Stored::Fp8(t) => fp8_weights.push((hf_name, t)),
+                Stored::Bytes(t) => {
+                    bytes.insert(hf_name, t);
+                }
             }
         }
+    }
+    // MXFP4 pairs, also possibly split over shards.
+    let block_names: Vec<String> = bytes
+        .keys()
+        .filter(|n| n.ends_with("_blocks"))
+        .cloned()
+        .collect();
+    for blocks_name in block_names {
+        let name = blocks_name.trim_end_matches("_blocks").to_string();
+        let (Some(blocks), Some(scales)) = (
+            bytes.remove(&blocks_name),
+            bytes.remove(&format!("{name}_scales")),
+        ) else {
+            return Err(HfError::Weights(format!(
+                "`{blocks_name}` has no `{name}_scales` beside it"
+            )));
+        };
+        by_hf_name.insert(name.clone(), mxfp4::load(&name, &blocks, &scales)?);
+    }
+    if let Some(name) = bytes.keys().next() {
+        return Err(HfError::Weights(format!(
+            "`{name}` is u8 but not an MXFP4 `_blocks` / `_scales` pair"
+        )));
     }
     // Scales may sit in another shard than their weight: convert once all are read.
     for (hf_name, weight) in fp8_weights {

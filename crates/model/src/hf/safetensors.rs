@@ -16,6 +16,8 @@ use crate::weights::{DType, Storage, WeightTensor};
 pub enum Stored {
     Tensor(WeightTensor),
     Fp8(Fp8Tensor),
+    /// u8 bytes: an MXFP4 tensor's `_blocks` or `_scales` (hf::mxfp4).
+    Bytes(Fp8Tensor),
 }
 
 /// The safetensors files of a model directory: those the index names, else `model.safetensors`,
@@ -101,6 +103,8 @@ pub fn read_file(path: &Path, pages: MapPages) -> Result<Vec<(String, Stored)>, 
             let shape = view.shape().to_vec();
             let stored = if view.dtype() == Dtype::F8_E4M3 {
                 Stored::Fp8(Fp8Tensor { shape, storage })
+            } else if view.dtype() == Dtype::U8 {
+                Stored::Bytes(Fp8Tensor { shape, storage })
             } else {
                 Stored::Tensor(WeightTensor {
                     dtype: dtype_of(view.dtype(), &name)?,

@@ -23,6 +23,9 @@ pub enum DType {
     /// (132 bytes; a weight is `e4m3 * scale`). FP8 checkpoints and `--quantization fp8` load
     /// into it; GGUF has no such type.
     Fp8,
+    /// MXFP4 (`super::mxfp4`): 32 E2M1 weights sharing an E8M0 exponent, GGUF's type 39 and
+    /// Hugging Face's `mxfp4` checkpoints (gpt-oss's experts).
+    Mxfp4,
 }
 
 impl DType {

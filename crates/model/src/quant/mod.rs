@@ -15,6 +15,7 @@
 mod dtype;
 mod floats;
 pub mod fp8;
+pub mod mxfp4;
 mod q2_k;
 mod q3_k;
 pub mod q4_0;
@@ -57,7 +58,7 @@ pub struct Format {
 }
 
 /// Every format ferrite reads.
-pub const FORMATS: [&Format; 15] = [
+pub const FORMATS: [&Format; 16] = [
     &floats::F32,
     &floats::F16,
     &floats::BF16,
@@ -73,6 +74,7 @@ pub const FORMATS: [&Format; 15] = [
     &q6_k::FORMAT,
     &q8_k::FORMAT,
     &fp8::FORMAT,
+    &mxfp4::FORMAT,
 ];
 
 /// The descriptor of `dtype`.
@@ -93,6 +95,7 @@ pub const fn format(dtype: DType) -> &'static Format {
         DType::Q6_K => &q6_k::FORMAT,
         DType::Q8_K => &q8_k::FORMAT,
         DType::Fp8 => &fp8::FORMAT,
+        DType::Mxfp4 => &mxfp4::FORMAT,
     }
 }
 

@@ -6,11 +6,12 @@
 //! transformers stores the experts transposed and gate/up interleaved: `gate_up_proj` is
 //! `[experts, hidden, 2 * width]` with gate in the even columns and up in the odd ones,
 //! `down_proj` `[experts, width, hidden]`; `hf_finish` writes them as the layer plan's stacks
-//! (`[experts, rows, cols]`). MXFP4 checkpoints (`quantization_config: mxfp4`) are refused by
-//! the reader until their blocks are read.
+//! (`[experts, rows, cols]`). MXFP4 checkpoints (`quantization_config: mxfp4`, hf::mxfp4) store
+//! the experts in the plan's orientation with gate and up rows interleaved; they stay MXFP4.
 
 use std::sync::Arc;
 
+use crate::arch::rows::Rows;
 use crate::arch::Family;
 use crate::config::{
     Activation, Arch, BlockVariant, ModelConfig, RopeStyle, CLAMPED_SWIGLU_ALPHA,
@@ -129,48 +130,91 @@ impl Family for GptOss {
                 take(GATE_UP_EXPS_BIAS)?,
                 take(DOWN_EXPS_STORED)?,
             );
-            let [experts, hidden, twice_width] = gate_up.shape[..] else {
-                return Err(shape_error(layer, "gate_up_proj", &gate_up.shape));
+            let experts = gate_up.shape.first().copied().unwrap_or(0);
+            let [gate, up, down] = if gate_up.dtype == DType::Mxfp4 {
+                mxfp4_experts(layer, &gate_up, down)?
+            } else {
+                float_experts(layer, &gate_up, &down)?
             };
-            let width = twice_width / 2;
-            if down.shape != [experts, width, hidden] || gate_up_bias.shape != [experts, 2 * width]
-            {
-                return Err(shape_error(layer, "down_proj / gate_up_proj_bias", &down.shape));
+            let width = gate.shape[1];
+            if gate_up_bias.shape != [experts, 2 * width] {
+                return Err(shape_error(layer, "gate_up_proj_bias", &gate_up_bias.shape));
             }
-            // [e][h][2w] -> gate [e][w][h] (columns 2j) and up [e][w][h] (columns 2j + 1).
-            let gate = regather(&gate_up, experts, width, hidden, |e, r, c| {
-                (e * hidden + c) * 2 * width + 2 * r
-            })?;
-            let up = regather(&gate_up, experts, width, hidden, |e, r, c| {
-                (e * hidden + c) * 2 * width + 2 * r + 1
-            })?;
-            // [e][w][h] -> [e][h][w].
-            let down = regather(&down, experts, hidden, width, |e, r, c| {
-                (e * width + c) * hidden + r
-            })?;
             let gate_bias = regather(&gate_up_bias, experts, 1, width, |e, _, c| {
                 e * 2 * width + 2 * c
             })?;
             let up_bias = regather(&gate_up_bias, experts, 1, width, |e, _, c| {
                 e * 2 * width + 2 * c + 1
             })?;
-            let mut put = |t: LayerTensor, tensor: WeightTensor, shape: Vec<usize>| {
-                weights.tensors.insert(
-                    t.of(layer),
-                    WeightTensor {
-                        shape,
-                        ..tensor
-                    },
-                );
+            let mut put = |t: LayerTensor, tensor: WeightTensor| {
+                weights.tensors.insert(t.of(layer), tensor);
             };
-            put(LayerTensor::FfnGateExps, gate, vec![experts, width, hidden]);
-            put(LayerTensor::FfnUpExps, up, vec![experts, width, hidden]);
-            put(LayerTensor::FfnDownExps, down, vec![experts, hidden, width]);
-            put(LayerTensor::FfnGateExpsBias, gate_bias, vec![experts, width]);
-            put(LayerTensor::FfnUpExpsBias, up_bias, vec![experts, width]);
+            put(LayerTensor::FfnGateExps, gate);
+            put(LayerTensor::FfnUpExps, up);
+            put(LayerTensor::FfnDownExps, down);
+            let squeeze = |t: WeightTensor| WeightTensor {
+                shape: vec![experts, width],
+                ..t
+            };
+            put(LayerTensor::FfnGateExpsBias, squeeze(gate_bias));
+            put(LayerTensor::FfnUpExpsBias, squeeze(up_bias));
         }
         Ok(())
     }
+}
+
+/// Float experts as transformers keeps them: `gate_up` `[e][h][2w]` -> gate `[e][w][h]`
+/// (columns 2j) and up (columns 2j + 1); `down` `[e][w][h]` -> `[e][h][w]`.
+fn float_experts(
+    layer: usize,
+    gate_up: &WeightTensor,
+    down: &WeightTensor,
+) -> Result<[WeightTensor; 3], HfError> {
+    let [experts, hidden, twice_width] = gate_up.shape[..] else {
+        return Err(shape_error(layer, "gate_up_proj", &gate_up.shape));
+    };
+    let width = twice_width / 2;
+    if down.shape != [experts, width, hidden] {
+        return Err(shape_error(layer, "down_proj", &down.shape));
+    }
+    Ok([
+        regather(gate_up, experts, width, hidden, |e, r, c| {
+            (e * hidden + c) * 2 * width + 2 * r
+        })?,
+        regather(gate_up, experts, width, hidden, |e, r, c| {
+            (e * hidden + c) * 2 * width + 2 * r + 1
+        })?,
+        regather(down, experts, hidden, width, |e, r, c| {
+            (e * width + c) * hidden + r
+        })?,
+    ])
+}
+
+/// MXFP4 experts are stored `[e][rows][cols]` already (the plan's orientation): gate is the
+/// even rows of `gate_up`, up the odd ones (whole blocks, no value changes).
+fn mxfp4_experts(
+    layer: usize,
+    gate_up: &WeightTensor,
+    down: WeightTensor,
+) -> Result<[WeightTensor; 3], HfError> {
+    let [experts, twice_width, hidden] = gate_up.shape[..] else {
+        return Err(shape_error(layer, "gate_up_proj", &gate_up.shape));
+    };
+    let width = twice_width / 2;
+    if down.shape != [experts, hidden, width] || down.dtype != DType::Mxfp4 {
+        return Err(shape_error(layer, "down_proj", &down.shape));
+    }
+    let rows_of = |parity: usize| {
+        let mut rows = Rows::of(gate_up);
+        for r in 0..experts * width {
+            rows.take(gate_up, 2 * r + parity, 1);
+        }
+        WeightTensor {
+            shape: vec![experts, width, hidden],
+            ..rows.tensor(hidden)
+        }
+    };
+    Ok([rows_of(0), rows_of(1), down])
 }
 
 fn shape_error(layer: usize, what: &str, shape: &[usize]) -> HfError {

@@ -252,7 +252,10 @@ fn gpt_oss_matches_transformers() {
 #[test]
 fn gpt_oss_mxfp4_experts_match_transformers() {
     let mean = check_arch("gpt_oss_mxfp4");
-    assert!(mean <= 1e-4, "gpt_oss_mxfp4: mean |Δ logprob| {mean} > 1e-4");
+    assert!(
+        mean <= 1e-4,
+        "gpt_oss_mxfp4: mean |Δ logprob| {mean} > 1e-4"
+    );
 }
 
 /// FP8 checkpoints (scripts/make_fp8_fixtures.py): qwen3's weights in Hugging Face's `fp8`

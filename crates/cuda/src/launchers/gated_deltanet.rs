@@ -138,7 +138,11 @@ impl Kernels {
         };
         let tiles = seqs.max_len.div_ceil(GDN_CONV_TILE).max(1);
         let shape = Shape {
-            grid: (channels.div_ceil(128) as u32, seqs.count as u32, tiles as u32),
+            grid: (
+                channels.div_ceil(128) as u32,
+                seqs.count as u32,
+                tiles as u32,
+            ),
             block: 128,
         };
         self.launch(shape, &params)?;

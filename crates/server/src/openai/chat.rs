@@ -226,9 +226,10 @@ mod tests {
         let inputs = template_inputs(messages, true, Some(&tools), None).unwrap();
         let template = crate::ChatTemplate::new(QWEN25, None, Some("<|im_end|>")).unwrap();
         let text = template.render_inputs(&inputs).unwrap();
-        // Written from the template's definition; `tojson` as Python's json.dumps (keys in
-        // sorted order: serde_json's maps are ordered by key).
-        let tool_json = r#"{"function": {"description": "Get the weather", "name": "get_weather", "parameters": {"properties": {"city": {"type": "string"}}, "required": ["city"], "type": "object"}}, "type": "function"}"#;
+        // Written from the template's definition; `tojson` as Python's json.dumps, keys in the
+        // order the client sent them (Python's dicts keep it, and so do minijinja's maps with
+        // `preserve_order`).
+        let tool_json = r#"{"type": "function", "function": {"name": "get_weather", "description": "Get the weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}"#;
         let want = format!(
             "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{tool_json}\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n</tool_call><|im_end|>\n<|im_start|>user\nWhat's the weather in Paris?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{{\"name\": \"get_weather\", \"arguments\": {{\"city\": \"Paris\"}}}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n22C\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
         );

@@ -98,6 +98,7 @@ pub fn tool_call_parser(arg: Option<ToolCallParserArg>) -> ParserChoice<ToolCall
         Some(ToolCallParserArg::Llama3Json) => ParserChoice::Use(ToolCallFormat::Llama3Json),
         Some(ToolCallParserArg::Mistral) => ParserChoice::Use(ToolCallFormat::Mistral),
         Some(ToolCallParserArg::Qwen3Coder) => ParserChoice::Use(ToolCallFormat::Qwen3Coder),
+        Some(ToolCallParserArg::Openai) => ParserChoice::Use(ToolCallFormat::Openai),
     }
 }
 
@@ -107,6 +108,7 @@ pub fn reasoning_parser(arg: Option<ReasoningParserArg>) -> ParserChoice<Reasoni
         Some(ReasoningParserArg::None) => ParserChoice::Off,
         Some(ReasoningParserArg::Qwen3) => ParserChoice::Use(ReasoningFormat::Qwen3),
         Some(ReasoningParserArg::DeepseekR1) => ParserChoice::Use(ReasoningFormat::DeepseekR1),
+        Some(ReasoningParserArg::OpenaiGptoss) => ParserChoice::Use(ReasoningFormat::OpenaiGptoss),
     }
 }
 

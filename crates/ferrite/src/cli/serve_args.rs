@@ -102,14 +102,16 @@ pub struct ServedModelArgs {
     /// How tool calls are read from the model's output when a chat request has `tools`
     /// (vLLM's names): `hermes` (Qwen2.5, Qwen3, Hermes: <tool_call>{...}</tool_call>),
     /// `llama3_json` (Llama 3.x JSON calls), `mistral` ([TOOL_CALLS][...]), `qwen3_coder`
-    /// (Qwen3.5 / 3.6, Qwen3-Coder: <tool_call><function=NAME><parameter=P>...), `none`
-    /// (tools are refused). [default: detected from the chat template]
+    /// (Qwen3.5 / 3.6, Qwen3-Coder: <tool_call><function=NAME><parameter=P>...), `openai`
+    /// (gpt-oss's harmony format: commentary messages to functions.NAME), `none` (tools are
+    /// refused). [default: detected from the chat template]
     #[arg(long, value_enum)]
     pub tool_call_parser: Option<ToolCallParserArg>,
     /// How reasoning is split from the answer into `reasoning_content` (vLLM's names): `qwen3`
     /// (<think>...</think> when the model opens it), `deepseek_r1` (the answer starts inside
-    /// the reasoning, </think> ends it), `none` (all text is content). [default: detected from
-    /// the chat template]
+    /// the reasoning, </think> ends it), `openai_gptoss` (gpt-oss's harmony format: the
+    /// analysis channel), `none` (all text is content). [default: detected from the chat
+    /// template]
     #[arg(long, value_enum)]
     pub reasoning_parser: Option<ReasoningParserArg>,
 }
@@ -155,6 +157,8 @@ pub enum ToolCallParserArg {
     /// Qwen3.5 / Qwen3.6 and Qwen3-Coder: `<tool_call><function=NAME><parameter=P>...`.
     #[value(name = "qwen3_coder")]
     Qwen3Coder,
+    /// gpt-oss (harmony): `<|channel|>commentary to=functions.NAME ...<|message|>{...}<|call|>`.
+    Openai,
     None,
 }
 
@@ -163,6 +167,9 @@ pub enum ReasoningParserArg {
     Qwen3,
     #[value(name = "deepseek_r1")]
     DeepseekR1,
+    /// gpt-oss (harmony): the analysis channel is the reasoning.
+    #[value(name = "openai_gptoss")]
+    OpenaiGptoss,
     None,
 }
 

@@ -55,6 +55,7 @@ pub fn chat_turn(
             .transpose()?,
         add_generation_prompt: true,
         grammar: None,
+        reasoning_effort: None,
     })
 }
 

@@ -11,7 +11,8 @@ use crate::observe::metrics::Metrics;
 use crate::openai::sampling::SamplingDefaults;
 use crate::output::reasoning::ReasoningFormat;
 use crate::output::structured::Grammars;
-use crate::output::tool_calls::ToolCallFormat;
+use crate::output::tool_calls::{is_harmony_template, ToolCallFormat};
+use crate::text::chat_template::template_reads_effort;
 use crate::text::detokenizer::Registry;
 use crate::text::tokenizer_pool::{TextModel, TokenizerPool};
 
@@ -37,6 +38,11 @@ pub struct AppState {
     pub tool_format: Option<ToolCallFormat>,
     /// How this model marks its reasoning; `None`: all text is content.
     pub reasoning_format: Option<ReasoningFormat>,
+    /// The chat template renders gpt-oss's harmony format (its messages get
+    /// `text::harmony_inputs`).
+    pub harmony_template: bool,
+    /// The chat template has a `reasoning_effort` variable (gpt-oss's does).
+    pub template_reads_effort: bool,
     /// Structured outputs' grammar compiler and cache.
     pub grammars: Grammars,
     next_id: AtomicU64,
@@ -76,6 +82,8 @@ impl AppState {
             started: crate::openai::response::unix_now(),
             tool_format,
             reasoning_format,
+            harmony_template: is_harmony_template(template),
+            template_reads_effort: template_reads_effort(template),
             grammars,
             next_id: AtomicU64::new(1),
         }

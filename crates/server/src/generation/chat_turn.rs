@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::reasoning_effort::{apply_effort, RequestedEffort};
 use super::submission::Submission;
 use super::submit::{submit, SubmitOptions, Submitted};
 use crate::app::state::AppState;
@@ -17,8 +18,9 @@ use crate::openai::chat::{template_inputs, ChatMessage};
 use crate::openai::sampling::ValidatedSampling;
 use crate::openai::structured::RequestedGrammar;
 use crate::openai::tools::{ToolChoice, ToolChoiceMode, ToolSpec};
-use crate::output::assistant_output::OutputSpec;
+use crate::output::assistant_output::{is_harmony, OutputSpec};
 use crate::output::tool_calls::{forced_call_grammar, ToolCallFormat, ToolParsing};
+use crate::text::harmony_inputs::harmony_messages;
 
 /// What the model is asked for, whichever API asked.
 #[derive(Debug, Default)]
@@ -33,6 +35,8 @@ pub struct ChatTurn {
     pub add_generation_prompt: bool,
     /// The output constraint the request asked for (`response_format`, ...).
     pub grammar: Option<RequestedGrammar>,
+    /// `reasoning_effort` / `reasoning.effort`, for templates that take it.
+    pub reasoning_effort: Option<RequestedEffort>,
 }
 
 /// The running turn: its engine requests and how their text is read.
@@ -45,7 +49,7 @@ pub struct StartedChat {
 /// then renders and submits it.
 pub async fn start_chat(
     state: &Arc<AppState>,
-    turn: ChatTurn,
+    mut turn: ChatTurn,
     sampling: &mut ValidatedSampling,
 ) -> Result<StartedChat, ApiError> {
     if turn.messages.is_empty() {
@@ -60,12 +64,32 @@ pub async fn start_chat(
         turn.parallel_tool_calls,
         state.tool_format,
     )?;
-    if tools
-        .as_ref()
-        .is_some_and(|t| t.format.needs_special_tokens())
+    let harmony = is_harmony(state.reasoning_format, tools.as_ref().map(|t| t.format));
+    if harmony
+        || tools
+            .as_ref()
+            .is_some_and(|t| t.format.needs_special_tokens())
     {
         sampling.skip_special_tokens = false;
     }
+    if let (true, Some(asked)) = (harmony, &turn.grammar) {
+        // The constraint would hold from the first token, where a harmony answer opens its
+        // analysis channel; it belongs in the final channel, which is not done yet.
+        return Err(ApiError::invalid_param(
+            asked.param,
+            format!(
+                "`{}` is not supported yet for models that answer in the harmony format \
+                 (gpt-oss)",
+                asked.param
+            ),
+        ));
+    }
+    let mut chat_template_kwargs = turn.chat_template_kwargs.take();
+    apply_effort(
+        turn.reasoning_effort.take(),
+        state.template_reads_effort,
+        &mut chat_template_kwargs,
+    )?;
     let forced = forced_call(&turn, tools.as_ref(), state)?;
     let is_forced = forced.is_some();
     let grammar = match forced {
@@ -79,12 +103,15 @@ pub async fn start_chat(
         Some(forced) => Some(forced),
         None => turn.grammar,
     };
-    let inputs = template_inputs(
+    let mut inputs = template_inputs(
         turn.messages,
         turn.add_generation_prompt,
         turn.tools.as_deref(),
-        turn.chat_template_kwargs,
+        chat_template_kwargs,
     )?;
+    if state.harmony_template {
+        harmony_messages(&mut inputs.messages);
+    }
     let render = state.tokenizers.render_chat_inputs(inputs);
     let options = SubmitOptions {
         grammar,
@@ -161,7 +188,7 @@ fn tool_parsing(
         ApiError::invalid_param(
             "tools",
             "this model's chat template has no known tool-call format; start the server with \
-             --tool-call-parser hermes|qwen3_coder|llama3_json|mistral to use tools",
+             --tool-call-parser hermes|qwen3_coder|llama3_json|mistral|openai to use tools",
         )
     })?;
     Ok(Some(ToolParsing {

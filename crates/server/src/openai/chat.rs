@@ -26,6 +26,8 @@ pub struct ChatRequest {
     pub parallel_tool_calls: Option<bool>,
     /// vLLM's extension: more variables for the chat template (`enable_thinking`, ...).
     pub chat_template_kwargs: Option<Map<String, Value>>,
+    /// low, medium or high, for models whose template takes it (gpt-oss).
+    pub reasoning_effort: Option<String>,
     #[serde(flatten)]
     pub sampling: SamplingFields,
     /// `response_format`, `structured_outputs`, `guided_*`.

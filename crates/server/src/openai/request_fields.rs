@@ -36,7 +36,6 @@ const NOT_YET: &[&str] = &[
     "modalities",
     "prediction",
     "web_search_options",
-    "reasoning_effort",
     "verbosity",
     "suffix",
     "best_of",

@@ -1,9 +1,14 @@
 //! What an assistant's generated text means: reasoning, content and tool calls, by chaining the
 //! reasoning parser and the tool-call parser (calls are looked for in the content only, so a
 //! call after `</think>` is parsed and one the model merely considered while thinking is not).
+//! gpt-oss's harmony answers carry both in their messages' channels: one parser
+//! ([`crate::output::harmony`]) reads them instead.
 
+use crate::output::harmony::{HarmonyEvent, HarmonyParser};
 use crate::output::reasoning::{ReasoningEvent, ReasoningFormat, ReasoningParser};
-use crate::output::tool_calls::{ParsedToolCall, ToolCallParser, ToolEvent, ToolParsing};
+use crate::output::tool_calls::{
+    ParsedToolCall, ToolCallFormat, ToolCallParser, ToolEvent, ToolParsing,
+};
 
 /// What a chat request asks of its answers' text.
 #[derive(Debug, Clone, Default)]
@@ -18,6 +23,20 @@ impl OutputSpec {
     pub fn is_plain(&self) -> bool {
         self.reasoning.is_none() && self.tools.is_none()
     }
+
+    /// Whether the answer is read as harmony messages (gpt-oss): then its special tokens must
+    /// reach the parser as text.
+    pub fn is_harmony(&self) -> bool {
+        is_harmony(
+            self.reasoning.map(|(f, _)| f),
+            self.tools.as_ref().map(|t| t.format),
+        )
+    }
+}
+
+/// Whether either parser named is harmony's: the other's part is then read by it too.
+pub fn is_harmony(reasoning: Option<ReasoningFormat>, tools: Option<ToolCallFormat>) -> bool {
+    reasoning == Some(ReasoningFormat::OpenaiGptoss) || tools == Some(ToolCallFormat::Openai)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,19 +51,40 @@ pub enum OutputEvent {
 pub struct OutputParser {
     reasoning: Option<ReasoningParser>,
     tools: Option<ToolCallParser>,
+    harmony: Option<HarmonyParser>,
 }
 
 impl OutputParser {
     pub fn new(spec: &OutputSpec) -> Self {
+        if spec.is_harmony() {
+            let read_reasoning = spec
+                .reasoning
+                .is_some_and(|(f, _)| f == ReasoningFormat::OpenaiGptoss);
+            let tools = spec
+                .tools
+                .clone()
+                .filter(|t| t.format == ToolCallFormat::Openai);
+            return Self {
+                reasoning: None,
+                tools: None,
+                harmony: Some(HarmonyParser::new(read_reasoning, tools)),
+            };
+        }
         Self {
             reasoning: spec
                 .reasoning
                 .map(|(_, starts_inside)| ReasoningParser::new(starts_inside)),
             tools: spec.tools.clone().map(ToolCallParser::new),
+            harmony: None,
         }
     }
 
     pub fn feed(&mut self, text: &str) -> Vec<OutputEvent> {
+        if let Some(h) = &mut self.harmony {
+            let mut events = Vec::new();
+            h.feed(text, &mut events);
+            return events.into_iter().map(OutputEvent::from).collect();
+        }
         let mut pieces = Vec::new();
         match &mut self.reasoning {
             Some(r) => r.feed(text, &mut pieces),
@@ -56,6 +96,11 @@ impl OutputParser {
 
     /// The end of the answer: everything held comes out.
     pub fn finish(&mut self) -> Vec<OutputEvent> {
+        if let Some(h) = &mut self.harmony {
+            let mut events = Vec::new();
+            h.finish(&mut events);
+            return events.into_iter().map(OutputEvent::from).collect();
+        }
         let mut pieces = Vec::new();
         if let Some(r) = &mut self.reasoning {
             r.finish(&mut pieces);
@@ -89,6 +134,16 @@ impl From<ToolEvent> for OutputEvent {
         match e {
             ToolEvent::Content(c) => OutputEvent::Content(c),
             ToolEvent::Call(c) => OutputEvent::ToolCall(c),
+        }
+    }
+}
+
+impl From<HarmonyEvent> for OutputEvent {
+    fn from(e: HarmonyEvent) -> Self {
+        match e {
+            HarmonyEvent::Reasoning(r) => OutputEvent::Reasoning(r),
+            HarmonyEvent::Content(c) => OutputEvent::Content(c),
+            HarmonyEvent::Call(c) => OutputEvent::ToolCall(c),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! calls in the model's own format). Shared by every chat-shaped API.
 
 pub(crate) mod assistant_output;
+pub mod harmony;
 pub mod reasoning;
 pub(crate) mod structured;
 pub mod tool_calls;

@@ -15,7 +15,12 @@ pub enum ReasoningFormat {
     /// The answer always starts inside the reasoning (the template opened it), `</think>` ends
     /// it; a leading `<think>` written by the model is skipped.
     DeepseekR1,
+    /// gpt-oss's harmony format: the `analysis` channel is the reasoning (read by
+    /// [`crate::output::harmony`], not by this file's parser).
+    OpenaiGptoss,
 }
+
+use crate::output::tool_calls::is_harmony_template;
 
 const OPEN: &str = "<think>";
 const CLOSE: &str = "</think>";
@@ -23,7 +28,9 @@ const CLOSE: &str = "</think>";
 impl ReasoningFormat {
     /// The format a chat template's text implies, if it mentions think blocks at all.
     pub fn detect(template: &str) -> Option<Self> {
-        if !template.contains(OPEN) && !template.contains(CLOSE) {
+        if is_harmony_template(template) {
+            Some(Self::OpenaiGptoss)
+        } else if !template.contains(OPEN) && !template.contains(CLOSE) {
             None
         } else if template.contains("<｜Assistant｜>") {
             Some(Self::DeepseekR1)
@@ -36,6 +43,7 @@ impl ReasoningFormat {
         match self {
             Self::Qwen3 => "qwen3",
             Self::DeepseekR1 => "deepseek_r1",
+            Self::OpenaiGptoss => "openai_gptoss",
         }
     }
 
@@ -43,6 +51,7 @@ impl ReasoningFormat {
     pub fn starts_in_reasoning(self, prompt: &str) -> bool {
         match self {
             Self::DeepseekR1 => true,
+            Self::OpenaiGptoss => false,
             Self::Qwen3 => prompt.trim_end().ends_with(OPEN),
         }
     }

@@ -13,6 +13,7 @@ use super::object::ResponseSettings;
 use super::tools::{FunctionTool, ResponsesToolChoice, TextConfig};
 use crate::error::ApiError;
 use crate::generation::chat_turn::ChatTurn;
+use crate::generation::reasoning_effort::RequestedEffort;
 use crate::openai::request_fields::refuse_unimplemented;
 use crate::openai::sampling::{SamplingDefaults, SamplingFields, ValidatedSampling};
 
@@ -33,7 +34,7 @@ pub struct ResponsesRequest {
     pub stream: bool,
     #[serde(default)]
     pub text: TextConfig,
-    /// Reasoning effort and summaries are settings of OpenAI's models: refused unless empty.
+    /// `effort` goes to the chat template (models that take it); summaries are refused.
     pub reasoning: Option<Value>,
     pub previous_response_id: Option<String>,
     pub background: Option<bool>,
@@ -95,6 +96,7 @@ impl ResponsesRequest {
             chat_template_kwargs: None,
             add_generation_prompt: true,
             grammar: self.text.grammar()?,
+            reasoning_effort: requested_effort(self.reasoning.as_ref())?,
         };
         let settings = ResponseSettings {
             instructions: self.instructions,
@@ -127,15 +129,45 @@ impl ResponsesRequest {
                 "`background` is not supported: this server stores no responses to poll",
             ));
         }
-        if self.reasoning.as_ref().is_some_and(asks_for_something) {
-            return Err(ApiError::invalid_param(
-                "reasoning",
-                "`reasoning` is not supported: whether and how long a model reasons is set by \
-                 its chat template here",
-            ));
-        }
         refuse_unimplemented(&self.rest)
     }
+}
+
+/// `reasoning.effort`; any other setting in `reasoning` (summaries) is a 400 naming it.
+fn requested_effort(reasoning: Option<&Value>) -> Result<Option<RequestedEffort>, ApiError> {
+    let Some(reasoning) = reasoning.filter(|r| asks_for_something(r)) else {
+        return Ok(None);
+    };
+    let Value::Object(fields) = reasoning else {
+        return Err(ApiError::invalid_param(
+            "reasoning",
+            "`reasoning` must be an object",
+        ));
+    };
+    let mut effort = None;
+    for (name, value) in fields {
+        match (name.as_str(), value) {
+            (_, Value::Null) => {}
+            ("effort", Value::String(e)) => effort = Some(e.clone()),
+            ("effort", _) => {
+                return Err(ApiError::invalid_param(
+                    "reasoning.effort",
+                    "`reasoning.effort` must be a string",
+                ))
+            }
+            (other, _) => {
+                let param = format!("reasoning.{other}");
+                return Err(ApiError::invalid_param(
+                    &param,
+                    format!("`{param}` is not supported"),
+                ));
+            }
+        }
+    }
+    Ok(effort.map(|effort| RequestedEffort {
+        effort,
+        param: "reasoning.effort",
+    }))
 }
 
 /// A setting that asks for nothing: `null`, or an object of `null`s (`{"effort": null}`).
@@ -190,7 +222,10 @@ mod tests {
                 "previous_response_id",
             ),
             (json!({"background": true}), "background"),
-            (json!({"reasoning": {"effort": "high"}}), "reasoning"),
+            (
+                json!({"reasoning": {"summary": "auto"}}),
+                "reasoning.summary",
+            ),
             (
                 json!({"include": ["reasoning.encrypted_content"]}),
                 "include",
@@ -223,6 +258,16 @@ mod tests {
         assert!(
             read(json!({"input": "hi", "background": false, "reasoning": {"effort": null}}))
                 .is_ok()
+        );
+    }
+
+    #[test]
+    fn the_reasoning_effort_is_asked_for_the_template() {
+        let r = read(json!({"input": "hi", "reasoning": {"effort": "low", "summary": null}}));
+        let asked = r.unwrap().turn.reasoning_effort.unwrap();
+        assert_eq!(
+            (asked.effort.as_str(), asked.param),
+            ("low", "reasoning.effort")
         );
     }
 }

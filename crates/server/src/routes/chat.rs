@@ -10,6 +10,7 @@ use super::chat_stream::{finish_reason, ChatChunks};
 use crate::app::state::AppState;
 use crate::error::ApiError;
 use crate::generation::chat_turn::{start_chat, ChatTurn, StartedChat};
+use crate::generation::reasoning_effort::RequestedEffort;
 use crate::generation::submission::ChoiceResult;
 use crate::json_body::JsonBody;
 use crate::openai::chat::ChatRequest;
@@ -41,6 +42,10 @@ pub async fn chat_completions(
         chat_template_kwargs: req.chat_template_kwargs,
         add_generation_prompt: req.add_generation_prompt.unwrap_or(true),
         grammar: req.structured.grammar()?,
+        reasoning_effort: req.reasoning_effort.map(|effort| RequestedEffort {
+            effort,
+            param: "reasoning_effort",
+        }),
     };
     let StartedChat { submission, output } = start_chat(&state, turn, &mut sampling).await?;
     let meta = ResponseMeta::new(

@@ -123,6 +123,15 @@ pub const RESERVED_VARIABLES: &[&str] = &[
     "tools",
 ];
 
+/// The variable reasoning models' templates read their effort from (gpt-oss's:
+/// `generation::reasoning_effort`).
+pub const EFFORT_VARIABLE: &str = "reasoning_effort";
+
+/// Whether a chat template reads [`EFFORT_VARIABLE`].
+pub fn template_reads_effort(template: &str) -> bool {
+    template.contains(EFFORT_VARIABLE)
+}
+
 /// `tojson` as transformers defines it for templates: Python's `json.dumps` (`", "` and `": "`
 /// separators, no HTML escaping, non-ASCII kept), `indent` honoured. minijinja's own escapes
 /// `<`, `>`, `&` and `'` and writes no spaces, which would show a model tool schemas in a form
@@ -202,6 +211,9 @@ fn describe(e: &JinjaError) -> String {
     }
     msg
 }
+
+#[cfg(test)]
+mod harmony_tests;
 
 #[cfg(test)]
 mod tests {

@@ -5,6 +5,7 @@
 
 pub mod chat_template;
 pub mod detokenizer;
+pub mod harmony_inputs;
 pub mod incremental;
 pub mod messages;
 pub mod stop_strings;

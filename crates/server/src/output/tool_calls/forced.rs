@@ -52,22 +52,48 @@ pub fn forced_call_grammar(
             )
         }
         ToolCallFormat::Qwen3Coder => super::forced_xml::lark(tools, parallel, marker),
+        // One call: `<|call|>` ends the model's turn (it is one of gpt-oss's stop tokens).
+        ToolCallFormat::Openai => harmony_lark(tools, marker),
     };
     GrammarRequest::Lark(lark)
+}
+
+/// A harmony call message, as gpt-oss writes it after the prompt's `<|start|>assistant`:
+/// `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{ARGUMENTS}<|call|>`.
+fn harmony_lark(tools: &[&ToolSpec], marker: impl Fn(&str) -> String) -> String {
+    let calls: Vec<String> = tools
+        .iter()
+        .map(|t| {
+            let mut parameters = parameters(t);
+            parameters["x-guidance"] = json_layout();
+            format!(
+                "{} {} {} \"json\" {} %json {parameters} {}",
+                marker("<|channel|>"),
+                json!(format!("commentary to=functions.{} ", t.function.name)),
+                marker("<|constrain|>"),
+                marker("<|message|>"),
+                marker("<|call|>"),
+            )
+        })
+        .collect();
+    format!("start: {}\n", calls.join("\n     | "))
+}
+
+/// A tool's parameters schema; an object of anything where it gives none.
+fn parameters(t: &ToolSpec) -> Value {
+    t.function
+        .parameters
+        .clone()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({"type": "object"}))
 }
 
 /// One call object: `{"name": <an offered tool>, "<arguments_key>": <its parameters>}`.
 fn call_schema(tools: &[&ToolSpec], arguments_key: &str) -> Value {
     let one = |t: &ToolSpec| {
-        let parameters = t
-            .function
-            .parameters
-            .clone()
-            .filter(Value::is_object)
-            .unwrap_or_else(|| json!({"type": "object"}));
         json!({
             "type": "object",
-            "properties": {"name": {"const": t.function.name}, arguments_key: parameters},
+            "properties": {"name": {"const": t.function.name}, arguments_key: parameters(t)},
             "required": ["name", arguments_key],
             "additionalProperties": false,
         })
@@ -167,5 +193,31 @@ mod tests {
         ));
         assert!(g.starts_with("start: <[5]> calls\n"), "{g}");
         assert!(g.contains("\"maxItems\":1"), "{g}");
+    }
+
+    #[test]
+    fn a_harmony_call_is_a_commentary_message_to_the_function() {
+        let a = spec("a", json!({"type": "object"}));
+        let b = spec("b", json!(null));
+        let ids = |m: &str| match m {
+            "<|channel|>" => Some(200005),
+            "<|constrain|>" => Some(200003),
+            "<|message|>" => Some(200008),
+            "<|call|>" => Some(200012),
+            _ => None,
+        };
+        let g = lark(forced_call_grammar(
+            ToolCallFormat::Openai,
+            &[&a, &b],
+            true,
+            ids,
+        ));
+        let first = "start: <[200005]> \"commentary to=functions.a \" <[200003]> \"json\" <[200008]> %json {";
+        assert!(g.starts_with(first), "{g}");
+        assert!(
+            g.contains("| <[200005]> \"commentary to=functions.b \""),
+            "{g}"
+        );
+        assert!(g.trim_end().ends_with("<[200012]>"), "{g}");
     }
 }

@@ -2,6 +2,8 @@
 //! `<tool_call>{...}</tool_call>` ([`hermes`]), Qwen3-Coder / Qwen3.5 `<tool_call><function=...>`
 //! ([`qwen3_xml`]), Llama 3.x JSON ([`llama3_json`]), Mistral `[TOOL_CALLS][...]` ([`mistral`]). One incremental parser ([`stream::ToolCallParser`])
 //! serves both the streamed and the complete answer, so the two agree by construction.
+//! gpt-oss's harmony calls (`openai`) are messages of their own, read with the rest of a harmony
+//! answer by `output::harmony`.
 
 mod call_object;
 mod forced;
@@ -51,6 +53,8 @@ pub enum ToolCallFormat {
     Mistral,
     /// Qwen3-Coder, Qwen3.5, Qwen3.6: `<tool_call><function=...><parameter=...>`.
     Qwen3Coder,
+    /// gpt-oss (harmony): `<|channel|>commentary to=functions.NAME ...<|message|>{...}<|call|>`.
+    Openai,
 }
 
 /// A call as the model wrote it.
@@ -78,7 +82,9 @@ impl ToolCallFormat {
     /// The format a chat template renders tool calls in, if it renders any.
     pub fn detect(template: &str) -> Option<Self> {
         // Qwen3-Coder's and Qwen3.5's templates have `<tool_call>` too: the XML form first.
-        if template.contains("<function=") || template.contains("<parameter=") {
+        if is_harmony_template(template) {
+            Some(Self::Openai)
+        } else if template.contains("<function=") || template.contains("<parameter=") {
             Some(Self::Qwen3Coder)
         } else if template.contains("<tool_call>") {
             Some(Self::Hermes)
@@ -97,6 +103,7 @@ impl ToolCallFormat {
             Self::Llama3Json => "llama3_json",
             Self::Mistral => "mistral",
             Self::Qwen3Coder => "qwen3_coder",
+            Self::Openai => "openai",
         }
     }
 
@@ -106,6 +113,7 @@ impl ToolCallFormat {
             Self::Llama3Json => &llama3_json::MARKERS,
             Self::Mistral => &mistral::MARKERS,
             Self::Qwen3Coder => &qwen3_xml::MARKERS,
+            Self::Openai => &NO_BLOCKS,
         }
     }
 
@@ -117,13 +125,29 @@ impl ToolCallFormat {
             Self::Llama3Json => llama3_json::parse_body(body),
             Self::Mistral => mistral::parse_body(body),
             Self::Qwen3Coder => qwen3_xml::parse_body(body, &parsing.tool_schemas),
+            Self::Openai => None,
         }
     }
 
-    /// Mistral's `[TOOL_CALLS]` is a special token, which decoding would otherwise drop.
+    /// Mistral's `[TOOL_CALLS]` and harmony's markers are special tokens, which decoding would
+    /// otherwise drop.
     pub fn needs_special_tokens(self) -> bool {
-        self == Self::Mistral
+        matches!(self, Self::Mistral | Self::Openai)
     }
+}
+
+/// Harmony calls are not blocks within text ([`crate::output::harmony`] reads them): a parser
+/// given these markers finds no block.
+static NO_BLOCKS: Markers = Markers {
+    starts: &[],
+    only_at_start: false,
+    end: None,
+    bare_call_answer: false,
+};
+
+/// Whether a chat template renders gpt-oss's harmony format (its messages carry channels).
+pub fn is_harmony_template(template: &str) -> bool {
+    template.contains("<|channel|>")
 }
 
 #[cfg(test)]

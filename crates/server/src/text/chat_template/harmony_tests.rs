@@ -1,0 +1,111 @@
+//! gpt-oss's chat template rendered by ferrite against openai-harmony's rendering of the same
+//! conversations (`scripts/make_harmony_fixtures.py`). The template is the one gpt-oss ships;
+//! `tests/fixtures/harmony/README.md` says where it comes from.
+
+use serde::Deserialize;
+
+use super::{template_reads_effort, ChatTemplate};
+use crate::generation::reasoning_effort::{apply_effort, RequestedEffort};
+use crate::openai::chat::{template_inputs, ChatMessage};
+use crate::openai::tools::ToolSpec;
+use crate::text::harmony_inputs::harmony_messages;
+
+const TEMPLATE: &str = include_str!("../../../tests/fixtures/harmony/gpt-oss-chat_template.jinja");
+const CONVERSATIONS: &str = include_str!("../../../tests/fixtures/harmony/conversations.json");
+
+#[derive(Deserialize)]
+struct Conversation {
+    name: String,
+    messages: Vec<ChatMessage>,
+    tools: Option<Vec<ToolSpec>>,
+    reasoning_effort: Option<String>,
+    date: String,
+    harmony_text: String,
+}
+
+fn conversations() -> Vec<Conversation> {
+    serde_json::from_str(CONVERSATIONS).unwrap()
+}
+
+/// ferrite's rendering, with the date the template writes (today's) replaced by the one
+/// openai-harmony was given.
+fn render(conv: &Conversation) -> String {
+    let mut kwargs = None;
+    let effort = conv.reasoning_effort.clone().map(|effort| RequestedEffort {
+        effort,
+        param: "reasoning_effort",
+    });
+    apply_effort(effort, template_reads_effort(TEMPLATE), &mut kwargs).unwrap();
+    let mut inputs =
+        template_inputs(conv.messages.clone(), true, conv.tools.as_deref(), kwargs).unwrap();
+    harmony_messages(&mut inputs.messages);
+    let template = ChatTemplate::new(TEMPLATE, None, None).unwrap();
+    let text = template.render_inputs(&inputs).unwrap();
+    let label = "Current date: ";
+    let at = text.find(label).expect("the template writes the date") + label.len();
+    let today = text.as_bytes()[at..at + 10].to_vec();
+    assert!(
+        today[4] == b'-' && today[7] == b'-',
+        "{}",
+        String::from_utf8_lossy(&today)
+    );
+    format!("{}{}{}", &text[..at], conv.date, &text[at + 10..])
+}
+
+/// Where the template gpt-oss ships writes something other than openai-harmony (and so other
+/// than what transformers renders from it too): (conversation, harmony's text, the template's).
+/// The instructions without tools keep a trailing blank line, a function without parameters
+/// is `()` rather than `(_: {\n})`, and a tool's result goes through `tojson`, which quotes it
+/// as a JSON string.
+const TEMPLATE_DIFFERS: &[(&str, &str, &str)] = &[
+    ("system_and_user", "terse.<|end|>", "terse.\n\n<|end|>"),
+    ("developer_and_user", "French.<|end|>", "French.\n\n<|end|>"),
+    ("effort_high", "hard.<|end|>", "hard.\n\n<|end|>"),
+    ("tool_without_parameters", "(_: {\n}) => any;", "() => any;"),
+    (
+        "tool_call_and_result",
+        ">20 degrees, sunny<",
+        ">\"20 degrees, sunny\"<",
+    ),
+    (
+        "tool_call_with_thinking",
+        ">20 degrees, sunny<",
+        ">\"20 degrees, sunny\"<",
+    ),
+    (
+        "tool_round_then_answer",
+        ">20 degrees, sunny<",
+        ">\"20 degrees, sunny\"<",
+    ),
+    (
+        "json_tool_result",
+        ">{\"temp\": 20}<",
+        ">\"{\\\"temp\\\": 20}\"<",
+    ),
+];
+
+#[test]
+fn the_gpt_oss_template_renders_what_openai_harmony_renders() {
+    let mut differ = Vec::new();
+    let mut identical = 0;
+    for conv in conversations() {
+        let mut want = conv.harmony_text.clone();
+        for (_, harmony, template) in TEMPLATE_DIFFERS.iter().filter(|d| d.0 == conv.name) {
+            assert_eq!(want.matches(harmony).count(), 1, "{}: {harmony}", conv.name);
+            want = want.replace(harmony, template);
+        }
+        identical += usize::from(want == conv.harmony_text);
+        let ours = render(&conv);
+        if ours != want {
+            differ.push(format!(
+                "{}:\n  ferrite: {ours:?}\n  expected: {want:?}",
+                conv.name
+            ));
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+    assert_eq!(
+        identical, 6,
+        "conversations rendered exactly as openai-harmony does"
+    );
+}

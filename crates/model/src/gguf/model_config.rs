@@ -49,8 +49,20 @@ impl<'a> GgufConfig<'a> {
         rope_style: RopeStyle,
         renormalise_experts: bool,
     ) -> Result<ModelConfig, GgufError> {
+        self.base_with(arch, rope_style, renormalise_experts, false)
+    }
+
+    /// [`GgufConfig::base`] for a family that reads the file's rope scaling itself
+    /// (`rope_scaling_read`: its `rope.scaling.*` keys are then not refused here).
+    pub fn base_with(
+        &self,
+        arch: Arch,
+        rope_style: RopeStyle,
+        renormalise_experts: bool,
+        rope_scaling_read: bool,
+    ) -> Result<ModelConfig, GgufError> {
         let key = |suffix: &str| self.key(suffix);
-        refuse_unimplemented(self.meta, &key)?;
+        refuse_unimplemented(self.meta, &key, rope_scaling_read)?;
         let meta = self.meta;
         let hidden_size = meta.usize(&key("embedding_length"))?;
         let num_heads = meta.usize(&key("attention.head_count"))?;
@@ -119,13 +131,20 @@ impl<'a> GgufConfig<'a> {
 
 /// Keys that would change the math in ways ferrite does not implement: refused by name rather
 /// than run wrong.
-fn refuse_unimplemented(meta: &Metadata, key: &dyn Fn(&str) -> String) -> Result<(), GgufError> {
-    for suffix in [
-        "attn_logit_softcapping",
-        "final_logit_softcapping",
-        "rope.scaling.type",
-        "rope.scaling.factor",
-    ] {
+fn refuse_unimplemented(
+    meta: &Metadata,
+    key: &dyn Fn(&str) -> String,
+    rope_scaling_read: bool,
+) -> Result<(), GgufError> {
+    let scaling: &[&str] = if rope_scaling_read {
+        &[]
+    } else {
+        &["rope.scaling.type", "rope.scaling.factor"]
+    };
+    for suffix in ["attn_logit_softcapping", "final_logit_softcapping"]
+        .iter()
+        .chain(scaling)
+    {
         let name = key(suffix);
         if meta.get(&name).is_some() {
             return Err(GgufError::Unsupported(format!("{name} is not implemented")));

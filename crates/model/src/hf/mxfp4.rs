@@ -11,11 +11,7 @@ use super::HfError;
 use crate::weights::{DType, Storage, WeightTensor};
 
 /// The MXFP4 tensor `[.., rows, groups * 32]` of `name`'s blocks and scales.
-pub fn load(
-    name: &str,
-    blocks: &RawTensor,
-    scales: &RawTensor,
-) -> Result<WeightTensor, HfError> {
+pub fn load(name: &str, blocks: &RawTensor, scales: &RawTensor) -> Result<WeightTensor, HfError> {
     let (group_dims, last) = blocks.shape.split_at(blocks.shape.len().saturating_sub(1));
     if last != [16] || group_dims != scales.shape.as_slice() {
         return Err(HfError::Weights(format!(
@@ -66,7 +62,9 @@ mod tests {
     /// ferrite's blocks decode to E2M1[i % 16] * 2 at position i.
     #[test]
     fn reads_hugging_face_pairs_into_ggml_blocks() {
-        let hf: Vec<u8> = (0..16u8).map(|k| ((2 * k + 1) % 16) << 4 | (2 * k) % 16).collect();
+        let hf: Vec<u8> = (0..16u8)
+            .map(|k| ((2 * k + 1) % 16) << 4 | (2 * k) % 16)
+            .collect();
         let raw = |shape: Vec<usize>, bytes: Vec<u8>| RawTensor {
             shape,
             storage: Storage::Owned(Arc::new(bytes)),

@@ -14,9 +14,10 @@ use std::sync::Arc;
 use crate::arch::rows::Rows;
 use crate::arch::Family;
 use crate::config::{
-    Activation, Arch, BlockVariant, ModelConfig, RopeStyle, CLAMPED_SWIGLU_ALPHA,
-    CLAMPED_SWIGLU_LIMIT,
+    Activation, Arch, BlockVariant, LayerAttention, ModelConfig, RopeScaling, RopeStyle,
+    YarnScaling, CLAMPED_SWIGLU_ALPHA, CLAMPED_SWIGLU_LIMIT,
 };
+use crate::gguf::{GgufConfig, GgufError};
 use crate::hf::{HfConfig, HfError, HfTranslation, MoeConvention, RopeDefaults};
 use crate::quant::DType;
 use crate::tensor_names::LayerTensor;
@@ -51,6 +52,79 @@ impl Family for GptOss {
     }
     fn hf_model_type(&self) -> Option<&'static str> {
         Some("gpt_oss")
+    }
+    fn gguf_names(&self) -> &'static [&'static str] {
+        &["gpt-oss"]
+    }
+
+    /// llama.cpp's `gpt-oss` files (its converter splits gate and up, keeps the experts MXFP4):
+    /// even layers slide over `attention.sliding_window`, YaRN from `rope.scaling.*` with
+    /// transformers' `truncate: false` of the released config (the file does not store it; llama.cpp
+    /// truncates), the sinks, biases and clamped SwiGLU as the checkpoints have them.
+    fn from_gguf(&self, g: &GgufConfig) -> Result<ModelConfig, GgufError> {
+        let config = g.base_with(Arch::GptOss, RopeStyle::Halves, true, true)?;
+        let meta = g.meta;
+        let scaling = match meta.opt_str(&g.key("rope.scaling.type"))? {
+            None => None,
+            Some("yarn") => {
+                let factor = meta.f32(&g.key("rope.scaling.factor"))?;
+                Some(RopeScaling::Yarn(YarnScaling {
+                    factor,
+                    original_max_position_embeddings: meta
+                        .usize(&g.key("rope.scaling.original_context_length"))?,
+                    beta_fast: meta
+                        .opt_f32(&g.key("rope.scaling.yarn_beta_fast"))?
+                        .unwrap_or(32.0),
+                    beta_slow: meta
+                        .opt_f32(&g.key("rope.scaling.yarn_beta_slow"))?
+                        .unwrap_or(1.0),
+                    truncate: false,
+                    attention_factor: YarnScaling::default_attention_factor(factor),
+                }))
+            }
+            Some(other) => {
+                return Err(GgufError::Unsupported(format!(
+                    "{} = {other} (yarn is read)",
+                    g.key("rope.scaling.type")
+                )))
+            }
+        };
+        let window = meta.usize(&g.key("attention.sliding_window"))?;
+        let theta = config.rope_theta;
+        let layer_attention = (0..config.num_layers)
+            .map(|layer| LayerAttention {
+                sliding_window: (layer % 2 == 0).then_some(window),
+                rope_theta: theta,
+                rope_scaled: true,
+            })
+            .collect();
+        let Some(mut moe) = config.moe.clone() else {
+            return Err(GgufError::Corrupt("a gpt-oss file without experts".into()));
+        };
+        moe.biases = g.has_tensor(&LayerTensor::FfnGateInpBias.of(0));
+        Ok(ModelConfig {
+            block: BlockVariant {
+                activation: Activation::ClampedSwiglu,
+                attn_sinks: true,
+                attn_output_bias: g.has_tensor(&LayerTensor::AttnOutputBias.of(0)),
+                ..config.block
+            },
+            rope_scaling: scaling,
+            layer_attention,
+            moe: Some(moe),
+            ..config
+        })
+    }
+
+    /// llama.cpp names the pre-MLP norm `post_attention_norm`.
+    fn gguf_finish(&self, config: &ModelConfig, weights: &mut ModelWeights) -> Result<(), GgufError> {
+        for layer in 0..config.num_layers {
+            let post = format!("blk.{layer}.post_attention_norm.weight");
+            if let Some(norm) = weights.tensors.remove(&post) {
+                weights.tensors.insert(LayerTensor::FfnNorm.of(layer), norm);
+            }
+        }
+        Ok(())
     }
 
     fn from_hf(&self, c: &HfConfig) -> Result<ModelConfig, HfError> {

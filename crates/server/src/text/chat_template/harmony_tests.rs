@@ -109,3 +109,18 @@ fn the_gpt_oss_template_renders_what_openai_harmony_renders() {
         "conversations rendered exactly as openai-harmony does"
     );
 }
+
+#[test]
+fn the_gpt_oss_template_selects_the_harmony_parsers_and_takes_the_effort() {
+    use crate::output::reasoning::ReasoningFormat;
+    use crate::output::tool_calls::ToolCallFormat;
+    assert_eq!(
+        ToolCallFormat::detect(TEMPLATE),
+        Some(ToolCallFormat::Openai)
+    );
+    assert_eq!(
+        ReasoningFormat::detect(TEMPLATE),
+        Some(ReasoningFormat::OpenaiGptoss)
+    );
+    assert!(template_reads_effort(TEMPLATE));
+}

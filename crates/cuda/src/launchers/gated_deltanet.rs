@@ -4,41 +4,20 @@
 //! output gate.
 
 use super::launch::{Kernels, Shape};
+// The chunked kernels' geometry lives beside the other kernels' shared memory sizes, which
+// the module loader reads too.
+use super::names::{gdn_chunk_prep_shared_bytes, gdn_chunked_shared_bytes, GDN_CHUNK, GDN_SLICE};
+pub use super::names::{GDN_CHUNK_ROW, GDN_MAX_DK};
 use super::signatures::{
     GdnChunkPrep, GdnChunked, GdnConv, GdnConvSave, GdnGatedNorm, GdnRecurrence, SigmoidGateMul,
 };
 use crate::device_ptr::DevicePtr;
 
-/// Most taps of the convolution (`GDN_MAX_TAPS`) and most key dims a head's state column
-/// holds in registers (`GDN_MAX_DK`); value heads of at most 256 dims.
+/// Most taps of the convolution (`GDN_MAX_TAPS`); value heads of at most 256 dims.
 pub const GDN_MAX_TAPS: usize = 8;
-pub const GDN_MAX_DK: usize = 128;
 pub const GDN_MAX_DV: usize = 256;
 /// Tokens a convolution thread runs in order (`GDN_CONV_TILE`).
 const GDN_CONV_TILE: usize = 64;
-/// Tokens of a chunk and value columns of a block of the chunked delta rule (`GDN_CHUNK`,
-/// `GDN_SLICE`).
-const GDN_CHUNK: usize = 64;
-const GDN_SLICE: usize = 32;
-
-/// Floats per token and value head of the chunk scratch (`GDN_CHUNK_ROW`): the token's rows of
-/// the chunk's T and P, its G and beta.
-pub const GDN_CHUNK_ROW: usize = 2 * GDN_CHUNK + 4;
-
-/// Dynamic shared memory of `gdn_chunk_prep` for key heads of `dk` dims: q and k rows of a
-/// chunk, its L and T matrices, the decays and betas.
-pub fn gdn_chunk_prep_shared_bytes(dk: usize) -> u32 {
-    let floats = 2 * GDN_CHUNK * (dk + 1) + 2 * GDN_CHUNK * (GDN_CHUNK + 1) + 2 * GDN_CHUNK;
-    (floats * 4) as u32
-}
-
-/// Dynamic shared memory of `gdn_chunked`: q and k rows of a chunk, the state slice, the
-/// slice's r and u rows, the decays and betas (two blocks fit an SM).
-pub fn gdn_chunked_shared_bytes(dk: usize) -> u32 {
-    let floats =
-        2 * GDN_CHUNK * (dk + 1) + dk * GDN_SLICE + 2 * GDN_CHUNK * GDN_SLICE + 2 * GDN_CHUNK;
-    (floats * 4) as u32
-}
 
 /// The step's sequences as the linear layers see them (packed step metadata, i32 each) and
 /// where their state lives.

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use cudarc::driver::{sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
 
-use super::gated_deltanet::{gdn_chunk_prep_shared_bytes, gdn_chunked_shared_bytes, GDN_MAX_DK};
 use super::names::{
-    decode_shared_bytes, prefill_tile, DECODE_NAMES, PREFILL_NAMES, TILE_MMA_SHARED_BYTES,
+    decode_shared_bytes, gdn_chunk_prep_shared_bytes, gdn_chunked_shared_bytes, prefill_tile,
+    DECODE_NAMES, GDN_MAX_DK, PREFILL_NAMES, TILE_MMA_SHARED_BYTES,
 };
 use super::signatures::{
     GdnChunkPrep, GdnChunked, KernelParams, Signature, TileMmaBf16, MAX_PARAMS, SIGNATURES,

@@ -302,6 +302,33 @@ pub(super) fn prefill_tile(head_dim: usize) -> (usize, u32) {
     (rows, ((rows + 2 * keys) * (head_dim + 8) * 2) as u32)
 }
 
+/// The Gated DeltaNet kernels (gated_deltanet*.cu): most key dims a head's state column
+/// holds in registers (`GDN_MAX_DK`).
+pub const GDN_MAX_DK: usize = 128;
+/// Tokens of a chunk and value columns of a block of the chunked delta rule (`GDN_CHUNK`,
+/// `GDN_SLICE`).
+pub(super) const GDN_CHUNK: usize = 64;
+pub(super) const GDN_SLICE: usize = 32;
+
+/// Floats per token and value head of the chunk scratch (`GDN_CHUNK_ROW`): the token's rows of
+/// the chunk's T and P, its G and beta.
+pub const GDN_CHUNK_ROW: usize = 2 * GDN_CHUNK + 4;
+
+/// Dynamic shared memory of `gdn_chunk_prep` for key heads of `dk` dims: q and k rows of a
+/// chunk, its L and T matrices, the decays and betas.
+pub(super) fn gdn_chunk_prep_shared_bytes(dk: usize) -> u32 {
+    let floats = 2 * GDN_CHUNK * (dk + 1) + 2 * GDN_CHUNK * (GDN_CHUNK + 1) + 2 * GDN_CHUNK;
+    (floats * 4) as u32
+}
+
+/// Dynamic shared memory of `gdn_chunked`: q and k rows of a chunk, the state slice, the
+/// slice's r and u rows, the decays and betas (two blocks fit an SM).
+pub(super) fn gdn_chunked_shared_bytes(dk: usize) -> u32 {
+    let floats =
+        2 * GDN_CHUNK * (dk + 1) + dk * GDN_SLICE + 2 * GDN_CHUNK * GDN_SLICE + 2 * GDN_CHUNK;
+    (floats * 4) as u32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

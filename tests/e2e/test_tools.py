@@ -16,7 +16,10 @@ WEATHER = [{"type": "function", "function": {
     "name": "get_weather", "description": "Get the current weather in a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city name"}},
                    "required": ["city"]}}}]
-ASK = [{"role": "user", "content": "What's the weather in Paris?"}]
+# Worded so that greedy 0.5B Qwen calls the tool: to "What's the weather in Paris?" it writes the
+# call as a markdown JSON block once the tools render in the request's key order (as transformers
+# renders them).
+ASK = [{"role": "user", "content": "What is the weather in Paris right now?"}]
 
 
 # --- fields that are not implemented are refused by name -------------------------------------

@@ -9,33 +9,12 @@ mod common;
 
 use common::*;
 use ferrite_cpu::CpuBackend;
-use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
 use ferrite_model::gguf::GgufFile;
 use ferrite_model::load;
 use ferrite_model::quant::DType;
 use serde_json::Value;
 
 const PAGE_SIZE: usize = 16;
-
-/// log p(prompt[i] | prompt[..i]) for i >= 1, the whole prompt in one step.
-fn prompt_logprobs(backend: &mut CpuBackend, prompt: &[u32]) -> Vec<f64> {
-    let pages = prompt.len().div_ceil(PAGE_SIZE);
-    backend.init_kv_cache(pages, PAGE_SIZE).unwrap();
-    let table: Vec<u32> = (0..pages as u32).collect();
-    let out = backend
-        .forward(&[SeqBatch {
-            tokens: prompt,
-            start_pos: 0,
-            block_table: &table,
-            state_slot: None,
-            state_copy: Default::default(),
-            logits: LogitsRequest::All,
-        }])
-        .unwrap();
-    (1..prompt.len())
-        .map(|i| log_softmax_at(out.row(i - 1), prompt[i]))
-        .collect()
-}
 
 #[test]
 fn gpt_oss_gguf_with_mxfp4_experts_matches_the_checkpoint() {
@@ -66,8 +45,8 @@ fn gpt_oss_gguf_with_mxfp4_experts_matches_the_checkpoint() {
             .map(|v| v.as_f64().unwrap())
             .collect();
         let (a, b) = (
-            prompt_logprobs(&mut from_gguf, &prompt),
-            prompt_logprobs(&mut from_hf, &prompt),
+            prompt_logprobs(&mut from_gguf, &prompt, PAGE_SIZE),
+            prompt_logprobs(&mut from_hf, &prompt, PAGE_SIZE),
         );
         for ((a, b), r) in a.iter().zip(&b).zip(&reference) {
             vs_hf += (a - b).abs();

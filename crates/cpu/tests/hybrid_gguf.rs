@@ -11,7 +11,6 @@ mod common;
 
 use common::*;
 use ferrite_cpu::CpuBackend;
-use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
 use ferrite_model::gguf::GgufFile;
 use ferrite_model::load;
 use serde_json::Value;
@@ -44,27 +43,6 @@ fn cases(arch: &str) -> Vec<Case> {
                 .collect(),
             greedy: ids(&p["greedy"]),
         })
-        .collect()
-}
-
-/// log p(prompt[i] | prompt[..i]) for i >= 1, the whole prompt in one step.
-fn prompt_logprobs(backend: &mut CpuBackend, prompt: &[u32]) -> Vec<f64> {
-    let pages = prompt.len().div_ceil(PAGE_SIZE);
-    backend.init_kv_cache(pages, PAGE_SIZE).unwrap();
-    let table: Vec<u32> = (0..pages as u32).collect();
-    let slot = state_slots(backend, 1)[0];
-    let out = backend
-        .forward(&[SeqBatch {
-            tokens: prompt,
-            start_pos: 0,
-            block_table: &table,
-            state_slot: slot,
-            state_copy: Default::default(),
-            logits: LogitsRequest::All,
-        }])
-        .unwrap();
-    (1..prompt.len())
-        .map(|i| log_softmax_at(out.row(i - 1), prompt[i]))
         .collect()
 }
 
@@ -111,8 +89,8 @@ fn check(arch: &str) {
     let (mut vs_hf, mut vs_reference, mut count) = (0.0f64, 0.0f64, 0);
     for case in &cases {
         let (a, b) = (
-            prompt_logprobs(&mut from_gguf, &case.prompt),
-            prompt_logprobs(&mut from_hf, &case.prompt),
+            prompt_logprobs(&mut from_gguf, &case.prompt, PAGE_SIZE),
+            prompt_logprobs(&mut from_hf, &case.prompt, PAGE_SIZE),
         );
         for (i, (a, b)) in a.iter().zip(&b).enumerate() {
             vs_hf += (a - b).abs();

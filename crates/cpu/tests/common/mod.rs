@@ -360,6 +360,28 @@ pub fn ids(v: &serde_json::Value) -> Vec<u32> {
     ids.iter().map(|x| x.as_u64().unwrap() as u32).collect()
 }
 
+/// log p(prompt[i] | prompt[..i]) for i >= 1: the whole prompt in one step on fresh pages (and a
+/// fresh state slot for a model that keeps state), every position's logits.
+pub fn prompt_logprobs(backend: &mut CpuBackend, prompt: &[u32], page_size: usize) -> Vec<f64> {
+    let pages = prompt.len().div_ceil(page_size);
+    backend.init_kv_cache(pages, page_size).unwrap();
+    let table: Vec<u32> = (0..pages as u32).collect();
+    let slot = state_slots(backend, 1)[0];
+    let out = backend
+        .forward(&[SeqBatch {
+            tokens: prompt,
+            start_pos: 0,
+            block_table: &table,
+            state_slot: slot,
+            state_copy: Default::default(),
+            logits: LogitsRequest::All,
+        }])
+        .unwrap();
+    (1..prompt.len())
+        .map(|i| log_softmax_at(out.row(i - 1), prompt[i]))
+        .collect()
+}
+
 /// log softmax(row)[token], in f64.
 pub fn log_softmax_at(row: &[f32], token: u32) -> f64 {
     let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;

@@ -44,16 +44,29 @@ __device__ __forceinline__ void gdn_load_qk(const float* __restrict__ conv, int 
                                             int key_dim, int kh, int dk, i64 row, int lc,
                                             float* Qs, float* Ks) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, ldk = dk + 1;
-    for (int idx = tid; idx < GDN_CHUNK * dk; idx += blockDim.x) {
-        const int t = idx / dk, i = idx % dk;
-        float q = 0.0f, k = 0.0f;
-        if (t < lc) {
-            const float* r = conv + (row + t) * channels;
-            q = r[kh * dk + i];
-            k = r[key_dim + kh * dk + i];
+    // Eight rows' loads in flight at once before any store: this sits on the chain of a
+    // sequence's chunks, where nothing else hides a global load's latency.
+    for (int base = tid; base < GDN_CHUNK * dk; base += 8 * blockDim.x) {
+        float q[8], k[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            const int idx = base + u * blockDim.x, t = idx / dk, i = idx % dk;
+            q[u] = 0.0f;
+            k[u] = 0.0f;
+            if (idx < GDN_CHUNK * dk && t < lc) {
+                const float* r = conv + (row + t) * channels;
+                q[u] = __ldg(r + kh * dk + i);
+                k[u] = __ldg(r + key_dim + kh * dk + i);
+            }
         }
-        Qs[t * ldk + i] = q;
-        Ks[t * ldk + i] = k;
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            const int idx = base + u * blockDim.x, t = idx / dk, i = idx % dk;
+            if (idx < GDN_CHUNK * dk) {
+                Qs[t * ldk + i] = q[u];
+                Ks[t * ldk + i] = k[u];
+            }
+        }
     }
     __syncthreads();
     const float q_scale = rsqrtf((float)dk);
@@ -188,8 +201,8 @@ extern "C" __global__ void __launch_bounds__(256) gdn_chunk_prep(
     }
 }
 
-// Shared memory (floats): Q, K [64][dk + 1]; S [dk][32]; R, U [64][32]; G, B [64].
-extern "C" __global__ void __launch_bounds__(256, 2) gdn_chunked(
+// Shared memory (floats): Q, K [64][dk + 1]; S [dk][32]; R, U [64][32]; T, P [64][64]; G, B [64].
+extern "C" __global__ void __launch_bounds__(256) gdn_chunked(
     float* __restrict__ conv, const float* __restrict__ chunk, float* __restrict__ state,
     const i32* __restrict__ seq_row, const i32* __restrict__ seq_len,
     const i32* __restrict__ seq_slot, const i32* __restrict__ seq_fresh, i64 slot_stride,
@@ -208,7 +221,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) gdn_chunked(
     float* S = Ks + GDN_CHUNK * ldk;
     float* R = S + dk * GDN_SLICE;
     float* U = R + GDN_CHUNK * GDN_SLICE;
-    float* G = U + GDN_CHUNK * GDN_SLICE;
+    float* Ts = U + GDN_CHUNK * GDN_SLICE;
+    float* Ps = Ts + GDN_CHUNK * GDN_CHUNK;
+    float* G = Ps + GDN_CHUNK * GDN_CHUNK;
     float* B = G + GDN_CHUNK;
     pdl_enter();
     if (slot < 0 || len == 0) return;
@@ -229,10 +244,33 @@ extern "C" __global__ void __launch_bounds__(256, 2) gdn_chunked(
             G[tid] = tid < lc ? gb[0] : 0.0f;
             B[tid] = tid < lc ? gb[1] : 0.0f;
         }
+        // The chunk's T and P rows (zeros past its end), sixteen loads in flight a thread.
+        for (int base = tid; base < GDN_CHUNK * GDN_CHUNK; base += 8 * blockDim.x) {
+            float tv[8], pv[8];
+#pragma unroll
+            for (int u = 0; u < 8; ++u) {
+                const int idx = base + u * blockDim.x, t = idx / GDN_CHUNK, j = idx % GDN_CHUNK;
+                const float* src = chunk + ((row + t) * value_heads + h) * GDN_CHUNK_ROW + j;
+                tv[u] = t < lc ? __ldg(src) : 0.0f;
+                pv[u] = t < lc ? __ldg(src + GDN_CHUNK) : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < 8; ++u) {
+                const int idx = base + u * blockDim.x;
+                Ts[idx] = tv[u];
+                Ps[idx] = pv[u];
+            }
+        }
         gdn_load_qk(conv, channels, key_dim, kh, dk, row, lc, Qs, Ks);
         // beta (v - e^G S^T k) into R; e^G S^T q kept for the outputs.
         float o_acc[8];
         {
+            // v first: its loads are in flight during the products below.
+            float v[8];
+#pragma unroll
+            for (int a = 0; a < 8; ++a)
+                v[a] = (tb + a < lc && col_ok) ? __ldg(conv + (row + tb + a) * channels + v_col + c)
+                                               : 0.0f;
             float kr[8] = {}, qr[8] = {};
             if (tb < lc) {
                 for (int i = 0; i < dk; ++i) {
@@ -250,33 +288,25 @@ extern "C" __global__ void __launch_bounds__(256, 2) gdn_chunked(
                 float r = 0.0f;
                 o_acc[a] = 0.0f;
                 if (t < lc && col_ok) {
-                    const float v = conv[(row + t) * channels + v_col + c];
                     const float eg = __expf(G[t]);
-                    r = B[t] * (v - eg * kr[a]);
+                    r = B[t] * (v[a] - eg * kr[a]);
                     o_acc[a] = eg * qr[a];
                 }
                 R[t * GDN_SLICE + c] = r;
             }
         }
         __syncthreads();
-        // u = T r, then o += P u: T and P rows come from `chunk` (a warp's lanes read the
-        // same row: one broadcast load each).
-        if (tb < lc) {
+        // u = T r, then o += P u (a warp's lanes read the same T or P entry: a broadcast).
+        {
             float u[8] = {};
             const int j_end = min(lc, tb + 8);
             for (int j = 0; j < j_end; ++j) {
                 const float r = R[j * GDN_SLICE + c];
 #pragma unroll
-                for (int a = 0; a < 8; ++a) {
-                    const float* tr = chunk + ((row + tb + a) * value_heads + h) * GDN_CHUNK_ROW;
-                    if (tb + a < lc) u[a] += __ldg(tr + j) * r;
-                }
+                for (int a = 0; a < 8; ++a) u[a] += Ts[(tb + a) * GDN_CHUNK + j] * r;
             }
 #pragma unroll
             for (int a = 0; a < 8; ++a) U[(tb + a) * GDN_SLICE + c] = tb + a < lc ? u[a] : 0.0f;
-        } else {
-#pragma unroll
-            for (int a = 0; a < 8; ++a) U[(tb + a) * GDN_SLICE + c] = 0.0f;
         }
         __syncthreads();
         if (tb < lc) {
@@ -284,11 +314,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) gdn_chunked(
             for (int j = 0; j < j_end; ++j) {
                 const float u = U[j * GDN_SLICE + c];
 #pragma unroll
-                for (int a = 0; a < 8; ++a) {
-                    const float* pr =
-                        chunk + ((row + tb + a) * value_heads + h) * GDN_CHUNK_ROW + GDN_CHUNK;
-                    if (tb + a < lc) o_acc[a] += __ldg(pr + j) * u;
-                }
+                for (int a = 0; a < 8; ++a) o_acc[a] += Ps[(tb + a) * GDN_CHUNK + j] * u;
             }
 #pragma unroll
             for (int a = 0; a < 8; ++a)

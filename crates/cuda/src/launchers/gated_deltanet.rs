@@ -58,10 +58,6 @@ impl GdnLayer {
     pub fn channels(&self) -> usize {
         2 * self.key_heads * self.dk + self.value_heads * self.dv
     }
-    /// Floats from a slot's start to this layer's S (after its convolution state).
-    fn matrices_offset(&self) -> usize {
-        self.offset + (self.taps - 1) * self.channels()
-    }
 }
 
 /// The inputs of [`Kernels::gdn_recurrence`] besides the sequences.
@@ -160,13 +156,6 @@ impl Kernels {
         layer: &GdnLayer,
         a: &GdnRecurrenceArgs,
     ) -> anyhow::Result<()> {
-        anyhow::ensure!(
-            layer.dk <= GDN_MAX_DK && layer.dv <= GDN_MAX_DV,
-            "the delta-rule kernels take key heads of <= {GDN_MAX_DK} and value heads of <= \
-             {GDN_MAX_DV} dims, not {} and {}",
-            layer.dk,
-            layer.dv
-        );
         if seqs.max_len <= 1 {
             self.gdn_recurrence(seqs, layer, a)
         } else {
@@ -180,6 +169,13 @@ impl Kernels {
         layer: &GdnLayer,
         a: &GdnRecurrenceArgs,
     ) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            layer.dk <= GDN_MAX_DK && layer.dv <= GDN_MAX_DV,
+            "the chunked delta rule takes key heads of <= {GDN_MAX_DK} and value heads of <= \
+             {GDN_MAX_DV} dims, not {} and {}",
+            layer.dk,
+            layer.dv
+        );
         let prep = GdnChunkPrep {
             conv: a.conv,
             mixed: a.mixed,
@@ -207,6 +203,7 @@ impl Kernels {
             block: 256,
         };
         self.launch_with_shared(shape, gdn_chunk_prep_shared_bytes(layer.dk), &prep)?;
+        let conv_state = (layer.taps - 1) * layer.channels();
         let params = GdnChunked {
             conv: a.conv,
             chunk: a.chunk,
@@ -216,7 +213,7 @@ impl Kernels {
             seq_slot: seqs.slot,
             seq_fresh: seqs.fresh,
             slot_stride: seqs.slot_stride as u64,
-            layer_offset: layer.matrices_offset() as u64,
+            layer_offset: (layer.offset + conv_state) as u64,
             key_heads: layer.key_heads,
             value_heads: layer.value_heads,
             dk: layer.dk,
@@ -257,6 +254,14 @@ impl Kernels {
         layer: &GdnLayer,
         a: &GdnRecurrenceArgs,
     ) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            layer.dk <= GDN_MAX_DK && layer.dv <= GDN_MAX_DV,
+            "the recurrence kernel takes key heads of <= {GDN_MAX_DK} and value heads of <= \
+             {GDN_MAX_DV} dims, not {} and {}",
+            layer.dk,
+            layer.dv
+        );
+        let conv_state = (layer.taps - 1) * layer.channels();
         let params = GdnRecurrence {
             conv: a.conv,
             mixed: a.mixed,
@@ -273,7 +278,7 @@ impl Kernels {
             seq_slot: seqs.slot,
             seq_fresh: seqs.fresh,
             slot_stride: seqs.slot_stride as u64,
-            layer_offset: layer.matrices_offset() as u64,
+            layer_offset: (layer.offset + conv_state) as u64,
             out: a.out,
             key_heads: layer.key_heads,
             value_heads: layer.value_heads,

@@ -322,10 +322,13 @@ pub(super) fn gdn_chunk_prep_shared_bytes(dk: usize) -> u32 {
 }
 
 /// Dynamic shared memory of `gdn_chunked`: q and k rows of a chunk, the state slice, the
-/// slice's r and u rows, the decays and betas (two blocks fit an SM).
+/// slice's r and u rows, the chunk's T and P, the decays and betas.
 pub(super) fn gdn_chunked_shared_bytes(dk: usize) -> u32 {
-    let floats =
-        2 * GDN_CHUNK * (dk + 1) + dk * GDN_SLICE + 2 * GDN_CHUNK * GDN_SLICE + 2 * GDN_CHUNK;
+    let floats = 2 * GDN_CHUNK * (dk + 1)
+        + dk * GDN_SLICE
+        + 2 * GDN_CHUNK * GDN_SLICE
+        + 2 * GDN_CHUNK * GDN_CHUNK
+        + 2 * GDN_CHUNK;
     (floats * 4) as u32
 }
 

@@ -53,6 +53,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gemma4_fixtures  # noqa: E402
 import make_moe_gguf_fixtures  # noqa: E402
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
@@ -594,6 +595,9 @@ MOE = ("qwen3_moe", "qwen2_moe", "mixtral", "qwen3_next", "qwen3_5_moe")
 GDN = ("qwen3_next", "qwen3_5", "qwen3_5_moe")  # hybrid Gated DeltaNet + gated full attention
 COMPOSITE = ("qwen3_5", "qwen3_5_moe")  # hub layout: vision-language config, text model in text_config
 STACKED_EXPERTS = ("qwen3_5_moe",)  # hub stores experts stacked, not one tensor per expert
+CONFIGS.update(gemma4_fixtures.CONFIGS)  # issue 38: Gemma 4 text (scripts/gemma4_fixtures.py)
+GENERATION.update(gemma4_fixtures.GENERATION)
+SEEDS.update(gemma4_fixtures.SEEDS)
 CHUNK = 64  # transformers' chunk size for the chunked gated delta rule (torch_chunk_gated_delta_rule)
 
 
@@ -630,7 +634,10 @@ def randomize(model, arch, seed):
     with torch.no_grad():
         for name, p in sorted(model.named_parameters()):
             shape = p.shape
-            if ".visual." in name:
+            special = gemma4_fixtures.param_value(arch, name, shape, g, hidden)
+            if special is not None:
+                v = special
+            elif ".visual." in name:
                 # the vision tower of the composite checkpoints: present as on the hub, never read by
                 # the text model
                 v = (1.0 if name.endswith("norm.weight") else 0.0) + 0.02 * torch.randn(shape, generator=g)
@@ -679,6 +686,7 @@ def randomize(model, arch, seed):
             else:
                 raise RuntimeError(f"unexpected parameter {name} {tuple(shape)}")
             p.copy_(v.to(p.dtype))
+    gemma4_fixtures.randomize_buffers(model, arch, seed)
 
 
 def load_f32(path, **overrides):
@@ -937,6 +945,8 @@ def check_features(arch, ref):
         check_gdn_features(arch, d, base, ids)
     if arch == "gpt_oss":
         check_gpt_oss_features(d, base, ids)
+    if gemma4_fixtures.is_gemma4(arch):
+        gemma4_fixtures.check_features(arch, d, base, ids, load_f32, max_lp_diff)
 
 
 def check_gpt_oss_features(d, base, ids):

@@ -1,6 +1,8 @@
 //! The softmax-attention mixer of one layer over a step's tokens: Q, K, V (biases, per-head
-//! Q/K norms, RoPE), K and V written into the sequences' pages, causal GQA attention over the
-//! pages, the output gate of gated attention (qwen3_next, qwen3_5), the output projection.
+//! Q/K norms, Gemma 4's weightless V norm and keys as values, RoPE), K and V written into the
+//! sequences' pages, causal GQA attention over the pages (another layer's, for Gemma 4's
+//! KV-sharing layers, which compute no K/V), the output gate of gated attention (qwen3_next,
+//! qwen3_5), the output projection.
 
 use ferrite_engine::SeqBatch;
 use ferrite_model::plan::AttentionSpec;
@@ -22,6 +24,8 @@ pub struct AttentionScratch {
     v: Vec<f32>,
     gate: Vec<f32>,
     attn: Vec<f32>,
+    /// A weight of ones for the weightless V norm.
+    ones: Vec<f32>,
 }
 
 fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
@@ -60,56 +64,90 @@ pub fn forward(
     out: &mut [f32],
 ) {
     let (q_dim, kv_dim, hd) = (a.spec.q_dim(), a.spec.kv_dim(), a.spec.head_dim);
+    // A layer reading another's pages computes no K/V.
+    let own_kv = a.spec.kv_source.is_none();
+    let kv_len = if own_kv { n * kv_dim } else { 0 };
     let (q, k, v) = (
         sized(&mut scratch.q, n * q_dim),
-        sized(&mut scratch.k, n * kv_dim),
-        sized(&mut scratch.v, n * kv_dim),
+        sized(&mut scratch.k, kv_len),
+        sized(&mut scratch.v, kv_len),
     );
     let gate_len = if a.gate.is_some() { n * q_dim } else { 0 };
     let gate = sized(&mut scratch.gate, gate_len);
-    let job = |matrix, out| MatmulJob { matrix, out };
-    let (wq, wk, wv) = (&a.wq, &a.wk, &a.wv);
-    match &a.gate {
-        Some(wg) => matmul_group(
-            isa,
-            normed,
-            n,
-            &mut [
-                job(wq, &mut *q),
-                job(wk, &mut *k),
-                job(wv, &mut *v),
-                job(wg, &mut *gate),
-            ],
-        ),
-        None => matmul_group(
-            isa,
-            normed,
-            n,
-            &mut [job(wq, &mut *q), job(wk, &mut *k), job(wv, &mut *v)],
-        ),
+    let mut jobs = vec![MatmulJob {
+        matrix: &a.wq,
+        out: &mut *q,
+    }];
+    if let Some(wk) = &a.wk {
+        jobs.push(MatmulJob {
+            matrix: wk,
+            out: &mut *k,
+        });
+    }
+    if let Some(wv) = &a.wv {
+        jobs.push(MatmulJob {
+            matrix: wv,
+            out: &mut *v,
+        });
+    }
+    if let Some(wg) = &a.gate {
+        jobs.push(MatmulJob {
+            matrix: wg,
+            out: &mut *gate,
+        });
+    }
+    matmul_group(isa, normed, n, &mut jobs);
+    drop(jobs);
+    if own_kv && a.spec.values_are_keys {
+        // Gemma 4's attention_k_eq_v: V is the K projection, before K's norm and RoPE.
+        v.copy_from_slice(k);
     }
     if let Some([bq, bk, bv]) = &a.qkv_bias {
         add_row_bias(q, bq);
         add_row_bias(k, bk);
         add_row_bias(v, bv);
     }
-    if let Some([q_norm, k_norm]) = &a.qk_norm {
+    if let Some(q_norm) = &a.q_norm {
         rms_norm_in_place(isa, q, q_norm, eps);
+    }
+    if let Some(k_norm) = &a.k_norm {
         rms_norm_in_place(isa, k, k_norm, eps);
+    }
+    if own_kv && a.spec.v_norm {
+        let ones = sized(&mut scratch.ones, hd);
+        ones.fill(1.0);
+        rms_norm_in_place(isa, v, ones, eps);
     }
     for (t, table) in rope.tables.chunks_exact(rope.width).take(n).enumerate() {
         rope.rope
             .apply(&mut q[t * q_dim..(t + 1) * q_dim], hd, table);
-        rope.rope
-            .apply(&mut k[t * kv_dim..(t + 1) * kv_dim], hd, table);
+        if own_kv {
+            rope.rope
+                .apply(&mut k[t * kv_dim..(t + 1) * kv_dim], hd, table);
+        }
     }
-    for (t, &(b, pos)) in step.tokens.iter().enumerate() {
-        let range = t * kv_dim..(t + 1) * kv_dim;
-        let block_table = step.batch[b].block_table;
-        kv.write(layer, block_table, pos, &k[range.clone()], &v[range]);
-    }
+    let kv_layer = match a.spec.kv_source {
+        Some(source) => source,
+        None => {
+            for (t, &(b, pos)) in step.tokens.iter().enumerate() {
+                let range = t * kv_dim..(t + 1) * kv_dim;
+                let block_table = step.batch[b].block_table;
+                kv.write(layer, block_table, pos, &k[range.clone()], &v[range]);
+            }
+            layer
+        }
+    };
     let attn = sized(&mut scratch.attn, n * q_dim);
-    attend(isa, kv, layer, &a.spec, a.sinks.as_deref(), step, q, attn);
+    attend(
+        isa,
+        kv,
+        kv_layer,
+        &a.spec,
+        a.sinks.as_deref(),
+        step,
+        q,
+        attn,
+    );
     if a.gate.is_some() {
         for (o, &g) in attn.iter_mut().zip(gate.iter()) {
             *o *= 1.0 / (1.0 + (-g).exp());
@@ -121,8 +159,8 @@ pub fn forward(
     }
 }
 
-/// Causal GQA attention for every (token, KV head) of the step, from the pages just
-/// written: the query heads sharing a KV head run together, reading its keys and values once.
+/// Causal GQA attention for every (token, KV head) of the step, from the pages of layer
+/// `layer` (just written: this layer's, or the earlier layer's it shares): the query heads sharing a KV head run together, reading its keys and values once.
 /// A sliding-window layer reads the last `window` positions only. `sinks`: one logit per
 /// query head (gpt-oss).
 #[allow(clippy::too_many_arguments)]

@@ -11,7 +11,7 @@ use ferrite_model::plan::{Mixer, MlpSpec, ModelPlan};
 use ferrite_model::weights::ModelWeights as LoadedWeights;
 
 use crate::kernels::int8_gemm;
-use crate::kv_cache::KvCache;
+use crate::kv_cache::{KvCache, KvShape};
 use crate::linear_attention::{self, StateCache};
 use crate::model::{Model, Workspace};
 use crate::model_weights::ModelWeights;
@@ -115,13 +115,31 @@ impl CpuBackend {
         Ok(())
     }
 
-    /// Which layers keep K and V in pages: the attention layers.
-    fn kv_layers(&self) -> Vec<bool> {
+    /// Which layers keep K and V in pages, and their geometry: the attention layers, but those
+    /// reading another layer's pages (Gemma 4's KV-sharing layers).
+    fn kv_layers(&self) -> Vec<Option<KvShape>> {
         self.plan
             .layers
             .iter()
-            .map(|l| matches!(l.mixer, Mixer::Attention(_)))
+            .map(|l| match &l.mixer {
+                Mixer::Attention(a) if a.kv_source.is_none() => Some(KvShape {
+                    num_kv_heads: a.num_kv_heads,
+                    head_dim: a.head_dim,
+                }),
+                Mixer::Attention(_) | Mixer::LinearAttention(_) => None,
+            })
             .collect()
+    }
+
+    /// Bytes of K and V each layer holds in the pool `init_kv_cache` made (0 for a layer
+    /// without pages); `None` before it.
+    pub fn kv_layer_bytes(&self) -> Option<Vec<usize>> {
+        let kv = self.kv.as_ref()?;
+        Some(
+            (0..self.plan.layers.len())
+                .map(|l| kv.layer_bytes(l))
+                .collect(),
+        )
     }
 
     /// The instruction set the kernels run with.
@@ -150,12 +168,12 @@ impl Backend for CpuBackend {
         counters.has_experts().then_some(counters)
     }
 
-    /// K and V of every attention layer (a hybrid's linear-attention layers keep state per
-    /// sequence instead, `state_bytes_per_sequence`).
+    /// K and V of every attention layer that keeps its own (a hybrid's linear-attention
+    /// layers keep state per sequence instead, `state_bytes_per_sequence`; KV-sharing layers
+    /// read their producer's).
     fn kv_bytes_per_token(&self) -> usize {
-        let c = self.model.config();
-        let kv_layers = self.kv_layers().iter().filter(|&&k| k).count();
-        kv_layers * 2 * c.num_kv_heads * c.head_dim * std::mem::size_of::<f32>()
+        let floats: usize = self.kv_layers().iter().flatten().map(KvShape::width).sum();
+        2 * floats * std::mem::size_of::<f32>()
     }
 
     fn max_context_len(&self) -> usize {
@@ -163,14 +181,7 @@ impl Backend for CpuBackend {
     }
 
     fn init_kv_cache(&mut self, num_pages: usize, page_size: usize) -> Result<(), BackendError> {
-        let c = self.model.config();
-        self.kv = Some(KvCache::new(
-            &self.kv_layers(),
-            num_pages,
-            page_size,
-            c.num_kv_heads,
-            c.head_dim,
-        )?);
+        self.kv = Some(KvCache::new(&self.kv_layers(), num_pages, page_size)?);
         Ok(())
     }
 

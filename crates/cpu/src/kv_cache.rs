@@ -1,15 +1,34 @@
 //! The KV page pool: per attention layer, K and V of shape `[num_pages, page_size,
-//! num_kv_heads, head_dim]` in f32 (a hybrid's linear-attention layers keep none). The
-//! scheduler owns which page belongs to whom; this only stores and addresses.
+//! num_kv_heads, head_dim]` in f32, each layer with its own head geometry (Gemma 4's global
+//! layers are wider). A hybrid's linear-attention layers keep none, nor do the layers that
+//! read another layer's pages (Gemma 4's KV-sharing layers). The scheduler owns which page
+//! belongs to whom; this only stores and addresses.
 
 use ferrite_engine::BackendError;
 
 use crate::kernels::attention::KvSource;
 
+/// The K/V geometry of a layer that keeps pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvShape {
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+}
+
+impl KvShape {
+    /// Floats of one token's K (or V): every KV head.
+    pub fn width(&self) -> usize {
+        self.num_kv_heads * self.head_dim
+    }
+}
+
 #[derive(Debug)]
 struct LayerKv {
     k: Vec<f32>,
     v: Vec<f32>,
+    /// `num_kv_heads * head_dim` (0 for a layer that keeps none).
+    width: usize,
+    head_dim: usize,
 }
 
 #[derive(Debug)]
@@ -17,45 +36,48 @@ pub struct KvCache {
     layers: Vec<LayerKv>,
     num_pages: usize,
     page_size: usize,
-    num_kv_heads: usize,
-    head_dim: usize,
 }
 
 impl KvCache {
-    /// `kv_layers[l]`: whether layer `l` keeps K and V in pages (attention layers do).
+    /// `kv_layers[l]`: the K/V geometry of layer `l`, `None` for a layer without pages.
     pub fn new(
-        kv_layers: &[bool],
+        kv_layers: &[Option<KvShape>],
         num_pages: usize,
         page_size: usize,
-        num_kv_heads: usize,
-        head_dim: usize,
     ) -> Result<Self, BackendError> {
         if page_size == 0 {
             return Err(BackendError("KV page size must be at least 1".into()));
         }
-        let per_layer = num_pages
-            .checked_mul(page_size)
-            .and_then(|n| n.checked_mul(num_kv_heads * head_dim))
-            .ok_or_else(|| {
-                BackendError(format!(
-                    "a KV pool of {num_pages} pages of {page_size} is too large"
-                ))
-            })?;
         let mut layers = Vec::with_capacity(kv_layers.len());
-        for &keeps in kv_layers {
-            let len = if keeps { per_layer } else { 0 };
+        for shape in kv_layers {
+            let (width, head_dim) = shape.map_or((0, 0), |s| (s.width(), s.head_dim));
+            let len = num_pages
+                .checked_mul(page_size)
+                .and_then(|n| n.checked_mul(width))
+                .ok_or_else(|| {
+                    BackendError(format!(
+                        "a KV pool of {num_pages} pages of {page_size} is too large"
+                    ))
+                })?;
             layers.push(LayerKv {
                 k: zeroed(len)?,
                 v: zeroed(len)?,
+                width,
+                head_dim,
             });
         }
         Ok(KvCache {
             layers,
             num_pages,
             page_size,
-            num_kv_heads,
-            head_dim,
         })
+    }
+
+    /// Bytes of K and V that layer `layer` holds (0 for a layer without pages).
+    pub fn layer_bytes(&self, layer: usize) -> usize {
+        self.layers
+            .get(layer)
+            .map_or(0, |l| (l.k.len() + l.v.len()) * std::mem::size_of::<f32>())
     }
 
     pub fn num_pages(&self) -> usize {
@@ -65,8 +87,9 @@ impl KvCache {
         self.page_size
     }
 
-    fn token_offset(&self, page: u32, slot: usize) -> usize {
-        (page as usize * self.page_size + slot) * self.num_kv_heads * self.head_dim
+    /// Where a token's K (or V) starts in a layer of `width` floats a token.
+    fn token_offset(&self, page: u32, slot: usize, width: usize) -> usize {
+        (page as usize * self.page_size + slot) * width
     }
 
     /// Stores the K and V of one token (all KV heads, `num_kv_heads * head_dim` each) at
@@ -79,11 +102,12 @@ impl KvCache {
         k: &[f32],
         v: &[f32],
     ) {
+        let width = self.layers[layer].width;
         let offset = self.token_offset(
             block_table[position / self.page_size],
             position % self.page_size,
+            width,
         );
-        let width = self.num_kv_heads * self.head_dim;
         let layer = &mut self.layers[layer];
         layer.k[offset..offset + width].copy_from_slice(&k[..width]);
         layer.v[offset..offset + width].copy_from_slice(&v[..width]);
@@ -130,17 +154,18 @@ impl HeadView<'_> {
         c.token_offset(
             self.block_table[position / c.page_size],
             position % c.page_size,
-        ) + self.kv_head * c.head_dim
+            self.layer.width,
+        ) + self.kv_head * self.layer.head_dim
     }
 }
 
 impl KvSource for HeadView<'_> {
     fn key(&self, position: usize) -> &[f32] {
         let o = self.offset(position);
-        &self.layer.k[o..o + self.cache.head_dim]
+        &self.layer.k[o..o + self.layer.head_dim]
     }
     fn value(&self, position: usize) -> &[f32] {
         let o = self.offset(position);
-        &self.layer.v[o..o + self.cache.head_dim]
+        &self.layer.v[o..o + self.layer.head_dim]
     }
 }

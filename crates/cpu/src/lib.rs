@@ -14,8 +14,10 @@ mod linear_attention;
 mod model;
 mod model_weights;
 mod moe;
+mod per_layer_input;
 pub mod quant;
 pub mod simd;
+mod weight_reader;
 
 pub use backend::CpuBackend;
 pub use simd::Isa;

@@ -23,7 +23,8 @@ use crate::kernels::rope::Rope;
 use crate::kv_cache::KvCache;
 use crate::linear_attention::{self, LinearScratch, StateCache};
 use crate::model_weights::{Mixer, Mlp, ModelWeights};
-use crate::moe::{moe_mlp, MoeScratch};
+use crate::moe::{moe_mlp, BesideScratch, MoeScratch};
+use crate::per_layer_input::PerLayerScratch;
 use crate::simd::Isa;
 
 /// Rows per parallel task for the element-wise kernels.
@@ -36,6 +37,8 @@ pub struct Model {
     norm: NormSpec,
     /// Token embeddings are multiplied by this.
     embedding_scale: f32,
+    /// Logits become `cap · tanh(logits / cap)` (Gemma 4).
+    final_logit_softcap: Option<f32>,
     /// Each layer's weights with the spec of its mixer and MLP (`ModelPlan::layers`).
     weights: ModelWeights,
     /// The distinct RoPE frequency sets (one, or gemma3's local and global) ...
@@ -64,6 +67,11 @@ pub struct Workspace {
     cos_sin: Vec<f32>,
     logit_rows: Vec<usize>,
     moe: MoeScratch,
+    /// Gemma 4: the step's token ids, their per-layer inputs, the experts beside the MLP.
+    ids: Vec<u32>,
+    per_layer_inputs: Vec<f32>,
+    per_layer: PerLayerScratch,
+    beside: BesideScratch,
 }
 
 fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
@@ -96,17 +104,20 @@ impl Model {
             };
             layer_rope.push(index);
         }
-        let expert_load =
-            Arc::new(ExpertLoad::new(weights.layers.iter().map(
-                |layer| match &layer.mlp {
-                    Mlp::Moe { weights, .. } => weights.experts.len(),
-                    Mlp::Dense { .. } => 0,
-                },
-            )));
+        let expert_load = Arc::new(ExpertLoad::new(weights.layers.iter().map(|layer| {
+            match &layer.mlp {
+                Mlp::Moe { weights, .. } => weights.experts.len(),
+                Mlp::Dense { .. } => layer
+                    .experts_beside
+                    .as_ref()
+                    .map_or(0, |b| b.moe.experts.len()),
+            }
+        })));
         Model {
             logits_vocab: config.vocab_size,
             norm: plan.norm,
             embedding_scale: plan.embedding_scale,
+            final_logit_softcap: plan.final_logit_softcap,
             expert_load,
             config,
             weights,
@@ -179,8 +190,7 @@ impl Model {
         }
         let c = &self.config;
         let vocab = self.logits_vocab;
-        // Every layer's heads have the config's size: one cos/sin table serves them all.
-        let (hidden, hd) = (c.hidden_size, c.head_dim);
+        let hidden = c.hidden_size;
 
         ws.tokens.clear();
         ws.logit_rows.clear();
@@ -210,11 +220,36 @@ impl Model {
                 row.iter_mut().for_each(|v| *v *= self.embedding_scale);
             }
         }
-        let cos_sin = sized(&mut ws.cos_sin, self.ropes.len() * n * hd);
-        for (rope, tables) in self.ropes.iter().zip(cos_sin.chunks_exact_mut(n * hd)) {
-            for ((_, pos), table) in ws.tokens.iter().zip(tables.chunks_exact_mut(hd)) {
+        // Each rope's tables (`2 * inv_freq` wide: Gemma 4's global layers have wider heads)
+        // one after the other.
+        let widths: Vec<usize> = self.ropes.iter().map(|r| 2 * r.inv_freq().len()).collect();
+        let offsets: Vec<usize> = widths
+            .iter()
+            .scan(0, |at, w| {
+                let here = *at;
+                *at += n * w;
+                Some(here)
+            })
+            .collect();
+        let cos_sin = sized(&mut ws.cos_sin, widths.iter().sum::<usize>() * n);
+        for ((rope, &w), &at) in self.ropes.iter().zip(&widths).zip(&offsets) {
+            let tables = &mut cos_sin[at..at + n * w];
+            for ((_, pos), table) in ws.tokens.iter().zip(tables.chunks_exact_mut(w)) {
                 rope.table(*pos, table);
             }
+        }
+        if let Some(tables) = &self.weights.per_layer {
+            ws.ids.clear();
+            ws.ids.extend(
+                ws.tokens
+                    .iter()
+                    .map(|&(b, pos)| batch[b].tokens[pos - batch[b].start_pos]),
+            );
+            let all = tables.spec.layers * tables.spec.width;
+            let inputs = sized(&mut ws.per_layer_inputs, n * all);
+            tables
+                .compute(isa, &ws.ids, x, self.norm.eps, &mut ws.per_layer, inputs)
+                .map_err(|e| BackendError(e.to_string()))?;
         }
 
         let eps = self.norm.eps;
@@ -235,8 +270,9 @@ impl Model {
                     &step,
                     &RopeTables {
                         rope: &self.ropes[self.layer_rope[layer_index]],
-                        tables: &cos_sin[self.layer_rope[layer_index] * n * hd..][..n * hd],
-                        width: hd,
+                        tables: &cos_sin[offsets[self.layer_rope[layer_index]]..]
+                            [..n * widths[self.layer_rope[layer_index]]],
+                        width: widths[self.layer_rope[layer_index]],
                     },
                     normed,
                     n,
@@ -280,6 +316,7 @@ impl Model {
                     weights,
                     *activation,
                     normed,
+                    normed,
                     n,
                     &mut ws.moe,
                     proj,
@@ -314,6 +351,10 @@ impl Model {
                     matmul(isa, gate, n, w_down, proj);
                 }
             }
+            if let Some(beside) = &layer.experts_beside {
+                let load = Some(self.expert_load.layer(layer_index));
+                beside.add(isa, x, n, eps, &mut ws.beside, proj, load);
+            }
             self.add_block_output(
                 isa,
                 x,
@@ -321,6 +362,13 @@ impl Model {
                 normed,
                 layer.post_norms.as_ref().map(|p| &p[1]),
             );
+            if let (Some(p), Some(tables)) = (&layer.per_layer_input, &self.weights.per_layer) {
+                let inputs = &ws.per_layer_inputs[..n * tables.spec.layers * tables.spec.width];
+                p.apply(isa, x, inputs, layer_index, n, eps, &mut ws.per_layer);
+            }
+            if let Some(scale) = layer.output_scale {
+                x.iter_mut().for_each(|v| *v *= scale);
+            }
         }
 
         if let Some(state) = state.as_deref_mut() {
@@ -339,6 +387,10 @@ impl Model {
         }
         let mut logits = vec![0.0; rows * vocab];
         matmul(isa, normed, rows, &self.weights.lm_head, &mut logits);
+        if let Some(cap) = self.final_logit_softcap {
+            // transformers: (logits / cap).tanh() * cap, in f32.
+            logits.iter_mut().for_each(|l| *l = (*l / cap).tanh() * cap);
+        }
         Ok(ForwardOutput {
             logits,
             vocab_size: vocab,

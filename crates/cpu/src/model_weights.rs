@@ -5,14 +5,13 @@
 //! layer's MLP is `moe::MoeWeights`.
 
 use ferrite_model::config::Activation;
-use ferrite_model::plan::{
-    self, AttentionSpec, LayerSpec, LinearAttentionSpec, MlpSpec, ModelPlan,
-};
-use ferrite_model::weights::{ModelWeights as LoadedWeights, WeightTensor};
+use ferrite_model::plan::{self, AttentionSpec, LinearAttentionSpec, MlpSpec, ModelPlan};
+use ferrite_model::weights::ModelWeights as LoadedWeights;
 
 use crate::kernels::quant_matrix::{load_matrix as matrix, QuantMatrix};
-use crate::moe::MoeWeights;
-use crate::quant::dequantize_row;
+use crate::moe::{ExpertsBeside, MoeWeights};
+use crate::per_layer_input::{PerLayerTables, PerLayerWeights};
+use crate::weight_reader::{norm, LayerReader};
 use ferrite_model::tensor_names::{LayerTensor, OUTPUT, OUTPUT_NORM};
 
 /// One decoder layer as its `LayerSpec` describes it.
@@ -26,6 +25,12 @@ pub struct LayerWeights {
     /// The norm before the MLP (gemma3's pre_feedforward_layernorm).
     pub ffn_norm: Vec<f32>,
     pub mlp: Mlp,
+    /// Gemma 4 (26B-A4B): the experts run beside the dense MLP.
+    pub experts_beside: Option<Box<ExpertsBeside>>,
+    /// Gemma 4: the per-layer input's gate, projection and norm.
+    pub per_layer_input: Option<PerLayerWeights>,
+    /// Gemma 4: the layer's output is multiplied by this.
+    pub output_scale: Option<f32>,
 }
 
 /// A layer's mixer, one variant per `plan::Mixer`.
@@ -40,12 +45,16 @@ pub enum Mixer {
 pub struct Attention {
     pub spec: AttentionSpec,
     pub wq: QuantMatrix,
-    pub wk: QuantMatrix,
-    pub wv: QuantMatrix,
+    /// `None` in a layer that reads another layer's K/V (`AttentionSpec::kv_source`).
+    pub wk: Option<QuantMatrix>,
+    /// `None` there too, and where the values are the keys' projection (`values_are_keys`).
+    pub wv: Option<QuantMatrix>,
     /// Q, K, V biases (qwen2).
     pub qkv_bias: Option<[Vec<f32>; 3]>,
-    /// Per-head RMSNorm weights of Q and K, `head_dim` each (qwen3, gemma3).
-    pub qk_norm: Option<[Vec<f32>; 2]>,
+    /// Per-head RMSNorm weights of Q and K, `head_dim` each (qwen3, gemma3; no K norm in a
+    /// layer without K).
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
     /// Gated attention's output gate (`AttnOutputGate`).
     pub gate: Option<QuantMatrix>,
     pub wo: QuantMatrix,
@@ -93,41 +102,30 @@ pub enum Mlp {
 #[derive(Debug)]
 pub struct ModelWeights {
     pub embed: QuantMatrix,
+    /// Gemma 4's per-layer input tables.
+    pub per_layer: Option<PerLayerTables>,
     pub layers: Vec<LayerWeights>,
     pub output_norm: Vec<f32>,
     /// `output.weight`, or the embedding when tied.
     pub lm_head: QuantMatrix,
 }
 
-/// The tensors of one layer, read as its spec names and shapes them.
-struct LayerReader<'a> {
-    weights: &'a LoadedWeights,
-    spec: &'a LayerSpec,
-    norm_offset: f32,
-}
-
+// Built by the layer reader of `weight_reader`.
 impl LayerReader<'_> {
-    fn matrix(&self, t: LayerTensor) -> anyhow::Result<QuantMatrix> {
-        let spec = self.spec.required(t)?;
-        matrix(self.weights, &spec.name, spec.rows(), spec.cols())
-    }
-    fn vector(&self, t: LayerTensor) -> anyhow::Result<Vec<f32>> {
-        let spec = self.spec.required(t)?;
-        vector(self.weights, &spec.name, spec.len())
-    }
-    fn norm(&self, t: LayerTensor) -> anyhow::Result<Vec<f32>> {
-        let spec = self.spec.required(t)?;
-        norm(self.weights, &spec.name, spec.len(), self.norm_offset)
-    }
-
     fn layer(&self) -> anyhow::Result<LayerWeights> {
         use LayerTensor as T;
         let mixer = match &self.spec.mixer {
             plan::Mixer::Attention(a) => Mixer::Attention(Box::new(Attention {
                 spec: a.clone(),
                 wq: self.matrix(T::AttnQ)?,
-                wk: self.matrix(T::AttnK)?,
-                wv: self.matrix(T::AttnV)?,
+                wk: a
+                    .kv_source
+                    .is_none()
+                    .then(|| self.matrix(T::AttnK))
+                    .transpose()?,
+                wv: (a.kv_source.is_none() && !a.values_are_keys)
+                    .then(|| self.matrix(T::AttnV))
+                    .transpose()?,
                 qkv_bias: match a.qkv_bias {
                     true => Some([
                         self.vector(T::AttnQBias)?,
@@ -136,10 +134,10 @@ impl LayerReader<'_> {
                     ]),
                     false => None,
                 },
-                qk_norm: match a.qk_norm {
-                    true => Some([self.norm(T::AttnQNorm)?, self.norm(T::AttnKNorm)?]),
-                    false => None,
-                },
+                q_norm: a.qk_norm.then(|| self.norm(T::AttnQNorm)).transpose()?,
+                k_norm: (a.qk_norm && a.kv_source.is_none())
+                    .then(|| self.norm(T::AttnKNorm))
+                    .transpose()?,
                 gate: a
                     .output_gate
                     .then(|| self.matrix(T::AttnOutputGate))
@@ -180,35 +178,21 @@ impl LayerReader<'_> {
             true => Some([self.norm(T::PostAttentionNorm)?, self.norm(T::PostFfwNorm)?]),
             false => None,
         };
+        let output_scale = match self.spec.output_scale {
+            true => Some(self.vector(T::LayerOutputScale)?[0]),
+            false => None,
+        };
         Ok(LayerWeights {
             attn_norm: self.norm(T::AttnNorm)?,
             mixer,
             post_norms,
             ffn_norm: self.norm(T::FfnNorm)?,
             mlp,
+            experts_beside: ExpertsBeside::load(self)?.map(Box::new),
+            per_layer_input: PerLayerWeights::load(self)?,
+            output_scale,
         })
     }
-}
-
-fn vector(weights: &LoadedWeights, name: &str, len: usize) -> anyhow::Result<Vec<f32>> {
-    let tensor: &WeightTensor = weights.get(name)?;
-    if tensor.shape.iter().product::<usize>() != len {
-        anyhow::bail!("{name} has shape {:?}, the config says {len}", tensor.shape);
-    }
-    let mut out = vec![0.0; len];
-    dequantize_row(tensor.dtype, tensor.storage.bytes(), &mut out)
-        .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-    Ok(out)
-}
-
-/// An RMSNorm weight with the plan's offset added (gemma stores `w` for a scale of `1 + w`),
-/// in f32 as transformers adds it.
-fn norm(weights: &LoadedWeights, name: &str, len: usize, offset: f32) -> anyhow::Result<Vec<f32>> {
-    let mut w = vector(weights, name, len)?;
-    if offset != 0.0 {
-        w.iter_mut().for_each(|w| *w += offset);
-    }
-    Ok(w)
 }
 
 impl ModelWeights {
@@ -237,6 +221,7 @@ impl ModelWeights {
             .collect::<anyhow::Result<_>>()?;
         let output_norm = norm(weights, OUTPUT_NORM, plan.hidden_size, offset)?;
         Ok(ModelWeights {
+            per_layer: PerLayerTables::load(plan, weights)?,
             embed,
             layers,
             output_norm,
@@ -250,7 +235,9 @@ impl LayerWeights {
     fn matrices_mut(&mut self) -> Vec<&mut QuantMatrix> {
         let mut all = match &mut self.mixer {
             Mixer::Attention(a) => {
-                let mut all = vec![&mut a.wq, &mut a.wk, &mut a.wv, &mut a.wo];
+                let mut all = vec![&mut a.wq, &mut a.wo];
+                all.extend(a.wk.as_mut());
+                all.extend(a.wv.as_mut());
                 all.extend(a.gate.as_mut());
                 all
             }
@@ -266,6 +253,12 @@ impl LayerWeights {
             Mlp::Dense { gate, up, down, .. } => all.extend([gate, up, down]),
             Mlp::Moe { weights, .. } => all.extend(weights.matrices_mut()),
         }
+        if let Some(beside) = &mut self.experts_beside {
+            all.extend(beside.moe.matrices_mut());
+        }
+        if let Some(p) = &mut self.per_layer_input {
+            all.extend([&mut p.gate, &mut p.proj]);
+        }
         all
     }
 
@@ -273,13 +266,19 @@ impl LayerWeights {
         let vector_bytes = |v: &Vec<f32>| v.len() * 4;
         let mixer = match &self.mixer {
             Mixer::Attention(a) => {
-                [&a.wq, &a.wk, &a.wv, &a.wo]
+                [&a.wq, &a.wo]
                     .into_iter()
+                    .chain(a.wk.as_ref())
+                    .chain(a.wv.as_ref())
                     .chain(a.gate.as_ref())
                     .map(|m| m.bytes().len())
                     .sum::<usize>()
                     + a.qkv_bias.iter().flatten().map(vector_bytes).sum::<usize>()
-                    + a.qk_norm.iter().flatten().map(vector_bytes).sum::<usize>()
+                    + a.q_norm
+                        .iter()
+                        .chain(&a.k_norm)
+                        .map(vector_bytes)
+                        .sum::<usize>()
             }
             Mixer::LinearAttention(l) => {
                 [&l.qkv, &l.gate, &l.beta, &l.alpha, &l.out]
@@ -301,7 +300,12 @@ impl LayerWeights {
         let norms = [&self.attn_norm, &self.ffn_norm]
             .into_iter()
             .chain(self.post_norms.iter().flatten());
-        mixer + mlp + norms.map(vector_bytes).sum::<usize>()
+        let extras = self.experts_beside.as_ref().map_or(0, |b| b.bytes())
+            + self
+                .per_layer_input
+                .as_ref()
+                .map_or(0, PerLayerWeights::bytes);
+        mixer + mlp + extras + norms.map(vector_bytes).sum::<usize>()
     }
 }
 
@@ -309,6 +313,9 @@ impl ModelWeights {
     /// Every matrix a product reads (not the embedding, which is looked up).
     pub fn matrices_mut(&mut self) -> Vec<&mut QuantMatrix> {
         let mut all = vec![&mut self.lm_head];
+        if let Some(p) = &mut self.per_layer {
+            all.push(&mut p.proj);
+        }
         for layer in &mut self.layers {
             all.extend(layer.matrices_mut());
         }
@@ -323,6 +330,7 @@ impl ModelWeights {
             self.lm_head.bytes().len()
         };
         self.embed.bytes().len()
+            + self.per_layer.as_ref().map_or(0, PerLayerTables::bytes)
             + lm_head
             + self.output_norm.len() * 4
             + self.layers.iter().map(LayerWeights::bytes).sum::<usize>()

@@ -1,7 +1,7 @@
 //! Issues 12 and 13's oracle on the CPU: the tiny random-weight Hugging Face checkpoints of
 //! fixtures/arch (llama with Llama 3 rope scaling, qwen2, qwen3, mistral with a sliding window,
 //! gemma3, the mixtures of experts qwen3_moe, qwen2_moe with its shared expert and a dense
-//! layer, mixtral, and gpt_oss), loaded from their directories, against transformers in f32 on the same bf16
+//! layer, mixtral, gpt_oss, and gemma4 dense and with experts), loaded from their directories, against transformers in f32 on the same bf16
 //! weights; the MoE checkpoints' GGUF copies (qwen3_moe with Q8_0 experts, qwen2_moe and
 //! mixtral in BF16); and FP8 copies of qwen3 and
 //! llama (block and per-channel scales) against transformers on their dequantized weights.
@@ -256,6 +256,43 @@ fn gpt_oss_mxfp4_experts_match_transformers() {
         mean <= 1e-4,
         "gpt_oss_mxfp4: mean |Δ logprob| {mean} > 1e-4"
     );
+}
+
+/// Gemma 4 (scripts/gemma4_fixtures.py: E2B's config scaled down): sliding and wider global
+/// layers with proportional RoPE and keys as values, per-layer inputs, KV shared by the last
+/// three layers (one sliding, one global producer) with double-wide MLPs, layer scalars and
+/// softcapped logits, each of which moves the reference; held to issue 38's 1e-4.
+#[test]
+fn gemma4_matches_transformers() {
+    let mean = check_arch("gemma4");
+    assert!(mean <= 1e-4, "gemma4: mean |Δ logprob| {mean} > 1e-4");
+}
+
+/// Gemma 4 26B-A4B's config scaled down: experts beside every dense MLP, Gemma 4's router
+/// (normed input, renormalised top-k, per-expert scales).
+#[test]
+fn gemma4_moe_experts_beside_the_mlp_match_transformers() {
+    let mean = check_arch("gemma4_moe");
+    assert!(mean <= 1e-4, "gemma4_moe: mean |Δ logprob| {mean} > 1e-4");
+}
+
+/// Gemma 4's KV-sharing layers keep no pages: the pool allocates nothing for them, and the
+/// per-token KV size the engine plans with counts only the producers (global layers wider).
+#[test]
+fn gemma4_kv_sharing_layers_allocate_no_kv() {
+    let (mut backend, _, _) = load("gemma4");
+    let (pages, page) = (8, PAGE_SIZE);
+    backend.init_kv_cache(pages, page).unwrap();
+    let bytes = backend.kv_layer_bytes().unwrap();
+    // fixture: layers [sliding, sliding, global, sliding, sliding, global], the last three
+    // sharing; sliding K/V 2 heads x 16, global 1 head x 32 (keys as values: still both kept).
+    let per_token = |floats: usize| 2 * floats * 4;
+    let expected: Vec<usize> = [32, 32, 32, 0, 0, 0]
+        .iter()
+        .map(|&w| pages * page * per_token(w))
+        .collect();
+    assert_eq!(bytes, expected);
+    assert_eq!(backend.kv_bytes_per_token(), per_token(32 + 32 + 32));
 }
 
 /// FP8 checkpoints (scripts/make_fp8_fixtures.py): qwen3's weights in Hugging Face's `fp8`

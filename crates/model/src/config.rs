@@ -1,5 +1,7 @@
 //! The shape of a decoder-only transformer, whichever file it came from.
 
+mod layers;
+
 /// The decoder block lineage a config follows (its family, `crate::arch`, decides it):
 /// informational once loaded (logs, tests), since the forward passes read the switches of
 /// `ModelConfig`, never this.
@@ -22,6 +24,9 @@ pub enum Arch {
     /// gpt-oss: attention sinks, sliding and full layers alternating, YaRN, biased experts
     /// with a clamped SwiGLU.
     GptOss,
+    /// Gemma 4 (text): sliding and wider global layers (proportional RoPE, keys as values),
+    /// per-layer inputs, KV shared by the last layers, experts beside the MLP (26B-A4B).
+    Gemma4,
 }
 
 /// How RoPE pairs up the dimensions of a head.
@@ -169,6 +174,47 @@ pub struct BlockVariant {
     pub attn_sinks: bool,
     /// The attention's output projection has a bias (gpt-oss).
     pub attn_output_bias: bool,
+    /// Full-attention layers' own geometry (Gemma 4's global layers); `None`: as the others.
+    pub global_attention: Option<GlobalAttention>,
+    /// Per-head RMSNorm without a weight on V after its projection (Gemma 4).
+    pub v_norm: bool,
+    /// The last this many layers compute no K and V: each reads the pages of the last earlier
+    /// layer of its own kind (sliding or full) and keeps none itself (Gemma 4's
+    /// `num_kv_shared_layers`).
+    pub kv_shared_layers: usize,
+    /// Those layers' dense MLP is twice `intermediate_size` wide (`use_double_wide_mlp`).
+    pub wide_mlp_on_shared_layers: bool,
+    /// Per-layer inputs (Gemma 4's PLE): see `plan::PerLayerInputSpec`.
+    pub per_layer_input: Option<PerLayerInput>,
+    /// Each layer's output (the residual stream) is multiplied by a learned scalar
+    /// (Gemma 4's `layer_scalar`).
+    pub layer_output_scale: bool,
+    /// Logits become `cap · tanh(logits / cap)` (`final_logit_softcapping`).
+    pub final_logit_softcap: Option<f32>,
+    /// A sparse layer runs the dense MLP and, beside it, the experts with norms of their own
+    /// and Gemma 4's router (`plan::LayerSpec::experts_beside`); else the experts replace it.
+    pub experts_beside_mlp: bool,
+}
+
+/// How Gemma 4's global (full-attention) layers differ from its sliding ones.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GlobalAttention {
+    pub head_dim: usize,
+    pub num_kv_heads: usize,
+    /// No V projection: the values are the K projection's output (`attention_k_eq_v`).
+    pub values_are_keys: bool,
+    /// Frequency pairs RoPE turns, of `head_dim / 2` ("proportional" RoPE: the frequencies
+    /// are `theta^(-2i / head_dim)` whatever the count; the other pairs do not turn).
+    pub rope_pairs: usize,
+}
+
+/// Gemma 4's per-layer inputs: a second embedding table of `width` values per layer, and a
+/// projection of the token embedding to as many, combined and fed into every layer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PerLayerInput {
+    pub width: usize,
+    /// Rows of the per-layer embedding table (`vocab_size_per_layer_input`).
+    pub vocab_size: usize,
 }
 
 impl BlockVariant {
@@ -185,6 +231,14 @@ impl BlockVariant {
             rotary_dim: None,
             attn_sinks: false,
             attn_output_bias: false,
+            global_attention: None,
+            v_norm: false,
+            kv_shared_layers: 0,
+            wide_mlp_on_shared_layers: false,
+            per_layer_input: None,
+            layer_output_scale: false,
+            final_logit_softcap: None,
+            experts_beside_mlp: false,
         }
     }
 }
@@ -258,6 +312,9 @@ impl ModelConfig {
         if let (Some(layer), 0) = (dense, self.intermediate_size) {
             return fail(format!("layer {layer} has a dense MLP of width 0"));
         }
+        if let Err(message) = self.check_layers() {
+            return fail(message);
+        }
         if self.vocab_size == 0 || self.hidden_size == 0 {
             return fail(format!(
                 "empty model: vocab {} hidden {}",
@@ -300,6 +357,9 @@ impl ModelConfig {
     /// the one definition both backends use.
     pub fn rope_inv_freq(&self, layer: usize) -> Vec<f32> {
         let attention = self.attention(layer);
+        if let Some(global) = self.global_attention_at(layer) {
+            return Self::proportional_inv_freq(global, attention.rope_theta);
+        }
         let scaling = self.rope_scaling.filter(|_| attention.rope_scaled);
         rope_inv_freq(self.rotary_dim(), attention.rope_theta, scaling.as_ref())
     }

@@ -8,7 +8,10 @@
 //! `ModelConfig` (crate::arch).
 
 use crate::config::{Activation, LinearAttention, ModelConfig, MoeConfig, RopeStyle, ShapeError};
-use crate::tensor_names::{LayerTensor, OUTPUT, OUTPUT_NORM, TOKEN_EMBD};
+use crate::tensor_names::{
+    LayerTensor, OUTPUT, OUTPUT_NORM, PER_LAYER_MODEL_PROJ, PER_LAYER_PROJ_NORM,
+    PER_LAYER_TOKEN_EMBD, TOKEN_EMBD,
+};
 
 /// The whole model: the embedding, the layers in order, the final norm and the LM head.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,6 +25,22 @@ pub struct ModelPlan {
     /// Every RMSNorm of the model, the final one included.
     pub norm: NormSpec,
     pub layers: Vec<LayerSpec>,
+    /// Gemma 4's per-layer inputs, computed once per step from the tokens and their embedding.
+    pub per_layer_input: Option<PerLayerInputSpec>,
+    /// Logits become `cap · tanh(logits / cap)`.
+    pub final_logit_softcap: Option<f32>,
+}
+
+/// Gemma 4's per-layer inputs (PLE), per token: `e = per_layer_token_embd[token] ·
+/// sqrt(width)` and `p = per_layer_model_proj · x0 / sqrt(hidden)` (x0 the scaled token
+/// embedding), both `[layers, width]`; each layer's slice of `p` RMS-normed (weight
+/// `per_layer_proj_norm`); the input of layer l is `(p_l + e_l) / sqrt(2)`. A layer adds
+/// `post_norm(proj(gelu_tanh(inp_gate · x) * input_l))` to its output (`LayerSpec::per_layer_input`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PerLayerInputSpec {
+    pub width: usize,
+    pub vocab_size: usize,
+    pub layers: usize,
 }
 
 /// How every RMSNorm of a model scales: `x / rms(x) * (w + weight_offset)`.
@@ -41,6 +60,15 @@ pub struct LayerSpec {
     pub mixer: Mixer,
     pub mlp: MlpSpec,
     pub post_norms: bool,
+    /// Gemma 4 (26B-A4B): a mixture of experts beside the dense MLP, the block's MLP output
+    /// being `post_norm_1(mlp(h)) + post_norm_2(experts(pre_norm_2(x)))` (x the residual
+    /// stream before the MLP), routed by `softmax(router · (rms_norm(x) · scale /
+    /// sqrt(hidden)))`, the chosen top-k renormalised and multiplied by a scale per expert.
+    pub experts_beside: Option<MoeConfig>,
+    /// The width of this layer's per-layer input (`ModelPlan::per_layer_input`), if any.
+    pub per_layer_input: Option<usize>,
+    /// The layer's output is multiplied by its learned scalar (`LayerOutputScale`).
+    pub output_scale: bool,
 }
 
 /// What mixes information across positions.
@@ -136,6 +164,14 @@ pub struct AttentionSpec {
     /// The output is multiplied by `sigmoid(gate · x)` before the output projection, one
     /// gate per query element (`AttnOutputGate`; qwen3_next, qwen3_5).
     pub output_gate: bool,
+    /// Per-head RMSNorm without a weight on V (Gemma 4).
+    pub v_norm: bool,
+    /// No V projection: V is the K projection's output, before K's norm and RoPE (Gemma 4's
+    /// `attention_k_eq_v`).
+    pub values_are_keys: bool,
+    /// `Some(layer)`: this layer computes no K/V and attends over `layer`'s pages (Gemma 4's
+    /// KV-sharing layers; the producer runs first in every step).
+    pub kv_source: Option<usize>,
 }
 
 /// RoPE of one layer: how a head's dimensions pair up and their frequencies (base and
@@ -215,6 +251,11 @@ impl ModelPlan {
     /// The plan of `c` without the shape checks: enough to name and draw its tensors.
     pub fn of(c: &ModelConfig) -> ModelPlan {
         let layers = (0..c.num_layers).map(|l| LayerSpec::of(c, l)).collect();
+        let per_layer_input = c.block.per_layer_input.map(|p| PerLayerInputSpec {
+            width: p.width,
+            vocab_size: p.vocab_size,
+            layers: c.num_layers,
+        });
         ModelPlan {
             vocab_size: c.vocab_size,
             hidden_size: c.hidden_size,
@@ -225,6 +266,8 @@ impl ModelPlan {
                 weight_offset: c.block.norm_weight_offset,
             },
             layers,
+            per_layer_input,
+            final_logit_softcap: c.block.final_logit_softcap,
         }
     }
 
@@ -233,6 +276,24 @@ impl ModelPlan {
     pub fn tensors(&self) -> Vec<TensorSpec> {
         let (vocab, hidden) = (self.vocab_size, self.hidden_size);
         let mut out = vec![self.embedding()];
+        if let Some(p) = &self.per_layer_input {
+            let all = p.layers * p.width;
+            out.push(TensorSpec::new(
+                PER_LAYER_TOKEN_EMBD.into(),
+                vec![p.vocab_size, all],
+                TensorRole::Matrix,
+            ));
+            out.push(TensorSpec::new(
+                PER_LAYER_MODEL_PROJ.into(),
+                vec![all, hidden],
+                TensorRole::Matrix,
+            ));
+            out.push(TensorSpec::new(
+                PER_LAYER_PROJ_NORM.into(),
+                vec![p.width],
+                TensorRole::Norm,
+            ));
+        }
         out.extend(self.layers.iter().flat_map(LayerSpec::tensors));
         out.push(TensorSpec::new(
             OUTPUT_NORM.into(),
@@ -264,8 +325,8 @@ impl LayerSpec {
             Some(l) => Mixer::LinearAttention(LinearAttentionSpec::of(l)),
             None => Mixer::Attention(AttentionSpec {
                 num_heads: c.num_heads,
-                num_kv_heads: c.num_kv_heads,
-                head_dim: c.head_dim,
+                num_kv_heads: c.num_kv_heads_at(layer),
+                head_dim: c.head_dim_at(layer),
                 qkv_bias: c.qkv_bias,
                 qk_norm: c.block.qk_norm,
                 rope: RopeSpec {
@@ -278,17 +339,21 @@ impl LayerSpec {
                 sinks: c.block.attn_sinks,
                 output_bias: c.block.attn_output_bias,
                 output_gate: c.block.attn_output_gate,
+                v_norm: c.block.v_norm,
+                values_are_keys: c.values_are_keys_at(layer),
+                kv_source: c.kv_source(layer),
             }),
         };
         let activation = c.block.activation;
-        let mlp = match c.moe_at(layer) {
+        let beside = c.block.experts_beside_mlp;
+        let mlp = match c.moe_at(layer).filter(|_| !beside) {
             Some(moe) => MlpSpec::Experts {
                 activation,
                 moe: moe.clone(),
             },
             None => MlpSpec::Gated {
                 activation,
-                width: c.intermediate_size,
+                width: c.mlp_width_at(layer),
             },
         };
         LayerSpec {
@@ -297,6 +362,9 @@ impl LayerSpec {
             mixer,
             mlp,
             post_norms: c.block.post_norms,
+            experts_beside: c.moe_at(layer).filter(|_| beside).cloned(),
+            per_layer_input: c.block.per_layer_input.map(|p| p.width),
+            output_scale: c.block.layer_output_scale,
         }
     }
 
@@ -310,92 +378,6 @@ impl LayerSpec {
     /// The tensor `t`, or an error naming it: for loaders that walk a variant needing it.
     pub fn required(&self, t: LayerTensor) -> Result<TensorSpec, MissingTensor> {
         self.tensor(t).ok_or(MissingTensor(t.of(self.index)))
-    }
-
-    /// Every tensor of the layer: the mixer's (norm first), the MLP's, the post norms.
-    pub fn tensors(&self) -> Vec<TensorSpec> {
-        use LayerTensor as T;
-        use TensorRole::{Bias, DecayRate, Matrix, Norm, Scale};
-        let l = self.index;
-        let hidden = self.hidden_size;
-        let spec = |t: LayerTensor, shape: Vec<usize>, role| TensorSpec::new(t.of(l), shape, role);
-        let mut out = vec![spec(T::AttnNorm, vec![hidden], Norm)];
-        match &self.mixer {
-            Mixer::Attention(a) => {
-                let (q_dim, kv_dim, hd) = (a.q_dim(), a.kv_dim(), a.head_dim);
-                out.push(spec(T::AttnQ, vec![q_dim, hidden], Matrix));
-                out.push(spec(T::AttnK, vec![kv_dim, hidden], Matrix));
-                out.push(spec(T::AttnV, vec![kv_dim, hidden], Matrix));
-                if a.qk_norm {
-                    out.push(spec(T::AttnQNorm, vec![hd], Norm));
-                    out.push(spec(T::AttnKNorm, vec![hd], Norm));
-                }
-                if a.qkv_bias {
-                    out.push(spec(T::AttnQBias, vec![q_dim], Bias));
-                    out.push(spec(T::AttnKBias, vec![kv_dim], Bias));
-                    out.push(spec(T::AttnVBias, vec![kv_dim], Bias));
-                }
-                if a.output_gate {
-                    out.push(spec(T::AttnOutputGate, vec![q_dim, hidden], Matrix));
-                }
-                if a.sinks {
-                    out.push(spec(T::AttnSinks, vec![a.num_heads], Bias));
-                }
-                out.push(spec(T::AttnOutput, vec![hidden, q_dim], Matrix));
-                if a.output_bias {
-                    out.push(spec(T::AttnOutputBias, vec![hidden], Bias));
-                }
-            }
-            Mixer::LinearAttention(l) => {
-                let (channels, value_dim, heads) =
-                    (l.conv_channels(), l.value_dim(), l.num_value_heads);
-                out.push(spec(T::AttnQkv, vec![channels, hidden], Matrix));
-                out.push(spec(T::AttnGate, vec![value_dim, hidden], Matrix));
-                out.push(spec(T::SsmBeta, vec![heads, hidden], Matrix));
-                out.push(spec(T::SsmAlpha, vec![heads, hidden], Matrix));
-                out.push(spec(T::SsmConv1d, vec![channels, l.conv_kernel], Matrix));
-                out.push(spec(T::SsmDtBias, vec![heads], Bias));
-                out.push(spec(T::SsmA, vec![heads], DecayRate));
-                out.push(spec(T::SsmNorm, vec![l.value_head_dim], Scale));
-                out.push(spec(T::SsmOut, vec![hidden, value_dim], Matrix));
-            }
-        }
-        if self.post_norms {
-            out.push(spec(T::PostAttentionNorm, vec![hidden], Norm));
-        }
-        out.push(spec(T::FfnNorm, vec![hidden], Norm));
-        match &self.mlp {
-            MlpSpec::Gated { width, .. } => {
-                out.push(spec(T::FfnGate, vec![*width, hidden], Matrix));
-                out.push(spec(T::FfnUp, vec![*width, hidden], Matrix));
-                out.push(spec(T::FfnDown, vec![hidden, *width], Matrix));
-            }
-            // The router, the experts stacked as llama.cpp's GGUF files hold them, and
-            // qwen2_moe's shared expert with its one-row gate.
-            MlpSpec::Experts { moe, .. } => {
-                let (experts, width) = (moe.num_experts, moe.expert_intermediate_size);
-                out.push(spec(T::FfnGateInp, vec![experts, hidden], Matrix));
-                out.push(spec(T::FfnGateExps, vec![experts, width, hidden], Matrix));
-                out.push(spec(T::FfnUpExps, vec![experts, width, hidden], Matrix));
-                out.push(spec(T::FfnDownExps, vec![experts, hidden, width], Matrix));
-                if moe.biases {
-                    out.push(spec(T::FfnGateInpBias, vec![experts], Bias));
-                    out.push(spec(T::FfnGateExpsBias, vec![experts, width], Bias));
-                    out.push(spec(T::FfnUpExpsBias, vec![experts, width], Bias));
-                    out.push(spec(T::FfnDownExpsBias, vec![experts, hidden], Bias));
-                }
-                if let Some(shared) = moe.shared_expert_intermediate_size {
-                    out.push(spec(T::FfnGateShexp, vec![shared, hidden], Matrix));
-                    out.push(spec(T::FfnUpShexp, vec![shared, hidden], Matrix));
-                    out.push(spec(T::FfnDownShexp, vec![hidden, shared], Matrix));
-                    out.push(spec(T::FfnGateInpShexp, vec![1, hidden], Matrix));
-                }
-            }
-        }
-        if self.post_norms {
-            out.push(spec(T::PostFfwNorm, vec![hidden], Norm));
-        }
-        out
     }
 }
 
@@ -419,5 +401,6 @@ impl AttentionSpec {
 #[error("the layer plan has no tensor `{0}`")]
 pub struct MissingTensor(String);
 
+mod tensors;
 #[cfg(test)]
 mod tests;

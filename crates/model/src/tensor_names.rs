@@ -8,6 +8,11 @@ pub const TOKEN_EMBD: &str = "token_embd.weight";
 pub const OUTPUT: &str = "output.weight";
 /// The final norm, `[hidden]`.
 pub const OUTPUT_NORM: &str = "output_norm.weight";
+/// Gemma 4's per-layer inputs: the embedding table `[vocab, layers * width]`, the projection
+/// of the token embedding `[layers * width, hidden]` and the norm of its slices `[width]`.
+pub const PER_LAYER_TOKEN_EMBD: &str = "per_layer_token_embd.weight";
+pub const PER_LAYER_MODEL_PROJ: &str = "per_layer_model_proj.weight";
+pub const PER_LAYER_PROJ_NORM: &str = "per_layer_proj_norm.weight";
 
 /// A tensor of one decoder layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +81,22 @@ pub enum LayerTensor {
     FfnGateExpsBias,
     FfnUpExpsBias,
     FfnDownExpsBias,
+    /// Gemma 4's per-layer input gate `[width, hidden]`, its projection back `[hidden, width]`
+    /// and the norm of that projection.
+    PerLayerInpGate,
+    PerLayerProj,
+    PerLayerPostNorm,
+    /// Gemma 4's `layer_scalar`, `[1]`.
+    LayerOutputScale,
+    /// Gemma 4's router: the scale of its normed input `[hidden]`, and a scale per expert
+    /// `[experts]` of the chosen weights.
+    FfnGateInpScale,
+    FfnDownExpsScale,
+    /// Gemma 4's experts beside the MLP: the norm of their input, and the norms of the MLP's
+    /// and the experts' outputs before they are summed.
+    FfnPreNorm2,
+    FfnPostNorm1,
+    FfnPostNorm2,
 }
 
 impl LayerTensor {
@@ -122,6 +143,15 @@ impl LayerTensor {
             LayerTensor::FfnGateExpsBias => "ffn_gate_exps.bias",
             LayerTensor::FfnUpExpsBias => "ffn_up_exps.bias",
             LayerTensor::FfnDownExpsBias => "ffn_down_exps.bias",
+            LayerTensor::PerLayerInpGate => "inp_gate.weight",
+            LayerTensor::PerLayerProj => "proj.weight",
+            LayerTensor::PerLayerPostNorm => "post_norm.weight",
+            LayerTensor::LayerOutputScale => "layer_output_scale.weight",
+            LayerTensor::FfnGateInpScale => "ffn_gate_inp.scale",
+            LayerTensor::FfnDownExpsScale => "ffn_down_exps.scale",
+            LayerTensor::FfnPreNorm2 => "pre_ffw_norm_2.weight",
+            LayerTensor::FfnPostNorm1 => "post_ffw_norm_1.weight",
+            LayerTensor::FfnPostNorm2 => "post_ffw_norm_2.weight",
         }
     }
 

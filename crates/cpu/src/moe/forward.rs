@@ -49,13 +49,15 @@ fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
     &mut buf[..len]
 }
 
-/// `out = moe(x)` for `n` tokens (`x`, `out`: `[n, hidden]`). `load`, when given, counts the
-/// tokens routed to each expert.
+/// `out = moe(x)` for `n` tokens (`x`, `out`: `[n, hidden]`), routed on `router_x` (`x`
+/// itself but for Gemma 4's router, which reads its own norm of the residual). `load`, when
+/// given, counts the tokens routed to each expert.
 #[allow(clippy::too_many_arguments)]
 pub fn moe_mlp(
     isa: Isa,
     moe: &MoeWeights,
     activation: Activation,
+    router_x: &[f32],
     x: &[f32],
     n: usize,
     s: &mut MoeScratch,
@@ -66,7 +68,7 @@ pub fn moe_mlp(
     let (experts, k) = (moe.experts.len(), moe.experts_per_token);
     let inter = moe.experts.first().map_or(0, |e| e.gate.rows());
     let logits = sized(&mut s.logits, n * experts);
-    matmul(isa, x, n, &moe.router, logits);
+    matmul(isa, router_x, n, &moe.router, logits);
     if let Some(bias) = &moe.router_bias {
         for row in logits.chunks_exact_mut(experts) {
             row.iter_mut().zip(bias).for_each(|(l, b)| *l += b);
@@ -74,6 +76,11 @@ pub fn moe_mlp(
     }
     let routing = &mut s.routing;
     routing.route(logits, n, experts, k, moe.norm_topk_prob);
+    if let Some(scale) = &moe.expert_scale {
+        for c in &mut routing.choices {
+            c.weight *= scale[c.expert];
+        }
+    }
     if let Some(counts) = load {
         routing.add_load(counts);
     }

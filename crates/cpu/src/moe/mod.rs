@@ -2,9 +2,11 @@
 //! reads them (every expert a `QuantMatrix`, so GGUF experts stay quantized and a stacked
 //! tensor of a mapped file is sliced, not copied) and the MLP itself (`forward`).
 
+mod beside;
 mod forward;
 mod routing;
 
+pub use beside::{BesideScratch, ExpertsBeside};
 pub use forward::{moe_mlp, MoeScratch};
 
 use ferrite_model::config::MoeConfig;
@@ -43,6 +45,9 @@ pub struct MoeWeights {
     pub norm_topk_prob: bool,
     pub experts: Vec<Expert>,
     pub shared: Option<SharedExpert>,
+    /// Gemma 4: each chosen weight is multiplied by its expert's scale (after the top-k's
+    /// renormalisation).
+    pub expert_scale: Option<Vec<f32>>,
 }
 
 impl MoeWeights {
@@ -127,6 +132,7 @@ impl MoeWeights {
                 .map(expert)
                 .collect::<anyhow::Result<_>>()?,
             shared,
+            expert_scale: None,
         })
     }
 

@@ -16,6 +16,8 @@ mod registry {
 }
 
 #[cfg(test)]
+mod gemma4_tests;
+#[cfg(test)]
 mod hf_tests;
 pub(crate) mod rows;
 

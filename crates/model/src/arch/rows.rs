@@ -4,8 +4,10 @@
 
 use std::sync::Arc;
 
+use crate::hf::HfError;
 use crate::quant::DType;
-use crate::weights::{Storage, WeightTensor};
+use crate::tensor_names::LayerTensor;
+use crate::weights::{ModelWeights, Storage, WeightTensor};
 
 /// Rows gathered from matrices in their stored format (no conversion: a row of any format
 /// is whole blocks).
@@ -49,4 +51,33 @@ pub(crate) fn f32_tensor(shape: Vec<usize>, values: &[f32]) -> WeightTensor {
         shape,
         storage: Storage::Owned(Arc::new(bytes)),
     }
+}
+
+/// Stacked `gate_up_proj` `[experts, 2 * width, hidden]`: each expert's gate rows, then its
+/// up rows (transformers chunks the product in two).
+pub(crate) fn split_gate_up(
+    layer: usize,
+    gate_up: &WeightTensor,
+    weights: &mut ModelWeights,
+) -> Result<(), HfError> {
+    let [experts, rows, hidden] = gate_up.shape[..] else {
+        return Err(HfError::Weights(format!(
+            "layer {layer}: experts.gate_up_proj has shape {:?}",
+            gate_up.shape
+        )));
+    };
+    let width = rows / 2;
+    let (mut gate, mut up) = (Rows::of(gate_up), Rows::of(gate_up));
+    for e in 0..experts {
+        gate.take(gate_up, e * rows, width);
+        up.take(gate_up, e * rows + width, width);
+    }
+    let out = &mut weights.tensors;
+    let stacked = |r: Rows| WeightTensor {
+        shape: vec![experts, width, hidden],
+        ..r.tensor(hidden)
+    };
+    out.insert(LayerTensor::FfnGateExps.of(layer), stacked(gate));
+    out.insert(LayerTensor::FfnUpExps.of(layer), stacked(up));
+    Ok(())
 }

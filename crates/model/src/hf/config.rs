@@ -8,9 +8,10 @@
 
 use serde::Deserialize;
 
+use super::gemma4_fields::Gemma4Fields;
 use super::linear_config::{linear_attention_of, LinearFields};
 use super::moe_config::{moe_of, MoeConvention, MoeFields};
-use super::rope_config::{rope_of, LayerRope, Rope, RopeDefaults, RopeFields};
+use super::rope_config::{per_type_entry, rope_of, LayerRope, Rope, RopeDefaults, RopeFields};
 use super::HfError;
 use crate::config::{
     Activation, Arch, BlockVariant, LayerAttention, LinearAttention, ModelConfig, MoeConfig,
@@ -36,6 +37,8 @@ pub struct HfConfig {
     moe: MoeFields,
     #[serde(flatten)]
     linear: LinearFields,
+    #[serde(flatten)]
+    pub gemma4: Gemma4Fields,
     /// The query projection also yields an output gate (qwen3_5; qwen3_next always has it).
     pub attn_output_gate: Option<bool>,
     /// qwen2's switch for the Q/K/V biases (default on).
@@ -219,6 +222,11 @@ impl HfConfig {
     /// The RoPE of full-attention and sliding layers, with the family's defaults.
     pub fn rope(&self, defaults: RopeDefaults) -> Result<Rope, HfError> {
         rope_of(&self.rope, defaults)
+    }
+
+    /// The `rope_parameters` entry of layer type `kind`, if the config has one per type.
+    pub fn rope_entry(&self, kind: &str) -> Option<&serde_json::Value> {
+        per_type_entry(&self.rope, kind)
     }
 
     /// The mixture of experts under the family's convention; `None` for a config without

@@ -5,6 +5,7 @@
 
 mod config;
 pub mod fp8;
+mod gemma4_fields;
 mod generation;
 mod linear_config;
 mod moe_config;
@@ -18,6 +19,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use self::config::{HfConfig, HfTranslation};
+pub use self::gemma4_fields::Gemma4Fields;
 pub use self::generation::{
     generation_defaults_from_json, load_generation_defaults, GenerationDefaults,
 };

@@ -30,6 +30,8 @@ pub(crate) struct MoeFields {
     num_experts: Option<usize>,
     /// Mixtral's name for `num_experts` (and the name transformers 5 writes for every family).
     num_local_experts: Option<usize>,
+    /// Gemma 4 names it `top_k_experts`.
+    #[serde(alias = "top_k_experts")]
     num_experts_per_tok: Option<usize>,
     moe_intermediate_size: Option<usize>,
     norm_topk_prob: Option<bool>,

@@ -24,6 +24,9 @@ pub struct RopeDefaults {
     /// `Some(default)`: the family turns only part of each head (`partial_rotary_factor`,
     /// this when absent: qwen3_next and qwen3_5); `None`: a factor other than 1 is refused.
     pub partial_rotary: Option<f64>,
+    /// Whether the family implements Gemma 4's `proportional` rope type (its per-layer
+    /// geometry is the family's: `config::GlobalAttention`); refused otherwise.
+    pub proportional: bool,
 }
 
 impl RopeDefaults {
@@ -32,6 +35,7 @@ impl RopeDefaults {
         theta: DEFAULT_ROPE_THETA,
         local_theta: None,
         partial_rotary: None,
+        proportional: false,
     };
 }
 
@@ -66,7 +70,11 @@ pub struct Rope {
 
 /// One rope dictionary (`rope_scaling`, `rope_parameters` or one of its per-type entries):
 /// its `rope_theta` if it has one, and its scaling.
-fn parse_entry(field: &str, v: &Value) -> Result<(Option<f64>, Option<RopeScaling>), HfError> {
+fn parse_entry(
+    field: &str,
+    v: &Value,
+    proportional: bool,
+) -> Result<(Option<f64>, Option<RopeScaling>), HfError> {
     if v.is_null() {
         return Ok((None, None));
     }
@@ -81,6 +89,12 @@ fn parse_entry(field: &str, v: &Value) -> Result<(Option<f64>, Option<RopeScalin
     };
     let scaling = match kind {
         None | Some("default") => None,
+        // The rotated share is the family's to read; a frequency factor is not implemented.
+        Some("proportional")
+            if proportional && v.get("factor").and_then(Value::as_f64).unwrap_or(1.0) == 1.0 =>
+        {
+            None
+        }
         Some("llama3") => {
             let number = |name: &str| {
                 v.get(name).and_then(Value::as_f64).ok_or_else(|| {
@@ -142,6 +156,15 @@ fn yarn_of(field: &str, v: &Value) -> Result<YarnScaling, HfError> {
     })
 }
 
+/// The `rope_parameters` entry of one layer type (`full_attention`, `sliding_attention`), as
+/// written: for a family that reads keys of its own there (Gemma 4's partial rotary factor).
+pub(super) fn per_type_entry<'a>(raw: &'a RopeFields, kind: &str) -> Option<&'a Value> {
+    raw.rope_parameters
+        .as_ref()?
+        .get(kind)
+        .filter(|v| v.is_object())
+}
+
 pub(super) fn rope_of(raw: &RopeFields, defaults: RopeDefaults) -> Result<Rope, HfError> {
     let partial_rotary_factor = partial_rotary_factor(raw, defaults)?;
     let rope = plain_rope_of(raw, defaults)?;
@@ -192,7 +215,7 @@ fn plain_rope_of(raw: &RopeFields, defaults: RopeDefaults) -> Result<Rope, HfErr
         let null = Value::Null;
         let entry = |kind: &str| {
             let field = format!("rope_parameters.{kind}");
-            parse_entry(&field, p.get(kind).unwrap_or(&null))
+            parse_entry(&field, p.get(kind).unwrap_or(&null), defaults.proportional)
         };
         let (full_theta, full_scaling) = entry("full_attention")?;
         let (local_theta, local_scaling) = entry("sliding_attention")?;
@@ -222,10 +245,10 @@ fn plain_rope_of(raw: &RopeFields, defaults: RopeDefaults) -> Result<Rope, HfErr
     }
 
     let (theta, scaling) = match params {
-        Some(p) => parse_entry("rope_parameters", p)?,
+        Some(p) => parse_entry("rope_parameters", p, defaults.proportional)?,
         None => {
             let (_, scaling) = match &raw.rope_scaling {
-                Some(v) => parse_entry("rope_scaling", v)?,
+                Some(v) => parse_entry("rope_scaling", v, defaults.proportional)?,
                 None => (None, None),
             };
             (raw.rope_theta, scaling)

@@ -20,6 +20,7 @@ const DEFAULT_ROPE: RopeDefaults = RopeDefaults {
     theta: 1_000_000.0,
     local_theta: Some(10_000.0),
     partial_rotary: None,
+    proportional: false,
 };
 /// llama.cpp's Gemma 3: the sliding layers' rope base, not stored in its files.
 const GGUF_LOCAL_ROPE_THETA: f32 = 10_000.0;

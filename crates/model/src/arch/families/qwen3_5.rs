@@ -18,7 +18,7 @@ use crate::arch::Family;
 use crate::config::{Activation, Arch, BlockVariant, LinearAttention, ModelConfig, RopeStyle};
 use crate::gguf::{GgufConfig, GgufError};
 use crate::hf::{self, HfConfig, HfError, HfTranslation, MoeConvention, RopeDefaults};
-use crate::arch::rows::{f32_tensor, Rows};
+use crate::arch::rows::{f32_tensor, split_gate_up, Rows};
 use crate::tensor_names::LayerTensor;
 use crate::weights::{ModelWeights, WeightTensor};
 
@@ -398,35 +398,6 @@ fn split_query_gate(
     let out = &mut weights.tensors;
     out.insert(LayerTensor::AttnQ.of(layer), q.tensor(hidden));
     out.insert(LayerTensor::AttnOutputGate.of(layer), gate.tensor(hidden));
-    Ok(())
-}
-
-/// Stacked `gate_up_proj` `[experts, 2 * width, hidden]`: each expert's gate rows, then its
-/// up rows (transformers chunks the product in two).
-fn split_gate_up(
-    layer: usize,
-    gate_up: &WeightTensor,
-    weights: &mut ModelWeights,
-) -> Result<(), HfError> {
-    let [experts, rows, hidden] = gate_up.shape[..] else {
-        return Err(HfError::Weights(format!(
-            "layer {layer}: experts.gate_up_proj has shape {:?}",
-            gate_up.shape
-        )));
-    };
-    let width = rows / 2;
-    let (mut gate, mut up) = (Rows::of(gate_up), Rows::of(gate_up));
-    for e in 0..experts {
-        gate.take(gate_up, e * rows, width);
-        up.take(gate_up, e * rows + width, width);
-    }
-    let out = &mut weights.tensors;
-    let stacked = |r: Rows| WeightTensor {
-        shape: vec![experts, width, hidden],
-        ..r.tensor(hidden)
-    };
-    out.insert(LayerTensor::FfnGateExps.of(layer), stacked(gate));
-    out.insert(LayerTensor::FfnUpExps.of(layer), stacked(up));
     Ok(())
 }
 

@@ -18,8 +18,29 @@ pub fn supports(plan: &ModelPlan) -> anyhow::Result<()> {
         "the hidden size ({}) must be a multiple of 8",
         plan.hidden_size
     );
+    // Gemma 4's model-level features (issue 38): no kernels here yet.
+    anyhow::ensure!(
+        plan.per_layer_input.is_none(),
+        "per-layer inputs (Gemma 4) are not implemented on the CUDA backend"
+    );
+    anyhow::ensure!(
+        plan.final_logit_softcap.is_none(),
+        "final logit softcapping (Gemma 4) is not implemented on the CUDA backend"
+    );
     for layer in &plan.layers {
         let at = |e: anyhow::Error| e.context(format!("layer {}", layer.index));
+        anyhow::ensure!(
+            layer.experts_beside.is_none(),
+            "layer {}: experts beside the dense MLP (Gemma 4) are not implemented on the CUDA \
+             backend",
+            layer.index
+        );
+        anyhow::ensure!(
+            layer.per_layer_input.is_none() && !layer.output_scale,
+            "layer {}: per-layer inputs and layer scalars (Gemma 4) are not implemented on the \
+             CUDA backend",
+            layer.index
+        );
         match &layer.mixer {
             Mixer::Attention(a) => attention(a).map_err(at)?,
             Mixer::LinearAttention(g) => linear_attention(g).map_err(at)?,
@@ -49,6 +70,20 @@ fn attention(a: &AttentionSpec) -> anyhow::Result<()> {
     anyhow::ensure!(
         !a.output_bias,
         "an attention output bias is not implemented on the CUDA backend"
+    );
+    anyhow::ensure!(
+        !a.v_norm && !a.values_are_keys,
+        "Gemma 4's V norm and keys-as-values attention are not implemented on the CUDA backend"
+    );
+    anyhow::ensure!(
+        a.kv_source.is_none(),
+        "layers that read another layer's K/V (Gemma 4's KV sharing) are not implemented on \
+         the CUDA backend"
+    );
+    anyhow::ensure!(
+        a.rope.inv_freq.iter().all(|&f| f > 0.0),
+        "proportional RoPE (Gemma 4's global layers: frequencies that do not turn) is not \
+         implemented on the CUDA backend"
     );
     let rotary = 2 * a.rope.inv_freq.len();
     anyhow::ensure!(

@@ -152,3 +152,28 @@ fn experts(activation: Activation, moe: &MoeConfig) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use ferrite_model::load::hf_config;
+    use ferrite_model::plan::ModelPlan;
+
+    /// Gemma 4 (fixtures/arch/gemma4*, issue 38) is refused when the backend is created, by a
+    /// message naming what is missing, not by a panic in the loader or a kernel.
+    #[test]
+    fn gemma4_is_refused_by_name() {
+        for arch in ["gemma4", "gemma4_moe"] {
+            let path = format!(
+                "{}/../../fixtures/arch/{arch}/config.json",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+            let plan = ModelPlan::new(&hf_config(&text).unwrap()).unwrap();
+            let err = super::supports(&plan).expect_err(arch).to_string();
+            assert!(
+                err.contains("Gemma 4") && err.contains("CUDA"),
+                "{arch}: {err}"
+            );
+        }
+    }
+}

@@ -100,7 +100,22 @@ GEMMA4_MOE = dict(
     use_double_wide_mlp=False,
 )
 
-CONFIGS = {"gemma4": GEMMA4, "gemma4_moe": GEMMA4_MOE}
+# 26B-A4B as the hub ships it: the composite Gemma4ForConditionalGeneration (model_type gemma4,
+# the text model in text_config, weights under model.language_model.); the vision and audio towers
+# are left out here (vision_config / audio_config null, which transformers allows), so the
+# checkpoint holds the text model alone under the composite's names.
+GEMMA4_MOE_COMPOSITE = {
+    "architectures": ["Gemma4ForConditionalGeneration"],
+    "model_type": "gemma4",
+    "audio_config": None,
+    "text_config": dict(GEMMA4_MOE, model_type="gemma4_text", architectures=None),
+    "tie_word_embeddings": True,
+    "vision_config": None,
+}
+del GEMMA4_MOE_COMPOSITE["text_config"]["architectures"]
+
+CONFIGS = {"gemma4": GEMMA4, "gemma4_moe": GEMMA4_MOE_COMPOSITE}
+COMPOSITE = ("gemma4_moe",)
 GENERATION = {
     "gemma4": {"bos_token_id": 2, "eos_token_id": [1, 106], "pad_token_id": 0},
     "gemma4_moe": {"bos_token_id": 2, "eos_token_id": [1, 106], "pad_token_id": 0},
@@ -111,6 +126,11 @@ ROUTER_SCALE = 2.0
 
 def is_gemma4(arch):
     return arch in CONFIGS
+
+
+def text_model(model):
+    """The text model of a Gemma4ForCausalLM or a Gemma4ForConditionalGeneration."""
+    return getattr(model.model, "language_model", model.model)
 
 
 def param_value(arch, name, shape, g, hidden):
@@ -145,9 +165,9 @@ def randomize_buffers(model, arch, seed):
 def check_features(arch, d, base, ids, load_f32, max_lp_diff):
     """Each Gemma 4 feature the fixture carries moves the reference, so an engine that drops or
     misreads it fails the parity test."""
-    cfg = base.config
+    cfg = base.config.get_text_config()
     lt = cfg.layer_types
-    layers = base.model.layers
+    layers = text_model(base).layers
     print(f"  {arch}: layer_types {lt}")
     W = cfg.sliding_window
     wide = load_f32(d, sliding_window=4096)
@@ -157,7 +177,7 @@ def check_features(arch, d, base, ids, load_f32, max_lp_diff):
     heads = [(m.self_attn.head_dim, m.self_attn.config.per_layer_config[i].num_key_value_heads) for i, m in enumerate(layers)]
     print(f"  {arch}: (head_dim, kv heads) per layer {heads}")
     assert heads[glob[0]] == (cfg.per_layer_config[glob[0]].head_dim, 1) and heads[0][0] != heads[glob[0]][0]
-    inv = base.model.rotary_emb.full_attention_inv_freq
+    inv = text_model(base).rotary_emb.full_attention_inv_freq
     print(f"  {arch}: global inv_freq {[f'{x:.3g}' for x in inv.tolist()]}")
     rp = dict(cfg.rope_parameters)
     rp["full_attention"] = dict(rp["full_attention"], partial_rotary_factor=1.0)
@@ -171,7 +191,7 @@ def check_features(arch, d, base, ids, load_f32, max_lp_diff):
     with torch.no_grad():
         same = load_f32(d)
         for i in glob:
-            a = same.model.layers[i].self_attn
+            a = text_model(same).layers[i].self_attn
             if not a.is_kv_shared_layer:
                 a.v_norm = a.k_norm
     diff = max_lp_diff(base, same, ids)
@@ -179,7 +199,7 @@ def check_features(arch, d, base, ids, load_f32, max_lp_diff):
     assert diff > 0.1
     with torch.no_grad():
         scaled = load_f32(d)
-        for m in scaled.model.layers:
+        for m in text_model(scaled).layers:
             m.layer_scalar.fill_(1.0)
     diff = max_lp_diff(base, scaled, ids)
     print(f"  {arch}: layer_scalar vs 1: max |dlogprob| {diff:.3f}")
@@ -191,7 +211,7 @@ def check_features(arch, d, base, ids, load_f32, max_lp_diff):
     if cfg.hidden_size_per_layer_input:
         with torch.no_grad():
             no_ple = load_f32(d)
-            for m in no_ple.model.layers:
+            for m in text_model(no_ple).layers:
                 m.per_layer_projection.weight.zero_()
         diff = max_lp_diff(base, no_ple, ids)
         print(f"  {arch}: per-layer inputs vs none: max |dlogprob| {diff:.3f}")
@@ -211,7 +231,7 @@ def check_features(arch, d, base, ids, load_f32, max_lp_diff):
         with torch.no_grad():
             for i in consumers:
                 producer = max(j for j in range(consumers[0]) if lt[j] == lt[i])
-                a, p = own.model.layers[i].self_attn, own.model.layers[producer].self_attn
+                a, p = text_model(own).layers[i].self_attn, text_model(own).layers[producer].self_attn
                 a.k_proj, a.v_proj = copy.deepcopy(p.k_proj), copy.deepcopy(p.v_proj)
                 a.k_norm, a.v_norm = copy.deepcopy(p.k_norm), copy.deepcopy(p.v_norm)
                 a.is_kv_shared_layer = False
@@ -221,13 +241,15 @@ def check_features(arch, d, base, ids, load_f32, max_lp_diff):
         assert diff > 0.1
     if cfg.enable_moe_block:
         check_moe(arch, base, ids)
+    if arch in COMPOSITE:
+        print(f"  {arch}: reference class {type(base).__name__} (the hub's composite)")
 
 
 @torch.no_grad()
 def check_moe(arch, base, ids):
     """Decisive routing: the least gap between the k-th and (k+1)-th router probability over the
     prompt, in every layer, is far above f32 rounding."""
-    k = base.config.top_k_experts
+    k = base.config.get_text_config().top_k_experts
     gaps = []
     hooks = []
 
@@ -236,7 +258,7 @@ def check_moe(arch, base, ids):
         top = torch.topk(probs.float(), k + 1, dim=-1).values
         gaps.append(float((top[:, k - 1] - top[:, k]).min()))
 
-    for m in base.model.layers:
+    for m in text_model(base).layers:
         hooks.append(m.router.register_forward_hook(hook))
     base(torch.tensor([ids]), use_cache=False)
     for h in hooks:

@@ -236,3 +236,21 @@ fn bidirectional_text_attention_is_refused() {
     let err = hf_config(&composite(text)).unwrap_err().to_string();
     assert!(err.contains("use_bidirectional_attention"), "{err}");
 }
+
+/// The fixtures (fixtures/arch/gemma4: the text-only class; gemma4_moe: the hub's composite)
+/// read the same from their config.json and from transformers' own save of it.
+#[test]
+fn the_fixtures_read_the_same_from_both_layouts() {
+    for arch in ["gemma4", "gemma4_moe"] {
+        let dir = crate::testing::repo_root().join("fixtures/arch").join(arch);
+        let read = |file: &str| {
+            let text = std::fs::read_to_string(dir.join(file)).unwrap();
+            hf_config(&text).unwrap_or_else(|e| panic!("{arch} {file}: {e}"))
+        };
+        assert_eq!(
+            read("config.json"),
+            read("config.transformers5.json"),
+            "{arch}"
+        );
+    }
+}

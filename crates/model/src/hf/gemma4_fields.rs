@@ -18,6 +18,9 @@ pub struct Gemma4Fields {
     pub hidden_size_per_layer_input: Option<usize>,
     pub vocab_size_per_layer_input: Option<usize>,
     pub enable_moe_block: Option<bool>,
+    /// transformers 5's save of the two above: per layer index (a string), the overrides
+    /// `head_dim` and `num_key_value_heads` (it then ignores `global_head_dim`).
+    pub per_layer_config: Option<serde_json::Map<String, Value>>,
     /// `"all"` or `"vision"`: bidirectional attention (not implemented for text).
     pub use_bidirectional_attention: Option<Value>,
 }

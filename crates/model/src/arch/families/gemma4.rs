@@ -116,15 +116,21 @@ fn gemma4_config(c: &HfConfig) -> Result<ModelConfig, HfError> {
     if let Some(last) = windows.last_mut() {
         *last = None;
     }
-    let global_head_dim = g.global_head_dim.unwrap_or(DEFAULT_GLOBAL_HEAD_DIM);
     let keys_are_values = g.attention_k_eq_v.unwrap_or(false);
     let kv_heads = c.num_key_value_heads.unwrap_or(c.num_attention_heads);
+    let (global_head_dim, global_kv_heads) = match &g.per_layer_config {
+        Some(overrides) => global_overrides(c, overrides, &windows)?,
+        None => (
+            g.global_head_dim.unwrap_or(DEFAULT_GLOBAL_HEAD_DIM),
+            match keys_are_values {
+                true => g.num_global_key_value_heads.unwrap_or(kv_heads),
+                false => kv_heads,
+            },
+        ),
+    };
     let global = GlobalAttention {
         head_dim: global_head_dim,
-        num_kv_heads: match keys_are_values {
-            true => g.num_global_key_value_heads.unwrap_or(kv_heads),
-            false => kv_heads,
-        },
+        num_kv_heads: global_kv_heads,
         values_are_keys: keys_are_values,
         rope_pairs: global_rope_pairs(c, global_head_dim)?,
     };
@@ -169,6 +175,40 @@ fn gemma4_config(c: &HfConfig) -> Result<ModelConfig, HfError> {
         moe,
         linear_attention: None,
     }))
+}
+
+/// The global layers' head size and KV heads from transformers 5's `per_layer_config`
+/// (layer index -> `head_dim`, `num_key_value_heads`): the same on every full-attention layer
+/// and none on a sliding one, as transformers writes them; anything else is refused.
+fn global_overrides(
+    c: &HfConfig,
+    overrides: &serde_json::Map<String, serde_json::Value>,
+    windows: &[Option<usize>],
+) -> Result<(usize, usize), HfError> {
+    let field = "per_layer_config";
+    let base = (c.head_dim(), c.num_key_value_heads.unwrap_or(c.num_attention_heads));
+    let mut global = None;
+    for (layer, window) in windows.iter().enumerate() {
+        let entry = overrides.get(&layer.to_string());
+        let read = |key: &str, default: usize| {
+            entry
+                .and_then(|e| e.get(key))
+                .and_then(serde_json::Value::as_u64)
+                .map_or(default, |v| v as usize)
+        };
+        let shape = (read("head_dim", base.0), read("num_key_value_heads", base.1));
+        match window {
+            Some(_) if shape != base => {
+                return Err(unsupported(field, layer, "a sliding layer with its own head shape"))
+            }
+            Some(_) => {}
+            None if global.is_some_and(|g| g != shape) => {
+                return Err(unsupported(field, layer, "global layers of different head shapes"))
+            }
+            None => global = Some(shape),
+        }
+    }
+    Ok(global.unwrap_or(base))
 }
 
 /// Frequency pairs a global layer turns: transformers' `int(partial_rotary_factor * head_dim

@@ -19,7 +19,7 @@ use crate::attention_layer::{self, AttentionScratch, RopeTables, StepTokens};
 use crate::kernels::activation::gated;
 use crate::kernels::matmul::{matmul, matmul_group, MatmulJob};
 use crate::kernels::norm::rms_norm;
-use crate::kernels::rope::Rope;
+use crate::kernels::rope::{self, Rope};
 use crate::kv_cache::KvCache;
 use crate::linear_attention::{self, LinearScratch, StateCache};
 use crate::model_weights::{Mixer, Mlp, ModelWeights};
@@ -63,12 +63,13 @@ pub struct Workspace {
     proj: Vec<f32>,
     gate: Vec<f32>,
     up: Vec<f32>,
-    /// Per rope of `Model::ropes`, a cos/sin table per token.
+    /// Per rope of `Model::ropes`, a cos/sin table per token (`rope::table_layout`), and the
+    /// tokens' positions they are for.
     cos_sin: Vec<f32>,
+    positions: Vec<usize>,
     logit_rows: Vec<usize>,
     moe: MoeScratch,
-    /// Gemma 4: the step's token ids, their per-layer inputs, the experts beside the MLP.
-    ids: Vec<u32>,
+    /// Gemma 4: the step's per-layer inputs, the experts beside the MLP.
     per_layer_inputs: Vec<f32>,
     per_layer: PerLayerScratch,
     beside: BesideScratch,
@@ -220,35 +221,19 @@ impl Model {
                 row.iter_mut().for_each(|v| *v *= self.embedding_scale);
             }
         }
-        // Each rope's tables (`2 * inv_freq` wide: Gemma 4's global layers have wider heads)
-        // one after the other.
-        let widths: Vec<usize> = self.ropes.iter().map(|r| 2 * r.inv_freq().len()).collect();
-        let offsets: Vec<usize> = widths
-            .iter()
-            .scan(0, |at, w| {
-                let here = *at;
-                *at += n * w;
-                Some(here)
-            })
-            .collect();
-        let cos_sin = sized(&mut ws.cos_sin, widths.iter().sum::<usize>() * n);
-        for ((rope, &w), &at) in self.ropes.iter().zip(&widths).zip(&offsets) {
-            let tables = &mut cos_sin[at..at + n * w];
-            for ((_, pos), table) in ws.tokens.iter().zip(tables.chunks_exact_mut(w)) {
-                rope.table(*pos, table);
-            }
-        }
+        ws.positions.clear();
+        ws.positions.extend(ws.tokens.iter().map(|&(_, pos)| pos));
+        let layout = rope::table_layout(&self.ropes, n);
+        let cos_sin = sized(&mut ws.cos_sin, layout.iter().map(|(_, w)| n * w).sum());
+        rope::fill_tables(&self.ropes, &layout, &ws.positions, cos_sin);
         if let Some(tables) = &self.weights.per_layer {
-            ws.ids.clear();
-            ws.ids.extend(
-                ws.tokens
-                    .iter()
-                    .map(|&(b, pos)| batch[b].tokens[pos - batch[b].start_pos]),
-            );
-            let all = tables.spec.layers * tables.spec.width;
-            let inputs = sized(&mut ws.per_layer_inputs, n * all);
+            let ids = ws
+                .tokens
+                .iter()
+                .map(|&(b, pos)| batch[b].tokens[pos - batch[b].start_pos]);
+            let inputs = sized(&mut ws.per_layer_inputs, n * tables.len());
             tables
-                .compute(isa, &ws.ids, x, self.norm.eps, &mut ws.per_layer, inputs)
+                .compute(isa, ids, x, self.norm.eps, &mut ws.per_layer, inputs)
                 .map_err(|e| BackendError(e.to_string()))?;
         }
 
@@ -261,6 +246,11 @@ impl Model {
                 batch,
                 tokens: &ws.tokens,
             };
+            // (a linear-attention layer has no rope: its entry is never read)
+            let (rope_at, rope_width) = layout
+                .get(self.layer_rope[layer_index])
+                .copied()
+                .unwrap_or_default();
             match &layer.mixer {
                 Mixer::Attention(a) => attention_layer::forward(
                     isa,
@@ -270,9 +260,8 @@ impl Model {
                     &step,
                     &RopeTables {
                         rope: &self.ropes[self.layer_rope[layer_index]],
-                        tables: &cos_sin[offsets[self.layer_rope[layer_index]]..]
-                            [..n * widths[self.layer_rope[layer_index]]],
-                        width: widths[self.layer_rope[layer_index]],
+                        tables: &cos_sin[rope_at..rope_at + n * rope_width],
+                        width: rope_width,
                     },
                     normed,
                     n,
@@ -363,7 +352,7 @@ impl Model {
                 layer.post_norms.as_ref().map(|p| &p[1]),
             );
             if let (Some(p), Some(tables)) = (&layer.per_layer_input, &self.weights.per_layer) {
-                let inputs = &ws.per_layer_inputs[..n * tables.spec.layers * tables.spec.width];
+                let inputs = &ws.per_layer_inputs[..n * tables.len()];
                 p.apply(isa, x, inputs, layer_index, n, eps, &mut ws.per_layer);
             }
             if let Some(scale) = layer.output_scale {

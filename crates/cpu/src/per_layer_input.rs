@@ -41,6 +41,7 @@ pub struct PerLayerWeights {
 /// Scratch, reused from step to step (only grows).
 #[derive(Default)]
 pub struct PerLayerScratch {
+    ids: Vec<u32>,
     projected: Vec<f32>,
     gate: Vec<f32>,
     input: Vec<f32>,
@@ -78,19 +79,25 @@ impl PerLayerTables {
         self.embed.bytes().len() + self.proj.bytes().len() + self.norm.len() * 4
     }
 
-    /// Every token's inputs of every layer, `out`: `[n, layers * width]`. `tokens[t]` is the
-    /// id of token `t`, `x0` its scaled embedding (`[n, hidden]`).
-    #[allow(clippy::too_many_arguments)]
+    /// Floats of one token's inputs: every layer's.
+    pub fn len(&self) -> usize {
+        self.spec.layers * self.spec.width
+    }
+
+    /// Every token's inputs of every layer, `out`: `[n, layers * width]`. `tokens` are the
+    /// step's token ids, `x0` their scaled embeddings (`[n, hidden]`).
     pub fn compute(
         &self,
         isa: Isa,
-        tokens: &[u32],
+        tokens: impl Iterator<Item = u32>,
         x0: &[f32],
         eps: f32,
         scratch: &mut PerLayerScratch,
         out: &mut [f32],
     ) -> anyhow::Result<()> {
-        let n = tokens.len();
+        scratch.ids.clear();
+        scratch.ids.extend(tokens);
+        let n = scratch.ids.len();
         let (width, all) = (self.spec.width, self.spec.layers * self.spec.width);
         let projected = sized(&mut scratch.projected, n * all);
         matmul(isa, x0, n, &self.proj, projected);
@@ -101,7 +108,8 @@ impl PerLayerTables {
         rms_norm_in_place(isa, projected, &self.norm, eps);
         let embed_scale = (width as f64).sqrt() as f32;
         let combine = std::f64::consts::FRAC_1_SQRT_2 as f32;
-        for ((&token, row), proj) in tokens
+        for ((&token, row), proj) in scratch
+            .ids
             .iter()
             .zip(out.chunks_exact_mut(all))
             .zip(projected.chunks_exact(all))

@@ -49,6 +49,36 @@ impl Rope {
     }
 }
 
+/// Where each rope's cos/sin tables of a step's `n` tokens lie in one buffer: `(offset,
+/// width)` per rope, `width = 2 * inv_freq` (ropes of wider heads, Gemma 4's global layers,
+/// have wider tables), each rope's `n` tables one after the other.
+pub fn table_layout(ropes: &[Rope], n: usize) -> Vec<(usize, usize)> {
+    let mut at = 0;
+    ropes
+        .iter()
+        .map(|r| {
+            let width = 2 * r.inv_freq().len();
+            at += n * width;
+            (at - n * width, width)
+        })
+        .collect()
+}
+
+/// Fills `buf` as `layout` lays it out, for tokens at `positions`.
+pub fn fill_tables(
+    ropes: &[Rope],
+    layout: &[(usize, usize)],
+    positions: &[usize],
+    buf: &mut [f32],
+) {
+    for (rope, &(at, width)) in ropes.iter().zip(layout) {
+        let tables = &mut buf[at..at + positions.len() * width];
+        for (&pos, table) in positions.iter().zip(tables.chunks_exact_mut(width)) {
+            rope.table(pos, table);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -295,6 +295,31 @@ fn gemma4_kv_sharing_layers_allocate_no_kv() {
     assert_eq!(backend.kv_bytes_per_token(), per_token(32 + 32 + 32));
 }
 
+/// `--load-format dummy` of the Gemma 4 configs: the plan names every tensor the CPU reads
+/// (per-layer tables, scales, the experts' norms) and the model runs on them.
+#[test]
+fn gemma4_dummy_weights_run() {
+    for arch in ["gemma4", "gemma4_moe"] {
+        let dir = repo_root().join("fixtures/arch").join(arch);
+        let config = ferrite_model::dummy::config_for(dir.to_str().unwrap()).unwrap();
+        let weights = ferrite_model::dummy::generate(&config, 7);
+        let mut backend = CpuBackend::new(config, weights, 2).unwrap();
+        backend.init_kv_cache(2, PAGE_SIZE).unwrap();
+        let tokens: Vec<u32> = (10..30).collect();
+        let out = backend
+            .forward(&[SeqBatch {
+                tokens: &tokens,
+                start_pos: 0,
+                block_table: &[0, 1],
+                state_slot: None,
+                state_copy: Default::default(),
+                logits: LogitsRequest::Last,
+            }])
+            .unwrap();
+        assert!(out.row(0).iter().all(|l| l.is_finite()), "{arch}");
+    }
+}
+
 /// FP8 checkpoints (scripts/make_fp8_fixtures.py): qwen3's weights in Hugging Face's `fp8`
 /// layout (16 x 32 block scales, `weight_scale_inv`) and llama's in compressed-tensors'
 /// (per-channel `weight_scale`), against transformers in f32 on the dequantized weights.

@@ -18,7 +18,9 @@
 // ctx_len 0 (graph padding) writes zeros.
 // With a sliding window w > 0 the query (at position ctx_len - 1) sees only keys
 // ctx_len - w .. ctx_len - 1, and the splits divide just that range: pages wholly outside
-// the window are never read. `scale_log2` is the score scale times log2(e).
+// the window are never read. `scale_log2` is the score scale times log2(e). With `sinks`
+// (gpt-oss: f32 [num_heads], else NULL) a head's denominator also gets its sink, once: where
+// the output is written (common.cuh, sink_share).
 //
 // Cache layout per layer: [num_pages][num_kv_heads][page_size][HD] bf16. Sequence s owns the
 // pages pages[page_offsets[s]..]: position p lives in page pages[page_offsets[s] + p / page_size].
@@ -96,7 +98,8 @@ __device__ __forceinline__ void decode_attention(
     const bf16* __restrict__ v_cache, const i32* __restrict__ pages, const i32* __restrict__ page_offsets,
     const i32* __restrict__ ctx_lens, const i32* __restrict__ q_rows, bf16* __restrict__ out,
     float* __restrict__ part_acc, float* __restrict__ part_ml, i32* __restrict__ seq_splits_out,
-    int num_kv_heads, int group, int page_size, float scale_log2, int window) {
+    int num_kv_heads, int group, int page_size, float scale_log2, int window,
+    const float* __restrict__ sinks) {
     typedef DecodeShape<HD> S;
     __shared__ float s_scores[DEC_MAX_GROUP][S::TILE];
     __shared__ float s_m[DEC_MAX_GROUP], s_l[DEC_MAX_GROUP], s_corr[DEC_MAX_GROUP];
@@ -262,7 +265,7 @@ __device__ __forceinline__ void decode_attention(
         for (int k = 0; k < S::KG; ++k) total += s_red[k][g][d];
         const int head = kvh * group + g;
         if (seq_splits == 1) {
-            const float l = s_l[g];
+            const float l = s_l[g] + sink_share(sinks, head, s_m[g]);
             out[((i64)q_row * num_heads + head) * HD + d] =
                 __float2bfloat16_rn(l > 0.0f ? total / l : 0.0f);
         } else {
@@ -283,10 +286,10 @@ __device__ __forceinline__ void decode_attention(
         const i32* __restrict__ ctx_lens, const i32* __restrict__ q_rows,                     \
         bf16* __restrict__ out, float* __restrict__ part_acc, float* __restrict__ part_ml,    \
         i32* __restrict__ seq_splits_out, int num_kv_heads, int group, int page_size,         \
-        float scale_log2, int window) {                                                       \
+        float scale_log2, int window, const float* __restrict__ sinks) {                      \
         decode_attention<HD>(q, k_cache, v_cache, pages, page_offsets, ctx_lens, q_rows, out, \
                              part_acc, part_ml, seq_splits_out, num_kv_heads, group,          \
-                             page_size, scale_log2, window);                                  \
+                             page_size, scale_log2, window, sinks);                           \
     }
 DECODE_KERNEL(16)
 DECODE_KERNEL(32)
@@ -302,7 +305,8 @@ DECODE_KERNEL(256)
 // Element d of a head's output from its `splits` partials, one split after the other.
 __device__ __forceinline__ float combine_short(const float* __restrict__ part_acc,
                                                const float* __restrict__ part_ml, i64 first,
-                                               int splits, int head_dim, int d) {
+                                               int splits, int head_dim, int d,
+                                               const float* __restrict__ sinks, int head) {
     float m_max = NEG_INF;
     for (int s = 0; s < splits; ++s) m_max = fmaxf(m_max, part_ml[(first + s) * 2]);
     float num = 0.0f, den = 0.0f;
@@ -314,6 +318,7 @@ __device__ __forceinline__ float combine_short(const float* __restrict__ part_ac
             num += w * part_acc[(first + s) * head_dim + d];
             den += w * part_ml[(first + s) * 2 + 1];
         }
+        den += sink_share(sinks, head, m_max);
     }
     return den > 0.0f ? num / den : 0.0f;
 }
@@ -331,7 +336,8 @@ extern "C" __global__ void attention_decode_reduce(const float* __restrict__ par
                                                    const i32* __restrict__ seq_splits,
                                                    const i32* __restrict__ q_rows,
                                                    bf16* __restrict__ out, int num_splits,
-                                                   int head_dim) {
+                                                   int head_dim,
+                                                   const float* __restrict__ sinks) {
     __shared__ float s_m[DEC_MAX_SPLITS], s_l[DEC_MAX_SPLITS], s_w[DEC_MAX_SPLITS];
     __shared__ float s_den;
     pdl_enter();
@@ -342,7 +348,8 @@ extern "C" __global__ void attention_decode_reduce(const float* __restrict__ par
     const i64 first = ((i64)seq * num_heads + head) * num_splits;
     bf16* dst = out + ((i64)q_rows[seq] * num_heads + head) * head_dim + d;
     if (splits <= SHORT_SPLITS) {
-        *dst = __float2bfloat16_rn(combine_short(part_acc, part_ml, first, splits, head_dim, d));
+        *dst = __float2bfloat16_rn(
+            combine_short(part_acc, part_ml, first, splits, head_dim, d, sinks, head));
         return;
     }
     for (int s = d; s < splits; s += blockDim.x) {
@@ -366,7 +373,7 @@ extern "C" __global__ void attention_decode_reduce(const float* __restrict__ par
             s_w[s] = w;
             if (used) den += w * s_l[s];
         }
-        s_den = den;
+        s_den = den + sink_share(sinks, head, m_max);
     }
     __syncthreads();
     float num = 0.0f;

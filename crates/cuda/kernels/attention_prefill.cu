@@ -16,7 +16,8 @@
 // chunked and whole prompts give the same bits.
 // With a sliding window w > 0 a row at position p sees keys p - w < key <= p only, and the
 // block starts at the key tile holding the first key its earliest row sees. `scale_log2` is the score scale times
-// log2(e).
+// log2(e). With `sinks` (gpt-oss: f32 [num_heads], else NULL) each row's denominator also
+// gets its head's sink (common.cuh, sink_share).
 //
 // Fragment layout of mma.m16n8k16 (g = lane / 4, t = lane % 4):
 //   A (16x16): a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..), a3 = (g+8, 2t+8..)
@@ -114,7 +115,7 @@ __device__ __forceinline__ void prefill_attention(
     const bf16* __restrict__ v_cache, const i32* __restrict__ pages, const i32* __restrict__ page_offsets,
     const i32* __restrict__ q_starts, const i32* __restrict__ q_lens,
     const i32* __restrict__ pos0s, bf16* __restrict__ out, int num_kv_heads, int group,
-    int page_size, float scale_log2, int window) {
+    int page_size, float scale_log2, int window, const float* __restrict__ sinks) {
     pdl_enter();
     using T = PrefillTile<HD>;
     constexpr int MT = T::MT, ROWS = T::ROWS, KEYS = T::KEYS, STRIDE = T::STRIDE;
@@ -348,7 +349,8 @@ __device__ __forceinline__ void prefill_attention(
         for (int h = 0; h < 2; ++h) {
             const int r = row_of(mt, h);
             if (r >= rows) continue;
-            const float inv = l[mt][h] > 0.0f ? 1.0f / l[mt][h] : 0.0f;
+            const float den = l[mt][h] + sink_share(sinks, kvh * group + r % group, m[mt][h]);
+            const float inv = den > 0.0f ? 1.0f / den : 0.0f;
             bf16* dst = out + q_offset(r);
 #pragma unroll
             for (int n = 0; n < NT_O; ++n) {
@@ -365,10 +367,10 @@ __device__ __forceinline__ void prefill_attention(
         const bf16* __restrict__ v_cache, const i32* __restrict__ pages, const i32* __restrict__ page_offsets,               \
         const i32* __restrict__ q_starts, const i32* __restrict__ q_lens,                     \
         const i32* __restrict__ pos0s, bf16* __restrict__ out, int num_kv_heads, int group,   \
-        int page_size, float scale_log2, int window) {                                        \
+        int page_size, float scale_log2, int window, const float* __restrict__ sinks) {       \
         prefill_attention<HD>(q, k_cache, v_cache, pages, page_offsets, q_starts, q_lens,     \
                               pos0s, out, num_kv_heads, group, page_size, scale_log2,         \
-                              window);                                                        \
+                              window, sinks);                                                 \
     }
 PREFILL_KERNEL(16)
 PREFILL_KERNEL(32)

@@ -74,6 +74,14 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 // -inf without <math.h> (NVRTC has none).
 #define NEG_INF __int_as_float(0xff800000)
 
+// gpt-oss's attention sinks: a learned logit per head that joins the softmax's denominator
+// (and no numerator). With scores in log2 units and the row's running maximum m, its share is
+// 2^(sink log2(e) - m); 0 without sinks (NULL) or before the row saw any key.
+__device__ __forceinline__ float sink_share(const float* __restrict__ sinks, int head, float m) {
+    if (sinks == nullptr || m == NEG_INF) return 0.0f;
+    return exp2f(fmaf(sinks[head], 1.4426950408889634f, -m));
+}
+
 // Programmatic dependent launch (sm_90). The host launches every kernel with programmatic
 // stream serialization, so a kernel's blocks may be scheduled while its predecessor is still
 // draining, hiding the launch gap between the ~300 small kernels of a decode step. The rule

@@ -1,35 +1,29 @@
-// The mixture-of-experts MLP (qwen3_moe, qwen2_moe, mixtral), in four kernels that a decode
-// graph can capture (every grid is fixed by the token count; no host ever reads the routing):
+// The mixture-of-experts MLP (qwen3_moe, qwen2_moe, mixtral, gpt-oss), in four kernels that
+// a decode graph can capture (every grid is fixed by the token count; no host ever reads the
+// routing):
 //
-//   moe_route_group  router logits -> each token's k experts and weights (a warp a token),
-//                    then the n k choices sorted by expert (stable) and the work items: runs
-//                    of at most 8 (decode) or 32 (prefill) rows of one expert (one block)
-//   moe_gate_up      act[row] = SwiGLU(W_gate[e] x, W_up[e] x) for every routed row, e its
-//                    expert: one launch for all the experts, a grid row per work item
-//   moe_down         y[row] = W_down[e] act[row], the same way
+//   moe_route_group  router logits (+ bias) -> each token's k experts and weights (a warp a
+//                    token), then the n k choices sorted by expert (stable) and the work
+//                    items: runs of at most 8 (decode) or 32 (prefill) rows of one expert
+//   moe_gate_up_*    the experts' gate/up and activation, every expert in one launch
+//   moe_down_*       the experts' down projection, the same way (both in moe_experts.cu)
 //   moe_combine      out[t] = sum over t's choices, in expert-id order, of weight * y[its row]
 //                    (+ sigmoid(shared gate) * the shared expert's output, qwen2_moe)
 //
 // The routing follows the CPU backend (crates/cpu/src/moe/routing.rs) and transformers: f32
 // softmax over all experts, the k largest (ties to the lower id), optionally divided by their
-// sum taken in rank order, then the choices sorted by expert id.
-//
-// The products are gemv_mma.cu's skinny tensor-core product with an expert per work item: a
-// warp takes 16 weight rows, the mma's columns are the item's rows (tokens, 8 per fragment),
-// and each weight is read once per item. A row's sum order depends on k and the split alone, never on
-// how many other rows share its expert or step: a token's output does not depend on which
-// other tokens were routed with it. k need only be a multiple of 8: the last 128-element
-// block is zero-filled past k.
+// sum taken in rank order, then the choices sorted by expert id. (gpt-oss's softmax over its
+// top-k logits is that with the division.)
 #include "common.cuh"
-#include "quant.cuh"
-#include "mma.cuh"
 
 #define MOE_MAX_EXPERTS 256
 #define MOE_MAX_K 8
 
 // One warp routes one token: writes its k experts (by id) and weights at ids/weights[tok k].
-// k <= MOE_MAX_K, experts <= MOE_MAX_EXPERTS.
-__device__ __forceinline__ void route_token(const float* __restrict__ logits, int experts, int k,
+// k <= MOE_MAX_K, experts <= MOE_MAX_EXPERTS. `bias` (gpt-oss's router bias, f32 [experts])
+// is added to the logits when not NULL.
+__device__ __forceinline__ void route_token(const float* __restrict__ logits,
+                                            const float* __restrict__ bias, int experts, int k,
                                             int normalize, int tok, i32* __restrict__ ids,
                                             float* __restrict__ weights) {
     const int lane = threadIdx.x & 31;
@@ -40,7 +34,7 @@ __device__ __forceinline__ void route_token(const float* __restrict__ logits, in
 #pragma unroll
     for (int i = 0; i < PER_LANE; ++i) {
         const int e = lane + 32 * i;
-        p[i] = e < experts ? row[e] : NEG_INF;
+        p[i] = e < experts ? row[e] + (bias != nullptr ? bias[e] : 0.0f) : NEG_INF;
         m = fmaxf(m, p[i]);
     }
     m = warp_max(m);
@@ -129,7 +123,8 @@ extern "C" __global__ void __launch_bounds__(1024)
                     i32* __restrict__ ids, float* __restrict__ weights,
                     i32* __restrict__ row_of_choice, i32* __restrict__ token_of_row,
                     int4* __restrict__ items, int chunk, int max_items,
-                    const i32* __restrict__ slots, u64* __restrict__ load) {
+                    const i32* __restrict__ slots, u64* __restrict__ load,
+                    const float* __restrict__ bias) {
     __shared__ int s_count[MOE_MAX_EXPERTS];
     __shared__ int s_real[MOE_MAX_EXPERTS];  // choices of tokens with a KV slot (not padding)
     __shared__ int s_next[MOE_MAX_EXPERTS];
@@ -137,7 +132,7 @@ extern "C" __global__ void __launch_bounds__(1024)
     pdl_enter();
     const int tid = threadIdx.x, lane = tid & 31;
     for (int tok = tid >> 5; tok < n; tok += blockDim.x >> 5) {
-        route_token(logits, experts, k, normalize, tok, ids, weights);
+        route_token(logits, bias, experts, k, normalize, tok, ids, weights);
         __syncwarp();
     }
     const int total = n * k;
@@ -215,192 +210,6 @@ extern "C" __global__ void __launch_bounds__(1024)
         __syncwarp();
     }
 }
-
-// One lane's words of one 128-element block: 32 weights of tile rows g and g + 8, and 32 x
-// values of each of its NF item rows g, g + 8, .. (zero past k and past the item's rows).
-template <int NF>
-struct MoeLane {
-    uint4 w0[4], w8[4], x[NF][4];
-};
-
-// The item's product over k for its rows j = 8 f + g (f < NF), left in
-// s_part[warp][tile row][j] for every warp: tile rows g and g + 8 read from `r0` and `r8`
-// (uint4 pointers at this lane's first word), item row 8 f + g from `xg[f]` when it exists
-// (f < nx). Each output's sum order depends on k and SPLIT alone, not on NF or the item's size
-// (an mma column's sums do not depend on the other columns). A barrier ends it.
-template <int SPLIT, int NF>
-__device__ __forceinline__ void moe_tile_product(const SkinnyTile<SPLIT, 16>& tile,
-                                                 const uint4* r0, const uint4* r8,
-                                                 const uint4* const (&xg)[NF], int nx, int k,
-                                                 float (*s_part)[16][8 * NF]) {
-    const int g = tile.g, t = tile.t;
-    const uint4 zero = make_uint4(0, 0, 0, 0);
-    // Word i of block b holds elements 128 b + 32 t + 8 i .. + 7 (whole words: k % 8 == 0).
-    auto load = [&](MoeLane<NF>& l, int b) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const bool ok = 128 * b + 32 * t + 8 * i < k;
-            l.w0[i] = ok ? __ldcs(r0 + 16 * b + i) : zero;
-            l.w8[i] = ok ? __ldcs(r8 + 16 * b + i) : zero;
-#pragma unroll
-            for (int f = 0; f < NF; ++f) l.x[f][i] = ok && f < nx ? __ldg(xg[f] + 16 * b + i) : zero;
-        }
-    };
-    float c[NF][4];
-#pragma unroll
-    for (int f = 0; f < NF; ++f) c[f][0] = c[f][1] = c[f][2] = c[f][3] = 0.0f;
-    auto consume = [&](const MoeLane<NF>& l) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            const int i = j >> 1, lo = 2 * (j & 1);
-#pragma unroll
-            for (int f = 0; f < NF; ++f)
-                mma_bf16(c[f], word_of(l.w0[i], lo), word_of(l.w8[i], lo),
-                         word_of(l.w0[i], lo + 1), word_of(l.w8[i], lo + 1),
-                         word_of(l.x[f][i], lo), word_of(l.x[f][i], lo + 1));
-        }
-    };
-    const int b_begin = tile.b_begin, b_end = tile.b_end;
-    if constexpr (NF == 1) {
-        // Two blocks' words in registers, ping-ponged: one multiplied while the other's fly.
-        MoeLane<NF> la, lb;
-        if (b_begin < b_end) load(la, b_begin);
-        for (int b = b_begin; b < b_end; b += 2) {
-            if (b + 1 < b_end) load(lb, b + 1);
-            consume(la);
-            if (b + 1 >= b_end) break;
-            if (b + 2 < b_end) load(la, b + 2);
-            consume(lb);
-        }
-    } else {
-        // Four fragments' words fill the registers: one block at a time, the other warps on
-        // the SM hide the loads.
-        MoeLane<NF> l;
-        for (int b = b_begin; b < b_end; ++b) {
-            load(l, b);
-            consume(l);
-        }
-    }
-#pragma unroll
-    for (int f = 0; f < NF; ++f) {
-        s_part[tile.warp][g][8 * f + 2 * t] = c[f][0];
-        s_part[tile.warp][g][8 * f + 2 * t + 1] = c[f][1];
-        s_part[tile.warp][g + 8][8 * f + 2 * t] = c[f][2];
-        s_part[tile.warp][g + 8][8 * f + 2 * t + 1] = c[f][3];
-    }
-    __syncthreads();
-}
-
-__device__ __forceinline__ const uint4* moe_row(const bf16* w, i64 row, int k, int t) {
-    return reinterpret_cast<const uint4*>(w + row * k) + 4 * t;
-}
-
-// gate/up with SwiGLU in the epilogue: a warp's tile is 8 intermediate columns i0 .. i0 + 7,
-// its rows g < 8 the gate rows and g + 8 the up rows of column i0 + g, so the gate and up sums
-// of column i meet in shared memory and act[row j, i] = bf16(silu(gate) * up) (the dense
-// path's gated_activation.cu formula). `gate` and `up` are [experts, width, k]; x's row of
-// item row j is token_of_row[first + j]. An item has at most 8 NF rows.
-template <int SPLIT, int NF>
-__device__ __forceinline__ void moe_gate_up(const bf16* __restrict__ gate,
-                                            const bf16* __restrict__ up, int width,
-                                            const bf16* __restrict__ x,
-                                            const i32* __restrict__ token_of_row,
-                                            const int4* __restrict__ items,
-                                            bf16* __restrict__ act, int k) {
-    __shared__ float s_part[8][16][8 * NF];  // [warp][tile row][item row]
-    pdl_enter();
-    const int4 item = items[blockIdx.y];
-    const int expert = item.x, first = item.y, n = item.z;
-    if (n == 0) return;  // uniform over the block
-    const SkinnyTile<SPLIT, 16> tile((k + 127) / 128);
-    const int g = tile.g, t = tile.t, i0 = tile.row0 / 2;
-    const i64 col = (i64)expert * width + min(i0 + g, width - 1);  // past the end: not written
-    const uint4* xg[NF];
-    int nx = 0;
-#pragma unroll
-    for (int f = 0; f < NF; ++f) {
-        const int j = 8 * f + g;
-        xg[f] = moe_row(x, j < n ? token_of_row[first + j] : 0, k, t);
-        nx += j < n;
-    }
-    moe_tile_product<SPLIT, NF>(tile, moe_row(gate, col, k, t), moe_row(up, col, k, t), xg, nx,
-                                k, s_part);
-    if (tile.part != 0) return;
-#pragma unroll
-    for (int i = 0; i < 2 * NF; ++i) {
-        const int pair = tile.lane + 32 * i, c = pair / (8 * NF), j = pair % (8 * NF);
-        float gv = 0.0f, uv = 0.0f;
-#pragma unroll
-        for (int s = 0; s < SPLIT; ++s) {
-            gv += s_part[tile.warp + s][c][j];
-            uv += s_part[tile.warp + s][c + 8][j];
-        }
-        if (j < n && i0 + c < width)
-            act[(i64)(first + j) * width + i0 + c] =
-                __float2bfloat16_rn(gv / (1.0f + __expf(-gv)) * uv);
-    }
-}
-
-// down: y[first + j, r] = sum_c W_e[r, c] act[first + j, c], `down` [experts, rows, k].
-template <int SPLIT, int NF>
-__device__ __forceinline__ void moe_down(const bf16* __restrict__ down, int rows,
-                                         const bf16* __restrict__ act,
-                                         const int4* __restrict__ items, float* __restrict__ y,
-                                         int k) {
-    __shared__ float s_part[8][16][8 * NF];
-    pdl_enter();
-    const int4 item = items[blockIdx.y];
-    const int expert = item.x, first = item.y, n = item.z;
-    if (n == 0) return;
-    const SkinnyTile<SPLIT, 16> tile((k + 127) / 128);
-    const int g = tile.g, t = tile.t, row0 = tile.row0;
-    const i64 base = (i64)expert * rows;  // rows past the end read the last and are not written
-    const uint4* xg[NF];
-    int nx = 0;
-#pragma unroll
-    for (int f = 0; f < NF; ++f) {
-        const int j = 8 * f + g;
-        xg[f] = moe_row(act, j < n ? first + j : 0, k, t);
-        nx += j < n;
-    }
-    moe_tile_product<SPLIT, NF>(tile, moe_row(down, base + min(row0 + g, rows - 1), k, t),
-                                moe_row(down, base + min(row0 + g + 8, rows - 1), k, t), xg,
-                                nx, k, s_part);
-    if (tile.part != 0) return;
-    float* out = y + (i64)first * rows;
-#pragma unroll
-    for (int i = 0; i < 4 * NF; ++i) {
-        const int pair = tile.lane + 32 * i, r = pair / (8 * NF), j = pair % (8 * NF);
-        float total = 0.0f;
-#pragma unroll
-        for (int s = 0; s < SPLIT; ++s) total += s_part[tile.warp + s][r][j];
-        if (j < n && row0 + r < rows) out[(i64)j * rows + row0 + r] = total;
-    }
-}
-
-// Items of up to 8 (NF = 1, decode) or 32 rows (NF = 4, prefill: each weight read from L2 a
-// quarter as often). gate/up: grid = (ceil(width / (8 * 8 / SPLIT)), max_items); down: grid =
-// (ceil(rows / (16 * 8 / SPLIT)), max_items); block = 256 (8 warps).
-#define MOE_PRODUCT_KERNELS(SPLIT, NF, ROWS)                                                   \
-    extern "C" __global__ void __launch_bounds__(256) moe_gate_up_s##SPLIT##_r##ROWS(          \
-        const bf16* __restrict__ gate, const bf16* __restrict__ up, int width,                 \
-        const bf16* __restrict__ x, const i32* __restrict__ token_of_row,                      \
-        const int4* __restrict__ items, bf16* __restrict__ act, int k) {                       \
-        moe_gate_up<SPLIT, NF>(gate, up, width, x, token_of_row, items, act, k);               \
-    }                                                                                          \
-    extern "C" __global__ void __launch_bounds__(256) moe_down_s##SPLIT##_r##ROWS(             \
-        const bf16* __restrict__ down, int rows, const bf16* __restrict__ act,                 \
-        const int4* __restrict__ items, float* __restrict__ y, int k) {                        \
-        moe_down<SPLIT, NF>(down, rows, act, items, y, k);                                     \
-    }
-MOE_PRODUCT_KERNELS(1, 1, 8)
-MOE_PRODUCT_KERNELS(2, 1, 8)
-MOE_PRODUCT_KERNELS(4, 1, 8)
-MOE_PRODUCT_KERNELS(8, 1, 8)
-MOE_PRODUCT_KERNELS(1, 4, 32)
-MOE_PRODUCT_KERNELS(2, 4, 32)
-MOE_PRODUCT_KERNELS(4, 4, 32)
-MOE_PRODUCT_KERNELS(8, 4, 32)
 
 // grid = (ceil(hidden / 4 / 256), n), block = 256; hidden % 4 == 0. `shared_out` ([n, hidden])
 // and `shared_score` ([n]) are both NULL or both set.

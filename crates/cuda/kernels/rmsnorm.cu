@@ -1,5 +1,6 @@
 // RMSNorm, two kernels. add_rmsnorm: the residual add fused in front of it:
-//   x[r] += delta[r]            (when delta is given; the residual stream stays f32)
+//   x[r] += delta[r] (+ bias)   (when given; the residual stream stays f32; `bias` is the
+//                                preceding projection's, gpt-oss's attention output bias)
 //   out[r] = bf16(x[r] / sqrt(mean(x[r]^2) + eps) * weight)
 // `rows` (optional) picks which rows of x to normalise into out's consecutive rows: the
 // final norm runs only on the rows whose logits are wanted.
@@ -15,7 +16,7 @@
 extern "C" __global__ void add_rmsnorm(float* __restrict__ x, const float* __restrict__ delta,
                                        const float* __restrict__ weight,
                                        const i32* __restrict__ rows, bf16* __restrict__ out,
-                                       int hidden, float eps) {
+                                       int hidden, float eps, const float* __restrict__ bias) {
     __shared__ float scratch[32];
     const int r = rows ? rows[blockIdx.x] : blockIdx.x;
     const int n4 = hidden / 4;
@@ -32,6 +33,17 @@ extern "C" __global__ void add_rmsnorm(float* __restrict__ x, const float* __res
     pdl_enter();
     float4* xr = reinterpret_cast<float4*>(x + (i64)r * hidden);
     const float4* dr = delta ? reinterpret_cast<const float4*>(delta + (i64)r * hidden) : nullptr;
+    const float4* br = reinterpret_cast<const float4*>(bias);
+    // x + (delta + bias), the CPU's order (the projection's bias joins its output first).
+    auto add = [&](float4& v, int c) {
+        float4 d = dr ? dr[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (br) {
+            const float4 b = br[c];
+            d.x += b.x; d.y += b.y; d.z += b.z; d.w += b.w;
+        }
+        v.x += d.x; v.y += d.y; v.z += d.z; v.w += d.w;
+        xr[c] = v;
+    };
     __nv_bfloat162* o2 = reinterpret_cast<__nv_bfloat162*>(out + (i64)blockIdx.x * hidden);
     float sum_sq = 0.0f;
     if (in_registers) {
@@ -40,22 +52,14 @@ extern "C" __global__ void add_rmsnorm(float* __restrict__ x, const float* __res
             const int c = threadIdx.x + i * blockDim.x;
             if (c < n4) {
                 v[i] = xr[c];
-                if (dr) {
-                    const float4 d = dr[c];
-                    v[i].x += d.x; v[i].y += d.y; v[i].z += d.z; v[i].w += d.w;
-                    xr[c] = v[i];
-                }
+                if (dr || br) add(v[i], c);
                 sum_sq += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
             }
         }
     } else {
         for (int c = threadIdx.x; c < n4; c += blockDim.x) {
             float4 u = xr[c];
-            if (dr) {
-                const float4 d = dr[c];
-                u.x += d.x; u.y += d.y; u.z += d.z; u.w += d.w;
-                xr[c] = u;
-            }
+            if (dr || br) add(u, c);
             sum_sq += u.x * u.x + u.y * u.y + u.z * u.z + u.w * u.w;
         }
     }

@@ -87,9 +87,10 @@ impl Model<'_> {
         let eps = w.norm.eps;
         let o = s.offsets;
         let linear = |x, w: &Linear, y| self.gemm.linear(k, x, w, y, n, ws.dequant);
-        let norm = |delta, weight| AddRmsNormArgs {
+        let norm = |delta, bias, weight| AddRmsNormArgs {
             x: ws.x,
             delta,
+            bias,
             weight,
             rows: None,
             out: ws.xn,
@@ -142,11 +143,15 @@ impl Model<'_> {
         for (l, lw) in w.layers.iter().enumerate() {
             let post_norm = lw.post_norms.is_some();
             // The previous layer's down projection joins the residual here if still pending.
-            k.add_rmsnorm(&norm(delta_pending.then_some(ws.delta), lw.attn_norm))?;
+            k.add_rmsnorm(&norm(delta_pending.then_some(ws.delta), None, lw.attn_norm))?;
+            // The output projection's bias joins the residual with the next norm (no post-norm
+            // has one: launchers::supports).
+            let mut output_bias = None;
             match &lw.mixer {
                 Mixer::Attention(a) => {
                     self.enqueue_attention(s, l, a, &rows_maybe_bf16, &norm_rows)?;
                     delta_pending = into_residual(ws.attn, &a.wo, post_norm)?;
+                    output_bias = a.bo;
                 }
                 Mixer::LinearAttention(g) => {
                     let out = self.enqueue_linear_attention(s, g)?;
@@ -156,7 +161,8 @@ impl Model<'_> {
             if let Some(post) = lw.post_norms {
                 norm_rows(ws.delta, post.attention, 1, hidden, hidden)?;
             }
-            k.add_rmsnorm(&norm(delta_pending.then_some(ws.delta), lw.ffn_norm))?;
+            let delta = delta_pending.then_some(ws.delta);
+            k.add_rmsnorm(&norm(delta, output_bias, lw.ffn_norm))?;
             match &lw.mlp {
                 Mlp::Dense {
                     activation,
@@ -201,6 +207,7 @@ impl Model<'_> {
         let mask = AttentionMask {
             scale: spec.scale,
             window: spec.window.unwrap_or(0),
+            sinks: a.sinks,
         };
         // The per-head Q/K norms and the output gate read f32 rows.
         let f32_rows = a.qk_norm.is_some() || spec.output_gate;
@@ -353,6 +360,7 @@ impl Model<'_> {
             x: ws.x,
             // The last layer's down projection joins the residual here if still pending.
             delta: delta_pending.then_some(ws.delta),
+            bias: None,
             weight: w.output_norm,
             rows: Some(self.meta(rows_at)),
             out: ws.xn,

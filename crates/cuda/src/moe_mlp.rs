@@ -1,9 +1,10 @@
 //! A mixture-of-experts MLP in the step (crate::forward calls it for the layers the config
-//! marks sparse): router GEMM -> routing and grouping by expert (one block) -> gate/up with
-//! SwiGLU over every expert's rows (one launch) -> down (one launch) -> each token's weighted
-//! sum in expert order (+ qwen2_moe's gated shared expert) into the layer's output. Every
-//! launch's grid depends on the token count only, so decode graphs capture the layer like a
-//! dense one.
+//! marks sparse): router GEMM -> routing (+ router bias) and grouping by expert (one block) ->
+//! gate/up with (clamped) SwiGLU over every expert's rows (one launch) -> down (one launch) ->
+//! each token's weighted sum in expert order (+ qwen2_moe's gated shared expert) into the
+//! layer's output. gpt-oss's expert biases join in the products' epilogues. Every launch's
+//! grid depends on the token count only, so decode graphs capture the layer like a dense
+//! one.
 
 use crate::device_ptr::DevicePtr;
 use crate::forward::Model;
@@ -45,6 +46,7 @@ impl Model<'_> {
                 counts: load.layer(layer),
                 slots,
             }),
+            moe.biases.map(|b| b.router),
         )?;
         let gate_up = MoeGateUpArgs {
             gate: moe.gate,
@@ -53,6 +55,8 @@ impl Model<'_> {
             x: ws.xn,
             act: b.act,
             k: hidden,
+            biases: moe.biases.map(|b| (b.gate, b.up)),
+            activation: moe.expert_activation,
         };
         k.moe_gate_up(&gate_up, &b.routing, routed, moe.experts, chunk)?;
         let down = MoeDownArgs {
@@ -61,6 +65,7 @@ impl Model<'_> {
             act: b.act,
             y: b.down,
             k: width,
+            bias: moe.biases.map(|b| b.down),
         };
         k.moe_down(&down, &b.routing, routed, moe.experts, chunk)?;
 

@@ -48,7 +48,8 @@ fn at(c: &Cache, s: usize, pos: usize, h: usize, kv_heads: usize, hd: usize, ps:
 }
 
 /// softmax(q·K * scale) V over the positions of sequence s, KV head h, that a query at
-/// position `last` sees: all of 0..=last, or the last `window` of them.
+/// position `last` sees: all of 0..=last, or the last `window` of them; with `sink` (the
+/// query head's, gpt-oss) in the softmax's denominator.
 #[allow(clippy::too_many_arguments)]
 fn reference(
     c: &Cache,
@@ -60,6 +61,7 @@ fn reference(
     hd: usize,
     ps: usize,
     mask: AttentionMask,
+    sink: Option<f64>,
 ) -> Vec<f64> {
     let first = match mask.window {
         0 => 0,
@@ -75,7 +77,9 @@ fn reference(
         })
         .collect();
     let m = scores.iter().cloned().fold(f64::MIN, f64::max);
-    let z: f64 = scores.iter().map(|x| (x - m).exp()).sum();
+    // A sink joins the denominator only.
+    let z: f64 =
+        scores.iter().map(|x| (x - m).exp()).sum::<f64>() + sink.map_or(0.0, |s| (s - m).exp());
     let mut out = vec![0.0; hd];
     for (p, sc) in (first..=last).zip(&scores) {
         let o = at(c, s, p, h, kv_heads, hd, ps);
@@ -103,7 +107,7 @@ fn decode_attention_matches_reference() {
         (256, 8, 2, 16, 5),
     ] {
         let mask = AttentionMask::causal(hd);
-        decode_case(&ctx, &mut r, (hd, heads, kv_heads, ps, splits), mask);
+        decode_case(&ctx, &mut r, (hd, heads, kv_heads, ps, splits), mask, None);
     }
 }
 
@@ -126,7 +130,12 @@ fn decode_attention_with_sliding_window_matches_reference() {
         ((64, 8, 2, 16, 4), 4096),
         ((256, 4, 1, 16, 3), 32),
     ] {
-        decode_case(&ctx, &mut r, shape, AttentionMask { scale, window });
+        let mask = AttentionMask {
+            scale,
+            window,
+            sinks: None,
+        };
+        decode_case(&ctx, &mut r, shape, mask, None);
     }
 }
 
@@ -136,7 +145,14 @@ fn decode_case(
     r: &mut rand::rngs::StdRng,
     (hd, heads, kv_heads, ps, splits): (usize, usize, usize, usize, usize),
     mask: AttentionMask,
+    sinks: Option<&[f32]>,
 ) {
+    let sinks_dev = sinks.map(|v| dev(ctx, v));
+    let mask = AttentionMask {
+        sinks: sinks_dev.as_ref().map(|b| b.ptr()),
+        ..mask
+    };
+    let sink_of = |head: usize| sinks.map(|v| v[head] as f64);
     let dims = AttentionDims {
         num_heads: heads,
         num_kv_heads: kv_heads,
@@ -188,14 +204,28 @@ fn decode_case(
         for head in 0..heads {
             let qv = &q[(row * heads + head) * hd..][..hd];
             let last = ctx_lens[s] - 1;
-            let o = reference(&c, qv, s, last, head / group, kv_heads, hd, ps, mask);
+            let o = reference(
+                &c,
+                qv,
+                s,
+                last,
+                head / group,
+                kv_heads,
+                hd,
+                ps,
+                mask,
+                sink_of(head),
+            );
             want[(row * heads + head) * hd..][..hd].copy_from_slice(&o);
         }
     }
     check(
         &format!(
-            "decode hd={hd} heads={heads}/{kv_heads} page={ps} splits={splits} window={} scale={}",
-            mask.window, mask.scale
+            "decode hd={hd} heads={heads}/{kv_heads} page={ps} splits={splits} window={} scale={} \
+             sinks={}",
+            mask.window,
+            mask.scale,
+            sinks.is_some()
         ),
         &got,
         &want,
@@ -218,7 +248,7 @@ fn prefill_attention_over_a_paged_prefix_matches_reference() {
         (256, 8, 2, 1),
     ] {
         let mask = AttentionMask::causal(hd);
-        prefill_case(&ctx, &mut r, (hd, heads, kv_heads, ps), mask);
+        prefill_case(&ctx, &mut r, (hd, heads, kv_heads, ps), mask, None);
     }
 }
 
@@ -240,7 +270,12 @@ fn prefill_attention_with_sliding_window_matches_reference() {
         ((64, 8, 2, 16), 4096),
         ((256, 8, 2, 16), 32),
     ] {
-        prefill_case(&ctx, &mut r, shape, AttentionMask { scale, window });
+        let mask = AttentionMask {
+            scale,
+            window,
+            sinks: None,
+        };
+        prefill_case(&ctx, &mut r, shape, mask, None);
     }
 }
 
@@ -251,7 +286,14 @@ fn prefill_case(
     r: &mut rand::rngs::StdRng,
     (hd, heads, kv_heads, ps): (usize, usize, usize, usize),
     mask: AttentionMask,
+    sinks: Option<&[f32]>,
 ) {
+    let sinks_dev = sinks.map(|v| dev(ctx, v));
+    let mask = AttentionMask {
+        sinks: sinks_dev.as_ref().map(|b| b.ptr()),
+        ..mask
+    };
+    let sink_of = |head: usize| sinks.map(|v| v[head] as f64);
     let dims = AttentionDims {
         num_heads: heads,
         num_kv_heads: kv_heads,
@@ -310,18 +352,72 @@ fn prefill_case(
             let t = q_starts[s] as usize + j;
             for head in 0..heads {
                 let qv = &q[(t * heads + head) * hd..][..hd];
-                let o = reference(&c, qv, s, pre + j, head / group, kv_heads, hd, ps, mask);
+                let sink = sink_of(head);
+                let o = reference(
+                    &c,
+                    qv,
+                    s,
+                    pre + j,
+                    head / group,
+                    kv_heads,
+                    hd,
+                    ps,
+                    mask,
+                    sink,
+                );
                 want[(t * heads + head) * hd..][..hd].copy_from_slice(&o);
             }
         }
     }
     check(
         &format!(
-            "prefill hd={hd} heads={heads}/{kv_heads} page={ps} window={} scale={}",
-            mask.window, mask.scale
+            "prefill hd={hd} heads={heads}/{kv_heads} page={ps} window={} scale={} sinks={}",
+            mask.window,
+            mask.scale,
+            sinks.is_some()
         ),
         &got,
         &want,
         1.5e-2,
     );
+}
+
+/// gpt-oss's sinks (a logit per head in the denominator): its shape (head_dim 64, 64 query
+/// heads over 8 KV heads, 128-token windows on alternate layers) and smaller ones, decode with
+/// one split (written directly), a few (the short reduction) and 32 (the staged one), and
+/// prefill; sinks from -4 to 8, so some heads' rows are mostly sink.
+#[test]
+fn attention_with_sinks_matches_reference() {
+    let Some(ctx) = gpu("attention sinks") else {
+        return;
+    };
+    let mut r = rng(38);
+    let sinks = |r: &mut rand::rngs::StdRng, heads: usize| -> Vec<f32> {
+        random(r, heads, 6.0).iter().map(|v| v + 2.0).collect()
+    };
+    for (shape, window) in [
+        ((64, 64, 8, 16, 1), 128),
+        ((64, 64, 8, 16, 5), 0),
+        ((64, 16, 2, 16, 32), 0),
+        ((128, 12, 2, 1, 3), 37),
+    ] {
+        let mask = AttentionMask {
+            window,
+            ..AttentionMask::causal(shape.0)
+        };
+        let s = sinks(&mut r, shape.1);
+        decode_case(&ctx, &mut r, shape, mask, Some(&s));
+    }
+    for (shape, window) in [
+        ((64, 64, 8, 16), 128),
+        ((64, 16, 2, 1), 0),
+        ((128, 12, 2, 16), 37),
+    ] {
+        let mask = AttentionMask {
+            window,
+            ..AttentionMask::causal(shape.0)
+        };
+        let s = sinks(&mut r, shape.1);
+        prefill_case(&ctx, &mut r, shape, mask, Some(&s));
+    }
 }

@@ -1,7 +1,8 @@
 //! Issue 12's GPU check: the random-weight Hugging Face checkpoints of fixtures/arch (llama
 //! with Llama 3 rope scaling, qwen2, qwen3, mistral with a sliding window, gemma3, and the
-//! mixtures of experts qwen3_moe, qwen2_moe with its shared expert, mixtral, and the
-//! linear-attention hybrids qwen3_5, qwen3_5_moe, qwen3_next), loaded from
+//! mixtures of experts qwen3_moe, qwen2_moe with its shared expert, mixtral, gpt-oss with
+//! bf16 and with MXFP4 experts (and its GGUF copy), and the linear-attention hybrids
+//! qwen3_5, qwen3_5_moe, qwen3_next), loaded from
 //! their directories into both backends, give the CPU's greedy tokens on CUDA within the
 //! CPU/CUDA parity tolerances of tests/parity.rs: logits relative error <= 2e-2 at every step (0.1 for the
 //! hybrids, see common::compare::near_tie_gap),
@@ -92,7 +93,8 @@ fn check_model(
     // `outliers`): a few rows of its 64 past the tolerance (measured: docs/performance.md,
     // '2026-12-05 12:24-12:25 UTC' and '13:11-13:14 UTC').
     let mut outliers_left = if config.moe.is_some() { 3 } else { 0 };
-    let (tolerance, gap_bar) = (2e-2, 0.05);
+    let (tolerance, gap_bar) = (row_tolerance(name), 0.05);
+    let outlier_max = outlier_cap(name);
     let cases = prompts(name);
     for (p, (prompt, reference)) in cases.iter().enumerate() {
         teacher_forced(
@@ -105,7 +107,7 @@ fn check_model(
                 let e = s.rel_err;
                 worst = worst.max(e);
                 let at = s.at;
-                if e > tolerance && e <= OUTLIER_MAX && outliers_left > 0 {
+                if e > tolerance && e <= outlier_max && outliers_left > 0 {
                     outliers_left -= 1;
                     println!("  {arch} routing outlier: prompt {p} position {at}, {e:.3e}");
                 } else {
@@ -172,6 +174,34 @@ fn bf16_sensitivity(arch: &str) -> f64 {
         "qwen3_5" => 0.40,
         "qwen3_5_moe" => 0.18,
         other => panic!("no bf16 measurement for {other}"),
+    }
+}
+
+/// The logits' relative error a row may have: 2e-2, set on the attention fixtures, which
+/// transformers' own bf16 run moves by 0.04-0.09 mean |Δ logprob| (fixtures/arch/README.md);
+/// twice that for gpt-oss's, which it moves twice as far as qwen3_moe's (0.231 against 0.117,
+/// and mixtral's 0.071: scripts/make_arch_fixtures.py's "transformers in bf16 vs the f32
+/// reference", 2026-12-06), its top-2-of-8 routing and sinks amplifying bf16 rounding (its
+/// kernels match host references exactly or to bf16 rounding: tests/moe_mxfp4.rs,
+/// tests/attention.rs).
+fn row_tolerance(arch: &str) -> f64 {
+    if arch.starts_with("gpt_oss") {
+        4e-2
+    } else {
+        2e-2
+    }
+}
+
+/// How far a row whose router flipped an expert may go: OUTLIER_MAX, measured on top-4..8
+/// routings; 1 for gpt-oss, whose top-2 of 8 gives a flipped expert half a token's MLP. The
+/// MXFP4 fixture's two outliers (0.18 and 0.34, measured 2026-12-06 on an H100) follow rows where
+/// transformers' f32 router puts the 2nd and 3rd expert 0.0019 and 0.0106 apart (layer 2 at
+/// prompt 2's position 81 and prompt 3's 102), within bf16's rounding of the router's input.
+fn outlier_cap(arch: &str) -> f64 {
+    if arch.starts_with("gpt_oss") {
+        1.0
+    } else {
+        OUTLIER_MAX
     }
 }
 
@@ -250,4 +280,46 @@ fn qwen2_moe_fixture_on_cuda_matches_the_cpu() {
 #[test]
 fn mixtral_fixture_on_cuda_matches_the_cpu() {
     check_arch("mixtral");
+}
+
+/// Attention sinks, alternating 8-token windows, YaRN, biases on attention and experts, the
+/// clamped SwiGLU; bf16 experts.
+#[test]
+fn gpt_oss_fixture_on_cuda_matches_the_cpu() {
+    check_arch("gpt_oss");
+}
+
+/// The same with MXFP4 experts, kept MXFP4 on the GPU: its weights take at most 1.05x the
+/// checkpoint's bytes there (issue 38's bar).
+#[test]
+fn gpt_oss_mxfp4_fixture_on_cuda_matches_the_cpu() {
+    check_arch("gpt_oss_mxfp4");
+    let Some(_) = common::gpu("gpt_oss_mxfp4 memory") else {
+        return;
+    };
+    let dir = fixture_dir("gpt_oss_mxfp4");
+    let (config, weights) = load::hf_dir(&dir).unwrap();
+    let gpu = CudaBackend::new(
+        config,
+        WeightSource::Host(weights),
+        test_options(false, true),
+    )
+    .unwrap();
+    let file = std::fs::metadata(dir.join("model.safetensors"))
+        .unwrap()
+        .len() as f64;
+    let ratio = gpu.weight_bytes() as f64 / file;
+    println!(
+        "gpt_oss_mxfp4: {} weight bytes on the GPU, {file} in the checkpoint: {ratio:.3}x",
+        gpu.weight_bytes()
+    );
+    assert!(
+        ratio <= 1.05,
+        "gpt_oss_mxfp4 weights take {ratio:.3}x the checkpoint on the GPU"
+    );
+}
+
+#[test]
+fn gpt_oss_mxfp4_gguf_on_cuda_matches_the_cpu() {
+    check_gguf("gpt_oss_mxfp4");
 }

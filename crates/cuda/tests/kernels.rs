@@ -15,7 +15,7 @@ use ferrite_model::config::Activation;
 use ferrite_model::dummy::{preset, tensor_inits};
 
 #[test]
-fn add_rmsnorm_matches_reference_with_and_without_rows() {
+fn add_rmsnorm_matches_reference_with_and_without_rows_and_bias() {
     let Some(ctx) = gpu("add_rmsnorm") else {
         return;
     };
@@ -27,7 +27,14 @@ fn add_rmsnorm_matches_reference_with_and_without_rows() {
     let (xd, dd, wd) = (dev(&ctx, &x), dev(&ctx, &delta), dev(&ctx, &w));
     let rows: Vec<i32> = vec![12, 3, 7];
     let rd = dev(&ctx, &rows);
-    for with_rows in [false, true] {
+    let bias = random(&mut r, hidden, 1.0);
+    let bd = dev(&ctx, &bias);
+    for (with_rows, with_bias) in [(false, false), (true, false), (false, true)] {
+        // x + delta (+ the output projection's bias, gpt-oss).
+        let added = |row: usize, j: usize| {
+            let b = if with_bias { bias[j] as f64 } else { 0.0 };
+            x[row * hidden + j] as f64 + delta[row * hidden + j] as f64 + b
+        };
         upload_again(&ctx, &xd, &x);
         let out_rows = if with_rows { rows.len() } else { n };
         let out = poisoned::<u16>(&ctx, out_rows * hidden);
@@ -36,6 +43,7 @@ fn add_rmsnorm_matches_reference_with_and_without_rows() {
             .add_rmsnorm(&AddRmsNormArgs {
                 x: xd.ptr(),
                 delta: Some(dd.ptr()),
+                bias: with_bias.then(|| bd.ptr()),
                 weight: wd.ptr(),
                 rows: rows_ptr,
                 out: out.ptr(),
@@ -48,20 +56,17 @@ fn add_rmsnorm_matches_reference_with_and_without_rows() {
         let mut want = Vec::new();
         for i in 0..out_rows {
             let row = if with_rows { rows[i] as usize } else { i };
-            let v: Vec<f64> = (0..hidden)
-                .map(|j| x[row * hidden + j] as f64 + delta[row * hidden + j] as f64)
-                .collect();
+            let v: Vec<f64> = (0..hidden).map(|j| added(row, j)).collect();
             let inv =
                 1.0 / (v.iter().map(|a| a * a).sum::<f64>() / hidden as f64 + eps as f64).sqrt();
             want.extend(v.iter().zip(&w).map(|(a, &g)| a * inv * g as f64));
         }
-        check(&format!("add_rmsnorm rows={with_rows}"), &got, &want, 8e-3);
+        let case = format!("add_rmsnorm rows={with_rows} bias={with_bias}");
+        check(&case, &got, &want, 8e-3);
         // The residual was updated in place.
         let x_after = read_f32(&ctx, &xd, n * hidden);
         let row = if with_rows { rows[0] as usize } else { 0 };
-        let want_x: Vec<f64> = (0..hidden)
-            .map(|j| x[row * hidden + j] as f64 + delta[row * hidden + j] as f64)
-            .collect();
+        let want_x: Vec<f64> = (0..hidden).map(|j| added(row, j)).collect();
         check(
             "residual",
             &x_after[row * hidden..(row + 1) * hidden],

@@ -15,7 +15,8 @@ mod common;
 use common::compare::{compare_backends, Run};
 use common::{dev, poisoned, read_f32, read_i32, rng, Ctx};
 use ferrite_cuda::launchers::{
-    moe_max_items, ExpertCounters, MoeDownArgs, MoeGateUpArgs, MoeRouting,
+    moe_max_items, ExpertActivation, ExpertCounters, ExpertFormat, ExpertMatrix, MoeDownArgs,
+    MoeGateUpArgs, MoeRouting,
 };
 use ferrite_model::config::{Arch, BlockVariant, ModelConfig, MoeConfig, RopeStyle};
 use half::bf16;
@@ -133,23 +134,41 @@ fn run_kernels(ctx: &Ctx, inp: &Inputs, n: usize, chunk: usize) -> KernelRun {
         counts: counts.ptr(),
         slots: slots.ptr(),
     };
-    k.moe_route_group(logits.ptr(), EXPERTS, TOP_K, true, n, &r, chunk, Some(load))
-        .unwrap();
+    k.moe_route_group(
+        logits.ptr(),
+        EXPERTS,
+        TOP_K,
+        true,
+        n,
+        &r,
+        chunk,
+        Some(load),
+        None,
+    )
+    .unwrap();
+    let bf16_stack = |b: &ferrite_cuda::buffer::DeviceBuffer| ExpertMatrix {
+        format: ExpertFormat::Bf16,
+        values: b.ptr(),
+        exponents: None,
+    };
     let gate_up = MoeGateUpArgs {
-        gate: gate.ptr(),
-        up: up.ptr(),
+        gate: bf16_stack(&gate),
+        up: bf16_stack(&up),
         width: WIDTH,
         x: x.ptr(),
         act: act.ptr(),
         k: HIDDEN,
+        biases: None,
+        activation: ExpertActivation::Swiglu,
     };
     k.moe_gate_up(&gate_up, &r, routed, EXPERTS, chunk).unwrap();
     let down_args = MoeDownArgs {
-        down: down.ptr(),
+        down: bf16_stack(&down),
         rows: HIDDEN,
         act: act.ptr(),
         y: ys.ptr(),
         k: WIDTH,
+        bias: None,
     };
     k.moe_down(&down_args, &r, routed, EXPERTS, chunk).unwrap();
     k.moe_combine(ys.ptr(), &r, TOP_K, HIDDEN, None, out.ptr(), n)

@@ -177,6 +177,11 @@ impl CudaBackend {
         &self.config
     }
 
+    /// Bytes of GPU memory the weights take (one allocation).
+    pub fn weight_bytes(&self) -> usize {
+        self.weights.bytes()
+    }
+
     fn model(&self) -> Result<Model<'_>, BackendError> {
         let (Some(kv), Some((meta, _))) = (&self.kv, &self.meta) else {
             return Err(BackendError("forward called before init_kv_cache".into()));

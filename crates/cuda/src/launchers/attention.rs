@@ -68,6 +68,9 @@ pub struct AttentionMask {
     pub scale: f32,
     /// Query at position i sees keys j with i - w < j <= i; 0: every earlier key.
     pub window: usize,
+    /// gpt-oss's sinks: f32 [num_heads], a logit per head that joins each row's softmax
+    /// denominator.
+    pub sinks: Option<DevicePtr>,
 }
 
 impl AttentionMask {
@@ -76,6 +79,7 @@ impl AttentionMask {
         AttentionMask {
             scale: 1.0 / (head_dim as f32).sqrt(),
             window: 0,
+            sinks: None,
         }
     }
     /// The scale in log2 units (the kernels use exp2). For 1/sqrt(head_dim) this equals
@@ -169,6 +173,7 @@ impl Kernels {
             page_size: a.page_size,
             scale_log2: a.mask.scale_log2(),
             window: a.mask.window,
+            sinks: a.mask.sinks,
         };
         let shape = Shape {
             grid: (
@@ -188,6 +193,7 @@ impl Kernels {
                 out: a.out,
                 num_splits: a.num_splits,
                 head_dim: d.head_dim,
+                sinks: a.mask.sinks,
             };
             let shape = Shape {
                 grid: (d.num_heads as u32, a.num_seqs as u32, 1),
@@ -217,6 +223,7 @@ impl Kernels {
             page_size: a.page_size,
             scale_log2: a.mask.scale_log2(),
             window: a.mask.window,
+            sinks: a.mask.sinks,
         };
         let (tile_rows, shared_bytes) = prefill_tile(d.head_dim);
         let tiles = (a.max_q_len * d.group()).div_ceil(tile_rows);

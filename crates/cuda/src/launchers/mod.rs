@@ -40,8 +40,8 @@ pub use gated_deltanet::{
 pub use gemv::{gemv_split, tensor_core_k, LinearArgs, SKINNY_MAX_TOKENS};
 pub use launch::Kernels;
 pub use moe::{
-    moe_chunk, moe_max_items, ExpertCounters, MoeDownArgs, MoeGateUpArgs, MoeRouting, MOE_CHUNKS,
-    MOE_MAX_EXPERTS, MOE_MAX_K,
+    moe_chunk, moe_max_items, ExpertActivation, ExpertCounters, ExpertFormat, ExpertMatrix,
+    MoeDownArgs, MoeGateUpArgs, MoeRouting, MOE_CHUNKS, MOE_MAX_EXPERTS, MOE_MAX_K,
 };
 pub use names::GEMV_MAX_TOKENS;
 pub use quant::QuantGemvArgs;

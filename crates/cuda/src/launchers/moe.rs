@@ -1,5 +1,6 @@
-//! Launchers of kernels/moe.cu: a mixture-of-experts MLP's routing, grouping, expert products
-//! and combination, each grid fixed by the token count so that decode graphs capture them.
+//! Launchers of kernels/moe.cu and moe_experts.cu: a mixture-of-experts MLP's routing,
+//! grouping, expert products (bf16 or MXFP4 weights) and combination, each grid fixed by the
+//! token count so that decode graphs capture them.
 
 use super::launch::{grid1, Kernels, Shape};
 use super::names::{MOE_DOWN_NAMES, MOE_GATE_UP_NAMES, QGEMV_SPLITS};
@@ -61,32 +62,79 @@ pub struct ExpertCounters {
     pub slots: DevicePtr,
 }
 
-/// gate/up with SwiGLU over every routed row: act[row] = silu(W_gate[e] x[token]) * W_up[e]
-/// x[token], e the row's expert.
+/// How an expert stack's weights are stored on the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpertFormat {
+    Bf16,
+    /// MXFP4 blocks of 32 (gpt-oss; kernels/mxfp4.cuh) in two planes: 16 code bytes a block,
+    /// then an exponent byte a block.
+    Mxfp4,
+}
+
+impl ExpertFormat {
+    /// The bytes of its planes (values, exponents) for a stack of `elements` weights.
+    pub fn plane_bytes(self, elements: usize) -> [usize; 2] {
+        match self {
+            ExpertFormat::Bf16 => [2 * elements, 0],
+            ExpertFormat::Mxfp4 => [elements / 2, elements / 32],
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            ExpertFormat::Bf16 => 0,
+            ExpertFormat::Mxfp4 => 1,
+        }
+    }
+}
+
+/// An expert stack `[experts, rows, k]` on the device.
+#[derive(Debug, Clone, Copy)]
+pub struct ExpertMatrix {
+    pub format: ExpertFormat,
+    pub values: DevicePtr,
+    /// MXFP4's exponent plane; `None` for bf16.
+    pub exponents: Option<DevicePtr>,
+}
+
+/// The experts' activation: SwiGLU, or gpt-oss's clamped SwiGLU with its alpha and limit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ExpertActivation {
+    Swiglu,
+    Clamped { alpha: f32, limit: f32 },
+}
+
+/// gate/up with the activation over every routed row: act[row] = act(W_gate[e] x[token] +
+/// b_gate[e], W_up[e] x[token] + b_up[e]), e the row's expert.
 #[derive(Debug, Clone, Copy)]
 pub struct MoeGateUpArgs {
-    /// bf16 stacks [experts, width, k].
-    pub gate: DevicePtr,
-    pub up: DevicePtr,
+    /// Stacks [experts, width, k].
+    pub gate: ExpertMatrix,
+    pub up: ExpertMatrix,
     pub width: usize,
     /// bf16 [tokens, k]: the normalised activations.
     pub x: DevicePtr,
     /// bf16 [routed rows, width].
     pub act: DevicePtr,
     pub k: usize,
+    /// f32 [experts, width] each: gate's and up's biases (gpt-oss).
+    pub biases: Option<(DevicePtr, DevicePtr)>,
+    pub activation: ExpertActivation,
 }
 
-/// down over every routed row: y[row] = W_down[e] act[row].
+/// down over every routed row: y[row] = W_down[e] act[row] + b_down[e].
 #[derive(Debug, Clone, Copy)]
 pub struct MoeDownArgs {
-    /// bf16 stack [experts, rows, k].
-    pub down: DevicePtr,
+    /// Stack [experts, rows, k].
+    pub down: ExpertMatrix,
     pub rows: usize,
     /// bf16 [routed rows, k].
     pub act: DevicePtr,
     /// f32 [routed rows, rows].
     pub y: DevicePtr,
     pub k: usize,
+    /// f32 [experts, rows] (gpt-oss).
+    pub bias: Option<DevicePtr>,
 }
 
 /// The split along k of a product with `tiles` tiles of 16 weight rows: from the shape alone
@@ -99,6 +147,7 @@ fn product_split(tiles: usize, k: usize) -> usize {
 /// product whose tiles hold `tile` of its `outputs` (a block runs 8 warps, `split` to a tile),
 /// over every work item the routing can make.
 fn expert_grid(
+    format: ExpertFormat,
     outputs: usize,
     tile: usize,
     k: usize,
@@ -108,6 +157,10 @@ fn expert_grid(
 ) -> anyhow::Result<(usize, usize, Shape)> {
     let variant = chunk_index(chunk)?;
     anyhow::ensure!(k.is_multiple_of(8), "expert products need k % 8 == 0");
+    anyhow::ensure!(
+        format != ExpertFormat::Mxfp4 || k.is_multiple_of(32),
+        "MXFP4 expert products need k % 32 == 0"
+    );
     let split = product_split(outputs.div_ceil(tile), k);
     let outputs_per_block = tile * 8 / QGEMV_SPLITS[split];
     let shape = Shape {
@@ -122,9 +175,10 @@ fn expert_grid(
 }
 
 impl Kernels {
-    /// Routes `n` tokens from their router logits (f32 [n, experts]) to `k` experts each and
-    /// groups the `n k` choices by expert into work items of at most `chunk` rows; `load` (u64 [experts]) gets each
-    /// expert's routed rows added when given.
+    /// Routes `n` tokens from their router logits (f32 [n, experts], plus `bias` f32
+    /// [experts] when given) to `k` experts each and groups the `n k` choices by expert into
+    /// work items of at most `chunk` rows; `load` (u64 [experts]) gets each expert's routed
+    /// rows added when given.
     #[allow(clippy::too_many_arguments)]
     pub fn moe_route_group(
         &self,
@@ -136,6 +190,7 @@ impl Kernels {
         r: &MoeRouting,
         chunk: usize,
         load: Option<ExpertCounters>,
+        bias: Option<DevicePtr>,
     ) -> anyhow::Result<()> {
         anyhow::ensure!(experts <= MOE_MAX_EXPERTS && (1..=MOE_MAX_K.min(experts)).contains(&k));
         chunk_index(chunk)?;
@@ -154,12 +209,13 @@ impl Kernels {
             max_items: moe_max_items(n * k, experts, chunk),
             slots: load.map(|l| l.slots),
             load: load.map(|l| l.counts),
+            bias,
         };
         self.launch(grid1(1, 1024), &params)
     }
 
-    /// gate/up + SwiGLU for the `routed` rows of routing `r` (grouped in items of `chunk`),
-    /// every expert in one launch.
+    /// gate/up + activation for the `routed` rows of routing `r` (grouped in items of
+    /// `chunk`), every expert in one launch.
     pub fn moe_gate_up(
         &self,
         a: &MoeGateUpArgs,
@@ -169,17 +225,33 @@ impl Kernels {
         chunk: usize,
     ) -> anyhow::Result<()> {
         // A tile is 8 intermediate columns: their 8 gate rows and 8 up rows.
-        let (variant, split, shape) = expert_grid(a.width, 8, a.k, routed, experts, chunk)?;
+        let format = a.gate.format;
+        anyhow::ensure!(
+            a.up.format == format,
+            "gate and up stacks in different formats"
+        );
+        let (variant, split, shape) = expert_grid(format, a.width, 8, a.k, routed, experts, chunk)?;
+        let (alpha, limit, clamped) = match a.activation {
+            ExpertActivation::Swiglu => (0.0, 0.0, 0),
+            ExpertActivation::Clamped { alpha, limit } => (alpha, limit, 1),
+        };
         let params = MoeGateUp {
-            kernel: MOE_GATE_UP_NAMES[variant][split],
-            gate: a.gate,
-            up: a.up,
+            kernel: MOE_GATE_UP_NAMES[format.index()][variant][split],
+            gate: a.gate.values,
+            gate_e: a.gate.exponents,
+            up: a.up.values,
+            up_e: a.up.exponents,
             width: a.width,
             x: a.x,
             token_of_row: r.token_of_row,
             items: r.items,
             act: a.act,
             k: a.k,
+            gate_bias: a.biases.map(|b| b.0),
+            up_bias: a.biases.map(|b| b.1),
+            clamped,
+            alpha,
+            limit,
         };
         self.launch(shape, &params)
     }
@@ -195,15 +267,18 @@ impl Kernels {
         chunk: usize,
     ) -> anyhow::Result<()> {
         // A tile is 16 output rows.
-        let (variant, split, shape) = expert_grid(a.rows, 16, a.k, routed, experts, chunk)?;
+        let format = a.down.format;
+        let (variant, split, shape) = expert_grid(format, a.rows, 16, a.k, routed, experts, chunk)?;
         let params = MoeDown {
-            kernel: MOE_DOWN_NAMES[variant][split],
-            down: a.down,
+            kernel: MOE_DOWN_NAMES[format.index()][variant][split],
+            down: a.down.values,
+            down_e: a.down.exponents,
             rows: a.rows,
             act: a.act,
             items: r.items,
             y: a.y,
             k: a.k,
+            bias: a.bias,
         };
         self.launch(shape, &params)
     }

@@ -6,44 +6,76 @@ use std::sync::LazyLock;
 
 use crate::quant::QuantType;
 
-/// The mixture-of-experts products (moe.cu) by item size (`moe::MOE_CHUNKS`) and split
-/// (`QGEMV_SPLITS`).
-pub(super) const MOE_GATE_UP_NAMES: [[&str; 4]; 2] = [
+/// The mixture-of-experts products (moe_experts.cu) by weight format (`moe::ExpertFormat`),
+/// item size (`moe::MOE_CHUNKS`) and split (`QGEMV_SPLITS`).
+pub(super) const MOE_GATE_UP_NAMES: [[[&str; 4]; 2]; 2] = [
     [
-        "moe_gate_up_s1_r8",
-        "moe_gate_up_s2_r8",
-        "moe_gate_up_s4_r8",
-        "moe_gate_up_s8_r8",
+        [
+            "moe_gate_up_bf16_s1_r8",
+            "moe_gate_up_bf16_s2_r8",
+            "moe_gate_up_bf16_s4_r8",
+            "moe_gate_up_bf16_s8_r8",
+        ],
+        [
+            "moe_gate_up_bf16_s1_r32",
+            "moe_gate_up_bf16_s2_r32",
+            "moe_gate_up_bf16_s4_r32",
+            "moe_gate_up_bf16_s8_r32",
+        ],
     ],
     [
-        "moe_gate_up_s1_r32",
-        "moe_gate_up_s2_r32",
-        "moe_gate_up_s4_r32",
-        "moe_gate_up_s8_r32",
+        [
+            "moe_gate_up_mxfp4_s1_r8",
+            "moe_gate_up_mxfp4_s2_r8",
+            "moe_gate_up_mxfp4_s4_r8",
+            "moe_gate_up_mxfp4_s8_r8",
+        ],
+        [
+            "moe_gate_up_mxfp4_s1_r32",
+            "moe_gate_up_mxfp4_s2_r32",
+            "moe_gate_up_mxfp4_s4_r32",
+            "moe_gate_up_mxfp4_s8_r32",
+        ],
     ],
 ];
 
 pub(super) fn moe_gate_up_names() -> Vec<&'static str> {
-    MOE_GATE_UP_NAMES.as_flattened().to_vec()
+    MOE_GATE_UP_NAMES.as_flattened().as_flattened().to_vec()
 }
 
-pub(super) const MOE_DOWN_NAMES: [[&str; 4]; 2] = [
+pub(super) const MOE_DOWN_NAMES: [[[&str; 4]; 2]; 2] = [
     [
-        "moe_down_s1_r8",
-        "moe_down_s2_r8",
-        "moe_down_s4_r8",
-        "moe_down_s8_r8",
+        [
+            "moe_down_bf16_s1_r8",
+            "moe_down_bf16_s2_r8",
+            "moe_down_bf16_s4_r8",
+            "moe_down_bf16_s8_r8",
+        ],
+        [
+            "moe_down_bf16_s1_r32",
+            "moe_down_bf16_s2_r32",
+            "moe_down_bf16_s4_r32",
+            "moe_down_bf16_s8_r32",
+        ],
     ],
     [
-        "moe_down_s1_r32",
-        "moe_down_s2_r32",
-        "moe_down_s4_r32",
-        "moe_down_s8_r32",
+        [
+            "moe_down_mxfp4_s1_r8",
+            "moe_down_mxfp4_s2_r8",
+            "moe_down_mxfp4_s4_r8",
+            "moe_down_mxfp4_s8_r8",
+        ],
+        [
+            "moe_down_mxfp4_s1_r32",
+            "moe_down_mxfp4_s2_r32",
+            "moe_down_mxfp4_s4_r32",
+            "moe_down_mxfp4_s8_r32",
+        ],
     ],
 ];
 
 pub(super) fn moe_down_names() -> Vec<&'static str> {
-    MOE_DOWN_NAMES.as_flattened().to_vec()
+    MOE_DOWN_NAMES.as_flattened().as_flattened().to_vec()
 }
 
 /// Largest token count the GEMV kernels take.

@@ -12,6 +12,9 @@ pub struct AddRmsNormArgs {
     pub x: DevicePtr,
     /// f32 [tokens, hidden] added into `x` first; `None` before the first layer.
     pub delta: Option<DevicePtr>,
+    /// f32 [hidden] added into every row of `x` with `delta` (the bias of the projection
+    /// before the norm: gpt-oss's attention output).
+    pub bias: Option<DevicePtr>,
     /// The f32 norm weight [hidden].
     pub weight: DevicePtr,
     /// i32 [n]: the rows of `x` to normalise; `None`: rows 0..n.
@@ -25,7 +28,7 @@ pub struct AddRmsNormArgs {
 }
 
 impl Kernels {
-    /// For `n` output rows: x[r] += delta[r] (when given), out[i] = rmsnorm(x[r]) * weight,
+    /// For `n` output rows: x[r] += delta[r] + bias (when given), out[i] = rmsnorm(x[r]) * weight,
     /// r = rows[i] (when given) or i.
     pub fn add_rmsnorm(&self, a: &AddRmsNormArgs) -> anyhow::Result<()> {
         let params = AddRmsNorm {
@@ -36,6 +39,7 @@ impl Kernels {
             out: a.out,
             hidden: a.hidden,
             eps: a.eps,
+            bias: a.bias,
         };
         self.launch(grid1(a.n, 256), &params)
     }

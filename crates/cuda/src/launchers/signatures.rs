@@ -33,11 +33,12 @@ kernel_signatures! {
         q: Ptr, k_cache: Ptr, v_cache: Ptr, pages: Ptr, page_offsets: Ptr, ctx_lens: Ptr,
         q_rows: Ptr, out: Ptr, part_acc: Ptr, part_ml: Ptr, seq_splits_out: Ptr,
         num_kv_heads: Count, group: Count, page_size: Count, scale_log2: F32, window: Count,
+        sinks: NullablePtr,
     }
     /// The reduce of decode attention's splits.
     AttentionDecodeReduce = kernel("attention_decode_reduce") {
         part_acc: Ptr, part_ml: Ptr, seq_splits: Ptr, q_rows: Ptr, out: Ptr, num_splits: Count,
-        head_dim: Count,
+        head_dim: Count, sinks: NullablePtr,
     }
 
     // attention_prefill.cu
@@ -46,7 +47,7 @@ kernel_signatures! {
     AttentionPrefill = family("attention_prefill_hd{HD}", names::prefill_names) {
         q: Ptr, k_cache: Ptr, v_cache: Ptr, pages: Ptr, page_offsets: Ptr, q_starts: Ptr,
         q_lens: Ptr, pos0s: Ptr, out: Ptr, num_kv_heads: Count, group: Count, page_size: Count,
-        scale_log2: F32, window: Count,
+        scale_log2: F32, window: Count, sinks: NullablePtr,
     }
 
     // dummy_init.cu
@@ -160,21 +161,26 @@ kernel_signatures! {
     MoeRouteGroup = kernel("moe_route_group") {
         logits: Ptr, experts: Count, k: Count, normalize: I32, n: Count, ids: Ptr, weights: Ptr,
         row_of_choice: Ptr, token_of_row: Ptr, items: Ptr, chunk: Count, max_items: Count,
-        slots: NullablePtr, load: NullablePtr,
-    }
-    /// The experts' gate/up with SwiGLU, by split and item size.
-    MoeGateUp = family("moe_gate_up_s{SPLIT}_r{ROWS}", names::moe_gate_up_names) {
-        gate: Ptr, up: Ptr, width: Count, x: Ptr, token_of_row: Ptr, items: Ptr, act: Ptr,
-        k: Count,
-    }
-    /// The experts' down projection, by split and item size.
-    MoeDown = family("moe_down_s{SPLIT}_r{ROWS}", names::moe_down_names) {
-        down: Ptr, rows: Count, act: Ptr, items: Ptr, y: Ptr, k: Count,
+        slots: NullablePtr, load: NullablePtr, bias: NullablePtr,
     }
     /// The weighted sum of a token's expert outputs, plus the gated shared expert.
     MoeCombine = kernel("moe_combine") {
         ys: Ptr, row_of_choice: Ptr, weights: Ptr, k: Count, hidden: Count,
         shared_out: NullablePtr, shared_score: NullablePtr, out: Ptr,
+    }
+
+    // moe_experts.cu
+
+    /// The experts' gate/up with their activation, by weight format, split and item size.
+    MoeGateUp = family("moe_gate_up_{FMT}_s{SPLIT}_r{ROWS}", names::moe_gate_up_names) {
+        gate: Ptr, gate_e: NullablePtr, up: Ptr, up_e: NullablePtr, width: Count, x: Ptr,
+        token_of_row: Ptr, items: Ptr, act: Ptr, k: Count, gate_bias: NullablePtr,
+        up_bias: NullablePtr, clamped: I32, alpha: F32, limit: F32,
+    }
+    /// The experts' down projection, by weight format, split and item size.
+    MoeDown = family("moe_down_{FMT}_s{SPLIT}_r{ROWS}", names::moe_down_names) {
+        down: Ptr, down_e: NullablePtr, rows: Count, act: Ptr, items: Ptr, y: Ptr, k: Count,
+        bias: NullablePtr,
     }
 
     // quant_dequant.cu
@@ -222,7 +228,7 @@ kernel_signatures! {
     /// The residual add fused with RMSNorm.
     AddRmsNorm = kernel("add_rmsnorm") {
         x: Ptr, delta: NullablePtr, weight: Ptr, rows: NullablePtr, out: Ptr, hidden: Count,
-        eps: F32,
+        eps: F32, bias: NullablePtr,
     }
     /// RMSNorm in place of f32 rows.
     RmsNormRows = kernel("rmsnorm_rows") {

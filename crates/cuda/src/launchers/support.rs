@@ -42,7 +42,17 @@ pub fn supports(plan: &ModelPlan) -> anyhow::Result<()> {
             layer.index
         );
         match &layer.mixer {
-            Mixer::Attention(a) => attention(a).map_err(at)?,
+            Mixer::Attention(a) => {
+                attention(a).map_err(at)?;
+                // The output bias joins the residual with the next norm's add
+                // (crate::forward), which a post-norm would have to scale first.
+                anyhow::ensure!(
+                    !(a.output_bias && layer.post_norms),
+                    "layer {}: an attention output bias with post-norms is not supported by \
+                     the CUDA backend",
+                    layer.index
+                );
+            }
             Mixer::LinearAttention(g) => linear_attention(g).map_err(at)?,
         }
         match &layer.mlp {
@@ -63,14 +73,6 @@ pub fn supports(plan: &ModelPlan) -> anyhow::Result<()> {
 }
 
 fn attention(a: &AttentionSpec) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        !a.sinks,
-        "attention sinks are not implemented on the CUDA backend"
-    );
-    anyhow::ensure!(
-        !a.output_bias,
-        "an attention output bias is not implemented on the CUDA backend"
-    );
     anyhow::ensure!(
         !a.v_norm && !a.values_are_keys,
         "Gemma 4's V norm and keys-as-values attention are not implemented on the CUDA backend"
@@ -137,12 +139,13 @@ fn experts(activation: Activation, moe: &MoeConfig) -> anyhow::Result<()> {
         moe.experts_per_token
     );
     anyhow::ensure!(
-        activation == Activation::Silu,
-        "the CUDA expert kernels apply SwiGLU; {activation:?} experts are not supported"
+        matches!(activation, Activation::Silu | Activation::ClampedSwiglu),
+        "the CUDA expert kernels apply SwiGLU or the clamped SwiGLU; {activation:?} experts \
+         are not supported"
     );
     anyhow::ensure!(
-        !moe.biases,
-        "router and expert biases are not implemented on the CUDA backend"
+        !(moe.biases && moe.shared_expert_intermediate_size.is_some()),
+        "expert biases together with a shared expert are not supported by the CUDA backend"
     );
     let shared = moe.shared_expert_intermediate_size.unwrap_or(8);
     anyhow::ensure!(

@@ -9,7 +9,8 @@ use std::collections::HashMap;
 
 use ferrite_model::plan::{Mixer, MlpSpec, ModelPlan};
 
-use crate::buffer::Layout;
+use crate::buffer::{DeviceBuffer, Layout};
+use crate::launchers::{ExpertFormat, ExpertMatrix};
 use crate::linear::MatrixFormat;
 use crate::quant::QuantType;
 use ferrite_model::tensor_names::{ExpertProj, LayerTensor, OUTPUT, OUTPUT_NORM};
@@ -45,8 +46,27 @@ pub(super) struct Arena {
     pub vectors: HashMap<String, usize>,
     pub linears: HashMap<String, LinearPlan>,
     pub matrices: HashMap<String, MatrixSlot>,
-    /// bf16 expert stacks by file tensor name (`expert_stacks`).
-    pub experts: HashMap<String, usize>,
+    /// Expert stacks by file tensor name (`expert_stacks`).
+    pub experts: HashMap<String, StackPlan>,
+}
+
+/// An expert stack's format and the arena offsets of its planes (values; MXFP4's exponents).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StackPlan {
+    pub format: ExpertFormat,
+    pub values: usize,
+    pub exponents: Option<usize>,
+}
+
+impl StackPlan {
+    /// Its device addresses in `arena`.
+    pub fn on(&self, arena: &DeviceBuffer) -> ExpertMatrix {
+        ExpertMatrix {
+            format: self.format,
+            values: arena.at(self.values),
+            exponents: self.exponents.map(|at| arena.at(at)),
+        }
+    }
 }
 
 /// Routers and qwen2_moe's shared-expert gate stay bf16 whatever the file holds: small, and
@@ -145,7 +165,7 @@ fn linear_sources(plan: &ModelPlan) -> anyhow::Result<Vec<LinearSource>> {
     Ok(out)
 }
 
-/// The stacked bf16 experts of every sparse layer: (file tensor name, bytes), the tensor
+/// The expert stacks of every sparse layer: (file tensor name, elements), the tensor
 /// `[experts, rows, cols]` as llama.cpp's GGUF files and `ferrite_model::dummy` name it.
 fn expert_stacks(plan: &ModelPlan) -> anyhow::Result<Vec<(String, usize)>> {
     let mut out = Vec::new();
@@ -155,7 +175,7 @@ fn expert_stacks(plan: &ModelPlan) -> anyhow::Result<Vec<(String, usize)>> {
             MlpSpec::Experts { .. } => {
                 for proj in ExpertProj::ALL {
                     let stack = layer.required(proj.stacked())?;
-                    out.push((stack.name.clone(), stack.len() * 2));
+                    out.push((stack.name.clone(), stack.len()));
                 }
             }
         }
@@ -195,10 +215,25 @@ fn vector_regions(plan: &ModelPlan) -> Vec<(String, usize)> {
                 if a.qkv_bias {
                     out.push((format!("blk.{l}.attn_qkv_bias"), a.q_dim() + 2 * a.kv_dim()));
                 }
+                if a.sinks {
+                    out.push((LayerTensor::AttnSinks.of(l), a.num_heads));
+                }
+                if a.output_bias {
+                    out.push((LayerTensor::AttnOutputBias.of(l), hidden));
+                }
             }
             Mixer::LinearAttention(_) => {}
         }
         out.push((LayerTensor::FfnNorm.of(l), hidden));
+        if let MlpSpec::Experts { moe, .. } = &layer.mlp {
+            if moe.biases {
+                let (experts, width) = (moe.num_experts, moe.expert_intermediate_size);
+                out.push((LayerTensor::FfnGateInpBias.of(l), experts));
+                out.push((LayerTensor::FfnGateExpsBias.of(l), experts * width));
+                out.push((LayerTensor::FfnUpExpsBias.of(l), experts * width));
+                out.push((LayerTensor::FfnDownExpsBias.of(l), experts * hidden));
+            }
+        }
     }
     out.push((OUTPUT_NORM.into(), hidden));
     out
@@ -206,10 +241,11 @@ fn vector_regions(plan: &ModelPlan) -> Vec<(String, usize)> {
 
 impl Arena {
     /// Where every tensor of `plan` goes, each file matrix stored as
-    /// `format_of(tensor name, k)` says.
+    /// `format_of(tensor name, k)` says and each expert stack as `stack_format(name)`.
     pub fn new(
         plan: &ModelPlan,
         format_of: &dyn Fn(&str, usize) -> MatrixFormat,
+        stack_format: &dyn Fn(&str) -> ExpertFormat,
     ) -> anyhow::Result<Arena> {
         let mut layout = Layout::new();
         let mut vectors = HashMap::new();
@@ -276,7 +312,16 @@ impl Arena {
         }
         let experts = expert_stacks(plan)?
             .into_iter()
-            .map(|(name, bytes)| (name, layout.take(bytes)))
+            .map(|(name, elements)| {
+                let format = stack_format(&name);
+                let [values, exponents] = format.plane_bytes(elements);
+                let stack = StackPlan {
+                    format,
+                    values: layout.take(values),
+                    exponents: (exponents > 0).then(|| layout.take(exponents)),
+                };
+                (name, stack)
+            })
             .collect();
         Ok(Arena {
             layout,
@@ -325,15 +370,20 @@ mod tests {
         let c = preset("qwen2.5-0.5b").expect("preset");
         let model = ModelPlan::new(&c).expect("plan");
         // A Q4_K_M-like mix: Q and K in Q5_0, V in Q8_0; gate/up both Q5_0.
-        let arena = Arena::new(&model, &|name, _k| {
-            if name.ends_with("attn_v.weight") {
-                MatrixFormat::Quant(QuantType::Q8_0)
-            } else if name.contains("token_embd") {
-                MatrixFormat::Bf16
-            } else {
-                MatrixFormat::Quant(QuantType::Q5_0)
-            }
-        })
+        let bf16_stacks = |_: &str| ExpertFormat::Bf16;
+        let arena = Arena::new(
+            &model,
+            &|name, _k| {
+                if name.ends_with("attn_v.weight") {
+                    MatrixFormat::Quant(QuantType::Q8_0)
+                } else if name.contains("token_embd") {
+                    MatrixFormat::Bf16
+                } else {
+                    MatrixFormat::Quant(QuantType::Q5_0)
+                }
+            },
+            &bf16_stacks,
+        )
         .expect("arena");
         let qkv = &arena.linears["blk.0.attn_qkv"];
         let q_dim = c.num_heads * c.head_dim;
@@ -357,16 +407,18 @@ mod tests {
         assert!(arena.vector_slot(&model, "blk.0.attn_v.bias").is_some());
     }
 
-    /// Every tensor of a hybrid's plan (the qwen3_5 and qwen3_next fixtures' configs) has a
-    /// place: a matrix part, an expert stack or a vector region.
+    /// Every tensor of a hybrid's plan (the qwen3_5 and qwen3_next fixtures' configs) and of
+    /// gpt-oss's (sinks, biases) has a place: a matrix part, an expert stack or a vector
+    /// region.
     #[test]
-    fn every_tensor_of_a_hybrid_has_a_place() {
+    fn every_tensor_of_a_hybrid_and_of_gpt_oss_has_a_place() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/arch");
-        for arch in ["qwen3_5", "qwen3_next", "qwen3_5_moe"] {
+        for arch in ["qwen3_5", "qwen3_next", "qwen3_5_moe", "gpt_oss"] {
             let text = std::fs::read_to_string(root.join(arch).join("config.json")).unwrap();
             let config = ferrite_model::load::hf_config(&text).unwrap();
             let model = ModelPlan::new(&config).unwrap();
-            let arena = Arena::new(&model, &|_, _| MatrixFormat::Bf16).unwrap();
+            let mxfp4 = |_: &str| ExpertFormat::Mxfp4;
+            let arena = Arena::new(&model, &|_, _| MatrixFormat::Bf16, &mxfp4).unwrap();
             for t in model.tensors() {
                 let placed = arena.matrices.contains_key(&t.name)
                     || arena.experts.contains_key(&t.name)

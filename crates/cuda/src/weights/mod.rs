@@ -27,12 +27,12 @@ use ferrite_model::weights as host;
 
 use crate::buffer::{upload, DeviceBuffer};
 use crate::device_ptr::DevicePtr;
-use crate::launchers::{DummyFormat, Kernels, FP8_BLOCK};
+use crate::launchers::{DummyFormat, ExpertFormat, ExpertMatrix, Kernels, FP8_BLOCK};
 use crate::linear::{Linear, Matrix, MatrixFormat, Part};
 use crate::quant::QuantType;
 use arena::Arena;
 use ferrite_model::tensor_names::{LayerTensor, OUTPUT_NORM};
-pub use moe::{MoeWeights, SharedExpertWeights};
+pub use moe::{MoeBiases, MoeWeights, SharedExpertWeights};
 use upload::{upload_matrix, upload_vector};
 
 /// Where a backend's weights come from.
@@ -91,6 +91,10 @@ pub struct AttentionWeights {
     /// Per-head RMSNorm weights of Q and K, f32 [head_dim] each.
     pub qk_norm: Option<QkNormWeights>,
     pub wo: Linear,
+    /// The output projection's bias, f32 [hidden] (gpt-oss).
+    pub bo: Option<DevicePtr>,
+    /// gpt-oss's attention sinks, f32 [num_heads].
+    pub sinks: Option<DevicePtr>,
     /// This layer's RoPE inverse frequencies, f32 [rotary_dim / 2].
     pub inv_freq: DevicePtr,
 }
@@ -167,12 +171,19 @@ impl ModelWeights {
     ) -> anyhow::Result<ModelWeights> {
         let widen = std::env::var("FERRITE_CUDA_WIDEN_QUANT").is_ok_and(|v| v == "1");
         let plan = match source {
-            WeightSource::Dummy { .. } => Arena::new(model, &|_, _| MatrixFormat::Bf16)?,
-            WeightSource::Host(weights) => Arena::new(model, &|name, k| {
-                weights
-                    .get(name)
-                    .map_or(MatrixFormat::Bf16, |t| device_format(t, k, widen))
-            })?,
+            // Dummy weights are bf16 throughout (MXFP4 experts too).
+            WeightSource::Dummy { .. } => {
+                Arena::new(model, &|_, _| MatrixFormat::Bf16, &|_| ExpertFormat::Bf16)?
+            }
+            WeightSource::Host(weights) => Arena::new(
+                model,
+                &|name, k| {
+                    weights
+                        .get(name)
+                        .map_or(MatrixFormat::Bf16, |t| device_format(t, k, widen))
+                },
+                &|name| moe::stack_format(weights.tensors.get(name).map(|t| t.dtype)),
+            )?,
         };
         let arena = DeviceBuffer::new(stream, plan.layout.bytes())?;
         let seed = match source {
@@ -181,10 +192,11 @@ impl ModelWeights {
         };
         for init in plan_inits(model, seed) {
             let shift = shift_of(model, init.role);
-            if let Some(&at) = plan.experts.get(&init.name) {
+            if let Some(at) = plan.experts.get(&init.name) {
+                let stack = at.on(&arena);
                 match source {
                     WeightSource::Dummy { .. } => kernels.dummy_fill(
-                        arena.at(at),
+                        stack.values,
                         init.len(),
                         init.key,
                         init.scale,
@@ -192,7 +204,7 @@ impl ModelWeights {
                         DummyFormat::Bf16,
                     )?,
                     WeightSource::Host(weights) => {
-                        moe::upload_stack(stream, arena.at(at), &init.name, &init.shape, weights)?
+                        moe::upload_stack(stream, stack, &init.name, &init.shape, weights)?
                     }
                 }
                 continue;
@@ -303,9 +315,11 @@ impl ModelWeights {
                 parts: parts.collect(),
             })
         };
-        let stack = |name: &str| -> anyhow::Result<DevicePtr> {
+        let stack = |name: &str| -> anyhow::Result<ExpertMatrix> {
             let at = plan.experts.get(name);
-            Ok(arena.at(*at.ok_or_else(|| anyhow::anyhow!("no expert stack `{name}`"))?))
+            Ok(at
+                .ok_or_else(|| anyhow::anyhow!("no expert stack `{name}`"))?
+                .on(&arena))
         };
         let mut layers = Vec::with_capacity(model.layers.len());
         let mut state_len = 0;
@@ -330,6 +344,14 @@ impl ModelWeights {
                         None
                     },
                     wo: linear(&n("attn_output"))?,
+                    bo: a
+                        .output_bias
+                        .then(|| vector(&LayerTensor::AttnOutputBias.of(l)))
+                        .transpose()?,
+                    sinks: a
+                        .sinks
+                        .then(|| vector(&LayerTensor::AttnSinks.of(l)))
+                        .transpose()?,
                     inv_freq: vector(&n("rope_inv_freq"))?,
                 })),
                 plan::Mixer::LinearAttention(g) => {
@@ -354,7 +376,7 @@ impl ModelWeights {
                     down: linear(&n("ffn_down"))?,
                 },
                 MlpSpec::Experts { activation, moe } => Mlp::Sparse(Box::new(
-                    MoeWeights::assemble(moe, *activation, l, &linear, &stack)?,
+                    MoeWeights::assemble(moe, *activation, l, &linear, &stack, &vector)?,
                 )),
             };
             layers.push(LayerWeights {

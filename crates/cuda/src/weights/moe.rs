@@ -1,14 +1,17 @@
 //! A mixture-of-experts layer's weights on the device: the router and qwen2_moe's shared
-//! expert as linear layers, and the experts as three bf16 stacks `[experts, rows, cols]`
-//! (gate, up, down) that one launch indexes by expert (kernels/moe.cu). Quantized GGUF
-//! experts are widened to bf16 at load: the expert kernels read bf16 only.
+//! expert as linear layers, and the experts as three stacks `[experts, rows, cols]` (gate,
+//! up, down) that one launch indexes by expert (kernels/moe_experts.cu). MXFP4 experts
+//! (gpt-oss) stay MXFP4, cut into a code plane and an exponent plane; other quantized GGUF
+//! experts are widened to bf16 at load. gpt-oss's router and expert biases are f32 vectors.
 
 use cudarc::driver::CudaStream;
-use ferrite_model::config::{Activation, MoeConfig};
-use ferrite_model::weights::{ModelWeights as HostWeights, WeightTensor};
+use ferrite_model::config::{Activation, MoeConfig, CLAMPED_SWIGLU_ALPHA, CLAMPED_SWIGLU_LIMIT};
+use ferrite_model::weights::{DType, ModelWeights as HostWeights, WeightTensor};
 
 use super::upload::upload_matrix;
+use crate::buffer::upload;
 use crate::device_ptr::DevicePtr;
+use crate::launchers::{ExpertActivation, ExpertFormat, ExpertMatrix};
 use crate::linear::{Linear, MatrixFormat};
 use ferrite_model::tensor_names::{ExpertProj, LayerTensor};
 
@@ -16,19 +19,31 @@ use ferrite_model::tensor_names::{ExpertProj, LayerTensor};
 pub struct MoeWeights {
     /// [experts, hidden], bf16.
     pub router: Linear,
-    /// bf16 [experts, width, hidden] (gate and up) and [experts, hidden, width] (down).
-    pub gate: DevicePtr,
-    pub up: DevicePtr,
-    pub down: DevicePtr,
+    /// [experts, width, hidden] (gate and up) and [experts, hidden, width] (down).
+    pub gate: ExpertMatrix,
+    pub up: ExpertMatrix,
+    pub down: ExpertMatrix,
+    /// gpt-oss's biases, f32: the router's [experts], gate's and up's [experts, width],
+    /// down's [experts, hidden].
+    pub biases: Option<MoeBiases>,
     pub experts: usize,
     pub experts_per_token: usize,
     /// Each expert's intermediate width.
     pub width: usize,
     pub norm_topk_prob: bool,
     pub shared: Option<SharedExpertWeights>,
-    /// The shared expert's activation (the routed experts' kernels apply SwiGLU:
-    /// launchers::supports).
+    /// The shared expert's activation.
     pub activation: Activation,
+    /// The routed experts' (SwiGLU or clamped SwiGLU: launchers::supports).
+    pub expert_activation: ExpertActivation,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct MoeBiases {
+    pub router: DevicePtr,
+    pub gate: DevicePtr,
+    pub up: DevicePtr,
+    pub down: DevicePtr,
 }
 
 /// qwen2_moe's shared expert: a dense SwiGLU MLP on every token, scaled by sigmoid(gate · x).
@@ -43,13 +58,14 @@ pub struct SharedExpertWeights {
 
 impl MoeWeights {
     /// Layer `layer`'s weights from the arena: `linear` finds a planned linear layer by name,
-    /// `stack` an expert stack by file tensor name.
+    /// `stack` an expert stack by file tensor name, `vector` an f32 vector.
     pub(super) fn assemble(
         moe: &MoeConfig,
         activation: Activation,
         layer: usize,
         linear: &dyn Fn(&str) -> anyhow::Result<Linear>,
-        stack: &dyn Fn(&str) -> anyhow::Result<DevicePtr>,
+        stack: &dyn Fn(&str) -> anyhow::Result<ExpertMatrix>,
+        vector: &dyn Fn(&str) -> anyhow::Result<DevicePtr>,
     ) -> anyhow::Result<MoeWeights> {
         let n = |p: &str| format!("blk.{layer}.{p}");
         let shared = match moe.shared_expert_intermediate_size {
@@ -72,16 +88,70 @@ impl MoeWeights {
             norm_topk_prob: moe.norm_topk_prob,
             shared,
             activation,
+            expert_activation: match activation {
+                Activation::ClampedSwiglu => ExpertActivation::Clamped {
+                    alpha: CLAMPED_SWIGLU_ALPHA,
+                    limit: CLAMPED_SWIGLU_LIMIT,
+                },
+                _ => ExpertActivation::Swiglu,
+            },
+            biases: if moe.biases {
+                let v = |t: LayerTensor| vector(&t.of(layer));
+                Some(MoeBiases {
+                    router: v(LayerTensor::FfnGateInpBias)?,
+                    gate: v(LayerTensor::FfnGateExpsBias)?,
+                    up: v(LayerTensor::FfnUpExpsBias)?,
+                    down: v(LayerTensor::FfnDownExpsBias)?,
+                })
+            } else {
+                None
+            },
         })
     }
 }
 
+/// How a stack is kept on the device: MXFP4 files stay MXFP4, everything else becomes bf16.
+pub(super) fn stack_format(dtype: Option<DType>) -> ExpertFormat {
+    match dtype {
+        Some(DType::Mxfp4) => ExpertFormat::Mxfp4,
+        _ => ExpertFormat::Bf16,
+    }
+}
+
+/// A stacked MXFP4 tensor (17-byte blocks: exponent, 16 code bytes) into its two planes.
+fn upload_mxfp4(
+    stream: &CudaStream,
+    planes: [DevicePtr; 2],
+    name: &str,
+    tensor: &WeightTensor,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        tensor.dtype == DType::Mxfp4,
+        "`{name}` is {:?}, planned as an MXFP4 stack",
+        tensor.dtype
+    );
+    let elements: usize = tensor.shape.iter().product();
+    let blocks = elements / 32;
+    let bytes = &tensor.storage.bytes()[..blocks * 17];
+    let mut codes = Vec::with_capacity(blocks * 16);
+    let mut exponents = Vec::with_capacity(blocks);
+    for block in bytes.chunks_exact(17) {
+        exponents.push(block[0]);
+        codes.extend_from_slice(&block[1..]);
+    }
+    upload(stream, planes[0], &codes)?;
+    upload(stream, planes[1], &exponents)?;
+    // The vectors are host memory the copies read from until the stream gets there.
+    stream.synchronize()?;
+    Ok(())
+}
+
 /// The expert stack `name` (`blk.{layer}.{proj}_exps.weight`, `[experts, rows, cols]`) into
-/// `dst` as bf16: in one piece from a stacked file tensor (GGUF), else expert by expert from
-/// the per-expert tensors a Hugging Face checkpoint has.
+/// `dst`: in one piece from a stacked file tensor (GGUF, gpt-oss), else expert by expert from
+/// the per-expert tensors a Hugging Face checkpoint has (bf16 stacks only).
 pub(super) fn upload_stack(
     stream: &CudaStream,
-    dst: DevicePtr,
+    dst: ExpertMatrix,
     name: &str,
     shape: &[usize],
     weights: &HostWeights,
@@ -95,13 +165,21 @@ pub(super) fn upload_stack(
             "`{name}` has shape {:?}, the config says {shape:?}",
             stacked.shape
         );
+        if let (ExpertFormat::Mxfp4, Some(exponents)) = (dst.format, dst.exponents) {
+            return upload_mxfp4(stream, [dst.values, exponents], name, stacked);
+        }
         let as_matrix = WeightTensor {
             dtype: stacked.dtype,
             shape: vec![experts * rows, cols],
             storage: stacked.storage.clone(),
         };
-        return upload_matrix(stream, &[dst], MatrixFormat::Bf16, 0, &as_matrix);
+        return upload_matrix(stream, &[dst.values], MatrixFormat::Bf16, 0, &as_matrix);
     }
+    anyhow::ensure!(
+        dst.format == ExpertFormat::Bf16,
+        "`{name}`: per-expert tensors are uploaded as bf16 only"
+    );
+    let dst = dst.values;
     let (layer, proj) = name
         .strip_prefix("blk.")
         .and_then(|rest| rest.split_once('.'))

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# Issue 37's speed table on the device: llama.cpp's CUDA build and ferrite on the same random-
-# weight GGUF files of the real Qwen3.5-27B and Qwen3.6-35B-A3B shapes (gguf_random_hybrid.py
-# writes Q8_0 in llama.cpp's qwen35 / qwen35moe layout; llama-quantize makes Q4_K_M from it).
-# Carry .gpu-peer-hybrid/ (bench/gpu/hybrid/prepare_peer.sh: llama.cpp ec562eb's sources, the
-# stripped ferrite binary). Work files live in /root/w, so the stages can be split over calls
-# on a warm machine; each stage skips what an earlier call finished. Results go to $OUT.
-#   bash bench/gpu/hybrid/vs_llamacpp.sh build files:27b bench:27b clean:27b files:35b ...
-# Stages: build (llama-bench, llama-quantize, llama-server), files:M (the Q4_K_M file of M,
-# written while llama.cpp builds when it has not yet; the Q8_0 one deleted after: both models' pairs do not fit the disk at once), speed:M
-# (llama-bench pp4096/tg128 vs ferrite bench-model), serve:M (64 concurrent streams of 512 in,
-# 128 out: llama-server -np 64 vs ferrite serve, `ferrite bench` as the client), clean:M.
+# The speed tables against llama.cpp on the device: llama.cpp's CUDA build and ferrite on the
+# same random-weight GGUF file of a real model's shape. Models: 27b and 35b (issue 37: the real
+# Qwen3.5-27B and Qwen3.6-35B-A3B shapes; bench/gpu/hybrid/gguf_random_hybrid.py writes Q8_0 in
+# llama.cpp's qwen35 / qwen35moe layout, llama-quantize makes Q4_K_M from it) and 20b (issue
+# 38: gpt-oss-20b; bench/gpu/gpt_oss/gguf_random_gpt_oss.py writes llama.cpp's MXFP4 layout,
+# used as written). Carry .gpu-peer-hybrid/ (bench/gpu/prepare_llamacpp_peer.sh: llama.cpp
+# ec562eb's sources, the stripped ferrite binary). Work files live in /root/w, so the stages
+# can be split over calls on a warm machine; each stage skips what an earlier call finished.
+# Results go to $OUT.
+#   bash bench/gpu/vs_llamacpp.sh build files:27b speed:27b clean:27b files:20b ...
+# Stages: build (llama-bench, llama-quantize, llama-server), files:M (M's file, written while
+# llama.cpp builds when it has not yet; a Q8_0 intermediate deleted after: two models' pairs do
+# not fit the disk at once), speed:M (llama-bench pp4096/tg128 vs ferrite bench-model),
+# serve:M (64 concurrent streams of 512 in, 128 out: llama-server -np 64 vs ferrite serve,
+# `ferrite bench` as the client), clean:M.
 set -u
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/ferrite-gpu-out}
 W=${WORK:-/root/w}
 P=.gpu-peer-hybrid
@@ -21,7 +25,15 @@ say() { echo "$(date -u +%H:%M:%S) $*" | tee -a "$LOG" >&2; }
 LB="$W/llama.cpp/build/bin"
 FERRITE="$W/ferrite"
 [ -x "$FERRITE" ] || { xz -dc "$P/ferrite.xz" >"$FERRITE" && chmod +x "$FERRITE"; }
-config_of() { case $1 in 27b) echo bench/gpu/hybrid/qwen3.5-27b.json ;; 35b) echo bench/gpu/hybrid/qwen3.6-35b-a3b.json ;; esac; }
+config_of() {
+  case $1 in
+    27b) echo bench/gpu/hybrid/qwen3.5-27b.json ;;
+    35b) echo bench/gpu/hybrid/qwen3.6-35b-a3b.json ;;
+    20b) echo bench/gpu/gpt_oss/gpt-oss-20b.json ;;
+  esac
+}
+# The file both engines run: Q4_K_M for the hybrids, gpt-oss as written (MXFP4 experts).
+model_file() { case $1 in 20b) echo "$W/$1-MXFP4.gguf" ;; *) echo "$W/$1-Q4_K_M.gguf" ;; esac; }
 STREAMS=${STREAMS:-64} IN=${IN:-512} GEN=${GEN:-128} REQUESTS=${REQUESTS:-128}
 # llama-server splits -c among its slots. `ferrite bench`'s random prompts of IN tokens are
 # counted by its own tokenizer: the fixture vocabulary these files carry turns 512 of them into
@@ -42,8 +54,22 @@ build() {
 }
 
 files() {
-  local m=$1 q8="$W/$1-Q8_0.gguf" q4="$W/$1-Q4_K_M.gguf"
+  local m=$1 q8="$W/$1-Q8_0.gguf" q4
+  q4=$(model_file "$m")
   [ -f "$q4" ] && return 0
+  if [ "$m" = 20b ]; then
+    [ -d "$W/llama.cpp" ] || tar -xJf "$P/llama.cpp.tar.xz" -C "$W"
+    say "writing $q4"
+    (PYTHONPATH="$W/llama.cpp/gguf-py" python3 bench/gpu/gpt_oss/gguf_random_gpt_oss.py \
+      "$(config_of "$m")" fixtures/arch/gpt_oss_mxfp4/model.gguf "$q4.tmp" 2>>"$OUT/gguf-$m.log" &&
+      mv "$q4.tmp" "$q4") &
+    local writer=$!
+    build
+    wait "$writer"
+    [ -f "$q4" ] || { say "writing $q4 failed"; tail -5 "$OUT/gguf-$m.log"; return 1; }
+    say "$q4: $(stat -c %s "$q4") bytes"
+    return 0
+  fi
   if [ ! -f "$q8" ]; then
     # The writer needs only llama.cpp's gguf-py: it runs while llama.cpp builds.
     [ -d "$W/llama.cpp" ] || tar -xJf "$P/llama.cpp.tar.xz" -C "$W"
@@ -65,7 +91,8 @@ files() {
 }
 
 speed() {
-  local m=$1 f="$W/$1-Q4_K_M.gguf"
+  local m=$1 f
+  f=$(model_file "$m")
   say "== speed $m: llama-bench"
   timeout 300 "$LB/llama-bench" -m "$f" -ngl 99 -fa 1 -p 4096 -n 128 -r 3 -o md \
     2>"$OUT/llama-bench-$m.err" | tee -a "$LOG"
@@ -85,7 +112,8 @@ wait_healthy() {  # url, pid
 }
 
 serve_one() {  # engine, model
-  local engine=$1 m=$2 f="$W/$2-Q4_K_M.gguf" port pid
+  local engine=$1 m=$2 f port pid
+  f=$(model_file "$m")
   if [ "$engine" = ferrite ]; then
     port=8101
     "$FERRITE" serve "$f" --device cuda --port "$port" --max-num-seqs "$STREAMS" \

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Makes .gpu-peer-hybrid/ (git-ignored) for bench/gpu/hybrid/vs_llamacpp.sh, here on the build
-# machine: llama.cpp's sources at ec562eb (the version whose converter wrote the hybrid fixtures;
-# qwen35 / qwen35moe need it), without the other backends, the web UI and the model files, and
-# the stripped release ferrite binary (built with the pip nvcc as bench/gpu/build.sh does).
-#   LLAMA_REPO=path/to/a/llama.cpp/clone bash bench/gpu/hybrid/prepare_peer.sh
+# Makes .gpu-peer-hybrid/ (git-ignored) for bench/gpu/vs_llamacpp.sh, here on the build
+# machine: llama.cpp's sources at ec562eb (the version whose converter wrote the hybrid and
+# gpt-oss fixtures; qwen35 / qwen35moe need it), without the other backends, the web UI and the
+# model files, and the stripped release ferrite binary (built with the pip nvcc as
+# bench/gpu/build.sh does).
+#   LLAMA_REPO=path/to/a/llama.cpp/clone bash bench/gpu/prepare_llamacpp_peer.sh
 set -euo pipefail
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../.."
 P=.gpu-peer-hybrid
 REV=ec562eb673ab6fef464d0cf976bcb57925b5eff0
 mkdir -p "$P"

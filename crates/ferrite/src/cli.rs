@@ -12,7 +12,8 @@ mod serve_args;
 pub use bench_args::{BenchArgs, BenchModelArgs, EndpointArg, WorkloadArg};
 pub use generate_args::GenerateArgs;
 pub use serve_args::{
-    LogFormat, MetricsNamesArg, ReasoningParserArg, RunBatchArgs, ServeArgs, ToolCallParserArg,
+    ChatRendererArg, LogFormat, MetricsNamesArg, ReasoningParserArg, RunBatchArgs, ServeArgs,
+    ServedModelArgs, ToolCallParserArg,
 };
 
 #[derive(Debug, Parser)]

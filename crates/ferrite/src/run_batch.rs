@@ -50,7 +50,7 @@ pub fn run(args: RunBatchArgs) -> anyhow::Result<()> {
     let spec = args.served.spec();
     let mut model = model_source::load_model(spec, &args.engine)?;
     let engine = start_engine(&mut model, &args.engine)?;
-    let text = serve::text_model(&model);
+    let text = serve::text_model(&model, &args.served);
     let config = ServerConfig {
         host: String::new(),
         port: 0,

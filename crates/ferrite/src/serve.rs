@@ -7,11 +7,14 @@ use std::time::Duration;
 
 use ferrite_server::kv_events::KvEventsConfig;
 use ferrite_server::{
-    Loaded, MetricNames, ParserChoice, RequestLogConfig, SamplingDefaults, ScaleOutConfig,
-    ServeOptions, ServerConfig, TextModel,
+    ChatRenderer, HarmonySystem, Loaded, MetricNames, ParserChoice, RequestLogConfig,
+    SamplingDefaults, ScaleOutConfig, ServeOptions, ServerConfig, TextModel,
 };
 
-use crate::cli::{MetricsNamesArg, ReasoningParserArg, ServeArgs, ToolCallParserArg};
+use crate::cli::{
+    ChatRendererArg, MetricsNamesArg, ReasoningParserArg, ServeArgs, ServedModelArgs,
+    ToolCallParserArg,
+};
 use crate::engine_setup::start_engine;
 use crate::model_source::{self, LoadedModel};
 
@@ -48,7 +51,7 @@ fn load(args: ServeArgs) -> anyhow::Result<Loaded> {
     let spec = args.served.spec();
     let mut model = model_source::load_model(spec, &args.engine)?;
     let engine = start_engine(&mut model, &args.engine)?;
-    let text = text_model(&model);
+    let text = text_model(&model, &args.served);
     let sampling_defaults = sampling_defaults(&model.generation);
     let config = ServerConfig {
         host: args.host,
@@ -80,13 +83,22 @@ fn load(args: ServeArgs) -> anyhow::Result<Loaded> {
     })
 }
 
-/// What the server needs of the model besides the engine: tokenizer and chat template.
-pub fn text_model(model: &LoadedModel) -> TextModel {
+/// What the server needs of the model besides the engine: tokenizer, chat template and how
+/// chat prompts are rendered.
+pub fn text_model(model: &LoadedModel, served: &ServedModelArgs) -> TextModel {
     TextModel {
         tokenizer: model.tokenizer.tokenizer.clone(),
         chat_template: model.tokenizer.chat_template.clone(),
         bos_token: model.tokenizer.bos_token.clone(),
         eos_token: model.tokenizer.eos_token.clone(),
+        chat_renderer: match served.chat_renderer {
+            ChatRendererArg::Auto => ChatRenderer::Auto,
+            ChatRendererArg::Template => ChatRenderer::Template,
+            ChatRendererArg::Harmony => ChatRenderer::Harmony,
+        },
+        harmony: HarmonySystem {
+            date: served.harmony_date.clone(),
+        },
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use ferrite_model::gguf::GgufFile;
 use ferrite_model::tokenizer::LoadedTokenizer;
-use ferrite_server::{TextModel, TokenizerPool};
+use ferrite_server::{ChatRenderer, HarmonySystem, TextModel, TokenizerPool};
 use serde_json::Value;
 
 fn models_dir() -> PathBuf {
@@ -41,6 +41,8 @@ async fn check(fixture_name: &str) {
         chat_template: tok.chat_template.clone(),
         bos_token: tok.bos_token.clone(),
         eos_token: tok.eos_token.clone(),
+        chat_renderer: ChatRenderer::Auto,
+        harmony: HarmonySystem::default(),
     };
     let pool = TokenizerPool::new(&model, 1).unwrap();
     let cases = fx["chat"].as_array().unwrap();

@@ -41,6 +41,7 @@ pub use ops::serving::{serve, Loaded, ServeOptions};
 pub use routes::router;
 pub use text::chat_template::{ChatTemplate, TemplateError};
 pub use text::detokenizer::{spawn_detokenizer, Registry};
+pub use text::harmony_render::{ChatRenderer, HarmonySystem};
 pub use text::incremental::IncrementalDecoder;
 pub use text::stop_strings::{StopCheck, StopMatcher};
 pub use text::tokenizer_pool::{ChatPrompt, TextModel, TokenizerPool};

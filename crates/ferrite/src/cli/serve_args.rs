@@ -114,6 +114,40 @@ pub struct ServedModelArgs {
     /// template]
     #[arg(long, value_enum)]
     pub reasoning_parser: Option<ReasoningParserArg>,
+    /// How chat prompts are rendered: `auto` (gpt-oss's harmony format natively, token for
+    /// token as openai-harmony renders it, where the chat template writes harmony; the chat
+    /// template elsewhere), `template` (the model's Jinja chat template, always), `harmony`
+    /// (the native harmony renderer, always).
+    #[arg(long, value_enum, default_value_t = ChatRendererArg::Auto)]
+    pub chat_renderer: ChatRendererArg,
+    /// The `Current date:` of harmony prompts, YYYY-MM-DD [default: the day of each request,
+    /// UTC]. A fixed date keeps prompts (and prefix-cache hits) the same across days.
+    #[arg(long, value_parser = parse_date)]
+    pub harmony_date: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ChatRendererArg {
+    Auto,
+    Template,
+    Harmony,
+}
+
+/// A YYYY-MM-DD date.
+fn parse_date(s: &str) -> Result<String, String> {
+    let b = s.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    if b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && digits(0..4)
+        && digits(5..7)
+        && digits(8..10)
+    {
+        Ok(s.to_string())
+    } else {
+        Err(format!("{s:?} is not a YYYY-MM-DD date"))
+    }
 }
 
 impl ServedModelArgs {

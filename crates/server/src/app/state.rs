@@ -39,9 +39,10 @@ pub struct AppState {
     /// How this model marks its reasoning; `None`: all text is content.
     pub reasoning_format: Option<ReasoningFormat>,
     /// The chat template renders gpt-oss's harmony format (its messages get
-    /// `text::harmony_inputs`).
+    /// `text::harmony_inputs`); false where `text::harmony_render` renders the prompts.
     pub harmony_template: bool,
-    /// The chat template has a `reasoning_effort` variable (gpt-oss's does).
+    /// The prompt takes a `reasoning_effort`: the harmony renderer, or a chat template with
+    /// that variable (gpt-oss's).
     pub template_reads_effort: bool,
     /// Structured outputs' grammar compiler and cache.
     pub grammars: Grammars,
@@ -59,12 +60,16 @@ impl AppState {
         grammars: Grammars,
     ) -> Self {
         let template = model.chat_template.as_deref().unwrap_or_default();
-        let tool_format = config
-            .tool_call_parser
-            .resolve(|| ToolCallFormat::detect(template));
-        let reasoning_format = config
-            .reasoning_parser
-            .resolve(|| ReasoningFormat::detect(template));
+        // Prompts rendered natively in harmony get gpt-oss's parsers whatever the template.
+        let native_harmony = model.harmony_system().is_some();
+        let tool_format = config.tool_call_parser.resolve(|| match native_harmony {
+            true => Some(ToolCallFormat::Openai),
+            false => ToolCallFormat::detect(template),
+        });
+        let reasoning_format = config.reasoning_parser.resolve(|| match native_harmony {
+            true => Some(ReasoningFormat::OpenaiGptoss),
+            false => ReasoningFormat::detect(template),
+        });
         Self {
             engine,
             tokenizers,
@@ -82,8 +87,8 @@ impl AppState {
             started: crate::openai::response::unix_now(),
             tool_format,
             reasoning_format,
-            harmony_template: is_harmony_template(template),
-            template_reads_effort: template_reads_effort(template),
+            harmony_template: !native_harmony && is_harmony_template(template),
+            template_reads_effort: native_harmony || template_reads_effort(template),
             grammars,
             next_id: AtomicU64::new(1),
         }

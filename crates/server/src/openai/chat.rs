@@ -130,30 +130,12 @@ impl ChatMessage {
                 Value::String(text)
             }
         };
+        // A call's `arguments` stay the JSON text the client sent: the chat template gets them
+        // parsed (`ChatTemplate::render_inputs`), the harmony renderer as they are.
         let mut obj = self.extra;
-        if let Some(Value::Array(calls)) = obj.get_mut("tool_calls") {
-            calls.iter_mut().for_each(arguments_as_object);
-        }
         obj.insert("role".into(), Value::String(self.role));
         obj.insert("content".into(), content);
         Ok(Value::Object(obj))
-    }
-}
-
-/// OpenAI sends a call's arguments as a JSON string; templates write them with `tojson` and
-/// expect the object (as vLLM and transformers hand it), so a string holding JSON is parsed.
-fn arguments_as_object(call: &mut Value) {
-    let Some(arguments) = call
-        .get_mut("function")
-        .and_then(|f| f.get_mut("arguments"))
-    else {
-        return;
-    };
-    if let Some(parsed) = arguments
-        .as_str()
-        .and_then(|text| serde_json::from_str::<Value>(text).ok())
-    {
-        *arguments = parsed;
     }
 }
 
@@ -180,7 +162,7 @@ mod tests {
     }
 
     #[test]
-    fn tool_call_arguments_reach_the_template_as_objects() {
+    fn tool_call_arguments_stay_the_text_the_client_sent() {
         let m: ChatMessage = serde_json::from_value(json!({"role": "assistant", "content": null,
             "tool_calls": [{"id": "call_1", "type": "function",
                 "function": {"name": "f", "arguments": "{\"city\": \"Paris\"}"}}]}))
@@ -188,7 +170,7 @@ mod tests {
         let v = m.into_template_value().unwrap();
         assert_eq!(
             v["tool_calls"][0]["function"]["arguments"],
-            json!({"city": "Paris"})
+            json!("{\"city\": \"Paris\"}")
         );
         assert_eq!(v["content"], Value::Null);
     }

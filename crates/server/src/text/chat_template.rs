@@ -75,7 +75,13 @@ impl ChatTemplate {
             .get_template(TEMPLATE_NAME)
             .map_err(|e| TemplateError::Compile(describe(&e)))?;
         let mut vars = inputs.extra_vars.clone();
-        vars.insert("messages".into(), Value::Array(inputs.messages.clone()));
+        let mut messages = inputs.messages.clone();
+        for message in &mut messages {
+            if let Some(Value::Array(calls)) = message.get_mut("tool_calls") {
+                calls.iter_mut().for_each(arguments_as_object);
+            }
+        }
+        vars.insert("messages".into(), Value::Array(messages));
         vars.insert(
             "add_generation_prompt".into(),
             Value::Bool(inputs.add_generation_prompt),
@@ -130,6 +136,23 @@ pub const EFFORT_VARIABLE: &str = "reasoning_effort";
 /// Whether a chat template reads [`EFFORT_VARIABLE`].
 pub fn template_reads_effort(template: &str) -> bool {
     template.contains(EFFORT_VARIABLE)
+}
+
+/// OpenAI sends a call's arguments as a JSON string; templates write them with `tojson` and
+/// expect the object (as vLLM and transformers hand it), so a string holding JSON is parsed.
+fn arguments_as_object(call: &mut Value) {
+    let Some(arguments) = call
+        .get_mut("function")
+        .and_then(|f| f.get_mut("arguments"))
+    else {
+        return;
+    };
+    if let Some(parsed) = arguments
+        .as_str()
+        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+    {
+        *arguments = parsed;
+    }
 }
 
 /// `tojson` as transformers defines it for templates: Python's `json.dumps` (`", "` and `": "`
@@ -287,6 +310,19 @@ mod tests {
             .extra_vars
             .insert("enable_thinking".into(), json!(false));
         assert_eq!(t.render_inputs(&inputs).unwrap(), "f;False");
+    }
+
+    #[test]
+    fn tool_call_arguments_reach_the_template_as_objects() {
+        let t = ChatTemplate::new(
+            "{{ messages[0].tool_calls[0].function.arguments.city }}",
+            None,
+            None,
+        )
+        .unwrap();
+        let call = json!({"role": "assistant", "tool_calls": [{"id": "c", "type": "function",
+            "function": {"name": "f", "arguments": "{\"city\": \"Paris\"}"}}]});
+        assert_eq!(t.render(&[call], false).unwrap(), "Paris");
     }
 
     #[test]

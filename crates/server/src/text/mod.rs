@@ -6,6 +6,7 @@
 pub mod chat_template;
 pub mod detokenizer;
 pub mod harmony_inputs;
+pub mod harmony_render;
 pub mod incremental;
 pub mod messages;
 pub mod stop_strings;

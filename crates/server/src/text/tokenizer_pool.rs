@@ -10,6 +10,7 @@ use tokio::sync::oneshot;
 
 use crate::error::ApiError;
 use crate::text::chat_template::{ChatInputs, ChatTemplate, TemplateError};
+use crate::text::harmony_render::{self, ChatRenderer, HarmonySystem, Piece};
 
 /// The text side of a model: what the workers (and the detokenizer) need.
 #[derive(Clone)]
@@ -18,6 +19,19 @@ pub struct TextModel {
     pub chat_template: Option<String>,
     pub bos_token: Option<String>,
     pub eos_token: Option<String>,
+    /// The chat template, or the native harmony renderer (`--chat-renderer`).
+    pub chat_renderer: ChatRenderer,
+    /// The harmony system message's settings (`--harmony-date`).
+    pub harmony: HarmonySystem,
+}
+
+impl TextModel {
+    /// The harmony system settings where chat prompts are rendered natively in harmony.
+    pub fn harmony_system(&self) -> Option<&HarmonySystem> {
+        self.chat_renderer
+            .renders_harmony(self.chat_template.as_deref())
+            .then_some(&self.harmony)
+    }
 }
 
 /// A rendered chat prompt and its token ids.
@@ -134,6 +148,10 @@ fn worker(model: TextModel, jobs: Arc<Mutex<Receiver<Job>>>) {
     let template = model.chat_template.as_deref().and_then(|src| {
         ChatTemplate::new(src, model.bos_token.as_deref(), model.eos_token.as_deref()).ok()
     });
+    let harmony = model
+        .harmony_system()
+        .cloned()
+        .map(|system| (system, literal_tokenizer(&model.tokenizer)));
     let tokenizer = model.tokenizer;
     loop {
         // Holding the lock only while waiting hands each job to exactly one idle worker.
@@ -151,9 +169,10 @@ fn worker(model: TextModel, jobs: Arc<Mutex<Receiver<Job>>>) {
                 let _ = reply.send(encode(&tokenizer, &text, add_special_tokens));
             }
             Job::Chat { inputs, reply } => {
-                let result = match &template {
-                    None => Err(ApiError::bad_request(TemplateError::Missing.to_string())),
-                    Some(t) => t
+                let result = match (&harmony, &template) {
+                    (Some((system, literal)), _) => render_harmony(&inputs, system, literal),
+                    (None, None) => Err(ApiError::bad_request(TemplateError::Missing.to_string())),
+                    (None, Some(t)) => t
                         .render_inputs(&inputs)
                         .map_err(|e| ApiError::bad_request(e.to_string()))
                         // Templates write their own BOS/special tokens into the text.
@@ -175,6 +194,46 @@ fn worker(model: TextModel, jobs: Arc<Mutex<Receiver<Job>>>) {
             }
         }
     }
+}
+
+/// A copy of the tokenizer that reads special tokens' text as text: harmony's text pieces are
+/// tokenized as openai-harmony tokenizes them (`encode_ordinary`).
+fn literal_tokenizer(tokenizer: &Tokenizer) -> Tokenizer {
+    let mut literal = tokenizer.clone();
+    literal.set_encode_special_tokens(true);
+    literal
+}
+
+fn render_harmony(
+    inputs: &ChatInputs,
+    system: &HarmonySystem,
+    literal: &Tokenizer,
+) -> Result<ChatPrompt, ApiError> {
+    let pieces = harmony_render::render(inputs, system)
+        .map_err(|e| ApiError::invalid_param(e.param(), e.to_string()))?;
+    let ids = encode_pieces(literal, &pieces)?;
+    Ok(ChatPrompt {
+        text: harmony_render::prompt_text(&pieces),
+        ids,
+    })
+}
+
+/// Each text piece tokenized on its own and each special token by its id, as openai-harmony
+/// renders (`literal` reads special tokens' text as text).
+pub fn encode_pieces(literal: &Tokenizer, pieces: &[Piece]) -> Result<Vec<u32>, ApiError> {
+    let mut ids = Vec::new();
+    for piece in pieces {
+        match piece {
+            Piece::Special(token) => ids.push(literal.token_to_id(token).ok_or_else(|| {
+                ApiError::internal(format!(
+                    "the tokenizer has no {token} token: it is not gpt-oss's (o200k_harmony); \
+                     start the server with --chat-renderer template"
+                ))
+            })?),
+            Piece::Text(text) => ids.extend(encode(literal, text, false)?),
+        }
+    }
+    Ok(ids)
 }
 
 fn encode(
@@ -202,6 +261,8 @@ mod tests {
             ),
             bos_token: None,
             eos_token: Some("<|im_end|>".into()),
+            chat_renderer: ChatRenderer::Auto,
+            harmony: HarmonySystem::default(),
         }
     }
 

@@ -64,7 +64,7 @@ fn tool_use_and_tool_result_blocks_become_calls_and_tool_messages() {
             json!({"role": "assistant", "content": "Let me check.",
                 "reasoning_content": "use the tool",
                 "tool_calls": [{"id": "toolu_1", "type": "function",
-                    "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]}),
+                    "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]}),
             json!({"role": "tool", "content": "22C", "tool_call_id": "toolu_1"}),
             json!({"role": "tool", "content": "Error: timeout", "tool_call_id": "toolu_2"}),
             json!({"role": "user", "content": "Thanks"}),
@@ -88,7 +88,7 @@ fn an_assistant_turn_of_calls_only_has_no_content() {
     assert_eq!(messages[1]["content"], Value::Null);
     assert_eq!(
         messages[1]["tool_calls"][0]["function"]["arguments"],
-        json!({})
+        json!("{}")
     );
     assert_eq!(messages[2]["content"], "");
 }

@@ -60,9 +60,9 @@ fn echoed_output_becomes_one_assistant_turn_with_its_calls_and_reasoning() {
         json!({"role": "assistant", "content": "Checking.", "reasoning_content": "call it",
             "tool_calls": [
                 {"id": "call_1", "type": "function",
-                 "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
+                 "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
                 {"id": "call_2", "type": "function",
-                 "function": {"name": "get_time", "arguments": {}}}]})
+                 "function": {"name": "get_time", "arguments": "{}"}}]})
     );
     assert_eq!(
         got[2],

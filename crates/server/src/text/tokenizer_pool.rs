@@ -296,6 +296,42 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_harmony_template_gets_the_native_renderer_unless_the_flag_says_template() {
+        let tokenizer = Tokenizer::from_bytes(include_str!(
+            "../../tests/fixtures/harmony/o200k_harmony_subset.tokenizer.json"
+        ))
+        .unwrap();
+        let mut model = TextModel {
+            tokenizer,
+            chat_template: Some("{{ '<|channel|>' }}template".into()),
+            bos_token: None,
+            eos_token: None,
+            chat_renderer: ChatRenderer::Auto,
+            harmony: HarmonySystem {
+                date: Some("2026-01-02".into()),
+            },
+        };
+        let hi = || vec![json!({"role": "user", "content": "Hi!"})];
+        let pool = TokenizerPool::new(&model, 1).unwrap();
+        let p = pool.render_chat(hi(), true).await.unwrap();
+        assert!(p.text.contains("Current date: 2026-01-02\n"), "{}", p.text);
+        assert!(p
+            .text
+            .ends_with("<|start|>user<|message|>Hi!<|end|><|start|>assistant"));
+        assert_eq!(p.ids.first(), Some(&200006), "<|start|>");
+        let mut bad = vec![json!({"role": "tool", "tool_call_id": "x", "content": "r"})];
+        bad.extend(hi());
+        let err = pool.render_chat(bad, true).await.unwrap_err();
+        assert_eq!(err.param.as_deref(), Some("messages"));
+        model.chat_renderer = ChatRenderer::Template;
+        let pool = TokenizerPool::new(&model, 1).unwrap();
+        assert_eq!(
+            pool.render_chat(hi(), true).await.unwrap().text,
+            "<|channel|>template"
+        );
+    }
+
+    #[tokio::test]
     async fn no_template_is_a_400() {
         let mut m = model();
         m.chat_template = None;

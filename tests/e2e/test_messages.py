@@ -119,8 +119,16 @@ def test_a_forced_tool_choice_gives_a_tool_use_block(qwen_claude, choice):
 
 
 def test_any_tool_choice_may_call_several_times(qwen_claude):
-    m = qwen_claude.messages.create(model=QWEN_NAME, max_tokens=60, extra_body=GREEDY, messages=ASK,
-                                    tools=WEATHER, tool_choice={"type": "any"})
+    # Parallel calls allowed: the answer ends where the model ends the list (it used to go on
+    # calling until max_tokens, with the half-written call as text).
+    kw = dict(model=QWEN_NAME, max_tokens=60, extra_body=GREEDY, messages=ASK, tools=WEATHER,
+              tool_choice={"type": "any"})
+    m = qwen_claude.messages.create(**kw)
+    assert m.stop_reason == "tool_use" and [b.type for b in m.content] == ["tool_use"], m.content
+    with qwen_claude.messages.stream(**kw) as stream:
+        streamed = stream.get_final_message()
+    assert [(b.type, b.name, b.input) for b in streamed.content] == \
+        [(b.type, b.name, b.input) for b in m.content] and streamed.stop_reason == "tool_use"
     calls = [b for b in m.content if b.type == "tool_use"]
     assert calls and calls[0].input == {"city": "Paris"}, m.content
     for call in calls:

@@ -76,7 +76,7 @@ def test_a_forced_call_cannot_also_carry_a_response_format(qwen):
 
 
 def test_required_forces_a_call_where_the_model_would_answer_in_text(qwen):
-    # One call: allowed several, this small model goes on calling until max_tokens.
+    # One call, as `parallel_tool_calls=False` asks.
     kw = dict(model=QWEN_NAME, messages=GREETING, tools=WEATHER, temperature=0, max_tokens=80,
               parallel_tool_calls=False)
     free = complete_message(qwen, **kw)
@@ -88,6 +88,41 @@ def test_required_forces_a_call_where_the_model_would_answer_in_text(qwen):
     assert isinstance(args["city"], str)
     streamed = streamed_message(qwen, tool_choice="required", **kw)
     assert without_ids(streamed) == without_ids((content, None, calls, finish))
+
+
+def choices_of(client, **kw):
+    """Each choice of an n>1 answer as (content, calls, finish_reason), streamed or not."""
+    if not kw.get("stream"):
+        return [(c.message.content, [(t.function.name, t.function.arguments) for t in c.message.tool_calls or []],
+                 c.finish_reason) for c in client.chat.completions.create(**kw).choices]
+    content, calls, finish = {}, {}, {}
+    for chunk in client.chat.completions.create(**kw):
+        for c in chunk.choices:
+            content[c.index] = content.get(c.index, "") + (c.delta.content or "")
+            for tc in c.delta.tool_calls or []:
+                name, args = calls.setdefault(c.index, {}).get(tc.index, (None, ""))
+                calls[c.index][tc.index] = (tc.function.name or name, args + (tc.function.arguments or ""))
+            finish[c.index] = c.finish_reason or finish.get(c.index)
+    return [(content[i] or None, [calls.get(i, {})[j] for j in sorted(calls.get(i, {}))], finish[i])
+            for i in sorted(finish)]
+
+
+@pytest.mark.parametrize("parallel", [None, False])
+def test_required_ends_where_the_model_ends_for_ten_seeds(qwen, parallel):
+    # Ten seeded choices in one request (choice i samples with seed + i). Before the grammar let
+    # the answer end after `</tool_call>\n`, most went on calling until max_tokens.
+    kw = dict(model=QWEN_NAME, messages=ASK, tools=WEATHER + [TIME], tool_choice="required",
+              temperature=1.0, seed=0, n=10, max_tokens=60)
+    if parallel is not None:
+        kw["parallel_tool_calls"] = parallel
+    whole = choices_of(qwen, **kw)
+    assert len(whole) == 10
+    for content, calls, finish in whole:
+        assert finish == "tool_calls" and content is None, (content, calls, finish)
+        assert calls and (parallel is None or len(calls) == 1), calls
+        for name, arguments in calls:
+            assert name in ("get_weather", "get_time") and isinstance(json.loads(arguments), dict)
+    assert choices_of(qwen, stream=True, **kw) == whole
 
 
 @pytest.mark.parametrize("seed", range(3))

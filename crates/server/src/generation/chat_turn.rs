@@ -92,6 +92,10 @@ pub async fn start_chat(
     )?;
     let forced = forced_call(&turn, tools.as_ref(), state)?;
     let is_forced = forced.is_some();
+    let tools = tools.map(|t| ToolParsing {
+        forced: is_forced,
+        ..t
+    });
     let grammar = match forced {
         Some(_) if turn.grammar.is_some() => {
             return Err(ApiError::invalid_param(
@@ -202,6 +206,7 @@ fn tool_parsing(
                 Some((t.function.name.clone(), parameters))
             })
             .collect(),
+        forced: false,
     }))
 }
 

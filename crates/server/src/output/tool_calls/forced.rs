@@ -31,8 +31,11 @@ pub fn forced_call_grammar(
                 marker("<tool_call>"),
                 marker("</tool_call>")
             );
-            let repeat = if parallel { "(\"\\n\" block)*" } else { "" };
-            format!("start: block {repeat}\nblock: {block}\ncall: %json {call}\n")
+            // The newline models write after `</tool_call>` must not commit them to another
+            // call: after it the answer may still end (Qwen2.5 writes `</tool_call>\n` then
+            // its end token). Ending is allowed after every complete block.
+            let repeat = if parallel { "(\"\\n\" block)* " } else { "" };
+            format!("start: block {repeat}\"\\n\"?\nblock: {block}\ncall: %json {call}\n")
         }
         ToolCallFormat::Llama3Json => {
             let call = call_schema(tools, "parameters");
@@ -143,14 +146,17 @@ mod tests {
             one.contains("block: <[7]> \"\\n\" call \"\\n\" <[8]>"),
             "{one}"
         );
-        assert!(one.starts_with("start: block \n"), "{one}");
+        assert!(one.starts_with("start: block \"\\n\"?\n"), "{one}");
         let many = lark(forced_call_grammar(
             ToolCallFormat::Hermes,
             &[&weather],
             true,
             ids,
         ));
-        assert!(many.contains("(\"\\n\" block)*"), "{many}");
+        assert!(
+            many.starts_with("start: block (\"\\n\" block)* \"\\n\"?\n"),
+            "{many}"
+        );
         // Without marker tokens the markers are spelled out.
         let spelled = lark(forced_call_grammar(
             ToolCallFormat::Hermes,
@@ -159,6 +165,29 @@ mod tests {
             |_| None,
         ));
         assert!(spelled.contains("\"<tool_call>\""), "{spelled}");
+    }
+
+    #[test]
+    fn a_hermes_answer_may_end_after_any_call_and_the_newline_after_it() {
+        use crate::output::tool_calls::forced_xml::tests::{accepts, compile_format};
+        let weather = spec(
+            "get_weather",
+            json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+        );
+        let call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+        let many = compile_format(ToolCallFormat::Hermes, &[&weather], true);
+        // Qwen2.5 writes a newline after `</tool_call>`, then its end token.
+        for text in [
+            call.to_string(),
+            format!("{call}\n"),
+            format!("{call}\n{call}\n"),
+        ] {
+            assert!(accepts(&many, &text), "{text}");
+        }
+        assert!(!accepts(&many, &format!("{call}\n\n")));
+        let one = compile_format(ToolCallFormat::Hermes, &[&weather], false);
+        assert!(accepts(&one, &format!("{call}\n")));
+        assert!(!accepts(&one, &format!("{call}\n{call}")));
     }
 
     #[test]

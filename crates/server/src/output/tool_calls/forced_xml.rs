@@ -142,4 +142,4 @@ fn quoted(text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

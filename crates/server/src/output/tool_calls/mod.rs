@@ -32,6 +32,9 @@ pub struct ToolParsing {
     /// The offered tools' names and parameters schemas (those that have one): formats whose
     /// arguments are not JSON text (`qwen3_coder`) read the parameters' types from them.
     pub tool_schemas: Arc<[(String, Value)]>,
+    /// A grammar forces the answer to be calls (`tool_choice` "required" or named): a block
+    /// cut short (by `max_tokens`) is dropped rather than shown as content.
+    pub forced: bool,
 }
 
 impl ToolParsing {
@@ -41,6 +44,7 @@ impl ToolParsing {
             parallel,
             tool_names: Arc::from(Vec::new()),
             tool_schemas: Arc::from(Vec::new()),
+            forced: false,
         }
     }
 }

@@ -173,7 +173,7 @@ impl ToolCallParser {
             State::Outside | State::Plain => self.content(rest, out),
         }
         let held = std::mem::take(&mut self.held_whitespace);
-        if self.calls == 0 && !held.is_empty() {
+        if self.calls == 0 && !self.parsing.forced && !held.is_empty() {
             out.push(ToolEvent::Content(held));
         }
     }
@@ -197,6 +197,9 @@ impl ToolCallParser {
                     }
                 }
             }
+            // Under a forcing grammar the only unreadable block is one cut short: it is no
+            // answer, and showing it as content would leak a half-written call.
+            None if self.parsing.forced => {}
             None => self.content(raw, out),
         }
     }

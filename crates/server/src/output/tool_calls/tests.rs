@@ -231,3 +231,27 @@ fn a_bare_call_answer_naming_an_offered_tool_is_a_call() {
         }
     }
 }
+
+#[test]
+fn a_forced_answer_cut_short_leaks_nothing_into_content() {
+    let forced = ToolParsing {
+        forced: true,
+        ..ToolParsing::new(ToolCallFormat::Hermes, true)
+    };
+    let one = "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>";
+    let cut = format!("{one}\n\n<tool_call>\n{{\"name\": \"");
+    assert_eq!(
+        parse_complete(&forced, &cut),
+        (String::new(), vec![call("a", "{}")])
+    );
+    assert_eq!(
+        parse_complete(&forced, "<tool_call>\n{\"na"),
+        (String::new(), vec![])
+    );
+    // The same text read for calls that were not forced shows what cannot be a call.
+    let free = ToolParsing::new(ToolCallFormat::Hermes, true);
+    assert_eq!(
+        parse_complete(&free, &cut).0,
+        "\n\n<tool_call>\n{\"name\": \""
+    );
+}

@@ -33,9 +33,18 @@ fn vocab() -> usize {
 }
 
 fn compile(tools: &[&ToolSpec], parallel: bool) -> Constraint {
+    compile_format(ToolCallFormat::Qwen3Coder, tools, parallel)
+}
+
+/// The forcing grammar of `format` over a byte-level tokenizer (markers spelled out).
+pub(in crate::output::tool_calls) fn compile_format(
+    format: ToolCallFormat,
+    tools: &[&ToolSpec],
+    parallel: bool,
+) -> Constraint {
     let tokenizer = byte_level_tokenizer();
     let grammars = Grammars::new(tokenizer, vocab(), Some("<|im_end|>".into()));
-    let grammar = forced_call_grammar(ToolCallFormat::Qwen3Coder, tools, parallel, |_| None);
+    let grammar = forced_call_grammar(format, tools, parallel, |_| None);
     grammars
         .constraint_blocking(&RequestedGrammar {
             grammar,
@@ -45,7 +54,7 @@ fn compile(tools: &[&ToolSpec], parallel: bool) -> Constraint {
 }
 
 /// Whether the grammar lets the model write `text` and then end.
-fn accepts(constraint: &Constraint, text: &str) -> bool {
+pub(in crate::output::tool_calls) fn accepts(constraint: &Constraint, text: &str) -> bool {
     let tokens = byte_level_tokenizer().encode(text, false).unwrap();
     let mut live = constraint.0.start();
     let mut mask = TokenMask::new(vocab());

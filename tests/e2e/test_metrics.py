@@ -39,7 +39,8 @@ VLLM_SERIES = {
     "request_prompt_tokens": "histogram", "request_generation_tokens": "histogram",
     "iteration_tokens_total": "histogram",
 }
-FERRITE_ONLY = {"ferrite:scheduler_step_seconds": "histogram", "ferrite:scale_out_needed": "gauge"}
+FERRITE_ONLY = {"ferrite:scheduler_step_seconds": "histogram", "ferrite:scale_out_needed": "gauge",
+                "ferrite:http_requests_total": "counter"}
 # Under vLLM's names only: what endpoint pickers built against older vLLM read.
 VLLM_COMPATIBILITY = {"vllm:gpu_cache_usage_perc": "gauge", "vllm:lora_requests_info": "gauge"}
 HISTOGRAMS = [n for n, t in VLLM_SERIES.items() if t == "histogram"]
@@ -198,7 +199,10 @@ def test_one_json_log_line_per_finished_request(scripted_run, plain_server):
     prompt_tokens, _ = scripted_run
     lines = finished_lines(plain_server, json_format=True)
     assert len(lines) == len(prompt_tokens)
-    assert len({l["request_id"] for l in lines}) == len(lines)
+    # One line per engine request (per choice): the engine's id is unique, the client's request
+    # id is shared by the choices of one request.
+    assert len({l["engine_id"] for l in lines}) == len(lines)
+    assert all(l["request_id"] for l in lines)
     tokenized = sorted(
         httpx.post(plain_server.url + "/tokenize", json={"prompt": p}).json()["tokens"] for p in PROMPTS)
     logged_prompts = []
@@ -225,12 +229,15 @@ def vllm_server(tmp_path_factory):
 
 
 def test_vllm_names_replace_ferrite_names(vllm_server):
+    # The HTTP counter has series once a response went out: the first scrape makes one.
+    scrape(vllm_server.url)
     s = scrape(vllm_server.url)
     expected = {"vllm:" + n: t for n, t in VLLM_SERIES.items()} | FERRITE_ONLY | VLLM_COMPATIBILITY
     assert s.types == expected
     assert {n.split("{")[0] for n, _, _ in s.samples if n.startswith("ferrite:")} <= {
         "ferrite:scheduler_step_seconds_bucket", "ferrite:scheduler_step_seconds_sum",
-        "ferrite:scheduler_step_seconds_count", "ferrite:scale_out_needed"}
+        "ferrite:scheduler_step_seconds_count", "ferrite:scale_out_needed",
+        "ferrite:http_requests_total"}
 
 
 def test_stop_strings_and_abandoned_streams_are_counted_by_reason(vllm_server):

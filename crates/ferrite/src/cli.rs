@@ -8,6 +8,7 @@ use crate::byte_size::parse_byte_size;
 mod bench_args;
 mod generate_args;
 mod serve_args;
+mod vllm_args;
 
 pub use bench_args::{BenchArgs, BenchModelArgs, EndpointArg, WorkloadArg};
 pub use generate_args::GenerateArgs;
@@ -15,6 +16,7 @@ pub use serve_args::{
     ChatRendererArg, LogFormat, MetricsNamesArg, ReasoningParserArg, RunBatchArgs, ServeArgs,
     ServedModelArgs, ToolCallParserArg,
 };
+pub use vllm_args::VllmArgs;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -33,13 +35,32 @@ impl Cli {
     pub fn parse_with_architectures() -> Cli {
         use clap::{CommandFactory, FromArgMatches};
         let architectures = ferrite_model::arch::supported_summary();
-        let mut command = Cli::command().after_long_help(architectures.clone());
+        let mut command = Cli::command()
+            .version(version())
+            .after_long_help(architectures.clone());
         for name in ["serve", "run-batch", "generate", "bench-model"] {
             command = command.mut_subcommand(name, |c| c.after_long_help(architectures.clone()));
         }
         let matches = command.get_matches();
         Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
     }
+}
+
+/// `ferrite --version`: the crate version, the commit built (build.rs) and how the CUDA kernels
+/// get to the GPU, the three things a bug report needs.
+fn version() -> &'static str {
+    let kernels = if ferrite_cuda::kernel_sources::has_prebuilt_cubins() {
+        "built in (sm_90 cubins, compiled by nvcc)"
+    } else {
+        "not built in (no nvcc at build time: NVRTC compiles their sources at start-up)"
+    };
+    let text = format!(
+        "{} (commit {}; CUDA kernels {kernels})",
+        env!("CARGO_PKG_VERSION"),
+        env!("FERRITE_GIT_COMMIT")
+    );
+    // Once per process; clap keeps `&'static str` without its `string` feature.
+    Box::leak(text.into_boxed_str())
 }
 
 #[derive(Debug, Subcommand)]
@@ -102,6 +123,11 @@ pub struct EngineArgs {
     /// The revision (branch, tag or commit) of a hub-id model [default: main].
     #[arg(long)]
     pub revision: Option<String>,
+    /// Where hub models are downloaded (and looked for): the Hugging Face cache directory
+    /// itself, as vLLM's flag [default: $HF_HUB_CACHE, else $HF_HOME/hub, else
+    /// ~/.cache/huggingface/hub].
+    #[arg(long, value_name = "DIR")]
+    pub download_dir: Option<std::path::PathBuf>,
     /// Tokenizer for `--load-format dummy`: a .gguf file or a directory with tokenizer.json.
     #[arg(long)]
     pub tokenizer: Option<String>,

@@ -226,8 +226,13 @@ pub fn build_proposer(
                 LoadFormat::Dummy => {
                     model_source::load_dummy(path, args.dummy_seed.wrapping_add(1), None)?
                 }
-                LoadFormat::Auto => model_source::load(Some(path), None, args.map_pages())
-                    .with_context(|| format!("loading the draft model {path}"))?,
+                LoadFormat::Auto => model_source::load(
+                    Some(path),
+                    None,
+                    args.download_dir.as_deref(),
+                    args.map_pages(),
+                )
+                .with_context(|| format!("loading the draft model {path}"))?,
             };
             let mut backend = Built::new(&mut draft, args)?;
             // Draft and model must number tokens alike: token ids cross between them.

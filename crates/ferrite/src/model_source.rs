@@ -101,7 +101,12 @@ pub fn models_dir() -> PathBuf {
 /// with its tokenizer: what every command that runs a model loads.
 pub fn load_model(spec: Option<&str>, engine: &EngineArgs) -> anyhow::Result<LoadedModel> {
     match engine.load_format {
-        LoadFormat::Auto => load(spec, engine.revision.as_deref(), engine.map_pages()),
+        LoadFormat::Auto => load(
+            spec,
+            engine.revision.as_deref(),
+            engine.download_dir.as_deref(),
+            engine.map_pages(),
+        ),
         LoadFormat::Dummy => load_dummy(
             spec.ok_or_else(|| {
                 anyhow::anyhow!("--load-format dummy needs --model PRESET|config.json")
@@ -112,11 +117,12 @@ pub fn load_model(spec: Option<&str>, engine: &EngineArgs) -> anyhow::Result<Loa
     }
 }
 
-/// The model `spec` names; `revision` (a branch, tag or commit) only for a hub id; its weight
-/// files mapped in `pages`.
+/// The model `spec` names; `revision` (a branch, tag or commit) and `download_dir` (the hub
+/// cache) only for a hub id; its weight files mapped in `pages`.
 pub fn load(
     spec: Option<&str>,
     revision: Option<&str>,
+    download_dir: Option<&Path>,
     pages: MapPages,
 ) -> anyhow::Result<LoadedModel> {
     let path = match spec {
@@ -151,7 +157,10 @@ pub fn load(
         bail!("`{spec}` is neither a file, a directory nor a hub id (org/name)");
     }
     let revision = revision.unwrap_or("main");
-    let env = HubEnv::from_env();
+    let mut env = HubEnv::from_env();
+    if let Some(dir) = download_dir {
+        env.cache = dir.to_path_buf();
+    }
     let started = Instant::now();
     let dir = hub::model_dir(&spec, revision, &env)?;
     tracing::info!(

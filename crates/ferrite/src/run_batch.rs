@@ -67,6 +67,7 @@ pub fn run(args: RunBatchArgs) -> anyhow::Result<()> {
         tool_call_parser: serve::tool_call_parser(args.served.tool_call_parser),
         reasoning_parser: serve::reasoning_parser(args.served.reasoning_parser),
         tracer: None,
+        cors: None,
     };
     // As `ferrite serve`'s: the engine's scheduler thread does the heavy work.
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -18,7 +18,20 @@ use crate::cli::{
 use crate::engine_setup::start_engine;
 use crate::model_source::{self, LoadedModel};
 
-pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
+    // vLLM's flags: refused ones before anything loads, the rest folded into ferrite's.
+    args.vllm.check(args.engine.device)?;
+    if args.vllm.no_enable_prefix_caching {
+        args.engine.no_prefix_caching = true;
+    }
+    // Read now, so that a wrong path fails before the weights load; from here on it holds the
+    // template's text.
+    if let Some(spec) = args.vllm.chat_template.take() {
+        args.vllm.chat_template = Some(chat_template_arg(&spec)?);
+    }
+    if args.vllm.trust_remote_code {
+        tracing::info!("--trust-remote-code has no effect: ferrite runs no code from the model");
+    }
     let ops = &args.operations;
     if !(ops.shutdown_timeout >= 0.0 && ops.shutdown_timeout.is_finite()) {
         anyhow::bail!("--shutdown-timeout must be a number of seconds >= 0");
@@ -37,6 +50,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             None => None,
         },
         otlp_traces_endpoint: ops.otlp_traces_endpoint.clone(),
+        log_requests: !args.vllm.disable_log_requests,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -51,8 +65,14 @@ fn load(args: ServeArgs) -> anyhow::Result<Loaded> {
     let spec = args.served.spec();
     let mut model = model_source::load_model(spec, &args.engine)?;
     let engine = start_engine(&mut model, &args.engine)?;
-    let text = text_model(&model, &args.served);
-    let sampling_defaults = sampling_defaults(&model.generation);
+    let mut text = text_model(&model, &args.served);
+    if let Some(template) = args.vllm.chat_template.clone() {
+        text.chat_template = Some(template);
+        tracing::info!("chat template from --chat-template replaces the model's");
+    }
+    let mut sampling_defaults = sampling_defaults(&model.generation);
+    sampling_defaults.seed = args.vllm.seed;
+    let cors = args.vllm.cors()?;
     let config = ServerConfig {
         host: args.host,
         port: args.port,
@@ -70,10 +90,12 @@ fn load(args: ServeArgs) -> anyhow::Result<Loaded> {
         request_log: RequestLogConfig {
             token_ids: args.log_token_ids,
             prompts: args.log_prompts,
+            disabled: args.vllm.disable_log_requests,
         },
         tool_call_parser: tool_call_parser(args.served.tool_call_parser),
         reasoning_parser: reasoning_parser(args.served.reasoning_parser),
         tracer: None,
+        cors,
     };
     Ok(Loaded {
         config,
@@ -100,6 +122,20 @@ pub fn text_model(model: &LoadedModel, served: &ServedModelArgs) -> TextModel {
             date: served.harmony_date.clone(),
         },
     }
+}
+
+/// `--chat-template`: a file's text, or the template itself, as vLLM reads it: a value with
+/// Jinja delimiters is a template, anything else must be a readable file.
+fn chat_template_arg(spec: &str) -> anyhow::Result<String> {
+    let path = std::path::Path::new(spec);
+    if path.is_file() {
+        return std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("--chat-template: reading {spec}: {e}"));
+    }
+    if spec.contains("{{") || spec.contains("{%") {
+        return Ok(spec.to_string());
+    }
+    anyhow::bail!("--chat-template {spec:?} is neither a file nor a Jinja template")
 }
 
 pub fn tool_call_parser(arg: Option<ToolCallParserArg>) -> ParserChoice<ToolCallFormat> {
@@ -137,6 +173,7 @@ pub fn sampling_defaults(generation: &GenerationDefaults) -> SamplingDefaults {
         repetition_penalty: generation
             .repetition_penalty
             .unwrap_or(openai.repetition_penalty),
+        seed: None,
     };
     if defaults != openai {
         tracing::info!(?defaults, "sampling defaults from generation_config.json");

@@ -101,9 +101,17 @@ pub struct ErrorDetail {
     pub code: Option<&'static str>,
 }
 
+/// Why a request was refused, left on the response for the request-id middleware's log line
+/// (which sees only the response, not the body it streams).
+#[derive(Debug, Clone)]
+pub struct RejectReason(pub String);
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(self.body())).into_response()
+        let reason = RejectReason(self.message.clone());
+        let mut response = (self.status, Json(self.body())).into_response();
+        response.extensions_mut().insert(reason);
+        response
     }
 }
 

@@ -29,7 +29,7 @@ pub mod text;
 pub use observe::kv_events;
 pub use output::{reasoning, tool_calls};
 
-pub use app::config::{ParserChoice, ServerConfig};
+pub use app::config::{CorsConfig, ParserChoice, ServerConfig};
 pub use app::pipeline::start_pipeline;
 pub use app::state::AppState;
 pub use error::ApiError;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::EngineArgs;
+use super::{EngineArgs, VllmArgs};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -46,6 +46,8 @@ pub struct ServeArgs {
     pub operations: OperationsArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
+    #[command(flatten)]
+    pub vllm: VllmArgs,
 }
 
 /// Running as one replica among many (Kubernetes, llm-d): drain, scale-out signal.

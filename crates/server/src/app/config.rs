@@ -34,6 +34,20 @@ pub struct ServerConfig {
     pub reasoning_parser: ParserChoice<ReasoningFormat>,
     /// Where finished requests' spans go (`--otlp-traces-endpoint`).
     pub tracer: Option<Arc<Tracer>>,
+    /// CORS (`--allowed-origins` and its siblings); `None`: off.
+    pub cors: Option<CorsConfig>,
+}
+
+/// CORS as vLLM's flags set it; `routes::cors` answers with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorsConfig {
+    /// Origins allowed, `*` for any.
+    pub origins: Vec<String>,
+    /// Methods allowed, `*` for any.
+    pub methods: Vec<String>,
+    /// Request headers allowed, `*` for any.
+    pub headers: Vec<String>,
+    pub credentials: bool,
 }
 
 /// A parser named on the command line, or detected from the chat template.

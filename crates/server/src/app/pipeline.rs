@@ -9,6 +9,7 @@ use ferrite_engine::{EngineHandle, EngineStep};
 use crate::app::config::ServerConfig;
 use crate::app::state::AppState;
 use crate::observe::metrics::{Metrics, MetricsConfig};
+use crate::observe::request_names::RequestNames;
 use crate::observe::request_tracker::RequestTracker;
 use crate::output::structured;
 use crate::text::detokenizer::{spawn_detokenizer, Registry};
@@ -46,15 +47,17 @@ pub fn start_pipeline(
     };
     let metrics = Arc::new(Metrics::new(&metrics_config, engine.shared_stats()));
     let aborter = engine.clone();
+    let names = RequestNames::default();
     spawn_detokenizer(
         model.tokenizer.clone(),
         registry.clone(),
         outputs,
         Box::new(move |id| aborter.abort(id)),
         RequestTracker::new(Arc::clone(&metrics), config.request_log)
-            .with_tracer(config.tracer.clone()),
+            .with_tracer(config.tracer.clone())
+            .with_names(names.clone()),
     )?;
-    let state = AppState::new(
+    let mut state = AppState::new(
         engine,
         tokenizers,
         registry,
@@ -67,6 +70,7 @@ pub fn start_pipeline(
             model.eos_token.clone(),
         ),
     );
+    state.request_names = names;
     state.grammars.warm_up_in_background();
     tracing::info!(
         "tool-call parser: {}, reasoning parser: {}",

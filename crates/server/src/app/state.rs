@@ -5,9 +5,11 @@ use std::sync::Arc;
 
 use ferrite_engine::{EngineHandle, RequestId};
 
-use crate::app::config::ServerConfig;
+use crate::app::config::{CorsConfig, ServerConfig};
 use crate::error::ApiError;
 use crate::observe::metrics::Metrics;
+use crate::observe::request_log::RequestLogConfig;
+use crate::observe::request_names::{self, RequestNames};
 use crate::openai::sampling::SamplingDefaults;
 use crate::output::reasoning::ReasoningFormat;
 use crate::output::structured::Grammars;
@@ -46,6 +48,12 @@ pub struct AppState {
     pub template_reads_effort: bool,
     /// Structured outputs' grammar compiler and cache.
     pub grammars: Grammars,
+    /// CORS (`--allowed-origins` ...); `None`: no CORS headers, preflights unanswered.
+    pub cors: Option<CorsConfig>,
+    /// Whether requests get log lines (`--disable-log-requests` turns them off).
+    pub request_log: RequestLogConfig,
+    /// Engine request -> the client's request id, for the detokenizer's log line.
+    pub request_names: RequestNames,
     next_id: AtomicU64,
 }
 
@@ -90,12 +98,28 @@ impl AppState {
             harmony_template: !native_harmony && is_harmony_template(template),
             template_reads_effort: native_harmony || template_reads_effort(template),
             grammars,
+            cors: config.cors.clone(),
+            request_log: config.request_log,
+            request_names: RequestNames::default(),
             next_id: AtomicU64::new(1),
         }
     }
 
+    /// A new engine request id, named after the HTTP request this task serves (its log line
+    /// and span then carry the client's id).
     pub fn next_request_id(&self) -> RequestId {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.request_names.record(id);
+        id
+    }
+
+    /// The HTTP request's id (`X-Request-Id` or the server's), which completion ids end with;
+    /// a fresh number outside the middleware (unit tests).
+    pub fn client_request_id(&self) -> String {
+        match request_names::current() {
+            Some(id) => id.to_string(),
+            None => self.next_id.fetch_add(1, Ordering::Relaxed).to_string(),
+        }
     }
 
     /// OpenAI clients always send `model`; anything but our name is a 404 (absent is fine).

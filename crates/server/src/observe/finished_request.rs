@@ -10,6 +10,8 @@ use ferrite_engine::{FinishReason, RequestId, SpecSummary};
 #[derive(Debug, Clone, PartialEq)]
 pub struct FinishedRequest {
     pub id: RequestId,
+    /// The client's request id (`X-Request-Id` or the server's), when it came over HTTP.
+    pub request_id: Option<Arc<str>>,
     /// `Stop` also for a stop string matched here (the engine saw an abort).
     pub finish: FinishReason,
     pub num_prompt_tokens: usize,

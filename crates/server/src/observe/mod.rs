@@ -6,5 +6,6 @@ pub mod finished_request;
 pub mod kv_events;
 pub mod metrics;
 pub mod request_log;
+pub mod request_names;
 pub mod request_tracker;
 pub mod traces;

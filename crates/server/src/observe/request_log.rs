@@ -15,6 +15,8 @@ pub struct RequestLogConfig {
     pub token_ids: bool,
     /// Log the prompt text (the prompt tokens decoded, chat template included).
     pub prompts: bool,
+    /// No line per request (`--disable-log-requests`): finished nor rejected.
+    pub disabled: bool,
 }
 
 /// Token ids as a JSON array, so a log pipeline can parse the field.
@@ -43,6 +45,9 @@ fn secs(d: Duration) -> f64 {
 const TARGET: &str = "ferrite_server::request_log";
 
 pub fn log_finished(r: &FinishedRequest, config: &RequestLogConfig, tokenizer: &Tokenizer) {
+    if config.disabled {
+        return;
+    }
     let prompt_ids = r.prompt_ids.as_deref().map(Vec::as_slice);
     let prompt_text = match prompt_ids {
         Some(ids) if config.prompts => tokenizer.decode(ids, false).ok(),
@@ -54,7 +59,8 @@ pub fn log_finished(r: &FinishedRequest, config: &RequestLogConfig, tokenizer: &
     }
     tracing::info!(
         target: TARGET,
-        request_id = r.id,
+        request_id = r.request_id.as_deref(),
+        engine_id = r.id,
         prompt_tokens = r.num_prompt_tokens,
         output_tokens = r.num_generation_tokens,
         cached_tokens = r.num_cached_tokens,

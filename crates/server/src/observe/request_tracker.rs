@@ -17,6 +17,7 @@ use tokenizers::Tokenizer;
 use crate::observe::finished_request::FinishedRequest;
 use crate::observe::metrics::Metrics;
 use crate::observe::request_log::{self, RequestLogConfig};
+use crate::observe::request_names::RequestNames;
 use crate::observe::traces::Tracer;
 
 struct Timeline {
@@ -29,6 +30,7 @@ struct Timeline {
     num_generation_tokens: usize,
     prompt_ids: Option<Arc<Vec<u32>>>,
     output_ids: Option<Vec<u32>>,
+    request_id: Option<Arc<str>>,
 }
 
 impl Timeline {
@@ -46,6 +48,7 @@ impl Timeline {
         };
         FinishedRequest {
             id,
+            request_id: self.request_id,
             finish,
             num_prompt_tokens: self.num_prompt_tokens,
             num_cached_tokens: self.num_cached_tokens,
@@ -68,6 +71,7 @@ pub struct RequestTracker {
     live: HashMap<RequestId, Timeline>,
     finished: Vec<FinishedRequest>,
     tracer: Option<Arc<Tracer>>,
+    names: RequestNames,
 }
 
 impl RequestTracker {
@@ -78,7 +82,14 @@ impl RequestTracker {
             live: HashMap::new(),
             finished: Vec::new(),
             tracer: None,
+            names: RequestNames::default(),
         }
+    }
+
+    /// Take each request's client id from `names` (filled at submission).
+    pub fn with_names(mut self, names: RequestNames) -> Self {
+        self.names = names;
+        self
     }
 
     /// Also hand every finished request to `tracer` (its span).
@@ -121,6 +132,7 @@ impl RequestTracker {
                     num_generation_tokens: 0,
                     prompt_ids,
                     output_ids: self.log.token_ids.then(Vec::new),
+                    request_id: self.names.take(out.id),
                 },
             );
         }

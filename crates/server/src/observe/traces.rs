@@ -138,7 +138,13 @@ impl Tracer {
     fn span(&self, r: &FinishedRequest, p: &Pending) -> Span {
         let seconds = |d: Duration| d.as_secs_f64();
         let mut attributes = vec![
-            KeyValue::string("gen_ai.request.id", r.id.to_string()),
+            // The id the client saw (X-Request-Id), so a span is found from a log line.
+            KeyValue::string(
+                "gen_ai.request.id",
+                r.request_id
+                    .as_deref()
+                    .map_or_else(|| r.id.to_string(), str::to_string),
+            ),
             KeyValue::string("gen_ai.response.model", self.model.clone()),
             KeyValue::double("gen_ai.request.temperature", f64::from(p.temperature)),
             KeyValue::double("gen_ai.request.top_p", f64::from(p.top_p)),

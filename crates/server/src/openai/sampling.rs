@@ -90,6 +90,8 @@ pub struct SamplingDefaults {
     pub top_k: i64,
     pub min_p: f32,
     pub repetition_penalty: f32,
+    /// The seed of requests that send none (`--seed`); `None`: an unseeded stream each.
+    pub seed: Option<u64>,
 }
 
 /// OpenAI's defaults, which are the engine's (`SamplingParams::default()`).
@@ -102,6 +104,7 @@ impl Default for SamplingDefaults {
             top_k: engine.top_k as i64,
             min_p: engine.min_p,
             repetition_penalty: engine.repetition_penalty,
+            seed: None,
         }
     }
 }
@@ -180,7 +183,7 @@ impl SamplingFields {
             top_p,
             top_k,
             min_p,
-            seed: self.seed,
+            seed: self.seed.or(defaults.seed),
             presence_penalty,
             frequency_penalty,
             repetition_penalty,
@@ -244,8 +247,15 @@ mod tests {
             top_k: 20,
             min_p: 0.05,
             repetition_penalty: 1.1,
+            seed: Some(3),
         };
         let p = fields("{}").validate(None, &model).unwrap().params;
+        assert_eq!(p.seed, Some(3));
+        let own = fields(r#"{"seed": 9}"#)
+            .validate(None, &model)
+            .unwrap()
+            .params;
+        assert_eq!(own.seed, Some(9));
         assert_eq!(
             (
                 p.temperature,

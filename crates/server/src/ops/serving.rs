@@ -27,11 +27,12 @@ use crate::app::pipeline::start_pipeline;
 use crate::app::state::AppState;
 use crate::error::ApiError;
 use crate::observe::kv_events::{self, KvEventsConfig};
+use crate::observe::metrics::Metrics;
 use crate::observe::traces::{self, Tracer};
 use crate::ops::lifecycle::{Lifecycle, Phase, RETRY_AFTER_DRAINING, RETRY_AFTER_LOADING};
 use crate::ops::readiness;
 use crate::ops::scale_out::{spawn_monitor, ScaleOutConfig};
-use crate::routes::router;
+use crate::routes::{request_id, router};
 use crate::text::tokenizer_pool::TextModel;
 
 /// How the HTTP side lives, besides what [`ServerConfig`] says about answering.
@@ -48,6 +49,9 @@ pub struct ServeOptions {
     pub kv_events: Option<KvEventsConfig>,
     /// Export a span per request over OTLP/HTTP (`--otlp-traces-endpoint`).
     pub otlp_traces_endpoint: Option<String>,
+    /// A log line for each request refused while loading or draining (off with
+    /// `--disable-log-requests`).
+    pub log_requests: bool,
 }
 
 /// What loading the model produces: everything [`start_pipeline`] needs.
@@ -68,12 +72,15 @@ const DRAIN_POLL: Duration = Duration::from_millis(50);
 struct Outer {
     lifecycle: Arc<Lifecycle>,
     app: Arc<OnceLock<App>>,
+    log_requests: bool,
 }
 
 /// What exists once the model is loaded.
 struct App {
     router: Router,
     tracer: Option<Arc<Tracer>>,
+    /// Counts the requests refused here, before the router's middleware sees them.
+    metrics: Arc<Metrics>,
 }
 
 /// Binds, loads the model with `load` (on a thread of its own), serves, and drains on
@@ -90,6 +97,7 @@ where
     let outer = Outer {
         lifecycle: Arc::clone(&lifecycle),
         app: Arc::new(OnceLock::new()),
+        log_requests: options.log_requests,
     };
     let app = Arc::clone(&outer.app);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -160,6 +168,7 @@ fn start(
     let _ = app.set(App {
         router: router(Arc::clone(&state)),
         tracer: loaded.config.tracer.clone(),
+        metrics: Arc::clone(&state.metrics),
     });
     let signal = state.metrics.scale_out_signal();
     spawn_monitor(
@@ -187,7 +196,7 @@ fn outer_router(outer: Outer) -> Router {
 /// (except /metrics, which is served as long as the model is loaded).
 async fn dispatch(State(outer): State<Outer>, request: Request) -> Response {
     let Some(app) = outer.app.get() else {
-        return refuse_loading();
+        return refused(&outer, None, &request, refuse_loading());
     };
     if request.uri().path() == "/metrics" {
         return forward(app, request).await;
@@ -197,12 +206,26 @@ async fn dispatch(State(outer): State<Outer>, request: Request) -> Response {
     match outer.lifecycle.phase() {
         Phase::Ready => forward(app, request).await,
         // The app is built a moment before the phase turns ready: still loading, not draining.
-        Phase::Loading => refuse_loading(),
-        Phase::Draining => refuse(
-            "the server is shutting down; retry on another replica",
-            RETRY_AFTER_DRAINING,
-        ),
+        Phase::Loading => refused(&outer, Some(app), &request, refuse_loading()),
+        Phase::Draining => {
+            let answer = refuse(
+                "the server is shutting down; retry on another replica",
+                RETRY_AFTER_DRAINING,
+            );
+            refused(&outer, Some(app), &request, answer)
+        }
     }
+}
+
+/// A refusal made here, outside the router: given the request's id, logged and counted as the
+/// router's middleware does for its own.
+fn refused(outer: &Outer, app: Option<&App>, request: &Request, response: Response) -> Response {
+    request_id::outside_router(
+        request,
+        response,
+        app.map(|a| a.metrics.as_ref()),
+        outer.log_requests,
+    )
 }
 
 async fn forward(app: &App, request: Request) -> Response {

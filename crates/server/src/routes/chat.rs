@@ -49,7 +49,7 @@ pub async fn chat_completions(
     };
     let StartedChat { submission, output } = start_chat(&state, turn, &mut sampling).await?;
     let meta = ResponseMeta::new(
-        format!("chatcmpl-{}", state.next_request_id()),
+        format!("chatcmpl-{}", state.client_request_id()),
         state.model_name.clone(),
     );
     let shape = Shape {

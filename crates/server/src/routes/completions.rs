@@ -49,7 +49,7 @@ pub async fn completions(
         submission,
     } = submit(&state, prompts, &mut sampling, options).await?;
     let meta = ResponseMeta::new(
-        format!("cmpl-{}", state.next_request_id()),
+        format!("cmpl-{}", state.client_request_id()),
         state.model_name.clone(),
     );
     let shape = Shape {

@@ -5,10 +5,12 @@ mod auth;
 pub mod chat;
 mod chat_stream;
 pub mod completions;
+pub mod cors;
 mod event_pump;
 pub mod info;
 pub mod messages;
 mod messages_stream;
+pub mod request_id;
 pub mod responses;
 
 use std::sync::Arc;
@@ -31,7 +33,8 @@ pub async fn not_found(uri: Uri) -> ApiError {
     }
 }
 
-/// Every route of the server, the API ones behind the API key.
+/// Every route of the server, the API ones behind the API key; around them all (outermost
+/// first) the request id, then CORS, whose preflight needs no key.
 pub fn router(state: Arc<AppState>) -> Router {
     let api = Router::new()
         .route("/v1/completions", post(completions::completions))
@@ -51,5 +54,13 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/health", get(info::health))
         .route("/metrics", get(info::metrics))
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&state),
+            cors::cors,
+        ))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&state),
+            request_id::request_id,
+        ))
         .with_state(state)
 }

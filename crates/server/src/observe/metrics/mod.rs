@@ -74,6 +74,8 @@ pub struct MetricsConfig {
 }
 
 type Labels = [(&'static str, &'static str); 1];
+/// `route` (a route's path, or `unmatched`: bounded) and `status` (the HTTP code).
+type HttpLabels = [(&'static str, String); 2];
 
 pub struct Metrics {
     registry: Registry,
@@ -94,6 +96,7 @@ pub struct Metrics {
     step_forward: Histogram,
     step_sample: Histogram,
     scale_out: Arc<ScaleOutSignal>,
+    http_requests: Family<HttpLabels, Counter>,
 }
 
 fn reason_index(reason: FinishReason) -> usize {
@@ -206,6 +209,14 @@ impl Metrics {
         );
         let phase = |name: &'static str| steps.get_or_create_owned(&[("phase", name)]);
 
+        let http_requests = Family::<HttpLabels, Counter>::default();
+        registry.register(
+            format!("{OWN_PREFIX}http_requests"),
+            "HTTP requests answered, by route and status code (rejections included; counted \
+             when the response head is sent, so a stream counts at its start)",
+            http_requests.clone(),
+        );
+
         Self {
             time_to_first_token,
             inter_token_latency,
@@ -223,6 +234,7 @@ impl Metrics {
             step_forward: phase("forward"),
             step_sample: phase("sample"),
             scale_out,
+            http_requests,
             registry,
         }
     }
@@ -256,6 +268,13 @@ impl Metrics {
 
     pub fn observe_token_gap(&self, gap: Duration) {
         self.inter_token_latency.observe(gap.as_secs_f64());
+    }
+
+    /// One HTTP response; `route` must be one of a bounded set (a label per value).
+    pub fn observe_http(&self, route: &'static str, status: u16) {
+        self.http_requests
+            .get_or_create(&[("route", route.to_string()), ("status", status.to_string())])
+            .inc();
     }
 
     pub fn observe_finished(&self, r: &FinishedRequest) {

@@ -127,6 +127,7 @@ fn engine_atomics_are_read_at_scrape_time() {
 fn finished(finish: FinishReason, e2e_ms: u64, generated: usize) -> FinishedRequest {
     FinishedRequest {
         id: 1,
+        request_id: None,
         finish,
         num_prompt_tokens: 30,
         num_cached_tokens: 0,

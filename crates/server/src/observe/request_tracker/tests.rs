@@ -43,13 +43,24 @@ fn tracker(token_ids: bool) -> (RequestTracker, Arc<Metrics>) {
     let log = RequestLogConfig {
         token_ids,
         prompts: false,
+        disabled: false,
     };
     (RequestTracker::new(Arc::clone(&metrics), log), metrics)
 }
 
 #[test]
 fn a_finished_request_has_vllms_intervals() {
-    let (mut tracker, metrics) = tracker(true);
+    let (tracker, metrics) = tracker(true);
+    // The name recorded at submission is the one the finished request reports.
+    let names = RequestNames::default();
+    let mut tracker = tracker.with_names(names.clone());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    runtime.block_on(crate::observe::request_names::scope(
+        "req-7".into(),
+        async { names.record(7) },
+    ));
     let t0 = Instant::now();
     let prompt = Some(Arc::new(vec![1, 2, 3]));
     tracker.on_output(
@@ -64,6 +75,7 @@ fn a_finished_request_has_vllms_intervals() {
     assert_eq!(tracker.num_live(), 0);
     let expected = FinishedRequest {
         id: 7,
+        request_id: Some("req-7".into()),
         finish: FinishReason::Length,
         num_prompt_tokens: 12,
         num_cached_tokens: 4,

@@ -108,8 +108,20 @@ pub(super) fn start_choices(
         ));
     }
     let room = max_len - prompt_ids.len();
-    // Asking for more than the context holds stops at the context end ("length"), as vLLM's
-    // default does for an unspecified max_tokens.
+    // Asking for more than the context holds is a 400, as OpenAI and vLLM answer; a request
+    // that leaves max_tokens out runs to the context's end ("length"), as vLLM's does.
+    if let Some(asked) = sampling.max_tokens.filter(|&m| m > room) {
+        let param = sampling.max_tokens_param;
+        let n = prompt_ids.len();
+        return Err(ApiError::invalid_param(
+            param,
+            format!(
+                "`{param}` is too large: {asked}. This model's maximum context length is \
+                 {max_len} tokens and your request has {n} input tokens \
+                 ({asked} > {max_len} - {n})."
+            ),
+        ));
+    }
     let max_tokens = sampling
         .max_tokens
         .or(default_max_tokens)

@@ -47,6 +47,17 @@ impl ChatRequest {
     }
 }
 
+/// The roles OpenAI's chat API takes; `developer` speaks as `system` where the template knows
+/// no developer role (`ChatTemplate::render_inputs`).
+const KNOWN_ROLES: &[&str] = &[
+    "system",
+    "developer",
+    "user",
+    "assistant",
+    "tool",
+    "function",
+];
+
 /// Turns the request's messages, tools and template variables into the template's inputs.
 pub fn template_inputs(
     messages: Vec<ChatMessage>,
@@ -54,6 +65,22 @@ pub fn template_inputs(
     tools: Option<&[ToolSpec]>,
     kwargs: Option<Map<String, Value>>,
 ) -> Result<ChatInputs, ApiError> {
+    if let Some((i, m)) = messages
+        .iter()
+        .enumerate()
+        .find(|(_, m)| !KNOWN_ROLES.contains(&m.role.as_str()))
+    {
+        // Templates drop a role they do not know without a word (Qwen's renders only the roles
+        // it tests for), so a misspelled role would vanish from the prompt: OpenAI's 400.
+        return Err(ApiError::invalid_param(
+            &format!("messages[{i}].role"),
+            format!(
+                "Invalid value: '{}'. Supported values are: 'system', 'assistant', 'user', \
+                 'function', 'tool', and 'developer'.",
+                m.role
+            ),
+        ));
+    }
     let messages = messages
         .into_iter()
         .map(ChatMessage::into_template_value)
@@ -191,6 +218,39 @@ mod tests {
     /// Qwen2.5-Coder-0.5B-Instruct's template, as its GGUF ships it.
     const QWEN25: &str =
         include_str!("../../../../fixtures/chat_templates/qwen2.5-coder-0.5b-instruct.jinja");
+
+    #[test]
+    fn developer_speaks_as_system_and_an_unknown_role_is_a_400_naming_it() {
+        let messages = |role: &str| -> Vec<ChatMessage> {
+            serde_json::from_value(json!([{"role": role, "content": "Answer in French."},
+                {"role": "user", "content": "Hi"}]))
+            .unwrap()
+        };
+        let qwen = crate::ChatTemplate::new(QWEN25, None, Some("<|im_end|>")).unwrap();
+        let render = |role: &str| {
+            let inputs = template_inputs(messages(role), true, None, None).unwrap();
+            qwen.render_inputs(&inputs).unwrap()
+        };
+        // Qwen's template renders no developer role: without the mapping the message vanished.
+        assert_eq!(render("developer"), render("system"));
+        assert!(render("developer").contains("Answer in French."));
+        // A template with a developer role of its own gets it as it came.
+        let own = crate::ChatTemplate::new(
+            "{% for m in messages %}{% if m.role == 'developer' %}D:{% endif %}{{ m.content }}|{% endfor %}",
+            None,
+            None,
+        )
+        .unwrap();
+        let inputs = template_inputs(messages("developer"), false, None, None).unwrap();
+        assert_eq!(
+            own.render_inputs(&inputs).unwrap(),
+            "D:Answer in French.|Hi|"
+        );
+        let err = template_inputs(messages("usr"), true, None, None).unwrap_err();
+        assert_eq!(err.status, axum::http::StatusCode::BAD_REQUEST);
+        assert_eq!(err.param.as_deref(), Some("messages[0].role"));
+        assert!(err.message.contains("'usr'"), "{}", err.message);
+    }
 
     #[test]
     fn the_qwen_template_renders_tools_calls_and_results_as_transformers_does() {

@@ -72,6 +72,9 @@ pub struct ValidatedSampling {
     /// `max_tokens` is filled in per prompt by [`ValidatedSampling::params_for_prompt`].
     pub params: SamplingParams,
     pub max_tokens: Option<usize>,
+    /// The field `max_tokens` came from, for the 400 when it does not fit the context:
+    /// `max_tokens`, `max_completion_tokens` or (Responses) `max_output_tokens`.
+    pub max_tokens_param: &'static str,
     pub n: usize,
     pub stop: Vec<String>,
     pub skip_special_tokens: bool,
@@ -117,6 +120,11 @@ impl SamplingFields {
         logprobs: Option<usize>,
         defaults: &SamplingDefaults,
     ) -> Result<ValidatedSampling, ApiError> {
+        let max_tokens_param = if self.max_completion_tokens.is_some() {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
         let max_tokens = match self.max_completion_tokens.or(self.max_tokens) {
             None => None,
             Some(m) if m < 1 => {
@@ -199,6 +207,7 @@ impl SamplingFields {
         Ok(ValidatedSampling {
             params,
             max_tokens,
+            max_tokens_param,
             n,
             stop: self.stop.map(StopSpec::into_vec).unwrap_or_default(),
             skip_special_tokens: self.skip_special_tokens.unwrap_or(true),

@@ -64,7 +64,7 @@ impl ResponsesRequest {
             }
             m => m.map(|m| m as usize),
         };
-        let sampling = SamplingFields {
+        let mut sampling = SamplingFields {
             max_tokens: max_output_tokens.map(|m| m as i64),
             temperature: self.temperature,
             top_p: self.top_p,
@@ -72,6 +72,7 @@ impl ResponsesRequest {
             ..SamplingFields::default()
         }
         .validate(None, defaults)?;
+        sampling.max_tokens_param = "max_output_tokens";
         let input = self
             .input
             .ok_or_else(|| ApiError::invalid_param("input", "`input` is required"))?;

@@ -1,4 +1,5 @@
-//! The small endpoints: `/health`, `/v1/models`, `/metrics`, `/tokenize`, `/detokenize`.
+//! The small endpoints: `/health`, `/v1/models` (and `/v1/models/{id}`), `/metrics`,
+//! `/tokenize`, `/detokenize`.
 
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use crate::openai::models::{ModelCard, ModelList};
 use crate::openai::tokenize::{
     DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse,
 };
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
@@ -25,6 +26,22 @@ pub async fn models(State(state): State<Arc<AppState>>) -> Json<ModelList> {
         state.started,
         state.engine.max_model_len(),
     )]))
+}
+
+/// `GET /v1/models/{id}`: the served model's card; any other id is OpenAI's 404. The id may
+/// hold slashes (`Qwen/Qwen2.5-0.5B`), so the route takes the rest of the path.
+pub async fn model(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<ModelCard>, ApiError> {
+    if id != state.model_name {
+        return Err(ApiError::model_not_found(&id));
+    }
+    Ok(Json(ModelCard::new(
+        state.model_name.clone(),
+        state.started,
+        state.engine.max_model_len(),
+    )))
 }
 
 pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<impl IntoResponse, ApiError> {

@@ -43,6 +43,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/messages", post(messages::create_message))
         .route("/v1/messages/count_tokens", post(messages::count_tokens))
         .route("/v1/models", get(info::models))
+        .route("/v1/models/{*id}", get(info::model))
         .route("/tokenize", post(info::tokenize))
         .route("/detokenize", post(info::detokenize))
         .route_layer(middleware::from_fn_with_state(

@@ -28,6 +28,9 @@ pub struct ChatTemplate {
     env: Environment<'static>,
     bos_token: String,
     eos_token: String,
+    /// The template renders a `developer` role of its own (gpt-oss's, some newer ones); others
+    /// test only for system/user/assistant/tool and would drop a developer message silently.
+    speaks_developer: bool,
 }
 
 impl ChatTemplate {
@@ -55,6 +58,7 @@ impl ChatTemplate {
             env,
             bos_token: bos_token.unwrap_or_default().to_string(),
             eos_token: eos_token.unwrap_or_default().to_string(),
+            speaks_developer: source.contains("developer"),
         })
     }
 
@@ -77,6 +81,10 @@ impl ChatTemplate {
         let mut vars = inputs.extra_vars.clone();
         let mut messages = inputs.messages.clone();
         for message in &mut messages {
+            // OpenAI's developer message is the system's voice (as /v1/responses maps it).
+            if !self.speaks_developer && message["role"] == "developer" {
+                message["role"] = Value::String("system".into());
+            }
             if let Some(Value::Array(calls)) = message.get_mut("tool_calls") {
                 calls.iter_mut().for_each(arguments_as_object);
             }

@@ -34,6 +34,10 @@ const ROUTES: &[&str] = &[
 ];
 
 fn route_label(path: &str) -> &'static str {
+    if path.starts_with("/v1/models/") {
+        // One label for every model id, as the router matches them (`/v1/models/{*id}`).
+        return "/v1/models/{id}";
+    }
     ROUTES
         .iter()
         .find(|r| **r == path)
@@ -147,5 +151,8 @@ mod tests {
     fn unknown_paths_share_one_label() {
         assert_eq!(route_label("/v1/chat/completions"), "/v1/chat/completions");
         assert_eq!(route_label("/wp-admin"), "unmatched");
+        // Every model id under one label, as the router matches them.
+        assert_eq!(route_label("/v1/models"), "/v1/models");
+        assert_eq!(route_label("/v1/models/Qwen/Qwen2.5-0.5B"), "/v1/models/{id}");
     }
 }

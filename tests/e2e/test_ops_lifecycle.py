@@ -182,6 +182,22 @@ def test_shutdown_timeout_aborts_what_is_left(tmp_path):
     s.log.close()
 
 
+def test_a_second_ctrl_c_stops_the_drain_at_once(tmp_path):
+    s = Server(["--shutdown-timeout", "120"], tmp_path, "interrupt")
+    t, out = start_stream(s.url, 1900)
+    s.proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    assert "Ctrl-C again stops at once" in s.log_text()
+    started = time.time()
+    s.proc.send_signal(signal.SIGINT)
+    t.join(30)
+    assert out["finish"] == "abort", out
+    assert s.proc.wait(timeout=15) == 0
+    assert time.time() - started < 10  # not the 120 s the timeout would allow
+    assert "second Ctrl-C: aborting the requests still running" in s.log_text()
+    s.log.close()
+
+
 def test_scale_out_signal_when_the_queue_keeps_growing(tmp_path):
     # One sequence at a time and four long streams: three wait behind the first for far longer
     # than the 2 s window on any machine (each stream is 1900 tokens; they are cancelled once

@@ -55,7 +55,8 @@ pub struct ServeArgs {
 pub struct OperationsArgs {
     /// Seconds a drain (after SIGTERM or Ctrl-C) may take: new requests get 503 with
     /// Retry-After while running ones finish; those still running then are aborted
-    /// (finish_reason "abort"). Keep it below Kubernetes' terminationGracePeriodSeconds.
+    /// (finish_reason "abort"); a second Ctrl-C aborts them at once. Keep it below
+    /// Kubernetes' terminationGracePeriodSeconds.
     #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
     pub shutdown_timeout: f64,
     /// Seconds the waiting queue must stay non-empty without shrinking before

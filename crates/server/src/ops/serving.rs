@@ -266,22 +266,40 @@ async fn drain(lifecycle: &Lifecycle, state: &AppState, timeout: Duration) {
         in_flight = lifecycle.in_flight(),
         engine_requests = state.registry.len(),
         timeout_s = timeout.as_secs_f64(),
-        "shutdown signal: draining (new requests get 503)"
+        "shutdown signal: draining (new requests get 503; Ctrl-C again stops at once)"
     );
     let deadline = Instant::now() + timeout;
     let idle = || lifecycle.in_flight() == 0 && state.registry.is_empty();
+    // A second Ctrl-C (SIGINT) cuts the drain short: the running requests are aborted now, as
+    // at the timeout, instead of an operator waiting out --shutdown-timeout.
+    let second_interrupt = tokio::signal::ctrl_c();
+    tokio::pin!(second_interrupt);
+    let mut interrupted = false;
     while !idle() && Instant::now() < deadline {
-        tokio::time::sleep(DRAIN_POLL).await;
+        tokio::select! {
+            _ = tokio::time::sleep(DRAIN_POLL) => {}
+            _ = &mut second_interrupt => {
+                interrupted = true;
+                break;
+            }
+        }
     }
     if idle() {
         tracing::info!("drained: every request finished");
         return;
     }
     let ids = state.registry.live_ids();
-    tracing::warn!(
-        aborted = ids.len(),
-        "shutdown timeout: aborting the requests still running (finish_reason \"abort\")"
-    );
+    if interrupted {
+        tracing::warn!(
+            aborted = ids.len(),
+            "second Ctrl-C: aborting the requests still running (finish_reason \"abort\")"
+        );
+    } else {
+        tracing::warn!(
+            aborted = ids.len(),
+            "shutdown timeout: aborting the requests still running (finish_reason \"abort\")"
+        );
+    }
     for id in ids {
         state.engine.abort(id);
     }

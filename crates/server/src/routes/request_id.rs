@@ -153,6 +153,9 @@ mod tests {
         assert_eq!(route_label("/wp-admin"), "unmatched");
         // Every model id under one label, as the router matches them.
         assert_eq!(route_label("/v1/models"), "/v1/models");
-        assert_eq!(route_label("/v1/models/Qwen/Qwen2.5-0.5B"), "/v1/models/{id}");
+        assert_eq!(
+            route_label("/v1/models/Qwen/Qwen2.5-0.5B"),
+            "/v1/models/{id}"
+        );
     }
 }

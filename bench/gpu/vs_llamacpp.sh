@@ -53,35 +53,34 @@ build() {
   say "llama.cpp built"
 }
 
+# Writes model M's random file to $2 while llama.cpp builds (the writer needs only gguf-py).
+write_random() {
+  local m=$1 dst=$2 writer vocab pid
+  case $m in
+    20b) writer=bench/gpu/gpt_oss/gguf_random_gpt_oss.py vocab=fixtures/arch/gpt_oss_mxfp4/model.gguf ;;
+    *) writer=bench/gpu/hybrid/gguf_random_hybrid.py vocab=fixtures/arch/qwen3_5/model.gguf ;;
+  esac
+  [ -d "$W/llama.cpp" ] || tar -xJf "$P/llama.cpp.tar.xz" -C "$W"
+  say "writing $dst"
+  (PYTHONPATH="$W/llama.cpp/gguf-py" python3 "$writer" "$(config_of "$m")" "$vocab" "$dst.tmp" \
+    2>>"$OUT/gguf-$m.log" && mv "$dst.tmp" "$dst") &
+  pid=$!
+  build
+  wait "$pid"
+  [ -f "$dst" ] || { say "writing $dst failed"; tail -5 "$OUT/gguf-$m.log"; return 1; }
+}
+
 files() {
   local m=$1 q8="$W/$1-Q8_0.gguf" q4
   q4=$(model_file "$m")
   [ -f "$q4" ] && return 0
   if [ "$m" = 20b ]; then
-    [ -d "$W/llama.cpp" ] || tar -xJf "$P/llama.cpp.tar.xz" -C "$W"
-    say "writing $q4"
-    (PYTHONPATH="$W/llama.cpp/gguf-py" python3 bench/gpu/gpt_oss/gguf_random_gpt_oss.py \
-      "$(config_of "$m")" fixtures/arch/gpt_oss_mxfp4/model.gguf "$q4.tmp" 2>>"$OUT/gguf-$m.log" &&
-      mv "$q4.tmp" "$q4") &
-    local writer=$!
-    build
-    wait "$writer"
-    [ -f "$q4" ] || { say "writing $q4 failed"; tail -5 "$OUT/gguf-$m.log"; return 1; }
+    # gpt-oss runs as written (MXFP4 experts): no quantizing.
+    write_random "$m" "$q4" || return 1
     say "$q4: $(stat -c %s "$q4") bytes"
     return 0
   fi
-  if [ ! -f "$q8" ]; then
-    # The writer needs only llama.cpp's gguf-py: it runs while llama.cpp builds.
-    [ -d "$W/llama.cpp" ] || tar -xJf "$P/llama.cpp.tar.xz" -C "$W"
-    say "writing $q8"
-    (PYTHONPATH="$W/llama.cpp/gguf-py" python3 bench/gpu/hybrid/gguf_random_hybrid.py \
-      "$(config_of "$m")" fixtures/arch/qwen3_5/model.gguf "$q8.tmp" 2>>"$OUT/gguf-$m.log" &&
-      mv "$q8.tmp" "$q8") &
-    local writer=$!
-    build
-    wait "$writer"
-    [ -f "$q8" ] || { say "writing $q8 failed"; tail -5 "$OUT/gguf-$m.log"; return 1; }
-  fi
+  [ -f "$q8" ] || write_random "$m" "$q8" || return 1
   build || return 1
   say "quantizing $q4"
   "$LB/llama-quantize" --allow-requantize "$q8" "$q4.tmp" Q4_K_M 16 >"$OUT/quantize-$m.log" 2>&1 &&

@@ -137,15 +137,7 @@ def main():
         else:
             w.add_tensor_info(name, shape, np.dtype(np.float32), nbytes)
         total += nbytes
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_ti_data_to_file()
-    for i, (name, shape, kind) in enumerate(tensors.items):
-        w.write_tensor_data(tensors.data(shape, kind))
-        if i % 50 == 0:
-            print(f"{i + 1}/{len(tensors.items)} tensors", file=sys.stderr, flush=True)
-    w.close()
-    print(f"{out}: {len(tensors.items)} tensors, {total / 1e9:.2f} GB", file=sys.stderr)
+    hybrid.stream_tensors(w, tensors, out, total)
 
 
 if __name__ == "__main__":

@@ -176,6 +176,20 @@ def copy_tokenizer(reader, writer, vocab_size):
             writer.add_key_value(field.name, field.contents(), vtype, sub_type=sub)
 
 
+def stream_tensors(w, tensors, out, total):
+    """Writes the header, the metadata and tensor infos added to `w`, then each tensor's bytes
+    one at a time (tensors.data), so the file never sits whole in memory."""
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    for i, (name, shape, kind) in enumerate(tensors.items):
+        w.write_tensor_data(tensors.data(shape, kind))
+        if i % 50 == 0:
+            print(f"{i + 1}/{len(tensors.items)} tensors", file=sys.stderr, flush=True)
+    w.close()
+    print(f"{out}: {len(tensors.items)} tensors, {total / 1e9:.2f} GB", file=sys.stderr)
+
+
 def main():
     config_path, vocab_path, out = sys.argv[1:4]
     c = text_config(config_path)
@@ -202,15 +216,7 @@ def main():
             nbytes = int(np.prod(shape)) * 4
             w.add_tensor_info(name, shape, np.dtype(np.float32), nbytes)
         total += nbytes
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_ti_data_to_file()
-    for i, (name, shape, kind) in enumerate(tensors.items):
-        w.write_tensor_data(tensors.data(shape, kind))
-        if i % 50 == 0:
-            print(f"{i + 1}/{len(tensors.items)} tensors", file=sys.stderr, flush=True)
-    w.close()
-    print(f"{out}: {len(tensors.items)} tensors, {total / 1e9:.2f} GB", file=sys.stderr)
+    stream_tensors(w, tensors, out, total)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,8 @@ pub fn chat_turn(
         }
         None => (None, None),
     };
+    // A final assistant turn prefills the answer: the model goes on from its last character.
+    let prefill = messages.last().is_some_and(|m| m.role == "assistant");
     Ok(ChatTurn {
         messages: chat_messages(system, messages)?,
         tools: tools.map(chat_tools).transpose()?,
@@ -53,7 +55,9 @@ pub fn chat_turn(
         chat_template_kwargs: thinking
             .map(|t| template_kwargs(t, max_tokens, reads_reasoning))
             .transpose()?,
-        add_generation_prompt: true,
+        add_generation_prompt: !prefill,
+        continue_final_message: prefill,
+        add_special_tokens: false,
         grammar: None,
         reasoning_effort: None,
     })
@@ -158,11 +162,8 @@ fn chat_messages(
         }
         Some(SystemPrompt::Blocks(_)) | None => {}
     }
-    if messages.last().is_some_and(|m| m.role == "assistant") {
-        return Err(ApiError::invalid_param(
-            "messages",
-            "a final assistant message (prefilling the answer) is not supported yet",
-        ));
+    if let Some(last) = messages.last().filter(|m| m.role == "assistant") {
+        check_prefill(messages.len() - 1, &last.content)?;
     }
     for (i, message) in messages.into_iter().enumerate() {
         match (message.role.as_str(), message.content) {
@@ -180,6 +181,27 @@ fn chat_messages(
         }
     }
     Ok(out)
+}
+
+/// A final assistant turn's text is where the answer goes on, so it may not end in whitespace
+/// (Anthropic's 400: the model would continue after a space it did not write).
+fn check_prefill(i: usize, content: &InputContent) -> Result<(), ApiError> {
+    let ends_in_space = match content {
+        InputContent::Text(t) => t.ends_with(char::is_whitespace),
+        InputContent::Blocks(blocks) => blocks
+            .iter()
+            .rev()
+            .find_map(|b| (block_type(b) == "text").then(|| b.get("text")?.as_str()))
+            .flatten()
+            .is_some_and(|t| t.ends_with(char::is_whitespace)),
+    };
+    match ends_in_space {
+        true => Err(ApiError::invalid_param(
+            "messages",
+            format!("messages[{i}]: final assistant content cannot end with trailing whitespace"),
+        )),
+        false => Ok(()),
+    }
 }
 
 /// A user message's blocks: text joins into a user message, each tool result is a `tool`

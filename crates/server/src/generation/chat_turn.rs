@@ -33,6 +33,10 @@ pub struct ChatTurn {
     pub chat_template_kwargs: Option<Map<String, Value>>,
     /// False when the client continues a partial assistant message.
     pub add_generation_prompt: bool,
+    /// The final message is continued, not closed (assistant prefill).
+    pub continue_final_message: bool,
+    /// The tokenizer's own special tokens added to the rendered prompt.
+    pub add_special_tokens: bool,
     /// The output constraint the request asked for (`response_format`, ...).
     pub grammar: Option<RequestedGrammar>,
     /// `reasoning_effort` / `reasoning.effort`, for templates that take it.
@@ -113,6 +117,8 @@ pub async fn start_chat(
         turn.tools.as_deref(),
         chat_template_kwargs,
     )?;
+    inputs.continue_final_message = turn.continue_final_message;
+    inputs.add_special_tokens = turn.add_special_tokens;
     if state.harmony_template {
         harmony_messages(&mut inputs.messages);
     }

@@ -12,6 +12,7 @@ use super::usage_counter::UsageCounter;
 use crate::app::state::AppState;
 use crate::error::ApiError;
 use crate::openai::sampling::ValidatedSampling;
+use crate::openai::text_fields::keep_last;
 use crate::openai::usage::Usage;
 use crate::text::messages::{
     Delta, Finish, LogprobEntry, MatchedStop, PromptSummary, Registration,
@@ -80,11 +81,15 @@ impl ChoiceResult {
 /// Validates the prompt against the model and starts `sampling.n` engine requests for it.
 pub(super) fn start_choices(
     state: &Arc<AppState>,
-    prompt_ids: Vec<u32>,
+    mut prompt_ids: Vec<u32>,
     sampling: &ValidatedSampling,
     default_max_tokens: Option<usize>,
     prompt_logprobs: Option<usize>,
 ) -> Result<Submission, ApiError> {
+    let max_len = state.engine.max_model_len();
+    if let Some(truncation) = sampling.text.truncate_prompt_tokens {
+        keep_last(&mut prompt_ids, truncation.keep(max_len)?);
+    }
     if prompt_ids.is_empty() {
         return Err(ApiError::invalid_param("prompt", "the prompt is empty"));
     }
@@ -97,7 +102,6 @@ pub(super) fn start_choices(
             ),
         ));
     }
-    let max_len = state.engine.max_model_len();
     if prompt_ids.len() >= max_len {
         return Err(ApiError::invalid_param(
             "prompt",
@@ -159,6 +163,8 @@ pub(super) fn start_choices(
                 stop: sampling.stop.clone(),
                 stop_token_ids: stop_token_ids.clone(),
                 skip_special_tokens: sampling.skip_special_tokens,
+                spaces_between_special_tokens: sampling.text.spaces_between_special_tokens,
+                include_stop_str: sampling.text.include_stop_str_in_output,
                 sender,
             },
         );

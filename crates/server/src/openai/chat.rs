@@ -21,6 +21,11 @@ pub struct ChatRequest {
     pub top_logprobs: Option<i64>,
     /// vLLM's extension; true unless the client continues a partial assistant message.
     pub add_generation_prompt: Option<bool>,
+    /// vLLM's: the final message is continued, not closed (assistant prefill).
+    pub continue_final_message: Option<bool>,
+    /// vLLM's: the tokenizer's own special tokens added to the rendered prompt (default false:
+    /// templates write them).
+    pub add_special_tokens: Option<bool>,
     pub tools: Option<Vec<ToolSpec>>,
     pub tool_choice: Option<ToolChoice>,
     pub parallel_tool_calls: Option<bool>,
@@ -44,6 +49,32 @@ impl ChatRequest {
     /// The 400 for the first field this server would otherwise ignore.
     pub fn refuse_unimplemented(&self) -> Result<(), ApiError> {
         refuse_unimplemented(&self.rest)
+    }
+
+    /// `(add_generation_prompt, continue_final_message)`: continuing the final message leaves
+    /// the generation prompt out unless the request asks for both, a 400 as in vLLM and
+    /// transformers (vLLM also refuses `continue_final_message` alone, its
+    /// `add_generation_prompt` defaulting to true; here leaving it out means false).
+    pub fn prompt_ending(&self) -> Result<(bool, bool), ApiError> {
+        prompt_ending(self.add_generation_prompt, self.continue_final_message)
+    }
+}
+
+/// [`ChatRequest::prompt_ending`], for every request shape that takes the two fields.
+pub fn prompt_ending(
+    add_generation_prompt: Option<bool>,
+    continue_final_message: Option<bool>,
+) -> Result<(bool, bool), ApiError> {
+    match (
+        add_generation_prompt,
+        continue_final_message.unwrap_or(false),
+    ) {
+        (Some(true), true) => Err(ApiError::invalid_param(
+            "continue_final_message",
+            "Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
+        )),
+        (_, true) => Ok((false, true)),
+        (add, false) => Ok((add.unwrap_or(true), false)),
     }
 }
 
@@ -105,6 +136,7 @@ pub fn template_inputs(
         add_generation_prompt,
         tools,
         extra_vars,
+        ..ChatInputs::default()
     })
 }
 
@@ -171,6 +203,19 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn continuing_the_final_message_leaves_the_generation_prompt_out() {
+        assert_eq!(prompt_ending(None, None).unwrap(), (true, false));
+        assert_eq!(prompt_ending(Some(false), None).unwrap(), (false, false));
+        assert_eq!(prompt_ending(None, Some(true)).unwrap(), (false, true));
+        assert_eq!(
+            prompt_ending(Some(false), Some(true)).unwrap(),
+            (false, true)
+        );
+        let both = prompt_ending(Some(true), Some(true)).unwrap_err();
+        assert_eq!(both.param.as_deref(), Some("continue_final_message"));
+    }
 
     #[test]
     fn text_parts_are_joined_and_other_parts_refused() {

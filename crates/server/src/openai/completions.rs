@@ -14,8 +14,12 @@ use crate::error::ApiError;
 pub struct CompletionRequest {
     pub model: Option<String>,
     pub prompt: PromptInput,
+    /// The prompt's text ahead of each choice's text (and, with `logprobs`, its tokens'
+    /// logprobs).
     #[serde(default)]
     pub echo: bool,
+    /// vLLM's: the tokenizer's special tokens (a BOS) added to a text prompt; default true.
+    pub add_special_tokens: Option<bool>,
     /// Alternatives per position (0: only the chosen token's logprob).
     pub logprobs: Option<i64>,
     #[serde(flatten)]

@@ -10,6 +10,7 @@ pub mod request_fields;
 pub mod response;
 pub mod sampling;
 pub mod structured;
+pub mod text_fields;
 pub mod tokenize;
 pub mod tools;
 pub mod usage;

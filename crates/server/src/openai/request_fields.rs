@@ -42,9 +42,7 @@ const NOT_YET: &[&str] = &[
     "use_beam_search",
     "length_penalty",
     "min_tokens",
-    "include_stop_str_in_output",
     "prompt_logprobs",
-    "truncate_prompt_tokens",
     "bad_words",
     "allowed_token_ids",
     "logits_processors",
@@ -53,10 +51,6 @@ const NOT_YET: &[&str] = &[
     "mm_processor_kwargs",
     "priority",
     "request_id",
-    "echo",
-    "continue_final_message",
-    "add_special_tokens",
-    "spaces_between_special_tokens",
 ];
 
 /// Refuses the first field of `rest` (the fields no typed field took) that is neither ignored on

@@ -4,6 +4,7 @@
 use ferrite_engine::SamplingParams;
 use serde::Deserialize;
 
+use super::text_fields::TextOptions;
 use crate::error::ApiError;
 
 /// `n` above this is refused: every choice is a full engine request, and 16 of them already
@@ -56,6 +57,10 @@ pub struct SamplingFields {
     #[serde(default)]
     pub ignore_eos: bool,
     pub skip_special_tokens: Option<bool>,
+    /// vLLM's text fields (`text_fields`).
+    pub include_stop_str_in_output: Option<bool>,
+    pub spaces_between_special_tokens: Option<bool>,
+    pub truncate_prompt_tokens: Option<i64>,
     #[serde(default)]
     pub stream: bool,
     pub stream_options: Option<StreamOptions>,
@@ -78,6 +83,8 @@ pub struct ValidatedSampling {
     pub n: usize,
     pub stop: Vec<String>,
     pub skip_special_tokens: bool,
+    /// How the prompt is cut and the output written (vLLM's text fields).
+    pub text: TextOptions,
     pub stream: bool,
     pub include_usage: bool,
     pub return_token_ids: bool,
@@ -211,6 +218,11 @@ impl SamplingFields {
             n,
             stop: self.stop.map(StopSpec::into_vec).unwrap_or_default(),
             skip_special_tokens: self.skip_special_tokens.unwrap_or(true),
+            text: TextOptions::new(
+                self.include_stop_str_in_output,
+                self.spaces_between_special_tokens,
+                self.truncate_prompt_tokens,
+            )?,
             stream: self.stream,
             include_usage: self.stream_options.is_some_and(|o| o.include_usage),
             return_token_ids: self.return_token_ids,

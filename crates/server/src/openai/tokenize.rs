@@ -15,6 +15,9 @@ pub enum TokenizeRequest {
         model: Option<String>,
         messages: Vec<ChatMessage>,
         add_generation_prompt: Option<bool>,
+        continue_final_message: Option<bool>,
+        /// Default false, as for chat.
+        add_special_tokens: Option<bool>,
         /// Rendered into the prompt as the chat endpoint renders them.
         tools: Option<Vec<ToolSpec>>,
         chat_template_kwargs: Option<Map<String, Value>>,

@@ -96,6 +96,8 @@ impl ResponsesRequest {
             parallel_tool_calls: self.parallel_tool_calls,
             chat_template_kwargs: None,
             add_generation_prompt: true,
+            continue_final_message: false,
+            add_special_tokens: false,
             grammar: self.text.grammar()?,
             reasoning_effort: requested_effort(self.reasoning.as_ref())?,
         };

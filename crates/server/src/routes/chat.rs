@@ -33,6 +33,7 @@ pub async fn chat_completions(
         .map(|n| check_top_logprobs("top_logprobs", n))
         .transpose()?;
     let logprobs = req.logprobs.then(|| top.unwrap_or(0));
+    let (add_generation_prompt, continue_final_message) = req.prompt_ending()?;
     let mut sampling = req.sampling.validate(logprobs, &state.sampling_defaults)?;
     let turn = ChatTurn {
         messages: req.messages,
@@ -40,7 +41,9 @@ pub async fn chat_completions(
         tool_choice: req.tool_choice,
         parallel_tool_calls: req.parallel_tool_calls,
         chat_template_kwargs: req.chat_template_kwargs,
-        add_generation_prompt: req.add_generation_prompt.unwrap_or(true),
+        add_generation_prompt,
+        continue_final_message,
+        add_special_tokens: req.add_special_tokens.unwrap_or(false),
         grammar: req.structured.grammar()?,
         reasoning_effort: req.reasoning_effort.map(|effort| RequestedEffort {
             effort,

@@ -15,6 +15,7 @@ use crate::openai::completions::{CompletionRequest, Prompt};
 use crate::openai::logprobs::LegacyLogprobs;
 use crate::openai::response::{Completion, CompletionChoice, ResponseMeta};
 use crate::openai::sampling::check_top_logprobs;
+use crate::openai::text_fields::keep_last;
 use crate::openai::usage::Usage;
 use crate::text::messages::{Delta, Finish, LogprobEntry, MatchedStop, PromptSummary};
 
@@ -43,7 +44,17 @@ pub async fn completions(
         default_max_tokens: Some(DEFAULT_MAX_TOKENS),
         prompt_logprobs: if req.echo { logprobs } else { None },
     };
-    let prompts = tokenize(&state, req.prompt.into_prompts(), req.echo);
+    let keep = sampling
+        .text
+        .truncate_prompt_tokens
+        .map(|t| t.keep(state.engine.max_model_len()))
+        .transpose()?;
+    let how = Tokenize {
+        echo: req.echo,
+        add_special_tokens: req.add_special_tokens.unwrap_or(true),
+        keep,
+    };
+    let prompts = tokenize(&state, req.prompt.into_prompts(), how);
     let Submitted {
         prompt: TokenizedPrompts(prompts),
         submission,
@@ -71,29 +82,46 @@ impl PromptTokens for TokenizedPrompts {
     }
 }
 
-/// Tokenizes text prompts; token-id prompts are decoded only when `echo` repeats them (and
-/// only when every id is in the vocabulary: the submission refuses the others).
+/// How the prompts are tokenized.
+struct Tokenize {
+    echo: bool,
+    add_special_tokens: bool,
+    /// `truncate_prompt_tokens`: the prompt tokens kept (the last ones).
+    keep: Option<usize>,
+}
+
+/// Tokenizes text prompts and cuts them to `truncate_prompt_tokens`. `echo` repeats the
+/// prompt the model read: a text prompt's text, or the decoded ids of a token-id prompt or of
+/// a cut one (only when every id is in the vocabulary: the submission refuses the others).
 async fn tokenize(
     state: &AppState,
     prompts: Vec<Prompt>,
-    echo: bool,
+    how: Tokenize,
 ) -> Result<TokenizedPrompts, ApiError> {
     let mut tokenized = Vec::with_capacity(prompts.len());
     for p in prompts {
-        tokenized.push(match p {
+        let (text, mut ids) = match p {
             Prompt::Text(text) => {
-                let ids = state.tokenizers.encode(text.clone(), true).await?;
-                TokenizedPrompt { text, ids }
+                let ids = state
+                    .tokenizers
+                    .encode(text.clone(), how.add_special_tokens)
+                    .await?;
+                (Some(text), ids)
             }
-            Prompt::Ids(ids) => {
-                let text = if echo && ids.iter().all(|&t| (t as usize) < state.vocab_size) {
-                    state.tokenizers.decode(ids.clone(), false).await?
-                } else {
-                    String::new()
-                };
-                TokenizedPrompt { text, ids }
+            Prompt::Ids(ids) => (None, ids),
+        };
+        let full = ids.len();
+        if let Some(keep) = how.keep {
+            keep_last(&mut ids, keep);
+        }
+        let text = match text {
+            Some(text) if ids.len() == full => text,
+            _ if how.echo && ids.iter().all(|&t| (t as usize) < state.vocab_size) => {
+                state.tokenizers.decode(ids.clone(), false).await?
             }
-        });
+            _ => String::new(),
+        };
+        tokenized.push(TokenizedPrompt { text, ids });
     }
     Ok(TokenizedPrompts(tokenized))
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::app::state::AppState;
 use crate::error::ApiError;
 use crate::json_body::JsonBody;
-use crate::openai::chat::template_inputs;
+use crate::openai::chat::{prompt_ending, template_inputs};
 use crate::openai::models::{ModelCard, ModelList};
 use crate::openai::tokenize::{
     DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse,
@@ -75,16 +75,22 @@ pub async fn tokenize(
             model,
             messages,
             add_generation_prompt,
+            continue_final_message,
+            add_special_tokens,
             tools,
             chat_template_kwargs,
         } => {
             state.check_model(model.as_deref())?;
-            let inputs = template_inputs(
+            let (add_generation_prompt, continue_final_message) =
+                prompt_ending(add_generation_prompt, continue_final_message)?;
+            let mut inputs = template_inputs(
                 messages,
-                add_generation_prompt.unwrap_or(true),
+                add_generation_prompt,
                 tools.as_deref(),
                 chat_template_kwargs,
             )?;
+            inputs.continue_final_message = continue_final_message;
+            inputs.add_special_tokens = add_special_tokens.unwrap_or(false);
             state.tokenizers.render_chat_inputs(inputs).await?.ids
         }
     };

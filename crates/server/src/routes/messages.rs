@@ -67,12 +67,13 @@ pub async fn count_tokens(
     state.check_model(Some(&req.model))?;
     refuse_unimplemented(&req.rest)?;
     let turn = chat_turn(req.conversation, None, state.reasoning_format.is_some())?;
-    let inputs = template_inputs(
+    let mut inputs = template_inputs(
         turn.messages,
         turn.add_generation_prompt,
         turn.tools.as_deref(),
         turn.chat_template_kwargs,
     )?;
+    inputs.continue_final_message = turn.continue_final_message;
     let prompt = state.tokenizers.render_chat_inputs(inputs).await?;
     Ok(Json(TokenCount {
         input_tokens: prompt.ids.len(),

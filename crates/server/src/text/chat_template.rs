@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use thiserror::Error;
 
+use crate::text::prefill::cut_after_final_message;
 use crate::text::strftime::strftime_now;
 
 #[derive(Debug, Error)]
@@ -100,9 +101,14 @@ impl ChatTemplate {
             "tools".into(),
             inputs.tools.clone().map_or(Value::Null, Value::Array),
         );
-        template
+        let rendered = template
             .render(JinjaValue::from_serialize(&vars))
-            .map_err(|e| TemplateError::Render(describe(&e)))
+            .map_err(|e| TemplateError::Render(describe(&e)))?;
+        match inputs.continue_final_message {
+            true => cut_after_final_message(&rendered, &inputs.messages)
+                .map_err(|e| TemplateError::Render(e.to_string())),
+            false => Ok(rendered),
+        }
     }
 }
 
@@ -115,6 +121,11 @@ pub struct ChatInputs {
     pub tools: Option<Vec<Value>>,
     /// More template variables (`enable_thinking`, ...); the names above take precedence.
     pub extra_vars: Map<String, Value>,
+    /// The final message is continued, not closed (`text::prefill`).
+    pub continue_final_message: bool,
+    /// The rendered text is tokenized with the tokenizer's own special tokens added (a BOS
+    /// the template may already have written): vLLM's `add_special_tokens`, off for chat.
+    pub add_special_tokens: bool,
 }
 
 impl ChatInputs {

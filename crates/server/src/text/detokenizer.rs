@@ -37,8 +37,12 @@ impl Registry {
     pub fn register(&self, id: RequestId, r: Registration) {
         let live = LiveRequest {
             prompt_ids: r.prompt_ids,
-            decoder: IncrementalDecoder::new(r.skip_special_tokens),
-            stops: StopMatcher::new(r.stop),
+            decoder: IncrementalDecoder::new(r.skip_special_tokens)
+                .with_spaces_between_special_tokens(r.spaces_between_special_tokens),
+            stops: match r.include_stop_str {
+                true => StopMatcher::keeping_stop(r.stop),
+                false => StopMatcher::new(r.stop),
+            },
             stop_token_ids: r.stop_token_ids,
             sender: r.sender,
         };

@@ -5,6 +5,11 @@
 //! longer ends in U+FFFD (which is how a byte-level decoder shows an incomplete UTF-8 sequence).
 //! Decoding a window rather than single tokens keeps decoders that join tokens (spaces,
 //! byte fallback) correct.
+//!
+//! vLLM's `spaces_between_special_tokens: false` (with special tokens kept) writes an added
+//! token that follows another added token as its bare text, without the space a decoder may
+//! put before it; `true`, the default, leaves the decoder's text as it is (vLLM's fast-tokenizer
+//! path, the one Hugging Face tokenizers take).
 
 use tokenizers::Tokenizer;
 
@@ -16,6 +21,10 @@ pub struct IncrementalDecoder {
     /// End of the tokens whose text has been emitted.
     read_offset: usize,
     skip_special_tokens: bool,
+    /// False: no space between two added tokens (only with special tokens kept, as vLLM).
+    spaces_between_special_tokens: bool,
+    /// Whether the last token pushed was an added token.
+    last_added: bool,
 }
 
 impl IncrementalDecoder {
@@ -25,11 +34,32 @@ impl IncrementalDecoder {
             prefix_offset: 0,
             read_offset: 0,
             skip_special_tokens,
+            spaces_between_special_tokens: true,
+            last_added: false,
         }
+    }
+
+    /// vLLM's `spaces_between_special_tokens`; it matters only when special tokens are kept.
+    pub fn with_spaces_between_special_tokens(mut self, spaces: bool) -> Self {
+        self.spaces_between_special_tokens = spaces || self.skip_special_tokens;
+        self
     }
 
     /// Adds one token; returns the text that became complete (often empty mid-character).
     pub fn push(&mut self, tokenizer: &Tokenizer, id: u32) -> String {
+        let delta = self.push_decoded(tokenizer, id);
+        if self.spaces_between_special_tokens {
+            return delta;
+        }
+        let added = tokenizer.get_added_vocabulary().simple_id_to_token(id);
+        let after_added = std::mem::replace(&mut self.last_added, added.is_some());
+        match added {
+            Some(content) if after_added => bare_added_token(delta, &content),
+            _ => delta,
+        }
+    }
+
+    fn push_decoded(&mut self, tokenizer: &Tokenizer, id: u32) -> String {
         self.ids.push(id);
         let decode = |ids: &[u32]| {
             tokenizer
@@ -79,6 +109,14 @@ impl IncrementalDecoder {
     }
 }
 
+/// An added token's text without the whitespace a decoder put in front of it.
+fn bare_added_token(delta: String, content: &str) -> String {
+    match delta.strip_suffix(content) {
+        Some(before) if !before.is_empty() && before.trim().is_empty() => content.to_string(),
+        _ => delta,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,6 +156,30 @@ mod tests {
             .to_vec();
         assert_eq!(stream(&tok, &ids, true).concat(), "hi");
         assert_eq!(stream(&tok, &ids, false).concat(), "hi<|im_end|>");
+    }
+
+    /// A tokenizer without a decoder joins its tokens with spaces (as WordPiece's decoder
+    /// does), so two special tokens in a row get one between them unless the request says not.
+    #[test]
+    fn no_space_between_special_tokens_on_request() {
+        let mut tok = byte_level_tokenizer();
+        tok.with_decoder(None::<tokenizers::DecoderWrapper>);
+        let ids = tok
+            .encode("<|im_start|><|im_end|>", false)
+            .unwrap()
+            .get_ids()
+            .to_vec();
+        assert_eq!(ids.len(), 2);
+        assert_eq!(
+            stream(&tok, &ids, false).concat(),
+            "<|im_start|> <|im_end|>"
+        );
+        let mut dec = IncrementalDecoder::new(false).with_spaces_between_special_tokens(false);
+        let text: String = ids.iter().map(|&id| dec.push(&tok, id)).collect();
+        assert_eq!(text, "<|im_start|><|im_end|>");
+        // Skipped special tokens leave nothing to space.
+        let dec = IncrementalDecoder::new(true).with_spaces_between_special_tokens(false);
+        assert!(dec.spaces_between_special_tokens);
     }
 
     #[test]

@@ -75,6 +75,10 @@ pub struct Registration {
     /// The stop token ids a finish on which is reported as [`MatchedStop::TokenId`].
     pub stop_token_ids: Vec<u32>,
     pub skip_special_tokens: bool,
+    /// vLLM's `spaces_between_special_tokens` (with special tokens kept).
+    pub spaces_between_special_tokens: bool,
+    /// vLLM's `include_stop_str_in_output`: a matched stop string ends the text.
+    pub include_stop_str: bool,
     pub sender: UnboundedSender<Delta>,
 }
 

@@ -9,6 +9,7 @@ pub mod harmony_inputs;
 pub mod harmony_render;
 pub mod incremental;
 pub mod messages;
+pub mod prefill;
 pub mod stop_strings;
 mod strftime;
 pub mod token_text;

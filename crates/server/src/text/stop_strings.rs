@@ -1,13 +1,16 @@
 //! Stop strings matched across token boundaries and never streamed.
 //!
 //! Text is released only once it cannot be the start of a stop string: the longest tail that is
-//! a prefix of some stop string is held back until the next chunk decides it.
+//! a prefix of some stop string is held back until the next chunk decides it. vLLM's
+//! `include_stop_str_in_output` keeps the matched stop string at the end of the text (and still
+//! nothing after it).
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StopCheck {
     /// Safe to send; generation goes on.
     Continue(String),
-    /// A stop string matched: send this (the text before it) and finish.
+    /// A stop string matched: send this (the text before it, or up to its end when the stop
+    /// string is kept) and finish.
     Stopped(String),
 }
 
@@ -18,6 +21,8 @@ pub struct StopMatcher {
     /// The stop string that matched, once one has: what vLLM answers as `stop_reason` and
     /// Anthropic as `stop_sequence`.
     matched: Option<String>,
+    /// `include_stop_str_in_output`: the matched stop string ends the text.
+    keep_stop: bool,
 }
 
 impl StopMatcher {
@@ -26,6 +31,16 @@ impl StopMatcher {
             stops: stops.into_iter().filter(|s| !s.is_empty()).collect(),
             held: String::new(),
             matched: None,
+            keep_stop: false,
+        }
+    }
+
+    /// As [`StopMatcher::new`], the matched stop string kept at the end of the text (vLLM's
+    /// `include_stop_str_in_output`).
+    pub fn keeping_stop(stops: Vec<String>) -> Self {
+        Self {
+            keep_stop: true,
+            ..Self::new(stops)
         }
     }
 
@@ -47,7 +62,8 @@ impl StopMatcher {
             .min_by_key(|&(at, _)| at);
         if let Some((at, stop)) = first_match {
             self.matched = Some(stop.clone());
-            let before = self.held[..at].to_string();
+            let end = if self.keep_stop { at + stop.len() } else { at };
+            let before = self.held[..end].to_string();
             self.held.clear();
             return StopCheck::Stopped(before);
         }
@@ -148,6 +164,19 @@ mod tests {
         let mut none = StopMatcher::new(Vec::new());
         assert_eq!(none.push("x"), StopCheck::Continue("x".into()));
         assert_eq!(none.flush(), "");
+    }
+
+    #[test]
+    fn a_kept_stop_ends_the_text_and_nothing_after_it_is_sent() {
+        let mut m = StopMatcher::keeping_stop(vec!["STOP".into(), "\n\n".into()]);
+        assert_eq!(m.push("abcS"), StopCheck::Continue("abc".into()));
+        assert_eq!(m.push("TOPxyz"), StopCheck::Stopped("STOP".into()));
+        assert_eq!(m.matched(), Some("STOP"));
+        let mut m = StopMatcher::keeping_stop(vec!["\n\n".into()]);
+        assert_eq!(
+            m.push("line\n\nmore"),
+            StopCheck::Stopped("line\n\n".into())
+        );
     }
 
     #[test]

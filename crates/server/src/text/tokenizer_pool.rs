@@ -175,9 +175,11 @@ fn worker(model: TextModel, jobs: Arc<Mutex<Receiver<Job>>>) {
                     (None, Some(t)) => t
                         .render_inputs(&inputs)
                         .map_err(|e| ApiError::bad_request(e.to_string()))
-                        // Templates write their own BOS/special tokens into the text.
+                        // Templates write their own BOS/special tokens into the text, so the
+                        // tokenizer adds its own only when asked (`add_special_tokens`).
                         .and_then(|text| {
-                            encode(&tokenizer, &text, false).map(|ids| ChatPrompt { text, ids })
+                            encode(&tokenizer, &text, inputs.add_special_tokens)
+                                .map(|ids| ChatPrompt { text, ids })
                         }),
                 };
                 let _ = reply.send(result);
@@ -209,9 +211,19 @@ fn render_harmony(
     system: &HarmonySystem,
     literal: &Tokenizer,
 ) -> Result<ChatPrompt, ApiError> {
+    if inputs.continue_final_message {
+        return Err(ApiError::invalid_param(
+            "messages",
+            "continuing the final assistant message (`continue_final_message`, or a final \
+             assistant turn) is not supported for models rendered in harmony (gpt-oss)",
+        ));
+    }
     let pieces = harmony_render::render(inputs, system)
         .map_err(|e| ApiError::invalid_param(e.param(), e.to_string()))?;
-    let ids = encode_pieces(literal, &pieces)?;
+    let mut ids = encode_pieces(literal, &pieces)?;
+    if inputs.add_special_tokens {
+        ids = with_special_tokens(literal, ids)?;
+    }
     Ok(ChatPrompt {
         text: harmony_render::prompt_text(&pieces),
         ids,
@@ -234,6 +246,19 @@ pub fn encode_pieces(literal: &Tokenizer, pieces: &[Piece]) -> Result<Vec<u32>, 
         }
     }
     Ok(ids)
+}
+
+/// `ids` with what the tokenizer's post-processor adds around a text (a BOS, ...).
+fn with_special_tokens(tokenizer: &Tokenizer, ids: Vec<u32>) -> Result<Vec<u32>, ApiError> {
+    let tokens = ids
+        .into_iter()
+        .map(|id| tokenizers::Token::new(id, String::new(), (0, 0)))
+        .collect();
+    let encoding = tokenizers::Encoding::from_tokens(tokens, 0);
+    tokenizer
+        .post_process(encoding, None, true)
+        .map(|e| e.get_ids().to_vec())
+        .map_err(|e| ApiError::internal(format!("cannot add the special tokens: {e}")))
 }
 
 fn encode(
@@ -280,6 +305,34 @@ mod tests {
         assert_eq!(p.ids.first(), Some(&start));
         assert!(p.ids.contains(&end));
         assert_eq!(tok.decode(&p.ids, false).unwrap(), p.text);
+    }
+
+    #[tokio::test]
+    async fn a_chat_prompt_gets_the_tokenizers_special_tokens_only_when_asked() {
+        let mut model = model();
+        let bos = model.tokenizer.token_to_id("<|endoftext|>").unwrap();
+        // A BOS in front of every text, as Llama's tokenizers add.
+        let processor: tokenizers::PostProcessorWrapper = serde_json::from_value(json!({
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
+                {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"Sequence": {"id": "A", "type_id": 0}}],
+            "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [bos],
+                "tokens": ["<|endoftext|>"]}}}))
+        .unwrap();
+        model.tokenizer.with_post_processor(Some(processor));
+        let pool = TokenizerPool::new(&model, 1).unwrap();
+        let mut inputs = ChatInputs::new(vec![json!({"role": "user", "content": "hi"})], false);
+        let plain = pool.render_chat_inputs(inputs.clone()).await.unwrap();
+        inputs.add_special_tokens = true;
+        let with = pool.render_chat_inputs(inputs).await.unwrap();
+        assert_eq!(with.ids[0], bos);
+        assert_eq!(with.ids[1..], plain.ids[..]);
+        let literal = literal_tokenizer(&model.tokenizer);
+        assert_eq!(
+            with_special_tokens(&literal, plain.ids.clone()).unwrap(),
+            with.ids
+        );
     }
 
     #[tokio::test]

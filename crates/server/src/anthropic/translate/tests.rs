@@ -125,10 +125,31 @@ fn blocks_a_text_model_cannot_read_are_refused_by_place() {
         let e = chat_turn(conversation(json!({"messages": [bad]})), None, false).unwrap_err();
         assert!(e.message.contains(says), "{}", e.message);
     }
-    let prefill = json!({"messages": [{"role": "user", "content": "x"},
-        {"role": "assistant", "content": "The answer is"}]});
-    let e = chat_turn(conversation(prefill), None, false).unwrap_err();
-    assert!(e.message.contains("prefill"), "{}", e.message);
+}
+
+#[test]
+fn a_final_assistant_turn_is_continued_and_may_not_end_in_whitespace() {
+    let prefill = |last: serde_json::Value| {
+        json!({"messages": [{"role": "user", "content": "x"},
+            {"role": "assistant", "content": last}]})
+    };
+    let turn = chat_turn(conversation(prefill(json!("The answer is"))), None, false).unwrap();
+    assert!(turn.continue_final_message && !turn.add_generation_prompt);
+    let turn = chat_turn(
+        conversation(json!({"messages": [{"role": "user", "content": "x"}]})),
+        None,
+        false,
+    )
+    .unwrap();
+    assert!(!turn.continue_final_message && turn.add_generation_prompt);
+    for spaced in [
+        json!("The answer is "),
+        json!([{"type": "text", "text": "The answer is\n"}]),
+    ] {
+        let e = chat_turn(conversation(prefill(spaced)), None, false).unwrap_err();
+        assert!(e.message.contains("trailing whitespace"), "{}", e.message);
+        assert!(e.message.contains("messages[1]"), "{}", e.message);
+    }
 }
 
 #[test]

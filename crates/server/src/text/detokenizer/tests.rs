@@ -58,6 +58,8 @@ fn run_with_stop_token_ids(
             stop,
             stop_token_ids,
             skip_special_tokens: true,
+            spaces_between_special_tokens: true,
+            include_stop_str: false,
             sender,
         },
     );

@@ -278,7 +278,9 @@ def test_missing_max_tokens_is_a_400(claude):
     ([{"role": "user", "content": [{"type": "text", "text": "What is this?"},
       {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]}],
      "messages[0].content[1]: content blocks of type `image`"),
-    ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "The answer is"}], "prefill"),
+    # A prefill is continued (test_prefill.py), but not from trailing whitespace.
+    ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "The answer is "}],
+     "trailing whitespace"),
     ([{"role": "tool", "content": "hi"}], "messages[0].role"),
 ])
 def test_unreadable_messages_are_a_400_naming_them(claude, messages, says):

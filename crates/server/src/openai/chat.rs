@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use super::request_fields::refuse_unimplemented;
 use super::sampling::SamplingFields;
 use super::structured::StructuredFields;
-use super::tools::{ToolChoice, ToolSpec};
+use super::tools::{FunctionCallChoice, FunctionSpec, ToolChoice, ToolSpec};
 use crate::error::ApiError;
 use crate::text::chat_template::{ChatInputs, RESERVED_VARIABLES};
 
@@ -16,6 +16,8 @@ use crate::text::chat_template::{ChatInputs, RESERVED_VARIABLES};
 pub struct ChatRequest {
     pub model: Option<String>,
     pub messages: Vec<ChatMessage>,
+    /// vLLM's: the request's id (in the answer's id and the logs) unless `X-Request-Id` names one.
+    pub request_id: Option<String>,
     #[serde(default)]
     pub logprobs: bool,
     pub top_logprobs: Option<i64>,
@@ -29,6 +31,9 @@ pub struct ChatRequest {
     pub tools: Option<Vec<ToolSpec>>,
     pub tool_choice: Option<ToolChoice>,
     pub parallel_tool_calls: Option<bool>,
+    /// The deprecated spellings of `tools` and `tool_choice` (`legacy_functions`).
+    pub functions: Option<Vec<FunctionSpec>>,
+    pub function_call: Option<FunctionCallChoice>,
     /// vLLM's extension: more variables for the chat template (`enable_thinking`, ...).
     pub chat_template_kwargs: Option<Map<String, Value>>,
     /// low, medium or high, for models whose template takes it (gpt-oss).

@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use super::logprobs::ChatLogprobs;
 use super::response::{CompletionChoice, ResponseMeta, TEXT_COMPLETION};
-use super::tools::ToolCallDelta;
+use super::tools::{FunctionCallDelta, ToolCallDelta};
 use super::usage::Usage;
 use crate::text::messages::MatchedStop;
 
@@ -101,6 +101,9 @@ pub struct ChatDelta {
     pub reasoning: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCallDelta>>,
+    /// The legacy shape of a call, for requests that sent `functions`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub function_call: Option<FunctionCallDelta>,
 }
 
 impl ChatDelta {
@@ -131,6 +134,13 @@ impl ChatDelta {
     pub fn tool_call(delta: ToolCallDelta) -> Self {
         Self {
             tool_calls: Some(vec![delta]),
+            ..Self::default()
+        }
+    }
+
+    pub fn function_call(delta: FunctionCallDelta) -> Self {
+        Self {
+            function_call: Some(delta),
             ..Self::default()
         }
     }

@@ -14,6 +14,8 @@ use crate::error::ApiError;
 pub struct CompletionRequest {
     pub model: Option<String>,
     pub prompt: PromptInput,
+    /// vLLM's: the request's id (in the answer's id and the logs) unless `X-Request-Id` names one.
+    pub request_id: Option<String>,
     /// The prompt's text ahead of each choice's text (and, with `logprobs`, its tokens'
     /// logprobs).
     #[serde(default)]

@@ -4,6 +4,7 @@
 pub mod chat;
 pub mod chunk;
 pub mod completions;
+pub mod legacy_functions;
 pub mod logprobs;
 pub mod models;
 pub mod request_fields;

@@ -30,8 +30,6 @@ pub const IGNORED_ON_PURPOSE: &[&str] = &[
 const NOT_YET: &[&str] = &[
     "logit_bias",
     "guided_decoding_backend",
-    "functions",
-    "function_call",
     "audio",
     "modalities",
     "prediction",
@@ -50,7 +48,6 @@ const NOT_YET: &[&str] = &[
     "chat_template",
     "mm_processor_kwargs",
     "priority",
-    "request_id",
 ];
 
 /// Refuses the first field of `rest` (the fields no typed field took) that is neither ignored on

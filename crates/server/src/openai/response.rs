@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::logprobs::{ChatLogprobs, CompletionLogprobs};
-use super::tools::ToolCall;
+use super::tools::{FunctionCall, ToolCall};
 use super::usage::Usage;
 use crate::text::messages::MatchedStop;
 
@@ -98,6 +98,9 @@ pub struct AssistantMessage {
     pub reasoning: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
+    /// The legacy shape of a call, for requests that sent `functions`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub function_call: Option<FunctionCall>,
 }
 
 impl AssistantMessage {
@@ -108,6 +111,7 @@ impl AssistantMessage {
             reasoning_content: None,
             reasoning: None,
             tool_calls: Vec::new(),
+            function_call: None,
         }
     }
 
@@ -122,7 +126,17 @@ impl AssistantMessage {
             reasoning_content: reasoning.clone(),
             reasoning,
             tool_calls,
+            function_call: None,
         }
+    }
+
+    /// The legacy answer to `functions`: the (one) call as `function_call`.
+    pub fn into_legacy(mut self) -> Self {
+        if !self.tool_calls.is_empty() {
+            self.function_call = Some(self.tool_calls.remove(0).function);
+            self.tool_calls.clear();
+        }
+        self
     }
 }
 

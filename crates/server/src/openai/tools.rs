@@ -58,6 +58,21 @@ pub struct FunctionName {
     pub name: String,
 }
 
+/// The deprecated `function_call` of a request (`legacy_functions`): `"none"`, `"auto"` or `{"name": ...}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum FunctionCallChoice {
+    Mode(LegacyMode),
+    Named(FunctionName),
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LegacyMode {
+    None,
+    Auto,
+}
+
 /// A call in a complete answer's `message.tool_calls`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolCall {

@@ -7,6 +7,7 @@ use axum::response::Response;
 
 use super::answer::{respond, AnswerShape};
 use super::chat_stream::{finish_reason, ChatChunks};
+use super::request_id::adopt_body_request_id;
 use crate::app::state::AppState;
 use crate::error::ApiError;
 use crate::generation::chat_turn::{start_chat, ChatTurn, StartedChat};
@@ -14,6 +15,7 @@ use crate::generation::reasoning_effort::RequestedEffort;
 use crate::generation::submission::ChoiceResult;
 use crate::json_body::JsonBody;
 use crate::openai::chat::ChatRequest;
+use crate::openai::legacy_functions::{modernize_messages, tool_fields};
 use crate::openai::logprobs::ChatLogprobs;
 use crate::openai::response::{AssistantMessage, ChatChoice, ChatCompletion, ResponseMeta};
 use crate::openai::sampling::check_top_logprobs;
@@ -26,6 +28,7 @@ pub async fn chat_completions(
     State(state): State<Arc<AppState>>,
     JsonBody(req): JsonBody<ChatRequest>,
 ) -> Result<Response, ApiError> {
+    adopt_body_request_id(req.request_id.as_deref())?;
     state.check_model(req.model.as_deref())?;
     req.refuse_unimplemented()?;
     let top = req
@@ -34,12 +37,21 @@ pub async fn chat_completions(
         .transpose()?;
     let logprobs = req.logprobs.then(|| top.unwrap_or(0));
     let (add_generation_prompt, continue_final_message) = req.prompt_ending()?;
+    let tools = tool_fields(
+        req.tools,
+        req.tool_choice,
+        req.parallel_tool_calls,
+        req.functions,
+        req.function_call,
+    )?;
+    let mut messages = req.messages;
+    modernize_messages(&mut messages);
     let mut sampling = req.sampling.validate(logprobs, &state.sampling_defaults)?;
     let turn = ChatTurn {
-        messages: req.messages,
-        tools: req.tools,
-        tool_choice: req.tool_choice,
-        parallel_tool_calls: req.parallel_tool_calls,
+        messages,
+        tools: tools.tools,
+        tool_choice: tools.tool_choice,
+        parallel_tool_calls: tools.parallel_tool_calls,
         chat_template_kwargs: req.chat_template_kwargs,
         add_generation_prompt,
         continue_final_message,
@@ -61,6 +73,7 @@ pub async fn chat_completions(
             .return_token_ids
             .then(|| submission.prompt_ids.to_vec()),
         output,
+        legacy_functions: tools.legacy,
     };
     respond(submission, meta, &sampling, shape).await
 }
@@ -72,6 +85,8 @@ struct Shape {
     prompt_ids: Option<Vec<u32>>,
     /// How the generated text splits into reasoning, content and tool calls.
     output: OutputSpec,
+    /// The request sent the legacy `functions`: a call is answered as `function_call`.
+    legacy_functions: bool,
 }
 
 impl Shape {
@@ -103,7 +118,9 @@ impl AnswerShape for Shape {
                     index: i,
                     logprobs: self.logprobs(&r.logprobs),
                     message,
-                    finish_reason: r.finish.map(|f| finish_reason(f, called_tools)),
+                    finish_reason: r
+                        .finish
+                        .map(|f| finish_reason(f, called_tools, self.legacy_functions)),
                     stop_reason: r.stop_reason,
                     token_ids: self.return_token_ids().then_some(r.token_ids),
                 }
@@ -113,7 +130,13 @@ impl AnswerShape for Shape {
     }
 
     fn into_chunks(self, num_choices: usize) -> ChatChunks {
-        ChatChunks::new(&self.output, self.logprobs, self.prompt_ids, num_choices)
+        ChatChunks::new(
+            &self.output,
+            self.logprobs,
+            self.prompt_ids,
+            num_choices,
+            self.legacy_functions,
+        )
     }
 }
 
@@ -130,9 +153,10 @@ impl Shape {
             .map(|c| ToolCall::new(new_call_id(), c.name, c.arguments))
             .collect();
         let called = !calls.is_empty();
-        (
-            AssistantMessage::with_parts(answer.content, answer.reasoning, calls),
-            called,
-        )
+        let message = AssistantMessage::with_parts(answer.content, answer.reasoning, calls);
+        match self.legacy_functions {
+            true => (message.into_legacy(), called),
+            false => (message, called),
+        }
     }
 }

@@ -5,13 +5,15 @@
 use super::answer::{ChunkFormatter, ChunkPart};
 use crate::openai::chunk::{ChatChunkChoice, ChatDelta};
 use crate::openai::logprobs::ChatLogprobs;
-use crate::openai::tools::{new_call_id, ToolCallDelta};
+use crate::openai::tools::{new_call_id, FunctionCallDelta, ToolCallDelta};
 use crate::output::assistant_output::{OutputEvent, OutputParser, OutputSpec};
 use crate::text::messages::{Delta, Finish};
 
-/// OpenAI's finish reason for an answer that called tools is "tool_calls".
-pub(super) fn finish_reason(finish: Finish, called_tools: bool) -> &'static str {
+/// OpenAI's finish reason for an answer that called tools is "tool_calls" ("function_call"
+/// in the legacy shape answering `functions`).
+pub(super) fn finish_reason(finish: Finish, called_tools: bool, legacy: bool) -> &'static str {
     match finish {
+        Finish::Stop if called_tools && legacy => "function_call",
         Finish::Stop if called_tools => "tool_calls",
         other => other.as_openai(),
     }
@@ -27,6 +29,8 @@ pub(super) struct ChatChunks {
     parsers: Vec<Option<OutputParser>>,
     /// Per choice, the tool calls sent so far (the next call's `index`).
     calls_sent: Vec<usize>,
+    /// Calls go out as the legacy `function_call` (the request sent `functions`).
+    legacy: bool,
 }
 
 impl ChatChunks {
@@ -35,6 +39,7 @@ impl ChatChunks {
         logprobs: bool,
         prompt_ids: Option<Vec<u32>>,
         num_choices: usize,
+        legacy: bool,
     ) -> Self {
         Self {
             logprobs,
@@ -44,6 +49,7 @@ impl ChatChunks {
                 .map(|_| (!output.is_plain()).then(|| OutputParser::new(output)))
                 .collect(),
             calls_sent: vec![0; num_choices],
+            legacy,
         }
     }
 
@@ -64,6 +70,17 @@ impl ChatChunks {
             match event {
                 OutputEvent::Content(text) => deltas.push(ChatDelta::content(text)),
                 OutputEvent::Reasoning(text) => deltas.push(ChatDelta::reasoning(text)),
+                OutputEvent::ToolCall(call) if self.legacy => {
+                    self.calls_sent[i] += 1;
+                    deltas.push(ChatDelta::function_call(FunctionCallDelta {
+                        name: Some(call.name),
+                        arguments: String::new(),
+                    }));
+                    deltas.push(ChatDelta::function_call(FunctionCallDelta {
+                        name: None,
+                        arguments: call.arguments,
+                    }));
+                }
                 OutputEvent::ToolCall(call) => {
                     let index = self.calls_sent[i];
                     self.calls_sent[i] += 1;
@@ -125,7 +142,9 @@ impl ChunkFormatter for ChatChunks {
                 delta: d,
                 logprobs: logprobs.take(),
                 finish_reason: match k == last {
-                    true => delta.finish.map(|f| finish_reason(f, called_tools)),
+                    true => delta
+                        .finish
+                        .map(|f| finish_reason(f, called_tools, self.legacy)),
                     false => None,
                 },
                 stop_reason: if k == last {

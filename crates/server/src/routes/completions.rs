@@ -6,6 +6,7 @@ use axum::extract::State;
 use axum::response::Response;
 
 use super::answer::{respond, AnswerShape, ChunkFormatter, ChunkPart};
+use super::request_id::adopt_body_request_id;
 use crate::app::state::AppState;
 use crate::error::ApiError;
 use crate::generation::submission::ChoiceResult;
@@ -32,6 +33,7 @@ pub async fn completions(
     State(state): State<Arc<AppState>>,
     JsonBody(req): JsonBody<CompletionRequest>,
 ) -> Result<Response, ApiError> {
+    adopt_body_request_id(req.request_id.as_deref())?;
     state.check_model(req.model.as_deref())?;
     req.refuse_unimplemented()?;
     let logprobs = req

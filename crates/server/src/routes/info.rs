@@ -7,6 +7,7 @@ use crate::app::state::AppState;
 use crate::error::ApiError;
 use crate::json_body::JsonBody;
 use crate::openai::chat::{prompt_ending, template_inputs};
+use crate::openai::legacy_functions::modernize_messages;
 use crate::openai::models::{ModelCard, ModelList};
 use crate::openai::tokenize::{
     DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse,
@@ -83,6 +84,8 @@ pub async fn tokenize(
             state.check_model(model.as_deref())?;
             let (add_generation_prompt, continue_final_message) =
                 prompt_ending(add_generation_prompt, continue_final_message)?;
+            let mut messages = messages;
+            modernize_messages(&mut messages);
             let mut inputs = template_inputs(
                 messages,
                 add_generation_prompt,

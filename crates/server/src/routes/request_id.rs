@@ -12,9 +12,9 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use crate::app::state::AppState;
-use crate::error::RejectReason;
+use crate::error::{ApiError, RejectReason};
 use crate::observe::metrics::Metrics;
-use crate::observe::request_names;
+use crate::observe::request_names::{self, RequestName};
 
 pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -48,8 +48,26 @@ fn route_label(path: &str) -> &'static str {
 /// The client's id if it is one we can echo and log as is: 1..=128 visible ASCII characters.
 fn client_id(headers: &HeaderMap) -> Option<Arc<str>> {
     let value = headers.get(&X_REQUEST_ID)?.to_str().ok()?;
-    let usable = (1..=128).contains(&value.len()) && value.bytes().all(|b| b.is_ascii_graphic());
-    usable.then(|| Arc::from(value))
+    usable(value).then(|| Arc::from(value))
+}
+
+fn usable(id: &str) -> bool {
+    (1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// vLLM's `request_id` body field (chat and completions): the request's id from here on, in
+/// the answer's id, the log lines, the span and the response header, unless the client sent
+/// an `X-Request-Id` header, which wins as in vLLM. One that could not be echoed is a 400.
+pub fn adopt_body_request_id(id: Option<&str>) -> Result<(), ApiError> {
+    let Some(id) = id else { return Ok(()) };
+    if !usable(id) {
+        return Err(ApiError::invalid_param(
+            "request_id",
+            "`request_id` must be 1 to 128 visible ASCII characters (no spaces)",
+        ));
+    }
+    request_names::adopt_body_id(id);
+    Ok(())
 }
 
 /// 32 random hex digits, as vLLM's uuid4().hex.
@@ -62,10 +80,13 @@ pub async fn request_id(
     request: Request,
     next: Next,
 ) -> Response {
-    let id = client_id(request.headers()).unwrap_or_else(new_id);
+    let header = client_id(request.headers());
+    let name = RequestName::new(header.clone().unwrap_or_else(new_id), header.is_some());
     let method = request.method().clone();
     let path = request.uri().path().to_string();
-    let response = request_names::scope(Arc::clone(&id), next.run(request)).await;
+    let response = request_names::scope(Arc::clone(&name), next.run(request)).await;
+    // The body may have named the request (`adopt_body_request_id`).
+    let id = name.get();
     let log = !state.request_log.disabled;
     finish(
         &id,
@@ -144,6 +165,10 @@ mod tests {
         assert_eq!(with(&"x".repeat(129)), None);
         assert_eq!(client_id(&HeaderMap::new()), None);
         assert_eq!(new_id().len(), 32);
+        assert!(adopt_body_request_id(Some("batch-7")).is_ok());
+        assert!(adopt_body_request_id(None).is_ok());
+        let e = adopt_body_request_id(Some("has space")).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("request_id"));
         assert_ne!(new_id(), new_id());
     }
 

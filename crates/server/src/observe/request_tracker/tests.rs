@@ -58,7 +58,7 @@ fn a_finished_request_has_vllms_intervals() {
         .build()
         .unwrap();
     runtime.block_on(crate::observe::request_names::scope(
-        "req-7".into(),
+        crate::observe::request_names::RequestName::new("req-7".into(), false),
         async { names.record(7) },
     ));
     let t0 = Instant::now();

@@ -1,7 +1,8 @@
 //! The streamed answer's server-sent events: each goes out as `event: <type>` and
 //! `data: <the event as JSON>` (the JSON carries the same `type`), in Anthropic's order:
 //! `message_start`, per block `content_block_start` / `content_block_delta`s /
-//! `content_block_stop`, then `message_delta` (stop reason, output tokens) and `message_stop`.
+//! `content_block_stop`, then `message_delta` (stop reason, output tokens) and `message_stop`;
+//! `ping` after `message_start` and whenever the stream has been idle for a while.
 
 use serde::Serialize;
 
@@ -30,6 +31,8 @@ pub enum StreamEvent {
         usage: OutputUsage,
     },
     MessageStop,
+    /// Keeps the connection alive; carries nothing.
+    Ping,
     /// A failure after the stream began (the HTTP status is already 200).
     Error {
         error: ErrorInfo,
@@ -46,6 +49,7 @@ impl StreamEvent {
             Self::ContentBlockStop { .. } => "content_block_stop",
             Self::MessageDelta { .. } => "message_delta",
             Self::MessageStop => "message_stop",
+            Self::Ping => "ping",
             Self::Error { .. } => "error",
         }
     }
@@ -98,6 +102,7 @@ mod tests {
                 usage: OutputUsage { output_tokens: 4 },
             },
             StreamEvent::MessageStop,
+            StreamEvent::Ping,
         ];
         for e in &events {
             assert_eq!(serde_json::to_value(e).unwrap()["type"], e.name());
@@ -106,6 +111,10 @@ mod tests {
             serde_json::to_value(&events[0]).unwrap(),
             json!({"type": "content_block_delta", "index": 1,
                 "delta": {"type": "input_json_delta", "partial_json": "{\"a\""}})
+        );
+        assert_eq!(
+            serde_json::to_value(&events[3]).unwrap(),
+            json!({"type": "ping"})
         );
         assert_eq!(
             serde_json::to_value(&events[1]).unwrap(),

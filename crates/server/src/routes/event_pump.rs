@@ -20,6 +20,12 @@ pub type Outgoing = Result<Event, axum::Error>;
 pub trait EventSource: Send + 'static {
     /// The next events to send, in order; `None` when the stream is over.
     fn next_events(&mut self) -> impl Future<Output = Option<Vec<Outgoing>>> + Send;
+
+    /// What goes out when nothing did for a while (15 s): an empty comment line unless the
+    /// API has an event for it (Anthropic's `ping`).
+    fn keep_alive(&self) -> KeepAlive {
+        KeepAlive::default()
+    }
 }
 
 /// An event of `body` as JSON, named `name` (`event: name`) where the API names its events.
@@ -35,13 +41,12 @@ pub fn json_event(name: Option<&str>, body: &impl Serialize) -> Outgoing {
 /// The streamed response of `source`.
 pub fn stream_response(source: impl EventSource) -> Response {
     let (tx, rx) = mpsc::channel::<Event>(64);
+    let keep_alive = source.keep_alive();
     tokio::spawn(pump(source, tx));
     let body = stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });
-    Sse::new(body)
-        .keep_alive(KeepAlive::default())
-        .into_response()
+    Sse::new(body).keep_alive(keep_alive).into_response()
 }
 
 /// Runs until the source has nothing more or the client went away; an event that cannot be

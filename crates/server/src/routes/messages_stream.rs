@@ -2,6 +2,7 @@
 //! event as JSON, sent by the shared pump (`event_pump`); dropping the [`TurnText`] aborts the
 //! engine request.
 
+use axum::response::sse::KeepAlive;
 use axum::response::Response;
 
 use super::event_pump::{json_event, stream_response, EventSource, Outgoing};
@@ -38,9 +39,19 @@ fn event(event: &StreamEvent) -> Outgoing {
 }
 
 impl EventSource for MessageEvents {
+    /// An idle stream pings, as Anthropic's do (not a bare comment line).
+    fn keep_alive(&self) -> KeepAlive {
+        match event(&StreamEvent::Ping) {
+            Ok(ping) => KeepAlive::default().event(ping),
+            Err(_) => KeepAlive::default(),
+        }
+    }
+
     async fn next_events(&mut self) -> Option<Vec<Outgoing>> {
         if let Some(message) = self.start.take() {
-            return Some(vec![event(&StreamEvent::MessageStart { message })]);
+            // Anthropic's streams ping right after the start, as here.
+            let start = StreamEvent::MessageStart { message };
+            return Some(vec![event(&start), event(&StreamEvent::Ping)]);
         }
         let text = self.text.as_mut()?;
         let Some((piece, end)) = text.next().await else {

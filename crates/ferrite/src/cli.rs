@@ -1,4 +1,5 @@
-//! Command-line interface: `ferrite serve`, `run-batch`, `generate`, `bench` and `bench-model`.
+//! Command-line interface: `ferrite serve`, `run-batch`, `generate`, `bench`, `bench-model` and
+//! `doctor`.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ferrite_model::mapping::MapPages;
@@ -6,11 +7,13 @@ use ferrite_model::mapping::MapPages;
 use crate::byte_size::parse_byte_size;
 
 mod bench_args;
+mod doctor_args;
 mod generate_args;
 mod serve_args;
 mod vllm_args;
 
 pub use bench_args::{BenchArgs, BenchModelArgs, EndpointArg, WorkloadArg};
+pub use doctor_args::DoctorArgs;
 pub use generate_args::GenerateArgs;
 pub use serve_args::{
     ChatRendererArg, LogFormat, MetricsNamesArg, ReasoningParserArg, RunBatchArgs, ServeArgs,
@@ -38,7 +41,7 @@ impl Cli {
         let mut command = Cli::command()
             .version(version())
             .after_long_help(architectures.clone());
-        for name in ["serve", "run-batch", "generate", "bench-model"] {
+        for name in ["serve", "run-batch", "generate", "bench-model", "doctor"] {
             command = command.mut_subcommand(name, |c| c.after_long_help(architectures.clone()));
         }
         let matches = command.get_matches();
@@ -77,6 +80,11 @@ pub enum Command {
     Bench(BenchArgs),
     /// Measure a model's prefill and decode speed in-process, without HTTP (like llama-bench).
     BenchModel(BenchModelArgs),
+    /// Check a model before serving it: chat template, stop ids, special tokens, vocabulary,
+    /// backend support, memory and a greedy run, one line each with the fix; exit status 1 on
+    /// any error.
+    #[command(long_about = doctor_args::LONG_ABOUT)]
+    Doctor(DoctorArgs),
 }
 
 /// Where the forward pass runs.

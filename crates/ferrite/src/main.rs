@@ -7,6 +7,7 @@ mod byte_size;
 mod cli;
 mod default_model;
 mod device_defaults;
+mod doctor;
 mod engine_setup;
 mod generate;
 mod logging;
@@ -22,6 +23,8 @@ fn main() -> anyhow::Result<()> {
         cli::Command::Generate(_) | cli::Command::Bench(_) | cli::Command::BenchModel(_) => {
             (cli::LogFormat::Text, "info")
         }
+        // Its report is the output; the loader's progress would only interleave with it.
+        cli::Command::Doctor(_) => (cli::LogFormat::Text, "warn"),
     };
     logging::init(log_format, log_filter);
     match cli.command {
@@ -30,5 +33,6 @@ fn main() -> anyhow::Result<()> {
         cli::Command::Generate(args) => generate::run(args),
         cli::Command::Bench(args) => bench::run(args),
         cli::Command::BenchModel(args) => bench_model::run(args),
+        cli::Command::Doctor(args) => doctor::run(args),
     }
 }

@@ -117,6 +117,18 @@ pub fn load_model(spec: Option<&str>, engine: &EngineArgs) -> anyhow::Result<Loa
     }
 }
 
+/// Where the files of the model a command names are: what MODEL resolved to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelFiles {
+    Gguf(PathBuf),
+    /// A Hugging Face model directory (a hub id's cached snapshot), and the name it is served
+    /// under.
+    Dir {
+        dir: PathBuf,
+        name: String,
+    },
+}
+
 /// The model `spec` names; `revision` (a branch, tag or commit) and `download_dir` (the hub
 /// cache) only for a hub id; its weight files mapped in `pages`.
 pub fn load(
@@ -125,6 +137,15 @@ pub fn load(
     download_dir: Option<&Path>,
     pages: MapPages,
 ) -> anyhow::Result<LoadedModel> {
+    load_files(&resolve(spec, revision, download_dir)?, pages)
+}
+
+/// The files `spec` names (a hub id downloaded first), or the default model's.
+pub fn resolve(
+    spec: Option<&str>,
+    revision: Option<&str>,
+    download_dir: Option<&Path>,
+) -> anyhow::Result<ModelFiles> {
     let path = match spec {
         Some(s) => PathBuf::from(s),
         None => crate::default_model::ensure(&models_dir())?,
@@ -142,10 +163,10 @@ pub fn load(
                 .ok()
                 .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
                 .unwrap_or_else(|| "model".to_string());
-            return load_hf_dir(&path, name, pages);
+            return Ok(ModelFiles::Dir { dir: path, name });
         }
         if is_gguf {
-            return load_gguf(&path, pages);
+            return Ok(ModelFiles::Gguf(path));
         }
         bail!(
             "cannot load `{}`: give a .gguf file, a Hugging Face model directory or a hub id",
@@ -170,7 +191,18 @@ pub fn load(
         seconds = started.elapsed().as_secs_f64(),
         "model files ready in the Hugging Face cache"
     );
-    load_hf_dir(&dir, spec.into_owned(), pages)
+    Ok(ModelFiles::Dir {
+        dir,
+        name: spec.into_owned(),
+    })
+}
+
+/// The model in `files`, its weight files mapped in `pages`.
+pub fn load_files(files: &ModelFiles, pages: MapPages) -> anyhow::Result<LoadedModel> {
+    match files {
+        ModelFiles::Gguf(path) => load_gguf(path, pages),
+        ModelFiles::Dir { dir, name } => load_hf_dir(dir, name.clone(), pages),
+    }
 }
 
 /// A directory with config.json, *.safetensors and the tokenizer files.

@@ -126,7 +126,7 @@ pub fn text_model(model: &LoadedModel, served: &ServedModelArgs) -> TextModel {
 
 /// `--chat-template`: a file's text, or the template itself, as vLLM reads it: a value with
 /// Jinja delimiters is a template, anything else must be a readable file.
-fn chat_template_arg(spec: &str) -> anyhow::Result<String> {
+pub(crate) fn chat_template_arg(spec: &str) -> anyhow::Result<String> {
     let path = std::path::Path::new(spec);
     if path.is_file() {
         return std::fs::read_to_string(path)

@@ -258,12 +258,25 @@ def test_reasoning_is_a_reasoning_item_streamed_and_not(r1_client):
     (dict(extra_body={"temprature": 0.5}), "temprature"),
     (dict(tools=[{"type": "web_search"}]), "tools"),
     (dict(input=[{"type": "item_reference", "id": "msg_1"}]), "input"),
+    (dict(include=["reasoning.encrypted_content"]), "include"),
+    (dict(include=["message.output_text.logprobs"]), "include"),
+    (dict(truncation="auto"), "truncation"),
 ])
 def test_what_cannot_be_done_is_a_400_naming_the_field(client, kw, param):
     kw = {"input": "hi"} | kw
     with pytest.raises(openai.BadRequestError, match=param) as e:
         client.responses.create(model=MODEL_NAME, max_output_tokens=2, **kw)
     assert e.value.param == param
+
+
+def test_truncation_disabled_and_an_empty_include_are_what_ferrite_does(client):
+    r = client.responses.create(model=MODEL_NAME, input="hi", max_output_tokens=2, truncation="disabled",
+                                include=[])
+    assert r.truncation == "disabled"
+    # disabled: an input over the context is refused, never cut.
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.create(model=MODEL_NAME, input="hi " * 3000, max_output_tokens=2, truncation="disabled")
+    assert "context length" in str(e.value)
 
 
 def test_bookkeeping_fields_are_accepted(client):

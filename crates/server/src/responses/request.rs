@@ -1,6 +1,7 @@
 //! The `POST /v1/responses` body. Stateless: nothing is stored, so `previous_response_id` (and
 //! `background`, which needs a stored response to poll) is a 400 naming it, and `store` is
-//! accepted and ignored like the other bookkeeping fields of `openai::request_fields`. Any other
+//! accepted and ignored like the other bookkeeping fields of `openai::request_fields`.
+//! `truncation` takes `disabled` (what ferrite does) and `include` no value yet. Any other
 //! field not below is a 400 naming it, as on the chat route.
 
 use std::collections::BTreeMap;
@@ -38,6 +39,10 @@ pub struct ResponsesRequest {
     pub reasoning: Option<Value>,
     pub previous_response_id: Option<String>,
     pub background: Option<bool>,
+    /// Extra output to include: none of OpenAI's values can be honoured yet (each a 400).
+    pub include: Option<Vec<String>>,
+    /// `disabled` (OpenAI's default, what ferrite does); `auto` is a 400.
+    pub truncation: Option<String>,
     /// Whatever no field above took: refused unless ignored on purpose (`store`, `metadata`,
     /// `user`, ...). Sorted, so the field refused first does not depend on map order.
     #[serde(flatten)]
@@ -132,7 +137,54 @@ impl ResponsesRequest {
                 "`background` is not supported: this server stores no responses to poll",
             ));
         }
+        if let Some(value) = self.include.iter().flatten().next() {
+            return Err(ApiError::invalid_param(
+                "include",
+                format!(
+                    "`include` value `{value}` is not supported: {}",
+                    why_not(value)
+                ),
+            ));
+        }
+        match self.truncation.as_deref() {
+            None | Some("disabled") => {}
+            Some("auto") => {
+                return Err(ApiError::invalid_param(
+                    "truncation",
+                    "`truncation: \"auto\"` is not supported: an input over the context is a \
+                     400 (`disabled`); send a shorter conversation",
+                ))
+            }
+            Some(other) => {
+                return Err(ApiError::invalid_param(
+                    "truncation",
+                    format!(
+                        "Invalid value: '{other}'. Supported values are: 'auto' and 'disabled'."
+                    ),
+                ))
+            }
+        }
         refuse_unimplemented(&self.rest)
+    }
+}
+
+/// Why an `include` value cannot be honoured.
+fn why_not(value: &str) -> &'static str {
+    match value {
+        "message.output_text.logprobs" => "logprobs are not offered on /v1/responses yet",
+        "reasoning.encrypted_content" => {
+            "reasoning items carry their text in `content` instead; send them back as they came"
+        }
+        "message.input_image.image_url" | "computer_call_output.output.image_url" => {
+            "this server takes no images"
+        }
+        v if v.starts_with("file_search_call")
+            || v.starts_with("web_search_call")
+            || v.starts_with("code_interpreter_call") =>
+        {
+            "this server runs no built-in tools"
+        }
+        _ => "not a value OpenAI defines",
     }
 }
 
@@ -191,6 +243,52 @@ mod tests {
     fn read(body: Value) -> Result<ReadRequest, ApiError> {
         let req: ResponsesRequest = serde_json::from_value(body).unwrap();
         req.read(&SamplingDefaults::default())
+    }
+
+    #[test]
+    fn include_and_truncation_take_what_ferrite_does_and_name_the_rest() {
+        let base = json!({"model": "m", "input": "hi"});
+        let with = |extra: Value| {
+            let mut body = base.clone();
+            body.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            read(body)
+        };
+        for ok in [
+            json!({"include": []}),
+            json!({"include": null}),
+            json!({"truncation": "disabled"}),
+        ] {
+            assert!(with(ok.clone()).is_ok(), "{ok}");
+        }
+        for (bad, param, says) in [
+            (
+                json!({"include": ["reasoning.encrypted_content"]}),
+                "include",
+                "content",
+            ),
+            (
+                json!({"include": ["message.output_text.logprobs"]}),
+                "include",
+                "logprobs",
+            ),
+            (
+                json!({"include": ["web_search_call.results"]}),
+                "include",
+                "built-in",
+            ),
+            (json!({"truncation": "auto"}), "truncation", "auto"),
+            (
+                json!({"truncation": "sometimes"}),
+                "truncation",
+                "sometimes",
+            ),
+        ] {
+            let e = with(bad.clone()).err().unwrap();
+            assert_eq!(e.param.as_deref(), Some(param), "{bad}");
+            assert!(e.message.contains(says), "{}", e.message);
+        }
     }
 
     #[test]

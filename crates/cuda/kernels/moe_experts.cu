@@ -16,6 +16,7 @@
 #include "quant.cuh"
 #include "mma.cuh"
 #include "mxfp4.cuh"
+#include "expert_activation.cuh"
 
 // A lane works on elements 128 b + 32 t .. + 31 of its rows in k-block b: for bf16 four
 // 16-byte words, for MXFP4 exactly one block (16 code bytes and an exponent).
@@ -149,21 +150,6 @@ __device__ __forceinline__ void moe_tile_product(const SkinnyTile<SPLIT, 16>& ti
 __device__ __forceinline__ const uint4* moe_x_row(const bf16* x, i64 row, int k, int t) {
     return reinterpret_cast<const uint4*>(x + row * k) + 4 * t;
 }
-
-// The gated activations of the experts, in f32 as the CPU's (crates/cpu/src/kernels/
-// activation.rs): SwiGLU silu(g) u (the dense path's gated_activation.cu formula), or
-// gpt-oss's clamped SwiGLU (u' + 1) g' sigmoid(alpha g') with g' = min(g, limit),
-// u' = clamp(u, -limit, limit).
-struct ExpertActivation {
-    int clamped;
-    float alpha, limit;
-    __device__ __forceinline__ float operator()(float g, float u) const {
-        if (!clamped) return g / (1.0f + __expf(-g)) * u;
-        const float x = fminf(g, limit);
-        const float glu = x * (1.0f / (1.0f + expf(-(x * alpha))));
-        return (fminf(fmaxf(u, -limit), limit) + 1.0f) * glu;
-    }
-};
 
 // gate/up with the activation in the epilogue: a warp's tile is 8 intermediate columns
 // i0 .. i0 + 7, its rows g < 8 the gate rows and g + 8 the up rows of column i0 + g, so the

@@ -225,8 +225,16 @@ fn moe_kernels_match_the_host_and_a_token_does_not_depend_on_its_batch() {
     }
     let want: Vec<f64> = (0..TOKENS).flat_map(|t| host_mlp(&inp, t)).collect();
     common::check("moe MLP vs f64 host", &all, &want, 2e-3);
-    // Items of 32 rows (the prefill kernels) and fewer tokens: the same bits.
-    for (n, chunk) in [(TOKENS, 32), (1, 8), (9, 8), (9, 32)] {
+    // Items of 32 rows and the tiles of 128 (the prefill kernels), and fewer tokens: the same
+    // bits.
+    for (n, chunk) in [
+        (TOKENS, 32),
+        (TOKENS, 128),
+        (1, 8),
+        (9, 8),
+        (9, 32),
+        (9, 128),
+    ] {
         let alone = run_kernels(&ctx, &inp, n, chunk).out;
         let same = alone
             .iter()

@@ -10,7 +10,8 @@ use cudarc::driver::{sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream}
 
 use super::names::{
     decode_shared_bytes, gdn_chunk_prep_shared_bytes, gdn_chunked_shared_bytes, prefill_tile,
-    DECODE_NAMES, GDN_MAX_DK, PREFILL_NAMES, TILE_MMA_SHARED_BYTES,
+    DECODE_NAMES, GDN_MAX_DK, MOE_TILE_DOWN_NAMES, MOE_TILE_GATE_UP_NAMES, PREFILL_NAMES,
+    TILE_MMA_SHARED_BYTES,
 };
 use super::signatures::{
     GdnChunkPrep, GdnChunked, KernelParams, Signature, TileMmaBf16, MAX_PARAMS, SIGNATURES,
@@ -74,8 +75,8 @@ impl Kernels {
             );
         }
         // Kernels that stage more than the 48 KiB of shared memory a kernel gets without
-        // asking: the tile product, prefill attention's Q, K and V tiles (up to 68 KiB), and
-        // decode attention's two stages of K and V tiles (64 KiB).
+        // asking: the tile products (dense and the experts'), prefill attention's Q, K and V
+        // tiles (up to 68 KiB), and decode attention's two stages of K and V tiles (64 KiB).
         let large_shared = PREFILL_NAMES
             .iter()
             .map(|&(name, head_dim)| (name, prefill_tile(head_dim).1))
@@ -88,7 +89,13 @@ impl Kernels {
                 (TileMmaBf16::NAME, TILE_MMA_SHARED_BYTES),
                 (GdnChunkPrep::NAME, gdn_chunk_prep_shared_bytes(GDN_MAX_DK)),
                 (GdnChunked::NAME, gdn_chunked_shared_bytes(GDN_MAX_DK)),
-            ]);
+            ])
+            .chain(
+                MOE_TILE_GATE_UP_NAMES
+                    .iter()
+                    .chain(&MOE_TILE_DOWN_NAMES)
+                    .map(|&name| (name, TILE_MMA_SHARED_BYTES)),
+            );
         for (name, bytes) in large_shared {
             let f = functions.get(name).ok_or_else(|| {
                 anyhow::anyhow!("kernel `{name}` has no row in the signature table")

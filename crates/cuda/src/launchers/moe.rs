@@ -3,9 +3,14 @@
 //! token count so that decode graphs capture them.
 
 use super::launch::{grid1, Kernels, Shape};
-use super::names::{MOE_DOWN_NAMES, MOE_GATE_UP_NAMES, QGEMV_SPLITS};
+use super::names::{
+    MOE_DOWN_NAMES, MOE_GATE_UP_NAMES, MOE_TILE_DOWN_NAMES, MOE_TILE_GATE_UP_NAMES, QGEMV_SPLITS,
+    TILE_MMA_ROWS, TILE_MMA_SHARED_BYTES,
+};
 use super::quant::split_index;
-use super::signatures::{MoeCombine, MoeDown, MoeGateUp, MoeRouteGroup};
+use super::signatures::{
+    MoeCombine, MoeDown, MoeGateUp, MoeRouteGroup, MoeTileDown, MoeTileGateUp,
+};
 use crate::device_ptr::DevicePtr;
 
 /// Most experts the routing kernel takes (a warp holds 8 logits a lane).
@@ -14,19 +19,27 @@ pub const MOE_MAX_EXPERTS: usize = 256;
 pub const MOE_MAX_K: usize = 8;
 /// Rows of one expert per work item of the expert products: 8 (one mma fragment of columns)
 /// or 32 (four, for steps where experts get many rows: each weight is then read a quarter as
-/// often). An output's sums are the same in both (an mma column's do not depend on the
-/// others), so the choice, made from the step's size, does not change a token's result.
-pub const MOE_CHUNKS: [usize; 2] = [8, 32];
+/// often) in moe_experts.cu's skinny products, or 128 in moe_tile.cu's tiles (prefill chunks:
+/// weights staged through shared memory, read once per 128 rows). An output's sums are the
+/// same in all three (an mma column's do not depend on the others, and the tiles sum in the
+/// skinny kernels' order), so the choice, made from the step's size, does not change a
+/// token's result.
+pub const MOE_CHUNKS: [usize; 3] = [8, 32, 128];
 
 /// The work-item size of a step of `routed` rows over `experts` experts: 32 rows once the
-/// experts average 16 each.
+/// experts average 16 each, the tiles once they average 64.
 pub fn moe_chunk(routed: usize, experts: usize) -> usize {
-    if routed >= 16 * experts {
+    if routed >= 64 * experts {
+        MOE_CHUNKS[2]
+    } else if routed >= 16 * experts {
         MOE_CHUNKS[1]
     } else {
         MOE_CHUNKS[0]
     }
 }
+
+/// The item size of moe_tile.cu's kernels.
+const TILE_CHUNK: usize = MOE_CHUNKS[2];
 
 /// Work items a step of `choices` routed rows can need with items of `chunk` rows: at most
 /// `choices / chunk` full ones plus one partial per expert that has rows.
@@ -144,12 +157,15 @@ fn product_split(tiles: usize, k: usize) -> usize {
 }
 
 /// The kernel variant (by `chunk`), the split along k and the launch shape of an expert
-/// product whose tiles hold `tile` of its `outputs` (a block runs 8 warps, `split` to a tile),
-/// over every work item the routing can make.
+/// product whose skinny tiles hold `tile` of its `outputs` (a block runs 8 warps, `split` to a
+/// tile) and whose 128-row tiles (moe_tile.cu) hold `tile_outputs`, over every work item the
+/// routing can make. The split comes from the skinny shape for both kernels: one sum order.
+#[allow(clippy::too_many_arguments)]
 fn expert_grid(
     format: ExpertFormat,
     outputs: usize,
     tile: usize,
+    tile_outputs: usize,
     k: usize,
     routed: usize,
     experts: usize,
@@ -162,7 +178,11 @@ fn expert_grid(
         "MXFP4 expert products need k % 32 == 0"
     );
     let split = product_split(outputs.div_ceil(tile), k);
-    let outputs_per_block = tile * 8 / QGEMV_SPLITS[split];
+    let outputs_per_block = if chunk == TILE_CHUNK {
+        tile_outputs
+    } else {
+        tile * 8 / QGEMV_SPLITS[split]
+    };
     let shape = Shape {
         grid: (
             outputs.div_ceil(outputs_per_block) as u32,
@@ -230,11 +250,43 @@ impl Kernels {
             a.up.format == format,
             "gate and up stacks in different formats"
         );
-        let (variant, split, shape) = expert_grid(format, a.width, 8, a.k, routed, experts, chunk)?;
+        // A 128-row tile is 64 columns' gate and up rows.
+        let (variant, split, shape) = expert_grid(
+            format,
+            a.width,
+            8,
+            TILE_MMA_ROWS / 2,
+            a.k,
+            routed,
+            experts,
+            chunk,
+        )?;
         let (alpha, limit, clamped) = match a.activation {
             ExpertActivation::Swiglu => (0.0, 0.0, 0),
             ExpertActivation::Clamped { alpha, limit } => (alpha, limit, 1),
         };
+        if chunk == TILE_CHUNK {
+            let params = MoeTileGateUp {
+                kernel: MOE_TILE_GATE_UP_NAMES[format.index()],
+                gate: a.gate.values,
+                gate_e: a.gate.exponents,
+                up: a.up.values,
+                up_e: a.up.exponents,
+                width: a.width,
+                x: a.x,
+                token_of_row: r.token_of_row,
+                items: r.items,
+                act: a.act,
+                k: a.k,
+                gate_bias: a.biases.map(|b| b.0),
+                up_bias: a.biases.map(|b| b.1),
+                clamped,
+                alpha,
+                limit,
+                split: QGEMV_SPLITS[split],
+            };
+            return self.launch_with_shared(shape, TILE_MMA_SHARED_BYTES, &params);
+        }
         let params = MoeGateUp {
             kernel: MOE_GATE_UP_NAMES[format.index()][variant][split],
             gate: a.gate.values,
@@ -268,7 +320,31 @@ impl Kernels {
     ) -> anyhow::Result<()> {
         // A tile is 16 output rows.
         let format = a.down.format;
-        let (variant, split, shape) = expert_grid(format, a.rows, 16, a.k, routed, experts, chunk)?;
+        let (variant, split, shape) = expert_grid(
+            format,
+            a.rows,
+            16,
+            TILE_MMA_ROWS,
+            a.k,
+            routed,
+            experts,
+            chunk,
+        )?;
+        if chunk == TILE_CHUNK {
+            let params = MoeTileDown {
+                kernel: MOE_TILE_DOWN_NAMES[format.index()],
+                down: a.down.values,
+                down_e: a.down.exponents,
+                rows: a.rows,
+                act: a.act,
+                items: r.items,
+                y: a.y,
+                k: a.k,
+                bias: a.bias,
+                split: QGEMV_SPLITS[split],
+            };
+            return self.launch_with_shared(shape, TILE_MMA_SHARED_BYTES, &params);
+        }
         let params = MoeDown {
             kernel: MOE_DOWN_NAMES[format.index()][variant][split],
             down: a.down.values,
@@ -343,7 +419,8 @@ mod tests {
     fn large_steps_take_the_wide_items() {
         assert_eq!(moe_chunk(8, 128), 8);
         assert_eq!(moe_chunk(64 * 8, 128), 8);
-        assert_eq!(moe_chunk(4096 * 8, 128), 32);
+        assert_eq!(moe_chunk(512 * 8, 128), 32);
+        assert_eq!(moe_chunk(4096 * 8, 128), 128);
         assert!(chunk_index(16).is_err());
     }
 }

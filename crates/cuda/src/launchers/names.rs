@@ -155,6 +155,20 @@ pub(super) fn gemv_mma_names() -> Vec<&'static str> {
     GEMV_MMA_NAMES.as_flattened().to_vec()
 }
 
+/// The experts' tiled products for large steps (moe_tile.cu) by weight format
+/// (`moe::ExpertFormat`): gate/up, then down. Their split is a parameter.
+pub(super) const MOE_TILE_GATE_UP_NAMES: [&str; 2] =
+    ["moe_tile_gate_up_bf16", "moe_tile_gate_up_mxfp4"];
+pub(super) const MOE_TILE_DOWN_NAMES: [&str; 2] = ["moe_tile_down_bf16", "moe_tile_down_mxfp4"];
+
+pub(super) fn moe_tile_gate_up_names() -> Vec<&'static str> {
+    MOE_TILE_GATE_UP_NAMES.to_vec()
+}
+
+pub(super) fn moe_tile_down_names() -> Vec<&'static str> {
+    MOE_TILE_DOWN_NAMES.to_vec()
+}
+
 /// The dynamic shared memory of the batch-invariant bf16 product for many tokens
 /// (tile_mma.cu): three stages of (128 weight rows + 128 tokens) x 128 bf16.
 pub(super) const TILE_MMA_SHARED_BYTES: u32 = 3 * 256 * 256;

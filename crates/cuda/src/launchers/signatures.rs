@@ -183,6 +183,20 @@ kernel_signatures! {
         bias: NullablePtr,
     }
 
+    // moe_tile.cu
+
+    /// The experts' gate/up with their activation in 128 x 128 tiles, by weight format.
+    MoeTileGateUp = family("moe_tile_gate_up_{FMT}", names::moe_tile_gate_up_names) {
+        gate: Ptr, gate_e: NullablePtr, up: Ptr, up_e: NullablePtr, width: Count, x: Ptr,
+        token_of_row: Ptr, items: Ptr, act: Ptr, k: Count, gate_bias: NullablePtr,
+        up_bias: NullablePtr, clamped: I32, alpha: F32, limit: F32, split: Count,
+    }
+    /// The experts' down projection in 128 x 128 tiles, by weight format.
+    MoeTileDown = family("moe_tile_down_{FMT}", names::moe_tile_down_names) {
+        down: Ptr, down_e: NullablePtr, rows: Count, act: Ptr, items: Ptr, y: Ptr, k: Count,
+        bias: NullablePtr, split: Count,
+    }
+
     // quant_dequant.cu
 
     /// Rows of a quantized matrix into bf16, by format; unused planes NULL.

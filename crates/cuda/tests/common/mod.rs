@@ -33,6 +33,7 @@ pub fn gpu(test: &str) -> Option<Ctx> {
 }
 
 pub mod compare;
+pub mod experts;
 pub mod fixtures;
 pub mod quant;
 pub mod teacher_forced;

@@ -1,0 +1,267 @@
+//! The expert tests' shared pieces (moe_mxfp4.rs, moe_tile.rs): random MXFP4 blocks and their
+//! host decoding, expert stacks on the device in either format, and one routed MLP step
+//! through the four kernels (route + group, gate/up, down, combine) at a given item size.
+
+use ferrite_cuda::buffer::DeviceBuffer;
+use ferrite_cuda::launchers::{
+    moe_max_items, ExpertActivation, ExpertFormat, ExpertMatrix, MoeDownArgs, MoeGateUpArgs,
+    MoeRouting,
+};
+use ferrite_model::config::{CLAMPED_SWIGLU_ALPHA, CLAMPED_SWIGLU_LIMIT};
+use ferrite_model::dequant::dequantize_row;
+use ferrite_model::weights::DType;
+use half::bf16;
+use rand::Rng;
+
+use super::{dev, poisoned, read_f32, read_i32, Ctx};
+
+/// Random MXFP4 blocks (17 bytes each: exponent, 16 code bytes) for `elements` weights of
+/// about `2^(e0 - 127)`, a few blocks with the exponents the kernels treat specially (0 and 1
+/// take the slow path, 2 is the fast path's lower edge).
+pub fn mxfp4_blocks(g: &mut rand::rngs::StdRng, elements: usize, e0: u8) -> Vec<u8> {
+    let blocks = elements / 32;
+    let mut out = Vec::with_capacity(blocks * 17);
+    for b in 0..blocks {
+        let e = match b % 97 {
+            5 => 0,
+            11 => 1,
+            17 => 2,
+            23 => 130,
+            _ => e0 + g.random_range(0..4u8),
+        };
+        out.push(e);
+        out.extend((0..16).map(|_| g.random::<u8>()));
+    }
+    out
+}
+
+/// The host's reference decoding of MXFP4 blocks.
+pub fn decode(blocks: &[u8]) -> Vec<f32> {
+    let mut out = vec![0.0f32; blocks.len() / 17 * 32];
+    dequantize_row(DType::Mxfp4, blocks, &mut out);
+    out
+}
+
+/// Device stacks of one set of blocks: MXFP4 planes, or the decoded weights as bf16.
+pub fn stack(
+    ctx: &Ctx,
+    blocks: &[u8],
+    format: ExpertFormat,
+    keep: &mut Vec<DeviceBuffer>,
+) -> ExpertMatrix {
+    let (values, exponents) = match format {
+        ExpertFormat::Bf16 => (dev(ctx, &super::to_bf16(&decode(blocks))), None),
+        ExpertFormat::Mxfp4 => {
+            let codes: Vec<u8> = blocks
+                .chunks_exact(17)
+                .flat_map(|b| b[1..].to_vec())
+                .collect();
+            let exps: Vec<u8> = blocks.chunks_exact(17).map(|b| b[0]).collect();
+            (dev(ctx, &codes), Some(dev(ctx, &exps)))
+        }
+    };
+    let matrix = ExpertMatrix {
+        format,
+        values: values.ptr(),
+        exponents: exponents.as_ref().map(|e| e.ptr()),
+    };
+    keep.push(values);
+    keep.extend(exponents);
+    matrix
+}
+
+/// A layer's sizes.
+#[derive(Debug, Clone, Copy)]
+pub struct Dims {
+    pub hidden: usize,
+    pub width: usize,
+    pub experts: usize,
+    pub top_k: usize,
+}
+
+/// A gpt-oss-style expert layer (MXFP4 blocks, router and expert biases) and its tokens.
+pub struct Layer {
+    pub dims: Dims,
+    pub logits: Vec<f32>,
+    pub router_bias: Vec<f32>,
+    /// bf16 values, as f32.
+    pub x: Vec<f32>,
+    pub gate: Vec<u8>,
+    pub up: Vec<u8>,
+    pub down: Vec<u8>,
+    /// gate's, up's ([experts, width]) and down's ([experts, hidden]) biases.
+    pub biases: [Vec<f32>; 3],
+    pub activation: ExpertActivation,
+}
+
+/// A random layer of `dims` for `tokens` tokens: weights around 2^-4 for gate/up (sums of
+/// 256 products reach the clamp at 7) and 2^-5 for down.
+pub fn random_layer(seed: u64, dims: Dims, tokens: usize) -> Layer {
+    let Dims {
+        hidden,
+        width,
+        experts,
+        ..
+    } = dims;
+    let mut g = super::rng(seed);
+    let mut uniform =
+        |n: usize, s: f32| -> Vec<f32> { (0..n).map(|_| g.random_range(-s..s)).collect() };
+    let (logits, router_bias) = (uniform(tokens * experts, 2.0), uniform(experts, 2.0));
+    let biases = [
+        uniform(experts * width, 0.5),
+        uniform(experts * width, 0.5),
+        uniform(experts * hidden, 0.5),
+    ];
+    let x = super::bf16_round(&uniform(tokens * hidden, 1.0));
+    let mut g = super::rng(seed + 1);
+    Layer {
+        dims,
+        logits,
+        router_bias,
+        x,
+        gate: mxfp4_blocks(&mut g, experts * width * hidden, 122),
+        up: mxfp4_blocks(&mut g, experts * width * hidden, 122),
+        down: mxfp4_blocks(&mut g, experts * hidden * width, 121),
+        biases,
+        activation: ExpertActivation::Clamped {
+            alpha: CLAMPED_SWIGLU_ALPHA,
+            limit: CLAMPED_SWIGLU_LIMIT,
+        },
+    }
+}
+
+/// Runs the four kernels over the first `n` tokens of `layer`, experts in `format`, items of
+/// `chunk` rows: (outputs f32 [n, hidden], expert ids [n, k]).
+pub fn run_layer(
+    ctx: &Ctx,
+    layer: &Layer,
+    format: ExpertFormat,
+    n: usize,
+    chunk: usize,
+) -> (Vec<f32>, Vec<i32>) {
+    let Dims {
+        hidden,
+        width,
+        experts,
+        top_k,
+    } = layer.dims;
+    let k = &ctx.kernels;
+    let routed = n * top_k;
+    let mut keep = Vec::new();
+    let (gate, up, down) = (
+        stack(ctx, &layer.gate, format, &mut keep),
+        stack(ctx, &layer.up, format, &mut keep),
+        stack(ctx, &layer.down, format, &mut keep),
+    );
+    let logits = dev(ctx, &layer.logits[..n * experts]);
+    let router_bias = dev(ctx, &layer.router_bias);
+    let [bg, bu, bd] = [0, 1, 2].map(|i| dev(ctx, &layer.biases[i]));
+    let x = dev(ctx, &super::to_bf16(&layer.x[..n * hidden]));
+    let ids = poisoned::<i32>(ctx, routed);
+    let weights = poisoned::<f32>(ctx, routed);
+    let row_of_choice = poisoned::<i32>(ctx, routed);
+    let token_of_row = poisoned::<i32>(ctx, routed);
+    let items = poisoned::<[i32; 4]>(ctx, moe_max_items(routed, experts, chunk));
+    let r = MoeRouting {
+        ids: ids.ptr(),
+        weights: weights.ptr(),
+        row_of_choice: row_of_choice.ptr(),
+        token_of_row: token_of_row.ptr(),
+        items: items.ptr(),
+    };
+    let act = poisoned::<bf16>(ctx, routed * width);
+    let ys = poisoned::<f32>(ctx, routed * hidden);
+    let out = poisoned::<f32>(ctx, n * hidden);
+    k.moe_route_group(
+        logits.ptr(),
+        experts,
+        top_k,
+        true,
+        n,
+        &r,
+        chunk,
+        None,
+        Some(router_bias.ptr()),
+    )
+    .unwrap();
+    let gate_up = MoeGateUpArgs {
+        gate,
+        up,
+        width,
+        x: x.ptr(),
+        act: act.ptr(),
+        k: hidden,
+        biases: Some((bg.ptr(), bu.ptr())),
+        activation: layer.activation,
+    };
+    k.moe_gate_up(&gate_up, &r, routed, experts, chunk).unwrap();
+    let down_args = MoeDownArgs {
+        down,
+        rows: hidden,
+        act: act.ptr(),
+        y: ys.ptr(),
+        k: width,
+        bias: Some(bd.ptr()),
+    };
+    k.moe_down(&down_args, &r, routed, experts, chunk).unwrap();
+    k.moe_combine(ys.ptr(), &r, top_k, hidden, None, out.ptr(), n)
+        .unwrap();
+    (read_f32(ctx, &out, n * hidden), read_i32(ctx, &ids, routed))
+}
+
+/// Whether two outputs are the same bit for bit.
+pub fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+/// The routing with the router bias, in f64: softmax over the top-k biased logits, by id.
+pub fn host_route(layer: &Layer, t: usize) -> Vec<(usize, f64)> {
+    let e = layer.dims.experts;
+    let l: Vec<f64> = layer.logits[t * e..(t + 1) * e]
+        .iter()
+        .zip(&layer.router_bias)
+        .map(|(&a, &b)| (a + b) as f64)
+        .collect();
+    let mut order: Vec<usize> = (0..l.len()).collect();
+    order.sort_by(|&a, &b| l[b].total_cmp(&l[a]).then(a.cmp(&b)));
+    let top = &order[..layer.dims.top_k];
+    let max = l[top[0]];
+    let sum: f64 = top.iter().map(|&e| (l[e] - max).exp()).sum();
+    let mut chosen: Vec<(usize, f64)> =
+        top.iter().map(|&e| (e, (l[e] - max).exp() / sum)).collect();
+    chosen.sort_by_key(|c| c.0);
+    chosen
+}
+
+/// The layer's output for token `t` in f64 from the host-decoded weights (`decoded`: gate,
+/// up, down), the activation rounded to bf16 as the kernels store it; the clamped SwiGLU
+/// (`ExpertActivation::Clamped`).
+pub fn host_mlp(layer: &Layer, decoded: &[Vec<f32>; 3], t: usize) -> Vec<f64> {
+    let Dims { hidden, width, .. } = layer.dims;
+    let ExpertActivation::Clamped { alpha, limit } = layer.activation else {
+        panic!("host_mlp is the clamped SwiGLU's reference");
+    };
+    let [gate, up, down] = decoded;
+    let x = &layer.x[t * hidden..(t + 1) * hidden];
+    let dot =
+        |w: &[f32], v: &[f32]| -> f64 { w.iter().zip(v).map(|(&a, &b)| a as f64 * b as f64).sum() };
+    let (alpha, limit) = (alpha as f64, limit as f64);
+    let mut out = vec![0.0f64; hidden];
+    for (e, w) in host_route(layer, t) {
+        let act: Vec<f32> = (0..width)
+            .map(|i| {
+                let r = (e * width + i) * hidden;
+                let g = dot(&gate[r..r + hidden], x) + layer.biases[0][e * width + i] as f64;
+                let u = dot(&up[r..r + hidden], x) + layer.biases[1][e * width + i] as f64;
+                let g = g.min(limit);
+                let glu = g / (1.0 + (-g * alpha).exp());
+                bf16::from_f64((u.clamp(-limit, limit) + 1.0) * glu).to_f32()
+            })
+            .collect();
+        for (h, o) in out.iter_mut().enumerate() {
+            let r = (e * hidden + h) * width;
+            *o += w * (dot(&down[r..r + width], &act) + layer.biases[2][e * hidden + h] as f64);
+        }
+    }
+    out
+}

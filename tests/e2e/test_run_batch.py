@@ -1,6 +1,7 @@
 """`ferrite run-batch`: an OpenAI Batch file run in-process on SmolLM2. Results must equal what
 `ferrite serve` answers to the same bodies; bad lines become error lines and the batch goes on;
-a killed run resumes with each custom_id exactly once in the output."""
+a killed run resumes with each custom_id exactly once in the output; `--retry-failed` runs
+exactly the failed lines again; `--model` runs a file whose bodies name another model."""
 
 import json
 import os
@@ -23,15 +24,17 @@ def binary() -> str:
     return os.environ.get("FERRITE_BIN", str(ROOT / "target/release/ferrite"))
 
 
-def command(inp: Path, out: Path, *extra) -> list:
-    model = models_dir() / MODEL_FILE
-    return [binary(), "run-batch", str(model), "-i", str(inp), "-o", str(out),
+def command(inp: Path, out: Path, *extra, model_flag=False) -> list:
+    model = str(models_dir() / MODEL_FILE)
+    return [binary(), "run-batch", *(["--model", model] if model_flag else [model]),
+            "-i", str(inp), "-o", str(out),
             "--served-model-name", MODEL_NAME, "--max-model-len", str(MAX_MODEL_LEN),
             "--kv-cache-memory", "256MiB", *extra]
 
 
-def run_batch(inp: Path, out: Path, *extra) -> str:
-    p = subprocess.run(command(inp, out, *extra), capture_output=True, text=True, timeout=600)
+def run_batch(inp: Path, out: Path, *extra, model_flag=False) -> str:
+    p = subprocess.run(command(inp, out, *extra, model_flag=model_flag), capture_output=True,
+                       text=True, timeout=600)
     assert p.returncode == 0, f"run-batch failed ({p.returncode}):\n{p.stdout}\n{p.stderr}"
     assert "panicked" not in p.stderr, p.stderr
     return p.stdout
@@ -157,3 +160,84 @@ def test_a_killed_run_resumes_with_each_custom_id_exactly_once(tmp_path):
     summary = run_batch(inp, out)
     assert out.read_text() == text
     assert "requests       0 (" in summary, summary
+
+
+def test_retry_failed_runs_exactly_the_failed_lines_again_after_they_are_fixed(tmp_path, http):
+    reqs = good_requests()
+    ok_ids = list(reqs)[:3]
+    fixed_body = {"model": MODEL_NAME, "prompt": "The capital of Italy is", "max_tokens": 8,
+                  "temperature": 0}
+    lines = [line(cid, *reqs[cid]) for cid in ok_ids]
+    # A field the server refuses (400), a line that is not JSON, a model not served (404).
+    lines.append(line("typo", COMP, {**fixed_body, "max_tokenz": 8}))
+    lines.append('{"custom_id": "cut", "method": "POST", "url": "/v1/completions", "body": {')
+    lines.append(line("other-model", COMP, {**fixed_body, "model": "gpt-17"}))
+    inp, out = tmp_path / "requests.jsonl", tmp_path / "results.jsonl"
+    inp.write_text("\n".join(lines) + "\n")
+    summary = run_batch(inp, out)
+    assert "6 (3 ok, 3 failed" in summary, summary
+    first = out.read_text()
+    kept = [l for l in first.splitlines() if json.loads(l)["custom_id"] in ok_ids]
+    assert len(kept) == 3
+
+    # The user fixes two of the three lines in place.
+    lines[3] = line("typo", COMP, fixed_body)
+    lines[4] = line("cut", COMP, {**fixed_body, "prompt": "The capital of Spain is"})
+    inp.write_text("\n".join(lines) + "\n")
+
+    # A plain resume takes every result as done: nothing is sent, nothing changes.
+    summary = run_batch(inp, out)
+    assert "requests       0 (" in summary, summary
+    assert out.read_text() == first
+
+    summary = run_batch(inp, out, "--retry-failed")
+    assert "requests       3 (2 ok, 1 failed" in summary, summary
+    assert "retried        3" in summary, summary
+    assert "skipped        3" in summary, summary
+    text = out.read_text()
+    # The successful results are kept as they were, byte for byte, ahead of the new ones.
+    assert text.splitlines()[:3] == kept
+    results = read_results(out)
+    ids = [r["custom_id"] for r in results]
+    assert sorted(ids) == sorted(ok_ids + ["typo", "cut", "other-model"]), ids
+    by_id = {r["custom_id"]: r for r in results}
+    assert by_id["other-model"]["response"]["status_code"] == 404
+    for cid, prompt in [("typo", "The capital of Italy is"), ("cut", "The capital of Spain is")]:
+        r = by_id[cid]
+        assert r["error"] is None and r["response"]["status_code"] == 200, r
+        served = http.post(COMP, json={**fixed_body, "prompt": prompt})
+        assert answer_text(r["response"]["body"]) == answer_text(served.json()), cid
+
+    # Retrying again sends only the line that still fails.
+    summary = run_batch(inp, out, "--retry-failed")
+    assert "requests       1 (0 ok, 1 failed" in summary, summary
+    assert len(read_results(out)) == 6
+    assert not list(tmp_path.glob(".*.tmp")), "the rewrite's temporary file is gone"
+
+
+def test_model_flag_runs_a_file_written_for_openai(tmp_path, http):
+    """An OpenAI batch file names gpt-4o-mini in every body: with the positional MODEL each line
+    is a 404, with --model every line goes to the model served, as if the body named it."""
+    reqs = good_requests()
+    lines = [line(cid, url, {**body, "model": "gpt-4o-mini"}) for cid, (url, body) in reqs.items()]
+    # `model` is optional here (as in vLLM): a body without it runs either way.
+    lines.append(line("no-model", COMP, {"prompt": "Hello", "max_tokens": 4, "temperature": 0}))
+    inp, out = tmp_path / "openai.jsonl", tmp_path / "results.jsonl"
+    inp.write_text("\n".join(lines) + "\n")
+
+    summary = run_batch(inp, out)
+    n = len(reqs)
+    assert f"requests       {n + 1} (1 ok, {n} failed" in summary, summary
+    results = read_results(out)
+    assert {r["response"]["status_code"] for r in results if r["custom_id"] != "no-model"} == {404}
+    assert "gpt-4o-mini" in results[0]["response"]["body"]["error"]["message"]
+
+    summary = run_batch(inp, out, "--retry-failed", model_flag=True)
+    assert f"requests       {n} ({n} ok, 0 failed" in summary, summary
+    by_id = {r["custom_id"]: r for r in read_results(out)}
+    assert len(by_id) == n + 1 and len(read_results(out)) == n + 1
+    for cid, (url, body) in reqs.items():
+        r = by_id[cid]["response"]
+        assert r["status_code"] == 200 and r["body"]["model"] == MODEL_NAME, r
+        served = http.post(url, json=body)
+        assert answer_text(r["body"]) == answer_text(served.json()), cid

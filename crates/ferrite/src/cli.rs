@@ -1,25 +1,38 @@
-//! Command-line interface: `ferrite serve`, `run-batch`, `generate`, `bench`, `bench-model` and
-//! `doctor`.
+//! Command-line interface: `ferrite serve`, `run-batch`, `generate`, `bench`, `bench-model`,
+//! `doctor` and `completions`.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use ferrite_model::mapping::MapPages;
-
-use crate::byte_size::parse_byte_size;
+use clap::{Parser, Subcommand};
 
 mod bench_args;
 mod doctor_args;
+mod engine_args;
 mod generate_args;
+mod run_batch_args;
 mod serve_args;
 mod vllm_args;
 
 pub use bench_args::{BenchArgs, BenchModelArgs, EndpointArg, WorkloadArg};
 pub use doctor_args::DoctorArgs;
+pub use engine_args::{Device, EngineArgs, LoadFormat, Quantization, SpecArgs, SpecMethod};
 pub use generate_args::GenerateArgs;
+pub use run_batch_args::RunBatchArgs;
 pub use serve_args::{
-    ChatRendererArg, LogFormat, MetricsNamesArg, ReasoningParserArg, RunBatchArgs, ServeArgs,
-    ServedModelArgs, ToolCallParserArg,
+    ChatFormatArgs, ChatRendererArg, LogFormat, MetricsNamesArg, ReasoningParserArg, ServeArgs,
+    ToolCallParserArg,
 };
 pub use vllm_args::VllmArgs;
+
+/// The topics `--help` groups flags under. clap prints the headings in the order their first
+/// flags are defined, so the argument structs are flattened in this order: the model first,
+/// operations last.
+pub mod heading {
+    pub const MODEL: &str = "Model";
+    pub const ENGINE: &str = "Engine";
+    pub const MEMORY: &str = "Memory";
+    pub const SPECULATIVE: &str = "Speculative decoding";
+    pub const API: &str = "API";
+    pub const OPERATIONS: &str = "Operations";
+}
 
 #[derive(Debug, Parser)]
 #[command(
@@ -46,6 +59,20 @@ impl Cli {
         }
         let matches = command.get_matches();
         Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+}
+
+/// `ferrite completions SHELL`: the script for the command line as declared (the long help's
+/// architecture list is no part of completion). Written whole; a reader that stops early
+/// (`| head`) is no error.
+pub fn print_completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
+    use clap::CommandFactory;
+    use std::io::Write;
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "ferrite", &mut script);
+    match std::io::stdout().lock().write_all(&script) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
     }
 }
 
@@ -85,232 +112,46 @@ pub enum Command {
     /// any error.
     #[command(long_about = doctor_args::LONG_ABOUT)]
     Doctor(DoctorArgs),
+    /// Print a shell completion script for ferrite on stdout.
+    #[command(long_about = COMPLETIONS_ABOUT)]
+    Completions {
+        /// The shell to complete in.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
-/// Where the forward pass runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Device {
-    /// This machine's cores.
-    Cpu,
-    /// An NVIDIA GPU (compute capability 9.0 kernels; the CUDA driver and cuBLAS are loaded at
-    /// run time).
-    Cuda,
-}
+const COMPLETIONS_ABOUT: &str = "Print a shell completion script for ferrite on stdout: \
+subcommands, flags and their values complete on Tab.
 
-/// How the weights are obtained.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LoadFormat {
-    /// Read them from the model file or directory.
-    Auto,
-    /// Random weights of the model's real shapes (the model is a preset: qwen2.5-0.5b,
-    /// qwen2.5-1.5b, llama-3.1-8b, tiny; or a config.json), for measuring speed without the
-    /// real weights. Without --tokenizer a byte-level tokenizer with a ChatML template is used.
-    Dummy,
-}
+bash:  ferrite completions bash > ~/.local/share/bash-completion/completions/ferrite
+zsh:   ferrite completions zsh > ~/.zfunc/_ferrite   (with fpath+=~/.zfunc before compinit)
+fish:  ferrite completions fish > ~/.config/fish/completions/ferrite.fish";
 
-/// A weight quantization applied at load (`--quantization`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Quantization {
-    /// FP8 e4m3, one scale per output channel.
-    Fp8,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
 
-/// How the engine runs the model (shared by the commands that run one).
-#[derive(Debug, Clone, Args)]
-pub struct EngineArgs {
-    /// Where the forward pass runs.
-    #[arg(long, value_enum, default_value_t = Device::Cpu)]
-    pub device: Device,
-    /// How the weights are obtained.
-    #[arg(long, value_enum, default_value_t = LoadFormat::Auto)]
-    pub load_format: LoadFormat,
-    /// Seed of the `--load-format dummy` weights (the same seed gives the same weights on
-    /// every device).
-    #[arg(long, default_value_t = 0)]
-    pub dummy_seed: u64,
-    /// The revision (branch, tag or commit) of a hub-id model [default: main].
-    #[arg(long)]
-    pub revision: Option<String>,
-    /// Where hub models are downloaded (and looked for): the Hugging Face cache directory
-    /// itself, as vLLM's flag [default: $HF_HUB_CACHE, else $HF_HOME/hub, else
-    /// ~/.cache/huggingface/hub].
-    #[arg(long, value_name = "DIR")]
-    pub download_dir: Option<std::path::PathBuf>,
-    /// Tokenizer for `--load-format dummy`: a .gguf file or a directory with tokenizer.json.
-    #[arg(long)]
-    pub tokenizer: Option<String>,
-    /// Fraction of the GPU's memory ferrite may use (weights, activations and the KV cache,
-    /// which gets what is left) with `--device cuda`.
-    #[arg(long, default_value_t = 0.9)]
-    pub gpu_memory_utilization: f64,
-    /// Largest decode batch captured as a CUDA graph (`--device cuda`); larger batches run
-    /// eagerly.
-    #[arg(long, default_value_t = 512)]
-    pub cuda_graph_max_bs: usize,
-    /// No CUDA graphs: launch every kernel of every step (`--device cuda`).
-    #[arg(long)]
-    pub enforce_eager: bool,
-    /// Make a request's tokens independent of what shares its step (`--device cuda`; the CPU
-    /// backend always is): every bf16 product sums in one fixed order whatever the batch,
-    /// decode attention splits each sequence by its own length (docs/architecture.md, "Batch
-    /// invariance"). Without it, cuBLAS multiplies prompt chunks and batches, decode attention
-    /// splits by the batch, and FP8 weights multiply them on the FP8 tensor cores with
-    /// activations quantized per token, so greedy output may differ between a request alone
-    /// and batched at a near-tie. It costs speed, most on quantized weights, at many streams
-    /// and in prefill (measured: docs/performance.md, '2026-12-05 13:11-13:14 UTC').
-    #[arg(long)]
-    pub batch_invariant: bool,
-    /// Longest prompt + completion in tokens [default: the model's trained context, capped by
-    /// what the KV cache holds].
-    #[arg(long)]
-    pub max_model_len: Option<usize>,
-    /// Tokens per KV cache page.
-    #[arg(long, default_value_t = 16)]
-    pub page_size: usize,
-    /// Memory for the KV cache: bytes, or with a suffix (512MiB, 1GiB, 2GB) [default: 1GiB on
-    /// the CPU; on a GPU what --gpu-memory-utilization leaves after weights and activations].
-    #[arg(long, value_parser = parse_byte_size)]
-    pub kv_cache_memory: Option<usize>,
-    /// Tokens per scheduler step, shared by prefill chunks and decodes [default: 2048 on the
-    /// CPU, 8192 on CUDA (vLLM's default on large GPUs): a GGUF-quantized matrix is widened
-    /// to bf16 once per prompt chunk, so bigger chunks widen it less often]
-    #[arg(long)]
-    pub max_num_batched_tokens: Option<usize>,
-    /// Sequences running at once, at most.
-    #[arg(long, default_value_t = 64)]
-    pub max_num_seqs: usize,
-    /// While sequences are decoding, a step takes at most max(16, R x decoding sequences)
-    /// prompt tokens, so that arriving prompts slow the running streams by a bounded factor
-    /// (on a CPU a step's time grows with its tokens); 0 = only --max-num-batched-tokens.
-    /// [default: 3 on the CPU, 0 on CUDA]
-    #[arg(long)]
-    pub prefill_per_decode: Option<usize>,
-    /// Do not share KV pages of common prompt prefixes between requests.
-    #[arg(long)]
-    pub no_prefix_caching: bool,
-    /// Models with linear-attention layers (Qwen3.5, Qwen3-Next): memory for snapshots of
-    /// their recurrent state, kept with cached pages so that a prefix hit skips the cached
-    /// part; bytes or with a suffix; 0 turns prefix caching off for them [default: a quarter
-    /// of the KV cache memory, taken out of it].
-    #[arg(long, value_parser = parse_byte_size)]
-    pub state_cache_memory: Option<usize>,
-    /// Models with linear-attention layers: snapshot their state every this many tokens of a
-    /// sequence (rounded up to whole pages). Finer reuses more of a prefix on a hit and costs
-    /// more snapshots.
-    #[arg(long, default_value_t = 64)]
-    pub state_snapshot_interval: usize,
-    /// CPU threads for the forward pass [default: all cores].
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// CPU: multiply Q4_K and Q6_K weights by activations rounded to int8 per block of 256
-    /// (integer dot products, AVX-512 VNNI), as llama.cpp does: faster decode, but the logits
-    /// leave the float32 reference (greedy text can change; both measured in
-    /// docs/performance.md). Other weight types keep the exact f32 path. [default: off]
-    #[arg(long)]
-    pub int8_activations: bool,
-    /// CPU: map the weight files in the kernel's default 4 KiB pages. By default ferrite asks
-    /// Linux for 2 MiB pages (transparent huge pages) and, if the page cache holds the file in
-    /// 4 KiB pages, reads it again once, at load: decode reads every weight every token, and
-    /// scattered reads such as a mixture of experts' run faster from huge pages (measured:
-    /// docs/performance.md, '2026-12-05 06:40-07:27 UTC, MoE decode: weights in 2 MiB pages').
-    #[arg(long)]
-    pub no_huge_pages: bool,
-    /// Quantize a float checkpoint's linear layers (attention and MLP projections, experts)
-    /// at load: `fp8` = FP8 e4m3 with one scale per output channel, as vLLM's `--quantization
-    /// fp8`. The weights stay FP8 in memory (half of bf16 on CUDA, whose decode GEMVs read
-    /// them as FP8; a quarter of f32 on the CPU); the embedding and output projection keep
-    /// their type. Logits move by the weights' FP8 rounding. Files already quantized (GGUF
-    /// quantized types, FP8 checkpoints, which load as FP8 without this flag) are refused.
-    #[arg(long, value_enum)]
-    pub quantization: Option<Quantization>,
-    #[command(flatten)]
-    pub speculation: SpecArgs,
-}
-
-impl EngineArgs {
-    /// The pages the weight files are mapped in: 2 MiB for the CPU backend, which streams
-    /// them from memory every step; the GPU copies them once.
-    pub fn map_pages(&self) -> MapPages {
-        match self.device {
-            Device::Cpu if !self.no_huge_pages => MapPages::Huge,
-            _ => MapPages::Plain,
-        }
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
     }
-}
 
-/// Where speculative tokens come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SpecMethod {
-    /// Prompt lookup: propose what followed the last occurrence of the latest tokens (no model).
-    Ngram,
-    /// A smaller model with the same tokenizer (--draft-model).
-    Draft,
-    /// Suffix decoding: continuations read from suffix tries over the request's own tokens
-    /// and this server's recent outputs (no model), as long as they are likely to be kept.
-    Suffix,
-}
-
-impl SpecMethod {
-    /// --num-speculative-tokens when not given: suffix decoding chooses each step how many of
-    /// its drafts pay, so it may offer many.
-    pub fn default_num_tokens(self) -> usize {
-        match self {
-            SpecMethod::Ngram | SpecMethod::Draft => 4,
-            SpecMethod::Suffix => 24,
+    #[test]
+    fn serve_prints_its_headings_model_first_operations_last() {
+        let command = Cli::command();
+        let serve = command.find_subcommand("serve").unwrap();
+        let mut headings: Vec<&str> = Vec::new();
+        for heading in serve.get_arguments().filter_map(|a| a.get_help_heading()) {
+            if !headings.contains(&heading) {
+                headings.push(heading);
+            }
         }
-    }
-}
-
-/// Speculative decoding: drafts checked by the model in one pass; outputs keep the model's
-/// distribution exactly (greedy output is identical), only speed changes.
-#[derive(Debug, Clone, Args)]
-pub struct SpecArgs {
-    /// Decode speculatively with this proposer [default: off].
-    #[arg(long, value_enum)]
-    pub speculative: Option<SpecMethod>,
-    /// Drafts per sequence and step, at most [default: 4; 24 for suffix].
-    #[arg(long)]
-    pub num_speculative_tokens: Option<usize>,
-    /// Always draft --num-speculative-tokens tokens, instead of choosing 0..=K each step by
-    /// measured cost (the default turns speculation off where it would be a loss).
-    #[arg(long)]
-    pub speculative_fixed_k: bool,
-    /// The draft model for `--speculative draft`: a GGUF file, a Hugging Face directory or a hub
-    /// id, sharing the model's vocabulary.
-    #[arg(long)]
-    pub draft_model: Option<String>,
-    /// `--speculative draft`: the draft model scores only the first N token ids (BPE ids run
-    /// roughly from common to rare), so its LM head, a large part of a small model's step,
-    /// costs N/vocabulary as much. Exactness is unaffected: the target verifies every draft
-    /// against the draft's actual (restricted) distribution. [default: the whole vocabulary]
-    #[arg(long, value_name = "N")]
-    pub draft_vocab: Option<usize>,
-    /// Decode without speculation in steps where more than N sequences are decoding (vLLM's
-    /// option of the same name); 0: no limit. [default: 2 on the CPU, where verification rows
-    /// cost nearly full price in larger batches (measured, docs/performance.md); no limit on
-    /// CUDA]
-    #[arg(long, value_name = "N")]
-    pub speculative_disable_by_batch_size: Option<usize>,
-    /// `--speculative ngram`: shortest run of latest tokens to look up.
-    #[arg(long, default_value_t = 2)]
-    pub prompt_lookup_min: usize,
-    /// `--speculative ngram`: longest run of latest tokens to look up (tried first).
-    #[arg(long, default_value_t = 4)]
-    pub prompt_lookup_max: usize,
-    /// `--speculative suffix`: longest substring the suffix tries index, so the longest
-    /// context matched (memory: at most 16 bytes x this per token indexed).
-    #[arg(long, default_value_t = 24)]
-    pub suffix_max_depth: usize,
-    /// `--speculative suffix`: output tokens of finished requests kept to draft from (the
-    /// oldest requests are dropped first); 0: draft from each request's own tokens only.
-    #[arg(long, default_value_t = 1 << 18)]
-    pub suffix_cache_tokens: usize,
-}
-
-impl SpecArgs {
-    /// The drafts per step asked for, or the method's default.
-    pub fn num_tokens(&self) -> usize {
-        self.num_speculative_tokens
-            .unwrap_or_else(|| self.speculative.map_or(4, SpecMethod::default_num_tokens))
+        use heading::*;
+        assert_eq!(
+            headings,
+            [MODEL, ENGINE, MEMORY, SPECULATIVE, API, OPERATIONS]
+        );
     }
 }

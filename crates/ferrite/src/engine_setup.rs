@@ -128,6 +128,8 @@ impl Built {
 
 /// Consumes the weights: they move into the backend, which moves into the scheduler thread.
 pub fn start_engine(model: &mut LoadedModel, args: &EngineArgs) -> anyhow::Result<RunningEngine> {
+    let allow_long = crate::context_limit::allowed_by_env();
+    crate::context_limit::check(args.max_model_len, &model.config, allow_long)?;
     let built = Built::new(model, args)?;
     let vocab_size = built.vocab_size();
     let proposer = build_proposer(args, vocab_size)?;

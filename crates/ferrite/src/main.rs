@@ -5,6 +5,7 @@ mod bench;
 mod bench_model;
 mod byte_size;
 mod cli;
+mod context_limit;
 mod default_model;
 mod device_defaults;
 mod doctor;
@@ -24,7 +25,9 @@ fn main() -> anyhow::Result<()> {
             (cli::LogFormat::Text, "info")
         }
         // Its report is the output; the loader's progress would only interleave with it.
-        cli::Command::Doctor(_) => (cli::LogFormat::Text, "warn"),
+        cli::Command::Doctor(_) | cli::Command::Completions { .. } => {
+            (cli::LogFormat::Text, "warn")
+        }
     };
     logging::init(log_format, log_filter);
     match cli.command {
@@ -34,5 +37,6 @@ fn main() -> anyhow::Result<()> {
         cli::Command::Bench(args) => bench::run(args),
         cli::Command::BenchModel(args) => bench_model::run(args),
         cli::Command::Doctor(args) => doctor::run(args),
+        cli::Command::Completions { shell } => cli::print_completions(shell),
     }
 }

@@ -1,7 +1,8 @@
 //! `ferrite run-batch`: a file of requests in the OpenAI Batch format, run through the same
 //! router and engine `ferrite serve` builds, in-process (no sockets): each line's `body` goes
 //! to its `url` as a POST, many at once to keep the engine's batch full, and each answer is
-//! appended to the output file as it finishes. An existing output file is resumed.
+//! appended to the output file as it finishes. An existing output file is resumed
+//! (`--retry-failed`: its failed results run again).
 
 mod input;
 mod output;
@@ -38,34 +39,42 @@ pub fn run(args: RunBatchArgs) -> anyhow::Result<()> {
         bail!("the output file is the input file");
     }
     let total = input::count_lines(&args.input)?;
-    let (file, done) = resume::open(&args.output)?;
+    let resumed = resume::open(&args.output, args.retry_failed)?;
+    let (file, done, retried) = (resumed.file, resumed.done, resumed.retried);
     let already = (done.custom_ids.len() + done.lines.len()) as u64;
-    if already > 0 {
+    if already > 0 || retried > 0 {
         tracing::info!(
-            "{} holds {already} results: resuming",
-            args.output.display()
+            "{} holds {already} results to keep: resuming{}",
+            args.output.display(),
+            if retried > 0 {
+                format!(", running {retried} failed ones again")
+            } else {
+                String::new()
+            }
         );
     }
 
-    let spec = args.served.spec();
-    let mut model = model_source::load_model(spec, &args.engine)?;
+    let mut model = model_source::load_model(args.spec(), &args.engine)?;
     let engine = start_engine(&mut model, &args.engine)?;
-    let text = serve::text_model(&model, &args.served);
+    let text = serve::text_model(&model, &args.chat);
+    let served_model_name = args.served_model_name.unwrap_or(model.name);
+    // `--model`, as vLLM's flag, names the model every line goes to, whatever its body says.
+    let model_override = args.model_flag.is_some().then(|| served_model_name.clone());
     let config = ServerConfig {
         host: String::new(),
         port: 0,
-        served_model_name: args.served.served_model_name.unwrap_or(model.name),
+        served_model_name,
         api_key: None,
         // The in-flight bound is the back-pressure here: never answer 503.
         max_waiting: usize::MAX / 2,
-        tokenizer_workers: args.served.tokenizer_workers,
+        tokenizer_workers: args.chat.tokenizer_workers,
         vocab_size: engine.vocab_size,
         expert_load_metrics: false,
         metrics_names: MetricNames::Ferrite,
         sampling_defaults: serve::sampling_defaults(&model.generation),
         request_log: RequestLogConfig::default(),
-        tool_call_parser: serve::tool_call_parser(args.served.tool_call_parser),
-        reasoning_parser: serve::reasoning_parser(args.served.reasoning_parser),
+        tool_call_parser: serve::tool_call_parser(args.chat.tool_call_parser),
+        reasoning_parser: serve::reasoning_parser(args.chat.reasoning_parser),
         tracer: None,
         cors: None,
     };
@@ -81,7 +90,7 @@ pub fn run(args: RunBatchArgs) -> anyhow::Result<()> {
         let (tx, rx) = tokio::sync::mpsc::channel(READ_AHEAD);
         let input = args.input.clone();
         let reader = tokio::task::spawn_blocking(move || {
-            input::read_batch(&input, Classifier::new(done), tx)
+            input::read_batch(&input, Classifier::new(done, model_override), tx)
         });
         sink.start_clock();
         let sink = Arc::new(sink);
@@ -91,11 +100,11 @@ pub fn run(args: RunBatchArgs) -> anyhow::Result<()> {
         reader.await??;
         anyhow::Ok(sink)
     })?;
-    print_summary(&sink, already, &args.output);
+    print_summary(&sink, already, retried, &args.output);
     Ok(())
 }
 
-fn print_summary(sink: &ResultSink, skipped: u64, output: &std::path::Path) {
+fn print_summary(sink: &ResultSink, skipped: u64, retried: usize, output: &std::path::Path) {
     let t = &sink.tally;
     let ok = t.ok.load(Ordering::Relaxed);
     let failed = t.failed();
@@ -109,6 +118,9 @@ fn print_summary(sink: &ResultSink, skipped: u64, output: &std::path::Path) {
             "skipped        {skipped} (results already in {})",
             output.display()
         );
+    }
+    if retried > 0 {
+        println!("retried        {retried} (failed results replaced by this run's)");
     }
     println!("elapsed        {secs:.2} s");
     println!(

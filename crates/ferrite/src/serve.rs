@@ -12,7 +12,7 @@ use ferrite_server::{
 };
 
 use crate::cli::{
-    ChatRendererArg, MetricsNamesArg, ReasoningParserArg, ServeArgs, ServedModelArgs,
+    ChatFormatArgs, ChatRendererArg, MetricsNamesArg, ReasoningParserArg, ServeArgs,
     ToolCallParserArg,
 };
 use crate::engine_setup::start_engine;
@@ -65,7 +65,7 @@ fn load(args: ServeArgs) -> anyhow::Result<Loaded> {
     let spec = args.served.spec();
     let mut model = model_source::load_model(spec, &args.engine)?;
     let engine = start_engine(&mut model, &args.engine)?;
-    let mut text = text_model(&model, &args.served);
+    let mut text = text_model(&model, &args.chat);
     if let Some(template) = args.vllm.chat_template.clone() {
         text.chat_template = Some(template);
         tracing::info!("chat template from --chat-template replaces the model's");
@@ -79,7 +79,7 @@ fn load(args: ServeArgs) -> anyhow::Result<Loaded> {
         served_model_name: args.served.served_model_name.unwrap_or(model.name),
         api_key: args.api_key,
         max_waiting: args.max_waiting,
-        tokenizer_workers: args.served.tokenizer_workers,
+        tokenizer_workers: args.chat.tokenizer_workers,
         vocab_size: engine.vocab_size,
         expert_load_metrics: args.expert_load_metrics,
         metrics_names: match args.metrics_names {
@@ -92,8 +92,8 @@ fn load(args: ServeArgs) -> anyhow::Result<Loaded> {
             prompts: args.log_prompts,
             disabled: args.vllm.disable_log_requests,
         },
-        tool_call_parser: tool_call_parser(args.served.tool_call_parser),
-        reasoning_parser: reasoning_parser(args.served.reasoning_parser),
+        tool_call_parser: tool_call_parser(args.chat.tool_call_parser),
+        reasoning_parser: reasoning_parser(args.chat.reasoning_parser),
         tracer: None,
         cors,
     };
@@ -107,19 +107,19 @@ fn load(args: ServeArgs) -> anyhow::Result<Loaded> {
 
 /// What the server needs of the model besides the engine: tokenizer, chat template and how
 /// chat prompts are rendered.
-pub fn text_model(model: &LoadedModel, served: &ServedModelArgs) -> TextModel {
+pub fn text_model(model: &LoadedModel, chat: &ChatFormatArgs) -> TextModel {
     TextModel {
         tokenizer: model.tokenizer.tokenizer.clone(),
         chat_template: model.tokenizer.chat_template.clone(),
         bos_token: model.tokenizer.bos_token.clone(),
         eos_token: model.tokenizer.eos_token.clone(),
-        chat_renderer: match served.chat_renderer {
+        chat_renderer: match chat.chat_renderer {
             ChatRendererArg::Auto => ChatRenderer::Auto,
             ChatRendererArg::Template => ChatRenderer::Template,
             ChatRendererArg::Harmony => ChatRenderer::Harmony,
         },
         harmony: HarmonySystem {
-            date: served.harmony_date.clone(),
+            date: chat.harmony_date.clone(),
         },
     }
 }

@@ -1,57 +1,60 @@
-//! The flags of `ferrite serve` and `ferrite run-batch`.
-
-use std::path::PathBuf;
+//! The flags of `ferrite serve`, and those `ferrite run-batch` shares with it.
 
 use clap::{Args, ValueEnum};
 
-use super::{EngineArgs, VllmArgs};
+use super::{heading, EngineArgs, VllmArgs};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     #[command(flatten)]
     pub served: ServedModelArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
     /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1")]
+    #[arg(long, default_value = "127.0.0.1", help_heading = heading::API)]
     pub host: String,
     /// Port to listen on.
-    #[arg(long, default_value_t = 8000)]
+    #[arg(long, default_value_t = 8000, help_heading = heading::API)]
     pub port: u16,
     /// Require `Authorization: Bearer KEY` on the API routes (/health and /metrics stay open).
-    #[arg(long, env = "FERRITE_API_KEY")]
+    #[arg(long, env = "FERRITE_API_KEY", help_heading = heading::API)]
     pub api_key: Option<String>,
     /// Requests allowed to wait for a slot; more are answered 503.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, help_heading = heading::API)]
     pub max_waiting: usize,
+    #[command(flatten)]
+    pub chat: ChatFormatArgs,
     /// Names of the vLLM-defined series on /metrics: `ferrite` (ferrite:num_requests_waiting,
     /// ...) or `vllm` (vllm:num_requests_waiting, ...: what vLLM's dashboards and the Gateway
     /// API Inference Extension read). ferrite's own series keep their ferrite: name.
-    #[arg(long, value_enum, default_value_t = MetricsNamesArg::Ferrite)]
+    #[arg(long, value_enum, default_value_t = MetricsNamesArg::Ferrite,
+          help_heading = heading::OPERATIONS)]
     pub metrics_names: MetricsNamesArg,
     /// Export ferrite:moe_expert_tokens_total{layer,expert} on /metrics: the tokens a
     /// mixture-of-experts model routed to each expert since load, to see whether the experts
     /// are balanced (layers x experts series; CPU backend; nothing for a dense model).
-    #[arg(long)]
+    #[arg(long, help_heading = heading::OPERATIONS)]
     pub expert_load_metrics: bool,
     /// Log format on stderr: `text` for people, `json` for log pipelines (one object a line).
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, help_heading = heading::OPERATIONS)]
     pub log_format: LogFormat,
     /// Add the prompt and output token ids to each finished request's log line.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::OPERATIONS)]
     pub log_token_ids: bool,
     /// Add the prompt text (chat template applied) to each finished request's log line; off
     /// by default because prompts are user data.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::OPERATIONS)]
     pub log_prompts: bool,
     #[command(flatten)]
     pub operations: OperationsArgs,
-    #[command(flatten)]
-    pub engine: EngineArgs,
+    /// vLLM's flags, each under the heading of its topic.
     #[command(flatten)]
     pub vllm: VllmArgs,
 }
 
 /// Running as one replica among many (Kubernetes, llm-d): drain, scale-out signal.
 #[derive(Debug, Args)]
+#[command(next_help_heading = heading::OPERATIONS)]
 pub struct OperationsArgs {
     /// Seconds a drain (after SIGTERM or Ctrl-C) may take: new requests get 503 with
     /// Retry-After while running ones finish; those still running then are aborted
@@ -85,22 +88,30 @@ pub struct OperationsArgs {
     pub otlp_traces_endpoint: Option<String>,
 }
 
-/// The model a server answers with and how its answers are read: shared by `ferrite serve` and
-/// `ferrite run-batch`, which build the same router.
+/// The model a server answers with: `ferrite serve`'s (run-batch has its own, whose `--model`
+/// also overrides the requests' `model`).
 #[derive(Debug, Args)]
 pub struct ServedModelArgs {
     /// A GGUF file, a Hugging Face model directory, or a hub id [default: SmolLM2-135M-Instruct,
     /// fetched on first use]. With --load-format dummy: a preset name or a config.json.
     pub model: Option<String>,
     /// The model, as a flag (instead of the positional MODEL).
-    #[arg(long = "model", id = "model_flag", conflicts_with = "model")]
+    #[arg(long = "model", id = "model_flag", value_name = "MODEL", conflicts_with = "model",
+          help_heading = heading::MODEL)]
     pub model_flag: Option<String>,
     /// The model name clients use in requests; another is answered 404 [default: the model
     /// file's name].
-    #[arg(long)]
+    #[arg(long, help_heading = heading::MODEL)]
     pub served_model_name: Option<String>,
+}
+
+/// How chat prompts are rendered and the model's answers read: shared by `ferrite serve` and
+/// `ferrite run-batch`, which build the same router.
+#[derive(Debug, Args)]
+#[command(next_help_heading = heading::API)]
+pub struct ChatFormatArgs {
     /// Threads that render chat templates and tokenize prompts.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, help_heading = heading::ENGINE)]
     pub tokenizer_workers: usize,
     /// How tool calls are read from the model's output when a chat request has `tools`
     /// (vLLM's names): `hermes` (Qwen2.5, Qwen3, Hermes: <tool_call>{...}</tool_call>),
@@ -158,31 +169,6 @@ impl ServedModelArgs {
     pub fn spec(&self) -> Option<&str> {
         self.model.as_deref().or(self.model_flag.as_deref())
     }
-}
-
-/// `ferrite run-batch`: the model and engine flags are those of `ferrite serve`.
-#[derive(Debug, Args)]
-pub struct RunBatchArgs {
-    /// The requests, one JSON object a line: {"custom_id": "...", "method": "POST", "url":
-    /// "/v1/chat/completions" (or "/v1/completions", or another POST route of `ferrite
-    /// serve`), "body": {...the request, without stream: true...}}.
-    #[arg(short = 'i', long)]
-    pub input: PathBuf,
-    /// The results, one JSON object a line, in the order requests finish: {"id", "custom_id",
-    /// "response": {"status_code", "request_id", "body"}, "error": null}, or "response": null
-    /// and an "error" {"code", "message", "param", "line"} for a line that could not be sent.
-    /// An existing file is resumed: lines it holds results for are skipped, the others
-    /// appended.
-    #[arg(short = 'o', long)]
-    pub output: PathBuf,
-    /// Requests in flight at most [default: twice --max-num-seqs, so that a sequence slot the
-    /// engine frees is taken at once by a request already tokenized].
-    #[arg(long)]
-    pub max_concurrency: Option<usize>,
-    #[command(flatten)]
-    pub served: ServedModelArgs,
-    #[command(flatten)]
-    pub engine: EngineArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

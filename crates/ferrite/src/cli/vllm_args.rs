@@ -1,70 +1,70 @@
 //! The flags of `vllm serve` that scripts pass, under vLLM's names: each either does what it does
 //! in vLLM, or is accepted as a no-op whose help says why it has no effect, or is refused at
-//! start with what ferrite does instead (docs/api.md, "vLLM's command line").
+//! start with what ferrite does instead (docs/api.md, "vLLM's command line"). Each is listed in
+//! `--help` under its topic's heading, beside ferrite's own flags of that topic.
 
 use clap::{Args, ValueEnum};
 
-use super::Device;
+use super::{heading, Device};
 
 #[derive(Debug, Args)]
-#[command(next_help_heading = "vLLM compatibility")]
 pub struct VllmArgs {
     /// Replace the model's chat template: a file (Jinja) or the template itself inline (vLLM's
     /// flag), e.g. to fix a GGUF whose embedded template is broken.
-    #[arg(long, value_name = "FILE|TEMPLATE")]
+    #[arg(long, value_name = "FILE|TEMPLATE", help_heading = heading::MODEL)]
     pub chat_template: Option<String>,
     /// The seed of requests that send none (vLLM's `--seed`). vLLM seeds one random generator
     /// that unseeded requests share, so their draws depend on what ran before; ferrite has no
     /// such shared generator, so each unseeded request samples as if it sent `seed: N`
     /// (repeating a request repeats its answer). [default: a fresh random stream per request]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = heading::API)]
     pub seed: Option<u64>,
     /// The precision the model computes in (vLLM's names): `auto` is what the device runs:
     /// float32 on the CPU (weights stay in their file type and are widened in the kernels),
     /// bfloat16 on CUDA (float32 residual stream). Naming the device's own type is accepted;
     /// any other is refused at start, since ferrite has no other compute path.
-    #[arg(long, value_enum, default_value_t = DtypeArg::Auto)]
+    #[arg(long, value_enum, default_value_t = DtypeArg::Auto, help_heading = heading::ENGINE)]
     pub dtype: DtypeArg,
     /// Share KV pages of common prompt prefixes between requests: already the default (vLLM's
     /// flag; `--no-enable-prefix-caching` turns it off).
-    #[arg(long, conflicts_with_all = ["no_enable_prefix_caching", "no_prefix_caching"])]
+    #[arg(long, conflicts_with_all = ["no_enable_prefix_caching", "no_prefix_caching"], help_heading = heading::MEMORY)]
     pub enable_prefix_caching: bool,
     /// Do not share KV pages between requests (vLLM's name for `--no-prefix-caching`).
-    #[arg(long)]
+    #[arg(long, help_heading = heading::MEMORY)]
     pub no_enable_prefix_caching: bool,
     /// Origins a browser may call the API from (CORS): a JSON list as vLLM takes it
     /// ('["https://app.example"]', '["*"]') or comma-separated. Unlike vLLM, whose default is
     /// every origin, CORS is off until this is given: a server on localhost would otherwise
     /// answer any web page the user opens. [default: none]
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", help_heading = heading::API)]
     pub allowed_origins: Option<String>,
     /// Methods a cross-origin request may use (CORS; with --allowed-origins) [default: *].
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", help_heading = heading::API)]
     pub allowed_methods: Option<String>,
     /// Headers a cross-origin request may send (CORS; with --allowed-origins) [default: *].
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", help_heading = heading::API)]
     pub allowed_headers: Option<String>,
     /// Let cross-origin requests carry credentials (CORS `Access-Control-Allow-Credentials`;
     /// with --allowed-origins). A wildcard is then answered with the request's own origin, as
     /// browsers refuse `*` with credentials.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::API)]
     pub allow_credentials: bool,
     /// Accepted, no effect: ferrite always lets the model choose tools (`tool_choice: "auto"`,
     /// the default when a request has tools) whenever a tool-call parser is known
     /// (--tool-call-parser, or detected from the chat template).
-    #[arg(long)]
+    #[arg(long, help_heading = heading::API)]
     pub enable_auto_tool_choice: bool,
     /// No log line per request (finished or rejected); the metrics still count them.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::OPERATIONS)]
     pub disable_log_requests: bool,
     /// GPUs to split the model across: only 1 is accepted, ferrite runs a model on one device
     /// (run a replica per GPU behind a load balancer instead).
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, help_heading = heading::ENGINE)]
     pub tensor_parallel_size: usize,
     /// Accepted, no effect: it lets vLLM run Python code from the model's repository, and
     /// ferrite never runs model code (it implements each architecture itself; a model that
     /// needs custom code is refused at load as an unsupported architecture).
-    #[arg(long)]
+    #[arg(long, help_heading = heading::MODEL)]
     pub trust_remote_code: bool,
 }
 

@@ -55,13 +55,16 @@ pub struct Done {
 pub struct Classifier {
     done: Done,
     seen: HashSet<String>,
+    /// Written into every body's `model` (`--model`).
+    model: Option<String>,
 }
 
 impl Classifier {
-    pub fn new(done: Done) -> Self {
+    pub fn new(done: Done, model: Option<String>) -> Self {
         Self {
             done,
             seen: HashSet::new(),
+            model,
         }
     }
 
@@ -69,7 +72,7 @@ impl Classifier {
         if self.done.lines.contains(&line) {
             return Item::Skip;
         }
-        let parsed = parse_line(line, raw);
+        let parsed = parse_line(line, raw, self.model.as_deref());
         let custom_id = match &parsed {
             Ok(request) => Some(&request.custom_id),
             Err(refusal) => refusal.custom_id.as_ref(),
@@ -95,8 +98,8 @@ impl Classifier {
     }
 }
 
-/// One line as a request, or why it cannot be one.
-pub fn parse_line(line: usize, raw: &[u8]) -> Result<BatchRequest, Refusal> {
+/// One line as a request, or why it cannot be one; `model` replaces the body's `model`.
+pub fn parse_line(line: usize, raw: &[u8], model: Option<&str>) -> Result<BatchRequest, Refusal> {
     let refuse = |custom_id: Option<&str>, code, param, message: String| Refusal {
         line,
         custom_id: custom_id.map(str::to_string),
@@ -150,7 +153,7 @@ pub fn parse_line(line: usize, raw: &[u8]) -> Result<BatchRequest, Refusal> {
         }
         None => return Err(missing(line, id, "url")),
     };
-    let body = match fields.remove("body") {
+    let mut body = match fields.remove("body") {
         Some(Value::Object(body)) => body,
         Some(_) => {
             let message = "body must be a JSON object (the request)".to_string();
@@ -162,6 +165,9 @@ pub fn parse_line(line: usize, raw: &[u8]) -> Result<BatchRequest, Refusal> {
         let message =
             "`stream: true` is not supported in a batch: results are whole answers".to_string();
         return Err(refuse(id, "invalid_request", Some("body.stream"), message));
+    }
+    if let Some(model) = model {
+        body.insert("model".to_string(), Value::String(model.to_string()));
     }
     Ok(BatchRequest {
         custom_id,
@@ -258,7 +264,7 @@ mod tests {
     use super::*;
 
     fn code(raw: &str) -> (&'static str, Option<String>, Option<&'static str>) {
-        let r = parse_line(7, raw.as_bytes()).unwrap_err();
+        let r = parse_line(7, raw.as_bytes(), None).unwrap_err();
         assert_eq!(r.line, 7);
         (r.code, r.custom_id, r.param)
     }
@@ -267,7 +273,7 @@ mod tests {
     fn a_valid_line_becomes_a_request_with_its_body() {
         let raw = r#"{"custom_id": "a", "method": "POST", "url": "/v1/completions",
             "body": {"prompt": "hi", "max_tokens": 3, "stream": false}}"#;
-        let r = parse_line(1, raw.as_bytes()).unwrap();
+        let r = parse_line(1, raw.as_bytes(), None).unwrap();
         assert_eq!(
             (r.custom_id.as_str(), r.url.as_str()),
             ("a", "/v1/completions")
@@ -275,6 +281,24 @@ mod tests {
         let body: Value = serde_json::from_slice(&r.body).unwrap();
         assert_eq!(body["prompt"], "hi");
         assert_eq!(body["max_tokens"], 3);
+        assert!(body.get("model").is_none());
+    }
+
+    #[test]
+    fn model_replaces_the_bodys_model_or_adds_it() {
+        for raw in [
+            r#"{"custom_id": "a", "method": "POST", "url": "/v1/completions",
+                "body": {"model": "gpt-4o-mini", "prompt": "hi"}}"#,
+            r#"{"custom_id": "a", "method": "POST", "url": "/v1/completions",
+                "body": {"prompt": "hi"}}"#,
+        ] {
+            let r = parse_line(1, raw.as_bytes(), Some("smollm2")).unwrap();
+            let body: Value = serde_json::from_slice(&r.body).unwrap();
+            assert_eq!(
+                (&body["model"], &body["prompt"]),
+                (&"smollm2".into(), &"hi".into())
+            );
+        }
     }
 
     #[test]
@@ -317,7 +341,7 @@ mod tests {
         let mut done = Done::default();
         done.custom_ids.insert("b".into());
         done.lines.insert(9);
-        let mut c = Classifier::new(done);
+        let mut c = Classifier::new(done, None);
         assert!(matches!(c.classify(1, line("a").as_bytes()), Item::Send(_)));
         assert!(matches!(c.classify(2, line("b").as_bytes()), Item::Skip));
         match c.classify(3, line("a").as_bytes()) {

@@ -231,9 +231,11 @@ def test_model_flag_runs_a_file_written_for_openai(tmp_path, http):
     results = read_results(out)
     assert {r["response"]["status_code"] for r in results if r["custom_id"] != "no-model"} == {404}
     assert "gpt-4o-mini" in results[0]["response"]["body"]["error"]["message"]
+    assert f"hint           {n} bodies name another model" in summary, summary
 
     summary = run_batch(inp, out, "--retry-failed", model_flag=True)
     assert f"requests       {n} ({n} ok, 0 failed" in summary, summary
+    assert "hint" not in summary
     by_id = {r["custom_id"]: r for r in read_results(out)}
     assert len(by_id) == n + 1 and len(read_results(out)) == n + 1
     for cid, (url, body) in reqs.items():

@@ -122,6 +122,14 @@ fn print_summary(sink: &ResultSink, skipped: u64, retried: usize, output: &std::
     if retried > 0 {
         println!("retried        {retried} (failed results replaced by this run's)");
     }
+    let other_model = t.other_model.load(Ordering::Relaxed);
+    if other_model > 0 {
+        println!(
+            "hint           {other_model} bodies name another model than the one served: \
+             give the model as --model MODEL to send every line to it (with --retry-failed \
+             to run those again)"
+        );
+    }
     println!("elapsed        {secs:.2} s");
     println!(
         "output tokens  {} ({:.1} tok/s)",

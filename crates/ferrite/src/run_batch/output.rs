@@ -92,6 +92,8 @@ pub struct Tally {
     pub error_status: AtomicU64,
     /// Refused before reaching an endpoint.
     pub invalid: AtomicU64,
+    /// Answered 404 because the body names another model (OpenAI files name gpt-4o-mini).
+    pub other_model: AtomicU64,
     pub output_tokens: AtomicU64,
 }
 
@@ -159,7 +161,12 @@ impl ResultSink {
                 t.ok.fetch_add(1, Ordering::Relaxed)
             }
             (Some(r), None) if r.status_code == 200 => t.ok.fetch_add(1, Ordering::Relaxed),
-            (Some(_), None) => t.error_status.fetch_add(1, Ordering::Relaxed),
+            (Some(r), None) => {
+                if r.status_code == 404 && r.body["error"]["code"] == "model_not_found" {
+                    t.other_model.fetch_add(1, Ordering::Relaxed);
+                }
+                t.error_status.fetch_add(1, Ordering::Relaxed)
+            }
         };
         self.bar.inc(1);
         self.bar.set_message(format!(

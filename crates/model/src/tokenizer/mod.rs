@@ -53,14 +53,20 @@ impl std::fmt::Debug for LoadedTokenizer {
 }
 
 /// The stop ids: the given ones first (eos first of all), then end-of-turn tokens the vocabulary
-/// has, each once.
+/// has, each once. In gpt-oss's harmony vocabulary (o200k_harmony: it has `<|return|>` and
+/// `<|call|>`, which end its turns) `<|end|>` ends a message within the turn, as after the
+/// analysis: never a stop id there (llama.cpp drops it from such vocabularies' end tokens too).
 fn stop_ids(tokenizer: &tokenizers::Tokenizer, given: impl IntoIterator<Item = u32>) -> Vec<u32> {
+    let harmony = ["<|return|>", "<|call|>"]
+        .iter()
+        .all(|t| tokenizer.token_to_id(t).is_some());
+    let message_end = tokenizer.token_to_id("<|end|>").filter(|_| harmony);
     let mut ids: Vec<u32> = Vec::new();
     let known = END_OF_GENERATION_TOKENS
         .iter()
         .filter_map(|t| tokenizer.token_to_id(t));
     for id in given.into_iter().chain(known) {
-        if !ids.contains(&id) {
+        if !ids.contains(&id) && Some(id) != message_end {
             ids.push(id);
         }
     }

@@ -123,3 +123,14 @@ fn byte_alphabet_is_gpt2s() {
     let distinct: std::collections::HashSet<char> = table.iter().copied().collect();
     assert_eq!(distinct.len(), 256);
 }
+
+#[test]
+fn harmony_vocabularies_do_not_stop_at_the_end_of_a_message() {
+    let path = repo_root()
+        .join("crates/server/tests/fixtures/harmony/o200k_harmony_subset.tokenizer.json");
+    let tokenizer = tokenizers::Tokenizer::from_file(path).unwrap();
+    // gpt-oss's generation_config.json: `<|return|>`, `<|endoftext|>`, `<|call|>`.
+    let ids = stop_ids(&tokenizer, [200_002, 199_999, 200_012]);
+    assert_eq!(ids, [200_002, 199_999, 200_012]);
+    assert!(!stop_ids(&tokenizer, [200_007]).contains(&200_007));
+}

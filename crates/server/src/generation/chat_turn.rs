@@ -16,9 +16,10 @@ use crate::app::state::AppState;
 use crate::error::ApiError;
 use crate::openai::chat::{template_inputs, ChatMessage};
 use crate::openai::sampling::ValidatedSampling;
-use crate::openai::structured::RequestedGrammar;
+use crate::openai::structured::{GrammarRequest, RequestedGrammar};
 use crate::openai::tools::{ToolChoice, ToolChoiceMode, ToolSpec};
 use crate::output::assistant_output::{is_harmony, OutputSpec};
+use crate::output::harmony_grammar::{analysis_budget, harmony_lark, HarmonyAnswer};
 use crate::output::tool_calls::{forced_call_grammar, ToolCallFormat, ToolParsing};
 use crate::text::harmony_inputs::harmony_messages;
 
@@ -76,25 +77,15 @@ pub async fn start_chat(
     {
         sampling.skip_special_tokens = false;
     }
-    if let (true, Some(asked)) = (harmony, &turn.grammar) {
-        // The constraint would hold from the first token, where a harmony answer opens its
-        // analysis channel; it belongs in the final channel, which is not done yet.
-        return Err(ApiError::invalid_param(
-            asked.param,
-            format!(
-                "`{}` is not supported yet for models that answer in the harmony format \
-                 (gpt-oss)",
-                asked.param
-            ),
-        ));
-    }
+    // A harmony answer may reason before the constrained message: at most this many tokens.
+    let analysis_tokens = analysis_budget(sampling.max_tokens);
     let mut chat_template_kwargs = turn.chat_template_kwargs.take();
     apply_effort(
         turn.reasoning_effort.take(),
         state.template_reads_effort,
         &mut chat_template_kwargs,
     )?;
-    let forced = forced_call(&turn, tools.as_ref(), state)?;
+    let forced = forced_call(&turn, tools.as_ref(), state, analysis_tokens)?;
     let is_forced = forced.is_some();
     let tools = tools.map(|t| ToolParsing {
         forced: is_forced,
@@ -109,7 +100,11 @@ pub async fn start_chat(
             ));
         }
         Some(forced) => Some(forced),
-        None => turn.grammar,
+        None if harmony => turn
+            .grammar
+            .take()
+            .map(|asked| harmony_final(asked, &turn, tools.as_ref(), state, analysis_tokens)),
+        None => turn.grammar.take(),
     };
     let mut inputs = template_inputs(
         turn.messages,
@@ -140,11 +135,38 @@ pub async fn start_chat(
     Ok(StartedChat { submission, output })
 }
 
+/// A harmony answer's output constraint, held to its final message; where the request reads
+/// calls (tools offered, `tool_choice` "auto") a call is the other way out.
+fn harmony_final(
+    asked: RequestedGrammar,
+    turn: &ChatTurn,
+    tools: Option<&ToolParsing>,
+    state: &AppState,
+    analysis_tokens: usize,
+) -> RequestedGrammar {
+    let callable: Vec<&ToolSpec> = match (tools, turn.tools.as_deref()) {
+        (Some(_), Some(specs)) => specs.iter().collect(),
+        _ => Vec::new(),
+    };
+    let answer = HarmonyAnswer::Final {
+        output: &asked.grammar,
+        tools: &callable,
+    };
+    let lark = harmony_lark(&answer, analysis_tokens, |marker| {
+        state.grammars.single_token_id(marker)
+    });
+    RequestedGrammar {
+        grammar: GrammarRequest::Lark(lark),
+        param: asked.param,
+    }
+}
+
 /// The grammar that forces a tool call, for `tool_choice` "required" or a named function.
 fn forced_call(
     turn: &ChatTurn,
     tools: Option<&ToolParsing>,
     state: &AppState,
+    analysis_tokens: usize,
 ) -> Result<Option<RequestedGrammar>, ApiError> {
     let named = match &turn.tool_choice {
         Some(ToolChoice::Named(n)) => Some(n.function.name.as_str()),
@@ -171,9 +193,14 @@ fn forced_call(
         ));
     }
     let parallel = parsing.parallel && named.is_none();
-    let grammar = forced_call_grammar(parsing.format, &offered, parallel, |marker| {
-        state.grammars.single_token_id(marker)
-    });
+    let token_id = |marker: &str| state.grammars.single_token_id(marker);
+    let grammar = match parsing.format {
+        ToolCallFormat::Openai => {
+            let answer = HarmonyAnswer::Call(&offered);
+            GrammarRequest::Lark(harmony_lark(&answer, analysis_tokens, token_id))
+        }
+        format => forced_call_grammar(format, &offered, parallel, token_id),
+    };
     Ok(Some(RequestedGrammar {
         grammar,
         param: "tools",

@@ -145,10 +145,16 @@ impl HarmonyParser {
     }
 
     /// The end of the answer: an unfinished message ends here (a call cut short by the
-    /// length limit still comes out), a header that never reached its text is content.
+    /// length limit still comes out, unless a grammar forced it: then it is dropped, as for
+    /// the other formats), a header that never reached its text is content.
     pub fn finish(&mut self, out: &mut Vec<HarmonyEvent>) {
         let rest = std::mem::take(&mut self.pending);
+        let forced = self.tools.as_ref().is_some_and(|t| t.forced);
         match &mut self.state {
+            State::Body {
+                route: Route::Call(_),
+                ..
+            } if forced => {}
             State::Body { route, text } => {
                 match route {
                     Route::Call(_) => text.push_str(&rest),

@@ -4,6 +4,7 @@
 
 pub(crate) mod assistant_output;
 pub mod harmony;
+pub(crate) mod harmony_grammar;
 pub mod reasoning;
 pub(crate) mod structured;
 pub mod tool_calls;

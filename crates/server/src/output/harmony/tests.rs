@@ -123,6 +123,16 @@ fn a_call_cut_short_still_comes_out_and_empty_arguments_are_an_object() {
         tools(true),
         &[call("f", "{}")],
     );
+    // A forced call (a grammar wrote it) cut short is dropped; a whole one comes out.
+    let forced = tools(true).map(|t| ToolParsing { forced: true, ..t });
+    let cut = "<|channel|>analysis<|message|>Go.<|end|><|start|>assistant\
+               <|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": 1";
+    check(cut, forced.clone(), &[reasoning("Go.")]);
+    check(
+        &format!("{cut}}}<|call|>"),
+        forced,
+        &[reasoning("Go."), call("f", "{\"a\": 1}")],
+    );
 }
 
 #[test]

@@ -34,7 +34,8 @@ impl ConstraintFactory for CompiledGrammar {
 struct MatcherConstraint {
     matcher: Matcher,
     /// The token llguidance allows where the grammar may end. Whether ending is allowed goes
-    /// to the engine as such (it knows the model's end tokens), not as this token.
+    /// to the engine as such (it knows the model's end tokens), not as this token, unless the
+    /// grammar itself asks for the token.
     end_token: Option<u32>,
 }
 
@@ -48,10 +49,15 @@ impl TokenConstraint for MatcherConstraint {
         let words = mask.words_mut();
         let n = words.len().min(allowed.as_slice().len());
         words[..n].copy_from_slice(&allowed.as_slice()[..n]);
-        if let Some(end) = self.end_token {
+        let accepting = self.matcher.is_accepting().map_err(failed)?;
+        // Where the grammar may end, llguidance allows its end token; the engine allows its own
+        // end tokens instead. Where it may not, the token is allowed as the grammar's own
+        // (harmony's `<|return|>` closing a final message, which gpt-oss's tokenizer names
+        // its EOS).
+        if let (Some(end), true) = (self.end_token, accepting) {
             mask.forbid(end);
         }
-        mask.set_end_allowed(self.matcher.is_accepting().map_err(failed)?);
+        mask.set_end_allowed(accepting);
         Ok(())
     }
 

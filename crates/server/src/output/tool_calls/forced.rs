@@ -8,6 +8,9 @@ use serde_json::{json, Value};
 use super::ToolCallFormat;
 use crate::openai::structured::GrammarRequest;
 use crate::openai::tools::ToolSpec;
+use crate::output::harmony_grammar::{
+    harmony_lark, parameters, HarmonyAnswer, MAX_ANALYSIS_TOKENS,
+};
 use crate::output::structured::json_layout;
 
 /// The forcing grammar (llguidance's Lark syntax) for `tools`. `token_id` gives the id of a
@@ -56,39 +59,11 @@ pub fn forced_call_grammar(
         }
         ToolCallFormat::Qwen3Coder => super::forced_xml::lark(tools, parallel, marker),
         // One call: `<|call|>` ends the model's turn (it is one of gpt-oss's stop tokens).
-        ToolCallFormat::Openai => harmony_lark(tools, marker),
+        ToolCallFormat::Openai => {
+            harmony_lark(&HarmonyAnswer::Call(tools), MAX_ANALYSIS_TOKENS, &token_id)
+        }
     };
     GrammarRequest::Lark(lark)
-}
-
-/// A harmony call message, as gpt-oss writes it after the prompt's `<|start|>assistant`:
-/// `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{ARGUMENTS}<|call|>`.
-fn harmony_lark(tools: &[&ToolSpec], marker: impl Fn(&str) -> String) -> String {
-    let calls: Vec<String> = tools
-        .iter()
-        .map(|t| {
-            let mut parameters = parameters(t);
-            parameters["x-guidance"] = json_layout();
-            format!(
-                "{} {} {} \"json\" {} %json {parameters} {}",
-                marker("<|channel|>"),
-                json!(format!("commentary to=functions.{} ", t.function.name)),
-                marker("<|constrain|>"),
-                marker("<|message|>"),
-                marker("<|call|>"),
-            )
-        })
-        .collect();
-    format!("start: {}\n", calls.join("\n     | "))
-}
-
-/// A tool's parameters schema; an object of anything where it gives none.
-fn parameters(t: &ToolSpec) -> Value {
-    t.function
-        .parameters
-        .clone()
-        .filter(Value::is_object)
-        .unwrap_or_else(|| json!({"type": "object"}))
 }
 
 /// One call object: `{"name": <an offered tool>, "<arguments_key>": <its parameters>}`.
@@ -241,12 +216,13 @@ mod tests {
             true,
             ids,
         ));
-        let first = "start: <[200005]> \"commentary to=functions.a \" <[200003]> \"json\" <[200008]> %json {";
-        assert!(g.starts_with(first), "{g}");
+        let first = "answer: <[200005]> \"commentary to=functions.a \" <[200003]> \"json\" <[200008]> %json {";
+        assert!(g.starts_with("start: analysis? answer\n"), "{g}");
+        assert!(g.contains(first), "{g}");
         assert!(
             g.contains("| <[200005]> \"commentary to=functions.b \""),
             "{g}"
         );
-        assert!(g.trim_end().ends_with("<[200012]>"), "{g}");
+        assert!(g.trim_end().ends_with("} <[200012]>"), "{g}");
     }
 }

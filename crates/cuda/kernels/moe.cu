@@ -1,10 +1,11 @@
-// The mixture-of-experts MLP (qwen3_moe, qwen2_moe, mixtral, gpt-oss), in four kernels that
+// The mixture-of-experts MLP (qwen3_moe, qwen2_moe, mixtral, gpt-oss), in five kernels that
 // a decode graph can capture (every grid is fixed by the token count; no host ever reads the
 // routing):
 //
-//   moe_route_group  router logits (+ bias) -> each token's k experts and weights (a warp a
-//                    token), then the n k choices sorted by expert (stable) and the work
-//                    items: runs of at most 8 (decode) or 32 (prefill) rows of one expert
+//   moe_route        router logits (+ bias) -> each token's k experts and weights (a warp a
+//                    token)
+//   moe_group        the n k choices sorted by expert (stable) and the work items: runs of
+//                    at most 8 (decode), 32 or 128 (prefill) rows of one expert
 //   moe_gate_up_*    the experts' gate/up and activation, every expert in one launch
 //   moe_down_*       the experts' down projection, the same way (both in moe_experts.cu)
 //   moe_combine      out[t] = sum over t's choices, in expert-id order, of weight * y[its row]
@@ -111,44 +112,74 @@ __device__ __forceinline__ int expert_at(const i32* ids, int i, int experts) {
     return min(max(ids[i], 0), experts - 1);
 }
 
-// One block of 1024 threads: routes the n tokens (a warp per token, from their router logits
-// f32 [n, experts]), then groups the n k choices: each choice's row in the grouped order (rows
-// of one expert together, by expert id, tokens in order inside), each row's token, and the
-// work items (expert, first row, at most `chunk` rows) padded with empty ones up to
-// `max_items`. When `load` is not NULL (the expert-load metric) each expert's rows are added
-// to it, counting only tokens whose KV slot (`slots`, one per token) is not -1: a decode
-// graph's padding rows are routed like the others but are no one's tokens.
+// grid = ceil(n / 8), block = 256: a warp routes a token from its router logits (f32 [n,
+// experts], + `bias` when not NULL) into ids / weights [n, k].
+extern "C" __global__ void __launch_bounds__(256)
+    moe_route(const float* __restrict__ logits, int experts, int k, int normalize, int n,
+              i32* __restrict__ ids, float* __restrict__ weights, const float* __restrict__ bias) {
+    pdl_enter();
+    const int tok = blockIdx.x * 8 + (threadIdx.x >> 5);
+    if (tok < n) route_token(logits, bias, experts, k, normalize, tok, ids, weights);
+}
+
+#define GROUP_WARPS 32
+
+// One block of 1024 threads groups the n k routed choices (ids [n, k], moe_route's): each
+// choice's row in the grouped order (rows of one expert together, by expert id, choices in
+// order inside), each row's token, and the work items (expert, first row, at most `chunk`
+// rows) padded with empty ones up to `max_items`. When `load` is not NULL (the expert-load
+// metric) each expert's rows are added to it, counting only tokens whose KV slot (`slots`,
+// one per token) is not -1: a decode graph's padding rows are routed like the others but are
+// no one's tokens.
+//
+// Each warp takes a contiguous run of the choices: it counts its run's choices per expert,
+// the counts' prefix sums (over experts, then over warps within an expert) give each warp
+// its first row per expert, and each warp places its run 32 choices at a time, lanes with
+// the same expert taking consecutive rows: stable, and 32 runs at once (one warp walking
+// 16,384 choices took most of a 4,096-token step's routing time).
 extern "C" __global__ void __launch_bounds__(1024)
-    moe_route_group(const float* __restrict__ logits, int experts, int k, int normalize, int n,
-                    i32* __restrict__ ids, float* __restrict__ weights,
-                    i32* __restrict__ row_of_choice, i32* __restrict__ token_of_row,
-                    int4* __restrict__ items, int chunk, int max_items,
-                    const i32* __restrict__ slots, u64* __restrict__ load,
-                    const float* __restrict__ bias) {
+    moe_group(const i32* __restrict__ ids, int experts, int k, int n,
+              i32* __restrict__ row_of_choice, i32* __restrict__ token_of_row,
+              int4* __restrict__ items, int chunk, int max_items, const i32* __restrict__ slots,
+              u64* __restrict__ load) {
+    __shared__ int s_warp_next[GROUP_WARPS][MOE_MAX_EXPERTS];  // a run's count, then first row
     __shared__ int s_count[MOE_MAX_EXPERTS];
     __shared__ int s_real[MOE_MAX_EXPERTS];  // choices of tokens with a KV slot (not padding)
     __shared__ int s_next[MOE_MAX_EXPERTS];
     __shared__ int s_item0[MOE_MAX_EXPERTS + 1];
     pdl_enter();
-    const int tid = threadIdx.x, lane = tid & 31;
-    for (int tok = tid >> 5; tok < n; tok += blockDim.x >> 5) {
-        route_token(logits, bias, experts, k, normalize, tok, ids, weights);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int total = n * k;
+    // Whole groups of 32 choices a warp.
+    const int run = (total + 32 * GROUP_WARPS - 1) / (32 * GROUP_WARPS) * 32;
+    const int begin = min(total, warp * run), end = min(total, begin + run);
+    for (int i = tid; i < GROUP_WARPS * MOE_MAX_EXPERTS; i += blockDim.x)
+        (&s_warp_next[0][0])[i] = 0;
+    for (int e = tid; e < experts; e += blockDim.x) s_real[e] = 0;
+    __syncthreads();
+    for (int base = begin; base < end; base += 32) {
+        const int i = base + lane;
+        const bool valid = i < end;
+        const int e = valid ? expert_at(ids, i, experts) : -1;
+        const u32 peers = __match_any_sync(FULL_MASK, e);
+        const u32 real = __ballot_sync(FULL_MASK, valid && load != nullptr && slots[i / k] >= 0);
+        if (valid && lane == __ffs(peers) - 1) {
+            s_warp_next[warp][e] += __popc(peers);
+            if (load != nullptr) atomicAdd(&s_real[e], __popc(peers & real));
+        }
         __syncwarp();
     }
-    const int total = n * k;
-    for (int e = tid; e < experts; e += blockDim.x) s_count[e] = s_real[e] = 0;
-    __syncthreads();  // also: every token's ids are written
-    for (int i = tid; i < total; i += blockDim.x) {
-        const int e = expert_at(ids, i, experts);
-        atomicAdd(&s_count[e], 1);
-        if (load != nullptr && slots[i / k] >= 0) atomicAdd(&s_real[e], 1);
+    __syncthreads();
+    for (int e = tid; e < experts; e += blockDim.x) {
+        int c = 0;
+        for (int w = 0; w < GROUP_WARPS; ++w) c += s_warp_next[w][e];
+        s_count[e] = c;
     }
     __syncthreads();
     if (tid < 32) {
         // Exclusive prefix sums of the rows and items per expert, by one warp: each lane sums
         // a run of consecutive experts, a shuffle scan over the lanes gives each run's start,
-        // then each lane writes its run's starts (one thread walking 128 experts took most of
-        // a decode step's routing time).
+        // then each lane writes its run's starts.
         constexpr int RUN = MOE_MAX_EXPERTS / 32;
         const int e0 = lane * RUN;
         int rows = 0, its = 0;
@@ -183,6 +214,13 @@ extern "C" __global__ void __launch_bounds__(1024)
     }
     __syncthreads();
     for (int e = tid; e < experts; e += blockDim.x) {
+        // Each warp's first row of expert e: the earlier warps' rows of e come before.
+        int row = s_next[e];
+        for (int w = 0; w < GROUP_WARPS; ++w) {
+            const int c = s_warp_next[w][e];
+            s_warp_next[w][e] = row;
+            row += c;
+        }
         const int c = s_count[e];
         for (int j = 0; j * chunk < c; ++j)
             items[s_item0[e] + j] = make_int4(e, s_next[e] + j * chunk, min(chunk, c - j * chunk), 0);
@@ -191,21 +229,18 @@ extern "C" __global__ void __launch_bounds__(1024)
     for (int i = s_item0[experts] + tid; i < max_items; i += blockDim.x)
         items[i] = make_int4(0, 0, 0, 0);
     __syncthreads();
-    // Stable placement, 32 choices at a time in order: lanes with the same expert take
-    // consecutive rows by lane.
-    if (tid >= 32) return;
-    for (int base = 0; base < total; base += 32) {
+    for (int base = begin; base < end; base += 32) {
         const int i = base + lane;
-        const bool valid = i < total;
+        const bool valid = i < end;
         const int e = valid ? expert_at(ids, i, experts) : -1;
         const u32 peers = __match_any_sync(FULL_MASK, e);
         const int rank = __popc(peers & ((1u << lane) - 1u));
-        const int pos = valid ? s_next[e] + rank : 0;
+        const int pos = valid ? s_warp_next[warp][e] + rank : 0;
         __syncwarp();
         if (valid) {
             row_of_choice[i] = pos;
             token_of_row[pos] = i / k;
-            if (lane == __ffs(peers) - 1) s_next[e] += __popc(peers);
+            if (lane == __ffs(peers) - 1) s_warp_next[warp][e] += __popc(peers);
         }
         __syncwarp();
     }

@@ -9,7 +9,7 @@ use super::names::{
 };
 use super::quant::split_index;
 use super::signatures::{
-    MoeCombine, MoeDown, MoeGateUp, MoeRouteGroup, MoeTileDown, MoeTileGateUp,
+    MoeCombine, MoeDown, MoeGateUp, MoeGroup, MoeRoute, MoeTileDown, MoeTileGateUp,
 };
 use crate::device_ptr::DevicePtr;
 
@@ -197,8 +197,8 @@ fn expert_grid(
 impl Kernels {
     /// Routes `n` tokens from their router logits (f32 [n, experts], plus `bias` f32
     /// [experts] when given) to `k` experts each and groups the `n k` choices by expert into
-    /// work items of at most `chunk` rows; `load` (u64 [experts]) gets each expert's routed
-    /// rows added when given.
+    /// work items of at most `chunk` rows (two kernels: a warp a token, then one block that
+    /// groups); `load` (u64 [experts]) gets each expert's routed rows added when given.
     #[allow(clippy::too_many_arguments)]
     pub fn moe_route_group(
         &self,
@@ -214,7 +214,7 @@ impl Kernels {
     ) -> anyhow::Result<()> {
         anyhow::ensure!(experts <= MOE_MAX_EXPERTS && (1..=MOE_MAX_K.min(experts)).contains(&k));
         chunk_index(chunk)?;
-        let params = MoeRouteGroup {
+        let route = MoeRoute {
             logits,
             experts,
             k,
@@ -222,6 +222,14 @@ impl Kernels {
             n,
             ids: r.ids,
             weights: r.weights,
+            bias,
+        };
+        self.launch(grid1(n.div_ceil(8), 256), &route)?;
+        let group = MoeGroup {
+            ids: r.ids,
+            experts,
+            k,
+            n,
             row_of_choice: r.row_of_choice,
             token_of_row: r.token_of_row,
             items: r.items,
@@ -229,9 +237,8 @@ impl Kernels {
             max_items: moe_max_items(n * k, experts, chunk),
             slots: load.map(|l| l.slots),
             load: load.map(|l| l.counts),
-            bias,
         };
-        self.launch(grid1(1, 1024), &params)
+        self.launch(grid1(1, 1024), &group)
     }
 
     /// gate/up + activation for the `routed` rows of routing `r` (grouped in items of

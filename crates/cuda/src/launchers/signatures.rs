@@ -157,11 +157,15 @@ kernel_signatures! {
 
     // moe.cu
 
-    /// Routing of tokens to experts and grouping of the choices into work items.
-    MoeRouteGroup = kernel("moe_route_group") {
+    /// Routing of tokens to experts: each token's k experts and weights.
+    MoeRoute = kernel("moe_route") {
         logits: Ptr, experts: Count, k: Count, normalize: I32, n: Count, ids: Ptr, weights: Ptr,
-        row_of_choice: Ptr, token_of_row: Ptr, items: Ptr, chunk: Count, max_items: Count,
-        slots: NullablePtr, load: NullablePtr, bias: NullablePtr,
+        bias: NullablePtr,
+    }
+    /// Grouping of the routed choices by expert into work items.
+    MoeGroup = kernel("moe_group") {
+        ids: Ptr, experts: Count, k: Count, n: Count, row_of_choice: Ptr, token_of_row: Ptr,
+        items: Ptr, chunk: Count, max_items: Count, slots: NullablePtr, load: NullablePtr,
     }
     /// The weighted sum of a token's expert outputs, plus the gated shared expert.
     MoeCombine = kernel("moe_combine") {

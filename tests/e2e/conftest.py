@@ -30,6 +30,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_healthy(proc, url: str, log_path: Path, timeout: float = 60) -> None:
+    """Returns once the server `proc` started answers 200 on `url`/health; fails the test with
+    its log's tail if it exits first or is not up within `timeout` seconds (then it is killed)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"server exited with {proc.returncode}:\n{log_path.read_text()[-4000:]}")
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    pytest.fail(f"server did not come up in {timeout:.0f} s:\n{log_path.read_text()[-4000:]}")
+
+
 class Server:
     def __init__(self, extra_args, tmp: Path, name: str, model_file: str = MODEL_FILE,
                  model_name: str = MODEL_NAME):
@@ -47,18 +64,7 @@ class Server:
              "--kv-cache-memory", "256MiB", *extra_args],
             stdout=self.log, stderr=subprocess.STDOUT,
         )
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"server exited with {self.proc.returncode}:\n{self.log_text()}")
-            try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        pytest.fail(f"server did not come up:\n{self.log_text()}")
+        wait_healthy(self.proc, self.url, self.log_path)
 
     def log_text(self) -> str:
         self.log.flush()

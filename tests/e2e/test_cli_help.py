@@ -6,12 +6,11 @@ import os
 import re
 import shutil
 import subprocess
-import time
 
 import httpx
 import pytest
 
-from conftest import MODEL_FILE, ROOT, free_port, models_dir
+from conftest import MODEL_FILE, ROOT, free_port, models_dir, wait_healthy
 
 # SmolLM2-135M's GGUF says context_length 8192.
 SMOLLM2_LIMIT = 8192
@@ -150,16 +149,7 @@ def test_the_override_variable_lets_it_start_with_a_warning(tmp_path):
     asked = SMOLLM2_LIMIT + 800
     proc, url, log_path = serve(tmp_path, asked, {**os.environ, ENV: "1"})
     try:
-        deadline = time.time() + 120
-        while True:
-            assert proc.poll() is None, log_path.read_text()
-            assert time.time() < deadline, log_path.read_text()
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
+        wait_healthy(proc, url, log_path, timeout=120)
         card = httpx.get(url + "/v1/models").json()["data"][0]
         assert card["max_model_len"] == asked
         r = httpx.post(url + "/v1/completions", json={"prompt": "Hello", "max_tokens": 4}, timeout=60)

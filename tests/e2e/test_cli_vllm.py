@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from conftest import QWEN_FILE, ROOT, free_port, models_dir
+from conftest import QWEN_FILE, ROOT, free_port, models_dir, wait_healthy
 
 BINARY = os.environ.get("FERRITE_BIN", str(ROOT / "target/release/ferrite"))
 ORIGIN = "http://app.example"
@@ -33,18 +33,8 @@ def start(args, log_path: Path):
     proc = subprocess.Popen([BINARY, "serve", *args, "--port", str(port)],
                             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"server exited with {proc.returncode}:\n{log_path.read_text()}")
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    pytest.fail(f"server did not come up:\n{log_path.read_text()}")
+    wait_healthy(proc, url, log_path, timeout=90)
+    return proc, url
 
 
 @pytest.fixture(scope="module")

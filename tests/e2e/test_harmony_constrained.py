@@ -20,15 +20,13 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
-import httpx
 import jsonschema
 import openai
 import pytest
 
-from conftest import ROOT, free_port
+from conftest import ROOT, free_port, wait_healthy
 
 HARMONY = ROOT / "crates/server/tests/fixtures/harmony"
 NAME = "gpt-oss-tiny"
@@ -101,19 +99,7 @@ def gpt_oss(tmp_path_factory):
         stdout=log, stderr=subprocess.STDOUT, env=env,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"server exited with {proc.returncode}:\n{log_path.read_text()[-4000:]}")
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if time.time() > deadline:
-            proc.terminate()
-            pytest.fail(f"server did not come up:\n{log_path.read_text()[-4000:]}")
-        time.sleep(0.2)
+    wait_healthy(proc, url, log_path)
     yield openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
     proc.terminate()
     try:

@@ -2,33 +2,18 @@
 //! conversations (`scripts/make_harmony_fixtures.py`). The template is the one gpt-oss ships;
 //! `tests/fixtures/harmony/README.md` says where it comes from.
 
-use serde::Deserialize;
-
 use super::{template_reads_effort, ChatTemplate};
-use crate::generation::reasoning_effort::{apply_effort, RequestedEffort};
-use crate::openai::chat::{template_inputs, ChatMessage};
-use crate::openai::tools::ToolSpec;
+use crate::text::harmony_fixtures::{self, chat_inputs, Conversation};
 use crate::text::harmony_inputs::harmony_messages;
 
 const TEMPLATE: &str = include_str!("../../../tests/fixtures/harmony/gpt-oss-chat_template.jinja");
-const CONVERSATIONS: &str = include_str!("../../../tests/fixtures/harmony/conversations.json");
-
-#[derive(Deserialize)]
-struct Conversation {
-    name: String,
-    messages: Vec<ChatMessage>,
-    tools: Option<Vec<ToolSpec>>,
-    reasoning_effort: Option<String>,
-    date: String,
-    harmony_text: String,
-}
 
 /// The conversations this comparison covers; the fixtures' others are for the native renderer
 /// (`text::harmony_render`), which is what serves gpt-oss unless `--chat-renderer template`.
 const TEMPLATE_CONVERSATIONS: usize = 14;
 
 fn conversations() -> Vec<Conversation> {
-    let mut all: Vec<Conversation> = serde_json::from_str(CONVERSATIONS).unwrap();
+    let mut all = harmony_fixtures::conversations();
     all.truncate(TEMPLATE_CONVERSATIONS);
     all
 }
@@ -36,14 +21,7 @@ fn conversations() -> Vec<Conversation> {
 /// ferrite's rendering, with the date the template writes (today's) replaced by the one
 /// openai-harmony was given.
 fn render(conv: &Conversation) -> String {
-    let mut kwargs = None;
-    let effort = conv.reasoning_effort.clone().map(|effort| RequestedEffort {
-        effort,
-        param: "reasoning_effort",
-    });
-    apply_effort(effort, template_reads_effort(TEMPLATE), &mut kwargs).unwrap();
-    let mut inputs =
-        template_inputs(conv.messages.clone(), true, conv.tools.as_deref(), kwargs).unwrap();
+    let mut inputs = chat_inputs(conv, template_reads_effort(TEMPLATE));
     harmony_messages(&mut inputs.messages);
     let template = ChatTemplate::new(TEMPLATE, None, None).unwrap();
     let text = template.render_inputs(&inputs).unwrap();

@@ -4,30 +4,15 @@
 //! FERRITE_O200K_HARMONY_TOKENIZER=PATH runs the comparison with the whole tokenizer the script
 //! writes with `--full-tokenizer PATH`.
 
-use serde::Deserialize;
 use serde_json::json;
 use tokenizers::Tokenizer;
 
 use super::*;
-use crate::generation::reasoning_effort::{apply_effort, RequestedEffort};
-use crate::openai::chat::{template_inputs, ChatMessage};
-use crate::openai::tools::ToolSpec;
+use crate::text::harmony_fixtures::{chat_inputs, conversations};
 use crate::text::tokenizer_pool::encode_pieces;
 
-const CONVERSATIONS: &str = include_str!("../../../tests/fixtures/harmony/conversations.json");
 const TOKENIZER: &str =
     include_str!("../../../tests/fixtures/harmony/o200k_harmony_subset.tokenizer.json");
-
-#[derive(Deserialize)]
-struct Conversation {
-    name: String,
-    messages: Vec<ChatMessage>,
-    tools: Option<Vec<ToolSpec>>,
-    reasoning_effort: Option<String>,
-    date: String,
-    harmony_text: String,
-    harmony_tokens: Vec<u32>,
-}
 
 fn tokenizer() -> Tokenizer {
     let mut tokenizer = match std::env::var("FERRITE_O200K_HARMONY_TOKENIZER") {
@@ -38,20 +23,9 @@ fn tokenizer() -> Tokenizer {
     tokenizer
 }
 
-/// The inputs the chat route hands the renderer for this conversation.
-fn inputs(conv: &Conversation) -> ChatInputs {
-    let mut kwargs = None;
-    let effort = conv.reasoning_effort.clone().map(|effort| RequestedEffort {
-        effort,
-        param: "reasoning_effort",
-    });
-    apply_effort(effort, true, &mut kwargs).unwrap();
-    template_inputs(conv.messages.clone(), true, conv.tools.as_deref(), kwargs).unwrap()
-}
-
 #[test]
 fn twenty_conversations_render_to_openai_harmony_token_ids() {
-    let conversations: Vec<Conversation> = serde_json::from_str(CONVERSATIONS).unwrap();
+    let conversations = conversations();
     assert_eq!(conversations.len(), 20);
     let tokenizer = tokenizer();
     let mut differ = Vec::new();
@@ -59,7 +33,7 @@ fn twenty_conversations_render_to_openai_harmony_token_ids() {
         let system = HarmonySystem {
             date: Some(conv.date.clone()),
         };
-        let pieces = render(&inputs(conv), &system).unwrap();
+        let pieces = render(&chat_inputs(conv, true), &system).unwrap();
         let text = prompt_text(&pieces);
         let ids = encode_pieces(&tokenizer, &pieces).unwrap();
         if text != conv.harmony_text || ids != conv.harmony_tokens {

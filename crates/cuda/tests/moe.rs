@@ -13,10 +13,10 @@
 mod common;
 
 use common::compare::{compare_backends, Run};
+use common::experts::RoutingBuffers;
 use common::{dev, poisoned, read_f32, read_i32, rng, Ctx};
 use ferrite_cuda::launchers::{
-    moe_max_items, ExpertActivation, ExpertCounters, ExpertFormat, ExpertMatrix, MoeDownArgs,
-    MoeGateUpArgs, MoeRouting,
+    ExpertActivation, ExpertCounters, ExpertFormat, ExpertMatrix, MoeDownArgs, MoeGateUpArgs,
 };
 use ferrite_model::config::{Arch, BlockVariant, ModelConfig, MoeConfig, RopeStyle};
 use half::bf16;
@@ -104,18 +104,8 @@ fn run_kernels(ctx: &Ctx, inp: &Inputs, n: usize, chunk: usize) -> KernelRun {
         dev(ctx, &to_bf16(&inp.up)),
         dev(ctx, &to_bf16(&inp.down)),
     );
-    let ids = poisoned::<i32>(ctx, routed);
-    let weights = poisoned::<f32>(ctx, routed);
-    let row_of_choice = poisoned::<i32>(ctx, routed);
-    let token_of_row = poisoned::<i32>(ctx, routed);
-    let items = poisoned::<[i32; 4]>(ctx, moe_max_items(routed, EXPERTS, chunk));
-    let r = MoeRouting {
-        ids: ids.ptr(),
-        weights: weights.ptr(),
-        row_of_choice: row_of_choice.ptr(),
-        token_of_row: token_of_row.ptr(),
-        items: items.ptr(),
-    };
+    let routing = RoutingBuffers::new(ctx, routed, EXPERTS, chunk);
+    let r = routing.routing();
     let act = poisoned::<bf16>(ctx, routed * WIDTH);
     let ys = poisoned::<f32>(ctx, routed * HIDDEN);
     let out = poisoned::<f32>(ctx, n * HIDDEN);
@@ -177,7 +167,7 @@ fn run_kernels(ctx: &Ctx, inp: &Inputs, n: usize, chunk: usize) -> KernelRun {
     ferrite_cuda::buffer::download(common::stream(ctx), counts.ptr(), &mut load).unwrap();
     KernelRun {
         out: read_f32(ctx, &out, n * HIDDEN),
-        ids: read_i32(ctx, &ids, routed),
+        ids: read_i32(ctx, &routing.ids, routed),
         load,
     }
 }

@@ -1,5 +1,6 @@
-//! The expert tests' shared pieces (moe_mxfp4.rs, moe_tile.rs): random MXFP4 blocks and their
-//! host decoding, expert stacks on the device in either format, and one routed MLP step
+//! The expert tests' shared pieces (moe.rs, moe_mxfp4.rs, moe_tile.rs): random MXFP4 blocks and
+//! their host decoding, expert stacks on the device in either format, a step's routing
+//! buffers, and one routed MLP step
 //! through the four kernels (route + group, gate/up, down, combine) at a given item size.
 
 use ferrite_cuda::buffer::DeviceBuffer;
@@ -68,6 +69,37 @@ pub fn stack(
     keep.push(values);
     keep.extend(exponents);
     matrix
+}
+
+/// One step's routing buffers for `routed` choices in items of `chunk` rows, poisoned.
+pub struct RoutingBuffers {
+    pub ids: DeviceBuffer,
+    pub weights: DeviceBuffer,
+    pub row_of_choice: DeviceBuffer,
+    pub token_of_row: DeviceBuffer,
+    pub items: DeviceBuffer,
+}
+
+impl RoutingBuffers {
+    pub fn new(ctx: &Ctx, routed: usize, experts: usize, chunk: usize) -> Self {
+        RoutingBuffers {
+            ids: poisoned::<i32>(ctx, routed),
+            weights: poisoned::<f32>(ctx, routed),
+            row_of_choice: poisoned::<i32>(ctx, routed),
+            token_of_row: poisoned::<i32>(ctx, routed),
+            items: poisoned::<[i32; 4]>(ctx, moe_max_items(routed, experts, chunk)),
+        }
+    }
+
+    pub fn routing(&self) -> MoeRouting {
+        MoeRouting {
+            ids: self.ids.ptr(),
+            weights: self.weights.ptr(),
+            row_of_choice: self.row_of_choice.ptr(),
+            token_of_row: self.token_of_row.ptr(),
+            items: self.items.ptr(),
+        }
+    }
 }
 
 /// A layer's sizes.
@@ -157,18 +189,8 @@ pub fn run_layer(
     let router_bias = dev(ctx, &layer.router_bias);
     let [bg, bu, bd] = [0, 1, 2].map(|i| dev(ctx, &layer.biases[i]));
     let x = dev(ctx, &super::to_bf16(&layer.x[..n * hidden]));
-    let ids = poisoned::<i32>(ctx, routed);
-    let weights = poisoned::<f32>(ctx, routed);
-    let row_of_choice = poisoned::<i32>(ctx, routed);
-    let token_of_row = poisoned::<i32>(ctx, routed);
-    let items = poisoned::<[i32; 4]>(ctx, moe_max_items(routed, experts, chunk));
-    let r = MoeRouting {
-        ids: ids.ptr(),
-        weights: weights.ptr(),
-        row_of_choice: row_of_choice.ptr(),
-        token_of_row: token_of_row.ptr(),
-        items: items.ptr(),
-    };
+    let routing = RoutingBuffers::new(ctx, routed, experts, chunk);
+    let r = routing.routing();
     let act = poisoned::<bf16>(ctx, routed * width);
     let ys = poisoned::<f32>(ctx, routed * hidden);
     let out = poisoned::<f32>(ctx, n * hidden);
@@ -206,7 +228,10 @@ pub fn run_layer(
     k.moe_down(&down_args, &r, routed, experts, chunk).unwrap();
     k.moe_combine(ys.ptr(), &r, top_k, hidden, None, out.ptr(), n)
         .unwrap();
-    (read_f32(ctx, &out, n * hidden), read_i32(ctx, &ids, routed))
+    (
+        read_f32(ctx, &out, n * hidden),
+        read_i32(ctx, &routing.ids, routed),
+    )
 }
 
 /// Whether two outputs are the same bit for bit.

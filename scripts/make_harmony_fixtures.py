@@ -46,6 +46,8 @@ from openai_harmony import (
     load_harmony_encoding,
 )
 
+from byte_level import byte_alphabet
+
 OUT = pathlib.Path(__file__).resolve().parent.parent / "crates/server/tests/fixtures/harmony"
 # The rendering's date: ferrite's template writes today's, which the test puts in its place.
 DATE = "2025-01-01"
@@ -281,20 +283,6 @@ HARMONY_SPECIALS.update({f"<|reserved_{i}|>": i for i in [200000, 200001, 200004
 HARMONY_SPECIALS.update({f"<|reserved_{i}|>": i for i in range(200014, 201089)})
 
 
-def byte_to_unicode():
-    """GPT-2's printable stand-ins for bytes, as tokenizers' ByteLevel writes them."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
-                 *range(ord("®"), ord("ÿ") + 1)]
-    chars, extra = {}, 0
-    for b in range(256):
-        if b in printable:
-            chars[b] = chr(b)
-        else:
-            chars[b] = chr(256 + extra)
-            extra += 1
-    return chars
-
-
 def load_ranks():
     path = pathlib.Path(os.environ["TIKTOKEN_ENCODINGS_BASE"]) / "o200k_base.tiktoken"
     ranks = {}
@@ -335,7 +323,7 @@ def tokenizer_json(ranks, needed):
         if len(token) > 1:
             pairs[token] = merge_pair(ranks, token)
             stack.extend(pairs[token])
-    chars = byte_to_unicode()
+    chars = byte_alphabet()
     text = lambda b: "".join(chars[x] for x in b)  # noqa: E731
     merged = sorted(pairs, key=ranks.__getitem__)
     return {
@@ -363,7 +351,7 @@ def check_tokenizer(enc, ranks, tokenizer):
     """Every special token and every kept token at the id openai-harmony gives it."""
     for special, i in HARMONY_SPECIALS.items():
         assert enc.encode(special, allowed_special="all") == [i], special
-    chars = {c: b for b, c in byte_to_unicode().items()}
+    chars = {c: b for b, c in byte_alphabet().items()}
     for token, i in tokenizer["model"]["vocab"].items():
         if token in HARMONY_SPECIALS:
             continue

@@ -19,6 +19,8 @@ import numpy as np
 from gguf import GGUFReader, GGMLQuantizationType
 from gguf.quants import dequantize
 
+from byte_level import byte_alphabet
+
 # Bump when the output changes, so cached directories are rebuilt.
 FORMAT_VERSION = 1
 
@@ -127,18 +129,6 @@ def write_weights(out, items, shard_bytes):
     index = {"metadata": {"total_size": total}, "weight_map": weight_map}
     (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))
     return "lm_head.weight" not in weight_map
-
-
-def byte_alphabet():
-    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
-    table, extra = {}, 0
-    for b in range(256):
-        if b in printable:
-            table[b] = chr(b)
-        else:
-            table[b] = chr(256 + extra)
-            extra += 1
-    return table
 
 
 def tokenizer_json(meta):

@@ -1,5 +1,7 @@
 //! Test support shared by the crate's unit tests: a small byte-level tokenizer, a metrics
-//! registry, and a reader of the Prometheus text format.
+//! registry, a reader of the Prometheus text format, and the harmony fixtures.
+
+pub mod harmony_fixtures;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -6,8 +6,6 @@
 pub mod chat_template;
 pub mod detokenizer;
 pub mod harmony_inputs;
-#[cfg(test)]
-mod harmony_fixtures;
 pub mod harmony_render;
 pub mod incremental;
 pub mod messages;

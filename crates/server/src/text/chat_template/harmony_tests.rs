@@ -3,7 +3,7 @@
 //! `tests/fixtures/harmony/README.md` says where it comes from.
 
 use super::{template_reads_effort, ChatTemplate};
-use crate::text::harmony_fixtures::{self, chat_inputs, Conversation};
+use crate::testing::harmony_fixtures::{self, chat_inputs, Conversation};
 use crate::text::harmony_inputs::harmony_messages;
 
 const TEMPLATE: &str = include_str!("../../../tests/fixtures/harmony/gpt-oss-chat_template.jinja");

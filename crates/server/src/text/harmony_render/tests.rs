@@ -8,7 +8,7 @@ use serde_json::json;
 use tokenizers::Tokenizer;
 
 use super::*;
-use crate::text::harmony_fixtures::{chat_inputs, conversations};
+use crate::testing::harmony_fixtures::{chat_inputs, conversations};
 use crate::text::tokenizer_pool::encode_pieces;
 
 const TOKENIZER: &str =

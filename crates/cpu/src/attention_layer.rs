@@ -131,8 +131,7 @@ pub fn forward(
         None => {
             for (t, &(b, pos)) in step.tokens.iter().enumerate() {
                 let range = t * kv_dim..(t + 1) * kv_dim;
-                let block_table = step.batch[b].block_table;
-                kv.write(layer, block_table, pos, &k[range.clone()], &v[range]);
+                kv.write(layer, &step.batch[b], pos, &k[range.clone()], &v[range]);
             }
             layer
         }
@@ -182,7 +181,7 @@ fn attend(
         .for_each_init(Vec::new, |scores, (i, group_out)| {
             let (t, kv_head) = (i / kv_heads, i % kv_heads);
             let (b, pos) = step.tokens[t];
-            let view = kv.head_view(layer, step.batch[b].block_table, kv_head);
+            let view = kv.head_view(layer, &step.batch[b], kv_head);
             let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
             let view = Window {
                 source: &view,

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ferrite_engine::{Backend, BackendError, ExpertLoad, ForwardOutput, SeqBatch};
+use ferrite_engine::{Backend, BackendError, ExpertLoad, ForwardOutput, KvWindow, SeqBatch};
 use ferrite_model::config::ModelConfig;
 use ferrite_model::plan::{Mixer, MlpSpec, ModelPlan};
 // The model crate's tensors as loaded, named apart from this crate's `ModelWeights` (the same
@@ -22,6 +22,8 @@ pub struct CpuBackend {
     /// The layer plan the model was built from (sizes of the recurrent state).
     plan: ModelPlan,
     kv: Option<KvCache>,
+    /// Pages of the sliding-window layers' own pool (0: they share the one pool).
+    window_pages: usize,
     /// The linear-attention layers' state per slot, for a hybrid model.
     state: Option<StateCache>,
     pool: rayon::ThreadPool,
@@ -80,6 +82,7 @@ impl CpuBackend {
             model: Model::new(config, &plan, model_weights),
             plan,
             kv: None,
+            window_pages: 0,
             state: None,
             pool,
             isa,
@@ -125,6 +128,7 @@ impl CpuBackend {
                 Mixer::Attention(a) if a.kv_source.is_none() => Some(KvShape {
                     num_kv_heads: a.num_kv_heads,
                     head_dim: a.head_dim,
+                    window: a.window,
                 }),
                 Mixer::Attention(_) | Mixer::LinearAttention(_) => None,
             })
@@ -181,7 +185,35 @@ impl Backend for CpuBackend {
     }
 
     fn init_kv_cache(&mut self, num_pages: usize, page_size: usize) -> Result<(), BackendError> {
-        self.kv = Some(KvCache::new(&self.kv_layers(), num_pages, page_size)?);
+        let (layers, window_pages) = (self.kv_layers(), self.window_pages);
+        self.kv = Some(KvCache::new(&layers, num_pages, window_pages, page_size)?);
+        Ok(())
+    }
+
+    /// The sliding-window layers that keep their own K/V (a layer reading another's pages
+    /// follows its producer).
+    fn kv_window(&self) -> Option<KvWindow> {
+        let windowed = || {
+            self.kv_layers()
+                .into_iter()
+                .flatten()
+                .filter(|s| s.window.is_some())
+        };
+        let tokens = windowed().filter_map(|s| s.window).max()?;
+        let floats: usize = windowed().map(|s| s.width()).sum();
+        Some(KvWindow {
+            tokens,
+            bytes_per_token: 2 * floats * std::mem::size_of::<f32>(),
+        })
+    }
+
+    fn init_window_kv_cache(&mut self, pages: usize) -> Result<(), BackendError> {
+        if self.kv_window().is_none() {
+            return Err(BackendError(
+                "the model has no sliding-window layers".into(),
+            ));
+        }
+        self.window_pages = pages;
         Ok(())
     }
 

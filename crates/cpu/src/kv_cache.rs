@@ -1,10 +1,12 @@
 //! The KV page pool: per attention layer, K and V of shape `[num_pages, page_size,
 //! num_kv_heads, head_dim]` in f32, each layer with its own head geometry (Gemma 4's global
 //! layers are wider). A hybrid's linear-attention layers keep none, nor do the layers that
-//! read another layer's pages (Gemma 4's KV-sharing layers). The scheduler owns which page
-//! belongs to whom; this only stores and addresses.
+//! read another layer's pages (Gemma 4's KV-sharing layers). Sliding-window layers may keep
+//! their pages in a pool of their own, addressed by the sequence's window table (the engine
+//! gives those pages back once behind the window). The scheduler owns which page belongs to
+//! whom; this only stores and addresses.
 
-use ferrite_engine::BackendError;
+use ferrite_engine::{BackendError, SeqBatch};
 
 use crate::kernels::attention::KvSource;
 
@@ -13,6 +15,8 @@ use crate::kernels::attention::KvSource;
 pub struct KvShape {
     pub num_kv_heads: usize,
     pub head_dim: usize,
+    /// Positions a query reads, itself included (a sliding-window layer).
+    pub window: Option<usize>,
 }
 
 impl KvShape {
@@ -29,20 +33,26 @@ struct LayerKv {
     /// `num_kv_heads * head_dim` (0 for a layer that keeps none).
     width: usize,
     head_dim: usize,
+    /// In the window pool, addressed by `SeqBatch::window_table`.
+    windowed: bool,
 }
 
 #[derive(Debug)]
 pub struct KvCache {
     layers: Vec<LayerKv>,
     num_pages: usize,
+    /// Pages of the window pool (0: none).
+    window_pages: usize,
     page_size: usize,
 }
 
 impl KvCache {
-    /// `kv_layers[l]`: the K/V geometry of layer `l`, `None` for a layer without pages.
+    /// `kv_layers[l]`: the K/V geometry of layer `l`, `None` for a layer without pages. With
+    /// `window_pages > 0`, the sliding-window layers keep that many pages of their own.
     pub fn new(
         kv_layers: &[Option<KvShape>],
         num_pages: usize,
+        window_pages: usize,
         page_size: usize,
     ) -> Result<Self, BackendError> {
         if page_size == 0 {
@@ -51,12 +61,14 @@ impl KvCache {
         let mut layers = Vec::with_capacity(kv_layers.len());
         for shape in kv_layers {
             let (width, head_dim) = shape.map_or((0, 0), |s| (s.width(), s.head_dim));
-            let len = num_pages
+            let windowed = window_pages > 0 && shape.is_some_and(|s| s.window.is_some());
+            let pages = if windowed { window_pages } else { num_pages };
+            let len = pages
                 .checked_mul(page_size)
                 .and_then(|n| n.checked_mul(width))
                 .ok_or_else(|| {
                     BackendError(format!(
-                        "a KV pool of {num_pages} pages of {page_size} is too large"
+                        "a KV pool of {pages} pages of {page_size} is too large"
                     ))
                 })?;
             layers.push(LayerKv {
@@ -64,11 +76,18 @@ impl KvCache {
                 v: zeroed(len)?,
                 width,
                 head_dim,
+                windowed,
             });
         }
+        let window_pages = if layers.iter().any(|l| l.windowed) {
+            window_pages
+        } else {
+            0
+        };
         Ok(KvCache {
             layers,
             num_pages,
+            window_pages,
             page_size,
         })
     }
@@ -83,6 +102,10 @@ impl KvCache {
     pub fn num_pages(&self) -> usize {
         self.num_pages
     }
+    /// Pages of the sliding-window layers' own pool (0: they use the one pool).
+    pub fn window_pages(&self) -> usize {
+        self.window_pages
+    }
     pub fn page_size(&self) -> usize {
         self.page_size
     }
@@ -92,16 +115,26 @@ impl KvCache {
         (page as usize * self.page_size + slot) * width
     }
 
+    /// The pages layer `layer` keeps `seq`'s K/V in.
+    fn table<'a>(&self, layer: usize, seq: &SeqBatch<'a>) -> &'a [u32] {
+        if self.layers[layer].windowed {
+            seq.window_table
+        } else {
+            seq.block_table
+        }
+    }
+
     /// Stores the K and V of one token (all KV heads, `num_kv_heads * head_dim` each) at
-    /// `position` of the sequence whose pages are `block_table` (already validated).
+    /// `position` of sequence `seq` (already validated).
     pub fn write(
         &mut self,
         layer: usize,
-        block_table: &[u32],
+        seq: &SeqBatch<'_>,
         position: usize,
         k: &[f32],
         v: &[f32],
     ) {
+        let block_table = self.table(layer, seq);
         let width = self.layers[layer].width;
         let offset = self.token_offset(
             block_table[position / self.page_size],
@@ -117,9 +150,10 @@ impl KvCache {
     pub fn head_view<'a>(
         &'a self,
         layer: usize,
-        block_table: &'a [u32],
+        seq: &SeqBatch<'a>,
         kv_head: usize,
     ) -> HeadView<'a> {
+        let block_table = self.table(layer, seq);
         HeadView {
             cache: self,
             layer: &self.layers[layer],

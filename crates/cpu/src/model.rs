@@ -153,6 +153,7 @@ impl Model {
             num_pages: kv.num_pages(),
             page_size: kv.page_size(),
             state_slots: state.map_or(0, StateCache::num_slots),
+            window_pages: kv.window_pages(),
         };
         validate_batch(batch, limits)
     }

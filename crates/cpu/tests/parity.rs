@@ -116,6 +116,7 @@ fn smollm2_throughput() {
             tokens,
             start_pos: start,
             block_table: &table,
+            window_table: &[],
             state_slot: None,
             state_copy: Default::default(),
             logits: LogitsRequest::Last,

@@ -58,6 +58,7 @@ fn generate(
         max_num_seqs: 16,
         prefill_per_decode: 2,
         enable_prefix_caching: true,
+        window_kv_pool: true,
         state_cache: Default::default(),
         max_model_len: Some(1024),
         eos_token_ids: vec![],

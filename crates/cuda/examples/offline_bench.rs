@@ -74,6 +74,7 @@ fn main() -> anyhow::Result<()> {
         max_num_seqs,
         prefill_per_decode: 0,
         enable_prefix_caching: false,
+        window_kv_pool: true,
         state_cache: Default::default(),
         max_model_len: Some((input_len + output_len + 16).min(config.max_position_embeddings)),
         eos_token_ids: Vec::new(),

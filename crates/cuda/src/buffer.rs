@@ -64,6 +64,21 @@ impl DeviceBuffer {
     }
 }
 
+impl DeviceBuffer {
+    /// Zeroes `bytes` bytes from `offset` on (in stream order).
+    pub fn zero_range(&self, offset: usize, bytes: usize) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            offset + bytes <= self.bytes,
+            "zeroing {bytes} bytes at {offset} past {} bytes",
+            self.bytes
+        );
+        unsafe {
+            result::memset_d8_async(self.ptr + offset as u64, 0, bytes, self.stream.cu_stream())
+        }?;
+        Ok(())
+    }
+}
+
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         let _ = self.stream.synchronize();

@@ -199,6 +199,12 @@ impl Model<'_> {
         let (k, ws, spec) = (self.kernels, self.ws, &a.spec);
         let (n, o, page_size) = (s.num_tokens, s.offsets, self.kv.page_size);
         let (k_cache, v_cache) = (self.kv.k(l), self.kv.v(l));
+        // A sliding-window layer with a pool of its own writes and reads through the window
+        // tables (the same offsets as the others' without one).
+        let (slots, dec_pages, pre_pages) = match self.kv.is_windowed(l) {
+            true => (o.wslots, o.dec_wpage_off, o.pre_wpage_off),
+            false => (o.slots, o.dec_page_off, o.pre_page_off),
+        };
         let dims = AttentionDims {
             num_heads: spec.num_heads,
             num_kv_heads: spec.num_kv_heads,
@@ -228,7 +234,7 @@ impl Model<'_> {
             qkv_bf16,
             bias: a.bqkv,
             positions: self.meta(o.positions),
-            slots: self.meta(o.slots),
+            slots: self.meta(slots),
             inv_freq: a.inv_freq,
             q_out: ws.q,
             k_cache,
@@ -245,7 +251,7 @@ impl Model<'_> {
                 k_cache,
                 v_cache,
                 pages: self.meta(o.pages),
-                page_offsets: self.meta(o.dec_page_off),
+                page_offsets: self.meta(dec_pages),
                 ctx_lens: self.meta(o.dec_ctx),
                 q_rows: self.meta(o.dec_q_rows),
                 out: ws.attn,
@@ -265,7 +271,7 @@ impl Model<'_> {
                 k_cache,
                 v_cache,
                 pages: self.meta(o.pages),
-                page_offsets: self.meta(o.pre_page_off),
+                page_offsets: self.meta(pre_pages),
                 q_starts: self.meta(o.pre_q_start),
                 q_lens: self.meta(o.pre_q_len),
                 pos0s: self.meta(o.pre_pos0),

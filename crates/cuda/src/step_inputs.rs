@@ -1,7 +1,9 @@
 //! A step's metadata, built on the host from the engine's batch and packed into one i32 array
 //! for a single upload: token ids, positions, KV slots, the decode and prefill sequence tables,
 //! the rows that go through the LM head, every sequence's rows and recurrent-state slot (for
-//! linear-attention layers), and the flattened page lists.
+//! linear-attention layers), and the flattened page lists. With a window pool the
+//! sliding-window layers get their own slots and page lists (their `w*` offsets); without
+//! one those offsets are the other layers'.
 //!
 //! The pages go last, so every other array's offset depends only on the counts
 //! (tokens, decodes, prefills, logit rows). A decode-only batch padded to a captured size
@@ -15,13 +17,17 @@ pub struct Offsets {
     pub tokens: usize,
     pub positions: usize,
     pub slots: usize,
+    /// The KV slots of the sliding-window layers' pool.
+    pub wslots: usize,
     pub dec_q_rows: usize,
     pub dec_ctx: usize,
     pub dec_page_off: usize,
+    pub dec_wpage_off: usize,
     pub pre_q_start: usize,
     pub pre_q_len: usize,
     pub pre_pos0: usize,
     pub pre_page_off: usize,
+    pub pre_wpage_off: usize,
     pub logit_rows: usize,
     /// Per sequence, batch order then padding: first token row, tokens, state slot (-1: none),
     /// 1 when it starts at position 0.
@@ -33,24 +39,43 @@ pub struct Offsets {
 }
 
 impl Offsets {
-    pub fn new(tokens: usize, decodes: usize, prefills: usize, logit_rows: usize) -> Offsets {
+    /// `windowed`: the sliding-window layers have a pool of their own.
+    pub fn new(
+        tokens: usize,
+        decodes: usize,
+        prefills: usize,
+        logit_rows: usize,
+        windowed: bool,
+    ) -> Offsets {
         let mut at = 0;
         let mut take = |n: usize| {
             let o = at;
             at += n;
             o
         };
+        let (tokens_at, positions, slots) = (take(tokens), take(tokens), take(tokens));
+        let (dec_q_rows, dec_ctx, dec_page_off) = (take(decodes), take(decodes), take(decodes));
+        let (pre_q_start, pre_q_len, pre_pos0) = (take(prefills), take(prefills), take(prefills));
+        let pre_page_off = take(prefills);
+        let (wslots, dec_wpage_off, pre_wpage_off) = if windowed {
+            (take(tokens), take(decodes), take(prefills))
+        } else {
+            (slots, dec_page_off, pre_page_off)
+        };
         Offsets {
-            tokens: take(tokens),
-            positions: take(tokens),
-            slots: take(tokens),
-            dec_q_rows: take(decodes),
-            dec_ctx: take(decodes),
-            dec_page_off: take(decodes),
-            pre_q_start: take(prefills),
-            pre_q_len: take(prefills),
-            pre_pos0: take(prefills),
-            pre_page_off: take(prefills),
+            tokens: tokens_at,
+            positions,
+            slots,
+            wslots,
+            dec_q_rows,
+            dec_ctx,
+            dec_page_off,
+            dec_wpage_off,
+            pre_q_start,
+            pre_q_len,
+            pre_pos0,
+            pre_page_off,
+            pre_wpage_off,
             logit_rows: take(logit_rows),
             seq_row: take(decodes + prefills),
             seq_len: take(decodes + prefills),
@@ -100,13 +125,14 @@ impl StepInputs {
     /// Lays out `batch` (already checked by `ferrite_engine::validate_batch`). `sampling` is empty or has one entry per
     /// sequence. With `pad_to = Some(bs)` (a decode-only batch replayed by the graph of size
     /// `bs`): padding sequences are added, every token row goes through the LM head in token
-    /// order, and the layout depends on `bs` alone.
+    /// order, and the layout depends on `bs` alone. `windowed`: lay out the window tables too.
     pub fn build(
         &mut self,
         batch: &[SeqBatch<'_>],
         sampling: &[Option<DeviceSampling>],
         page_size: usize,
         pad_to: Option<usize>,
+        windowed: bool,
     ) {
         self.decodes.clear();
         self.prefills.clear();
@@ -129,7 +155,8 @@ impl StepInputs {
             Some(_) => num_tokens,
             None => batch.iter().map(|s| rows_of(s).len()).sum(),
         };
-        let offsets = Offsets::new(num_tokens, num_decodes, self.prefills.len(), num_logit_rows);
+        let prefills = self.prefills.len();
+        let offsets = Offsets::new(num_tokens, num_decodes, prefills, num_logit_rows, windowed);
         self.packed.clear();
         self.packed.resize(offsets.pages, 0);
         let p = &mut self.packed;
@@ -143,31 +170,42 @@ impl StepInputs {
                 p[offsets.tokens + t] = token as i32;
                 p[offsets.positions + t] = pos as i32;
                 p[offsets.slots + t] = (page * page_size + pos % page_size) as i32;
+                if windowed {
+                    let page = seq.window_table[pos / page_size] as usize;
+                    p[offsets.wslots + t] = (page * page_size + pos % page_size) as i32;
+                }
                 t += 1;
             }
         }
         for pad in t..num_tokens {
             p[offsets.slots + pad] = -1;
+            p[offsets.wslots + pad] = -1;
         }
 
-        // Page lists: each sequence's pages once, decodes and prefills both point into them.
+        // Page lists: each sequence's pages once (then its window pages), decodes and
+        // prefills both point into them.
         let page_start = &mut self.page_start;
         page_start.clear();
         for seq in batch {
-            page_start.push(self.pages.len());
             let end = seq.start_pos + seq.tokens.len();
-            self.pages.extend(
-                seq.block_table[..end.div_ceil(page_size)]
-                    .iter()
-                    .map(|&x| x as i32),
-            );
+            let tables = [Some(seq.block_table), windowed.then_some(seq.window_table)];
+            for table in tables.into_iter().flatten() {
+                page_start.push(self.pages.len());
+                let pages = table[..end.div_ceil(page_size)].iter();
+                self.pages.extend(pages.map(|&x| x as i32));
+            }
         }
+        // Where sequence `i`'s pages (and window pages) start.
+        let lists = if windowed { 2 } else { 1 };
+        let full_at = |i: usize| page_start[lists * i] as i32;
+        let window_at = |i: usize| page_start[lists * i + lists - 1] as i32;
         self.max_decode_ctx = 0;
         for (d, &(i, row)) in self.decodes.iter().enumerate() {
             let ctx = batch[i].start_pos + 1;
             p[offsets.dec_q_rows + d] = row as i32;
             p[offsets.dec_ctx + d] = ctx as i32;
-            p[offsets.dec_page_off + d] = page_start[i] as i32;
+            p[offsets.dec_page_off + d] = full_at(i);
+            p[offsets.dec_wpage_off + d] = window_at(i);
             self.max_decode_ctx = self.max_decode_ctx.max(ctx);
         }
         // Padding decodes: their own (unused) rows, no context: the kernel writes zeros.
@@ -180,7 +218,8 @@ impl StepInputs {
             p[offsets.pre_q_start + k] = row as i32;
             p[offsets.pre_q_len + k] = len as i32;
             p[offsets.pre_pos0 + k] = batch[i].start_pos as i32;
-            p[offsets.pre_page_off + k] = page_start[i] as i32;
+            p[offsets.pre_page_off + k] = full_at(i);
+            p[offsets.pre_wpage_off + k] = window_at(i);
             self.max_q_len = self.max_q_len.max(len);
         }
 

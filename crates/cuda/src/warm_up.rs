@@ -26,19 +26,25 @@ pub fn chunk_sizes(budget: usize) -> Vec<usize> {
 }
 
 /// One prefill of each of [`chunk_sizes`] through `forward`, into the KV pool's first pages
-/// (no sequence owns a page yet, and a page is always written before it is read) and, for a
-/// model with recurrent state, `state_slot` (a slot starts over at position 0). Returns the
-/// sizes run.
+/// (no sequence owns a page yet, and a page is always written before it is read), the window
+/// pool's first pages after its null page (`window_pages > 0`) and, for a model with
+/// recurrent state, `state_slot` (a slot starts over at position 0). Returns the sizes run.
 pub fn warm_up(
     budget: usize,
     num_pages: usize,
+    window_pages: usize,
     page_size: usize,
     vocab_size: usize,
     state_slot: Option<u32>,
     mut forward: impl FnMut(&[SeqBatch<'_>]) -> Result<(), BackendError>,
 ) -> Result<Vec<usize>, BackendError> {
-    let sizes = chunk_sizes(budget.min(num_pages * page_size));
+    let pages = match window_pages {
+        0 => num_pages,
+        w => num_pages.min(w - 1),
+    };
+    let sizes = chunk_sizes(budget.min(pages * page_size));
     let block_table: Vec<u32> = (0..num_pages as u32).collect();
+    let window_table: Vec<u32> = (1..window_pages as u32).collect();
     for &n in &sizes {
         // Spread-out ids: the embedding gather reads rows all over the table, as a prompt does.
         let tokens: Vec<u32> = (0..n as u64)
@@ -48,6 +54,9 @@ pub fn warm_up(
             tokens: &tokens,
             start_pos: 0,
             block_table: &block_table[..n.div_ceil(page_size)],
+            window_table: window_table
+                .get(..n.div_ceil(page_size))
+                .unwrap_or_default(),
             state_slot,
             state_copy: Default::default(),
             logits: LogitsRequest::Last,
@@ -68,7 +77,7 @@ mod tests {
         assert_eq!(chunk_sizes(512), [512, 128, 32, 9]);
         assert_eq!(chunk_sizes(5), [5]);
         let mut seen = Vec::new();
-        let sizes = warm_up(2048, 10, 16, 1000, None, |batch| {
+        let sizes = warm_up(2048, 10, 0, 16, 1000, None, |batch| {
             let s = &batch[0];
             assert!(s.tokens.iter().all(|&t| t < 1000));
             assert!(s.block_table.len() * 16 >= s.tokens.len());

@@ -224,6 +224,7 @@ fn run(gpu: &mut CudaBackend, plans: &[Plan<'_>]) -> Rows {
                 tokens: &streams[i][done[i]..end],
                 start_pos: done[i],
                 block_table: &p.table,
+                window_table: &[],
                 state_slot: None,
                 state_copy: Default::default(),
                 logits: if last {

@@ -35,6 +35,7 @@ fn serve(turns: &[Vec<u32>], caching: bool, kv_bytes: usize) -> Vec<(usize, Vec<
         max_num_seqs: 4,
         prefill_per_decode: 0,
         enable_prefix_caching: caching,
+        window_kv_pool: true,
         state_cache: StateCacheOptions {
             memory_bytes: kv_bytes / 4,
             snapshot_interval: 16,

@@ -35,6 +35,11 @@ pub struct SeqBatch<'a> {
     /// KV page ids of this sequence, in order; covers positions `0..start_pos + tokens.len()`.
     /// Position `p` lives in page `block_table[p / page_size]`, slot `p % page_size`.
     pub block_table: &'a [u32],
+    /// The pages of the sliding-window layers, index-aligned with `block_table`, for a backend
+    /// that keeps them in a pool of their own ([`Backend::init_window_kv_cache`]; empty
+    /// otherwise, and ignored by a backend without one). Pages behind every query's window are
+    /// `kv::NULL_WINDOW_PAGE` (0), never written.
+    pub window_table: &'a [u32],
     /// The sequence's recurrent-state slot, for a model with linear-attention layers (`None`
     /// otherwise). The slot holds the state after positions `0..start_pos`; the backend starts
     /// it from zero when `start_pos` is 0.
@@ -64,6 +69,18 @@ pub struct BatchLimits {
     pub page_size: usize,
     /// Recurrent-state slots (0: the model keeps none, and a batch names none).
     pub state_slots: usize,
+    /// Pages of the sliding-window layers' pool (0: the backend keeps none).
+    pub window_pages: usize,
+}
+
+/// Layers that look back a bounded number of positions, which a backend can keep in a pool
+/// of pages of their own ([`Backend::kv_window`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvWindow {
+    /// Positions a query of any of these layers reads, itself included.
+    pub tokens: usize,
+    /// Their share of [`Backend::kv_bytes_per_token`].
+    pub bytes_per_token: usize,
 }
 
 /// Rejects a batch no backend can run, before anything is written: a token outside the
@@ -77,6 +94,7 @@ pub fn validate_batch(batch: &[SeqBatch<'_>], limits: BatchLimits) -> Result<(),
         num_pages,
         page_size,
         state_slots,
+        window_pages,
     } = limits;
     let mut slots_seen = Vec::new();
     for (i, seq) in batch.iter().enumerate() {
@@ -150,6 +168,42 @@ pub fn validate_batch(batch: &[SeqBatch<'_>], limits: BatchLimits) -> Result<(),
                 "sequence {i}: page {bad} is outside the KV pool ({num_pages} pages)"
             )));
         }
+        if window_pages > 0 {
+            check_window_table(i, seq, needed, window_pages, page_size)?;
+        }
+    }
+    Ok(())
+}
+
+/// A window table covers the sequence's positions, names pages of the window pool, and gives
+/// a real page (not the null page 0) to every position the step writes.
+fn check_window_table(
+    i: usize,
+    seq: &SeqBatch<'_>,
+    needed: usize,
+    window_pages: usize,
+    page_size: usize,
+) -> Result<(), BackendError> {
+    let table = seq.window_table;
+    if table.len() < needed {
+        return Err(BackendError(format!(
+            "sequence {i}: window table has {} pages, {needed} needed",
+            table.len()
+        )));
+    }
+    if let Some(&bad) = table[..needed]
+        .iter()
+        .find(|&&p| p as usize >= window_pages)
+    {
+        return Err(BackendError(format!(
+            "sequence {i}: window page {bad} is outside the pool ({window_pages} pages)"
+        )));
+    }
+    let written = seq.start_pos / page_size..needed;
+    if table[written].contains(&0) {
+        return Err(BackendError(format!(
+            "sequence {i}: the null window page where the step writes"
+        )));
     }
     Ok(())
 }
@@ -216,8 +270,22 @@ pub trait Backend: Send {
     fn kv_bytes_per_token(&self) -> usize;
     /// The context length the model was trained for.
     fn max_context_len(&self) -> usize;
-    /// Allocate the KV pool. Called once, before the first `forward`.
+    /// Allocate the KV pool. Called once, before the first `forward` (and after
+    /// `init_window_kv_cache`, if that is called).
     fn init_kv_cache(&mut self, num_pages: usize, page_size: usize) -> Result<(), BackendError>;
+    /// The model's sliding-window layers, if the backend can keep their pages apart.
+    fn kv_window(&self) -> Option<KvWindow> {
+        None
+    }
+    /// Keep the layers of `kv_window` in a pool of `pages` pages of their own, addressed by
+    /// [`SeqBatch::window_table`]; the pool of `init_kv_cache` then holds only the other
+    /// layers. Not called: every layer lives in the one pool.
+    fn init_window_kv_cache(&mut self, pages: usize) -> Result<(), BackendError> {
+        let _ = pages;
+        Err(BackendError(
+            "this backend keeps no separate window pages".into(),
+        ))
+    }
     /// Bytes of recurrent state one sequence needs (each linear-attention layer's
     /// convolution window and delta-rule state); 0 for a model of attention layers only.
     fn state_bytes_per_sequence(&self) -> usize {
@@ -271,6 +339,7 @@ mod tests {
             tokens: &[1, 2],
             start_pos: 0,
             block_table: &[0],
+            window_table: &[],
             state_slot,
             state_copy: StateCopy::default(),
             logits: LogitsRequest::Last,
@@ -283,6 +352,7 @@ mod tests {
             num_pages: 4,
             page_size: 4,
             state_slots,
+            window_pages: 0,
         }
     }
 
@@ -313,5 +383,34 @@ mod tests {
         };
         assert!(error(&[at_zero], 3).contains("position 0"));
         assert!(error(&[copying(None, Some(1)), seq(Some(1))], 3).contains("another"));
+    }
+
+    #[test]
+    fn window_tables_cover_the_step_and_write_to_real_pages() {
+        let windowed = |start_pos, window_table| SeqBatch {
+            tokens: &[1, 2],
+            start_pos,
+            block_table: &[0, 1, 2],
+            window_table,
+            ..seq(None)
+        };
+        let with_pool = BatchLimits {
+            window_pages: 3,
+            ..limits(0)
+        };
+        let check = |s: SeqBatch<'_>| validate_batch(&[s], with_pool).map_err(|e| e.0);
+        // Positions 8..10: page 2 written, pages 0 and 1 behind the window may be null.
+        assert!(check(windowed(8, &[0, 0, 2])).is_ok());
+        assert!(check(windowed(8, &[0, 0]))
+            .unwrap_err()
+            .contains("window table has 2"));
+        assert!(check(windowed(8, &[0, 0, 3]))
+            .unwrap_err()
+            .contains("outside the pool"));
+        assert!(check(windowed(8, &[1, 2, 0]))
+            .unwrap_err()
+            .contains("null window page"));
+        // Without a window pool the table is not looked at.
+        assert!(validate_batch(&[windowed(8, &[])], limits(0)).is_ok());
     }
 }

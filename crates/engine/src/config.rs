@@ -17,6 +17,9 @@ pub struct EngineConfig {
     /// (at least `MIN_PREFILL_CHUNK`); 0 = only the step budget limits them.
     pub prefill_per_decode: usize,
     pub enable_prefix_caching: bool,
+    /// Keep the sliding-window layers' pages in a pool of their own, given back once behind
+    /// every query's window (where the backend can: `Backend::kv_window`).
+    pub window_kv_pool: bool,
     /// Snapshots of recurrent state kept with cached pages (models with linear-attention
     /// layers; no effect on others).
     pub state_cache: StateCacheOptions,

@@ -29,7 +29,7 @@ pub mod stats;
 mod testing;
 
 pub use backend::{
-    validate_batch, Backend, BackendError, BatchLimits, DeviceSampling, ForwardOutput,
+    validate_batch, Backend, BackendError, BatchLimits, DeviceSampling, ForwardOutput, KvWindow,
     LogitsRequest, SampledOutput, SeqBatch, StateCopy,
 };
 pub use config::{EngineConfig, SpecOptions, StateCacheOptions, MAX_SPEC_TOKENS};

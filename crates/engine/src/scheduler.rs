@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use crate::backend::{LogitsRequest, SeqBatch, StateCopy};
-use crate::kv::{KvManager, PageId};
+use crate::kv::{KvManager, PageId, PrefixHit, NULL_WINDOW_PAGE};
 use crate::request::RequestId;
 use crate::sequence::Sequence;
 use crate::stats::StepCounters;
@@ -149,7 +149,9 @@ impl Scheduler {
     pub fn remove(&mut self, id: RequestId) -> Option<Sequence> {
         if let Some(at) = self.running.iter().position(|s| s.id == id) {
             let mut sequence = self.running.remove(at);
-            self.kv.release(&std::mem::take(&mut sequence.block_table));
+            let pages = std::mem::take(&mut sequence.block_table);
+            let window = std::mem::take(&mut sequence.window_table);
+            self.kv.release_tables(&pages, &window);
             self.release_state_slot(&mut sequence);
             return Some(sequence);
         }
@@ -218,16 +220,21 @@ impl Scheduler {
     ) -> bool {
         loop {
             let sequence = &self.running[index];
+            let (start, end) = (sequence.num_computed, sequence.num_computed + len);
             let needed = self
                 .kv
-                .pages_for(sequence.num_computed + len)
+                .pages_for(end)
                 .saturating_sub(sequence.block_table.len());
-            if needed == 0 {
-                return true;
-            }
-            if let Some(pages) = self.kv.allocate(needed) {
-                self.running[index].block_table.extend(pages);
-                return true;
+            let pages = match needed {
+                0 => Some(Vec::new()),
+                _ => self.kv.allocate(needed),
+            };
+            if let Some(pages) = pages {
+                let sequence = &mut self.running[index];
+                sequence.block_table.extend(pages);
+                if self.kv.cover_window(&mut sequence.window_table, start, end) {
+                    return true;
+                }
             }
             let victim = self.running.len() - 1;
             self.preempt_newest(plan, budget);
@@ -245,8 +252,8 @@ impl Scheduler {
         if let Some(at) = plan.chunks.iter().position(|c| c.id == victim.id) {
             *budget += plan.chunks.remove(at).len;
         }
-        let pages = victim.reset_for_recompute();
-        self.kv.release(&pages);
+        let (pages, window) = victim.reset_for_recompute();
+        self.kv.release_tables(&pages, &window);
         // Recompute starts the state over from position 0, in whatever slot is free then.
         self.release_state_slot(&mut victim);
         tracing::debug!(id = victim.id, "preempted by recompute");
@@ -265,36 +272,57 @@ impl Scheduler {
             // The last token is always computed: its logits give the next token. A tail of one
             // token would be a one-token prompt chunk (see `prompt_chunk_len`): the last
             // cached page is computed again instead.
-            let (mut shared, restore) = if head.needs_prompt_logprobs() {
-                (Vec::new(), None)
-            } else if self.kv.keeps_snapshots() {
-                // Recurrent state: only where a snapshot is kept, leaving 2 tokens or more
-                // (the last page is not given back below: its snapshot would not fit).
+            let hit = if head.needs_prompt_logprobs() {
+                PrefixHit::default()
+            } else if self.kv.restores_at_pages() {
+                // Recurrent state or a window pool: only where a snapshot or the window's
+                // pages are kept, leaving 2 tokens or more (the last page is not given back
+                // below: what was kept for it would not fit).
                 let most = head.tokens().len().saturating_sub(2) / page_size;
                 self.kv.acquire_restorable_prefix(head.tokens(), most)
             } else {
                 let tokens = &head.tokens()[..head.tokens().len().saturating_sub(1)];
-                (self.kv.acquire_prefix(tokens), None)
+                PrefixHit {
+                    pages: self.kv.acquire_prefix(tokens),
+                    ..PrefixHit::default()
+                }
             };
+            let PrefixHit {
+                pages: mut shared,
+                window_table: shared_window,
+                snapshot: restore,
+            } = hit;
             if head.tokens().len() - shared.len() * page_size == 1 {
                 if let Some(page) = shared.pop() {
                     self.kv.release(&[page]);
                 }
             }
             let needed = self.kv.pages_for(head.tokens().len()) - shared.len();
-            let give_back = |kv: &mut KvManager, pages: &[PageId]| {
-                kv.release(pages);
+            let give_back = |kv: &mut KvManager, pages: &[PageId], window: &[PageId]| {
+                kv.release_tables(pages, window);
                 if let Some(snapshot) = restore {
                     kv.snapshots_mut().unpin(snapshot);
                 }
             };
             let Some(fresh) = self.kv.allocate(needed) else {
-                give_back(&mut self.kv, &shared);
+                give_back(&mut self.kv, &shared, &shared_window);
                 return;
             };
+            // Window pages only for the first chunk: the rest come step by step.
+            let start = shared.len() * page_size;
+            let first_chunk = prompt_chunk_len(head.tokens().len() - start, *budget);
+            let mut window_table = shared_window;
+            if !self
+                .kv
+                .cover_window(&mut window_table, start, start + first_chunk)
+            {
+                give_back(&mut self.kv, &shared, &window_table);
+                self.kv.release(&fresh);
+                return;
+            }
             let state_slot = if self.kv.state_slots().capacity() > 0 {
                 let Some(slot) = self.kv.state_slots_mut().acquire() else {
-                    give_back(&mut self.kv, &shared);
+                    give_back(&mut self.kv, &shared, &window_table);
                     self.kv.release(&fresh);
                     return;
                 };
@@ -311,6 +339,7 @@ impl Scheduler {
             sequence.num_published_pages = shared.len();
             sequence.block_table = shared;
             sequence.block_table.extend(fresh);
+            sequence.window_table = window_table;
             sequence.state_slot = state_slot;
             sequence.state_restore = restore;
             if !sequence.prompt_info_sent() {
@@ -369,6 +398,10 @@ impl Scheduler {
                     tokens: &sequence.tokens()[chunk.start..end],
                     start_pos: chunk.start,
                     block_table: &sequence.block_table[..self.kv.pages_for(end)],
+                    window_table: sequence
+                        .window_table
+                        .get(..self.kv.pages_for(end))
+                        .unwrap_or_default(),
                     state_slot: sequence.state_slot,
                     state_copy: StateCopy {
                         restore_from: sequence.state_restore,
@@ -394,6 +427,7 @@ impl Scheduler {
             self.running[chunk.index].num_computed = chunk.start + chunk.len;
             self.publish(chunk.index);
             self.settle_snapshots(chunk.index);
+            self.release_behind_window(chunk.index);
         }
         for (chunk, outcome) in plan.chunks.iter().zip(outcomes) {
             if chunk.drafts > 0 {
@@ -415,19 +449,60 @@ impl Scheduler {
         let upto = self.publishable(&self.running[index]);
         let sequence = &mut self.running[index];
         let already = sequence.num_published_pages;
-        let (tokens, block_table) = sequence.tokens_and_pages_mut();
-        let published = self
-            .kv
-            .publish_full_pages(tokens, block_table, upto, already);
+        let (tokens, block_table, window_table) = sequence.tokens_and_pages_mut();
+        let published =
+            self.kv
+                .publish_full_pages(tokens, block_table, window_table, upto, already);
         self.running[index].num_published_pages = published;
+    }
+
+    /// Gives back running sequence `index`'s window pages that its next queries do not read
+    /// (after it is published: the prefix cache may keep them).
+    fn release_behind_window(&mut self, index: usize) {
+        let sequence = &mut self.running[index];
+        let next = sequence.num_computed;
+        self.kv
+            .release_behind_window(&mut sequence.window_table, next);
     }
 
     /// Exact page accounting against every live block table (property tests).
     pub fn check_accounting(&self) -> Result<(), String> {
-        if let Some(s) = self.waiting.iter().find(|s| !s.block_table.is_empty()) {
+        if let Some(s) = self
+            .waiting
+            .iter()
+            .find(|s| !s.block_table.is_empty() || !s.window_table.is_empty())
+        {
             return Err(format!("waiting request {} holds pages", s.id));
         }
+        if self.kv.window_pages().is_some() {
+            if let Some(s) = self
+                .running
+                .iter()
+                .find(|s| s.window_table.len() > s.block_table.len())
+            {
+                return Err(format!(
+                    "request {}: window table past its block table",
+                    s.id
+                ));
+            }
+        }
+        if let Some(w) = self.kv.window_pages() {
+            for s in &self.running {
+                let behind = w.first_live_page(s.num_computed).min(s.window_table.len());
+                if s.window_table[..behind]
+                    .iter()
+                    .any(|&p| p != NULL_WINDOW_PAGE)
+                {
+                    return Err(format!(
+                        "request {} holds window pages behind its window",
+                        s.id
+                    ));
+                }
+            }
+        }
         self.check_state_accounting()?;
+        self.kv
+            .check_window_accounting(self.running.iter().map(|s| s.window_table.as_slice()))?;
         self.kv
             .check_accounting(self.running.iter().map(|s| s.block_table.as_slice()))
     }

@@ -5,7 +5,7 @@
 //! [`Sequence::attach_drafts`], [`Sequence::settle_drafts`]); `output()` never includes them;
 //! a draft model's cache never runs ahead of the target's once drafts are settled
 //! (`spec.draft_computed <= num_computed`). Page bookkeeping (`num_computed`, `block_table`,
-//! `num_published_pages`) is the scheduler's alone.
+//! `window_table`, `num_published_pages`) is the scheduler's alone.
 
 mod spec_state;
 
@@ -52,6 +52,9 @@ pub struct Sequence {
     pub num_computed: usize,
     /// KV pages of this sequence, in position order. Empty while waiting.
     pub block_table: Vec<PageId>,
+    /// The sliding-window layers' pages, index-aligned with `block_table` (pages behind the
+    /// window are `kv::NULL_WINDOW_PAGE`); empty without a window pool.
+    pub window_table: Vec<PageId>,
     /// Leading pages of `block_table` already handed to the prefix cache.
     pub num_published_pages: usize,
     /// The recurrent-state slot of a model with linear-attention layers, while running.
@@ -99,6 +102,7 @@ impl Sequence {
             params: request.params,
             num_computed: 0,
             block_table: Vec::new(),
+            window_table: Vec::new(),
             num_published_pages: 0,
             state_slot: None,
             state_restore: None,
@@ -120,9 +124,10 @@ impl Sequence {
         &self.tokens
     }
 
-    /// The tokens and the pages holding them, for publishing pages to the prefix cache.
-    pub fn tokens_and_pages_mut(&mut self) -> (&[u32], &mut Vec<PageId>) {
-        (&self.tokens, &mut self.block_table)
+    /// The tokens, the pages holding them and the window table, for publishing pages to the
+    /// prefix cache.
+    pub fn tokens_and_pages_mut(&mut self) -> (&[u32], &mut Vec<PageId>, &[PageId]) {
+        (&self.tokens, &mut self.block_table, &self.window_table)
     }
 
     /// Read-only tokens and pages beside the mutable RNG, for sampling and drafting.
@@ -245,13 +250,17 @@ impl Sequence {
     }
 
     /// Back to the waiting state after its pages were taken away: everything is recomputed.
-    pub fn reset_for_recompute(&mut self) -> Vec<PageId> {
+    /// Returns its block table and window table, for release.
+    pub fn reset_for_recompute(&mut self) -> (Vec<PageId>, Vec<PageId>) {
         self.num_computed = 0;
         self.spec.draft_computed = 0;
         self.num_published_pages = 0;
         if !self.prompt_info_sent {
             self.prompt_logprobs.clear();
         }
-        std::mem::take(&mut self.block_table)
+        (
+            std::mem::take(&mut self.block_table),
+            std::mem::take(&mut self.window_table),
+        )
     }
 }

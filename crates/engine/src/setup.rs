@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, KvWindow};
 use crate::config::{EngineConfig, MAX_SPEC_TOKENS};
 use crate::engine_loop::EngineCore;
 use crate::error::EngineError;
@@ -13,13 +13,22 @@ use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::speculative::{Proposer, Speculation};
 use crate::stats::EngineStats;
 
-/// Pool size and context limit that `config` and `backend` allow: `(num_pages, max_model_len)`.
+/// The KV pools `config` and `backend` allow, and the context limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvPoolSizes {
+    pub num_pages: usize,
+    /// The sliding-window layers' pool, when they keep pages apart: (window, pages).
+    pub window: Option<(usize, usize)>,
+    pub max_model_len: usize,
+}
+
+/// Pool sizes and context limit that `config` and `backend` allow.
 /// `draft_kv_bytes_per_token`: what a speculative proposer keeps per token in its own cache.
 pub fn size_kv_pool(
     config: &EngineConfig,
     backend: &dyn Backend,
     draft_kv_bytes_per_token: usize,
-) -> Result<(usize, usize), EngineError> {
+) -> Result<KvPoolSizes, EngineError> {
     let invalid = |why: String| Err(EngineError::Config(why));
     if config.page_size == 0 || config.max_num_seqs == 0 || config.max_num_batched_tokens == 0 {
         return invalid("page_size, max_num_seqs and max_num_batched_tokens must be >= 1".into());
@@ -49,7 +58,17 @@ pub fn size_kv_pool(
         ));
     }
     let page_bytes = config.kv_cache_memory_bytes - state_bytes;
-    let num_pages = (page_bytes / bytes_per_page).min(u32::MAX as usize);
+    let one_pool = (page_bytes / bytes_per_page).min(u32::MAX as usize);
+    let window = backend.kv_window().filter(|_| config.window_kv_pool);
+    let (num_pages, window) = match window {
+        Some(w) if one_pool > 0 => {
+            let max_context = backend.max_context_len();
+            let (pages, window_pages) =
+                split_window_pool(config, max_context, w, bytes_per_token, page_bytes);
+            (pages, Some((w.tokens, window_pages)))
+        }
+        _ => (one_pool, None),
+    };
     if num_pages == 0 {
         return invalid(format!(
             "KV cache memory {} B holds no page of {} tokens ({bytes_per_page} B)",
@@ -73,8 +92,49 @@ pub fn size_kv_pool(
             "max_model_len {max_model_len} leaves no room to generate"
         ));
     }
-    Ok((num_pages, max_model_len))
+    Ok(KvPoolSizes {
+        num_pages,
+        window,
+        max_model_len,
+    })
 }
+
+/// Splits `page_bytes` between the sliding-window layers' pool and the other layers' pool:
+/// the window pool gets what the running sequences' windows need at most (each its window and
+/// a page either side, plus a step's tokens), twice over so the prefix cache can keep some,
+/// but never more pages than one shared pool of `bytes_per_token` a token would have had; the
+/// rest goes to the other layers, whose pages now cost only their share. Returns
+/// `(pages, window_pages)`.
+fn split_window_pool(
+    config: &EngineConfig,
+    max_context_len: usize,
+    window: KvWindow,
+    bytes_per_token: usize,
+    page_bytes: usize,
+) -> (usize, usize) {
+    let ps = config.page_size;
+    let one_pool = page_bytes / (ps * bytes_per_token);
+    let per_sequence = window.tokens.saturating_sub(1).div_ceil(ps) + 2;
+    let live = config
+        .max_num_seqs
+        .saturating_mul(per_sequence)
+        .saturating_add(config.max_num_batched_tokens.div_ceil(ps));
+    let window_pages = live.saturating_mul(2).min(one_pool);
+    let window_bytes = window_pages * ps * window.bytes_per_token;
+    let pages = match ps * bytes_per_token.saturating_sub(window.bytes_per_token) {
+        // Every layer is windowed (Mistral 7B): a page of the other pool costs nothing, so
+        // there are as many as every seat at the model's full context needs, twice.
+        0 => config
+            .max_num_seqs
+            .saturating_mul(max_context_len.div_ceil(ps))
+            .saturating_mul(2),
+        per_page => page_bytes.saturating_sub(window_bytes) / per_page,
+    };
+    (pages.min(MAX_PAGES), window_pages)
+}
+
+/// Page ids are u32, and a pool's bookkeeping is a few bytes a page: at most 2^26 pages.
+const MAX_PAGES: usize = 1 << 26;
 
 /// The engine without its thread, sized and initialised exactly as [`spawn_engine`] does it:
 /// for tests and benchmarks that want to drive steps themselves ([`EngineCore::step`]).
@@ -92,7 +152,8 @@ pub fn build_engine_core(
         )));
     }
     let draft_bytes = proposer.as_ref().map_or(0, |p| p.kv_bytes_per_token());
-    let (num_pages, max_model_len) = size_kv_pool(config, backend.as_ref(), draft_bytes)?;
+    let sizes = size_kv_pool(config, backend.as_ref(), draft_bytes)?;
+    let (num_pages, max_model_len) = (sizes.num_pages, sizes.max_model_len);
     let state_slots = if backend.state_bytes_per_sequence() > 0 {
         if proposer.is_some() {
             return Err(EngineError::Config(
@@ -123,7 +184,18 @@ pub fn build_engine_core(
     } else {
         (0, 0)
     };
-    // After the state slots: a backend may capture graphs that read them.
+    // The window pool first, then the other: a backend may capture graphs that read both
+    // (and the state slots).
+    if let Some((window, pages)) = sizes.window {
+        tracing::info!(
+            window,
+            window_pages = pages,
+            pages = num_pages,
+            "sliding-window layers keep pages of their own, given back behind the window"
+        );
+        // The window pool's page 0 is the null page the engine never hands out.
+        backend.init_window_kv_cache(pages + 1)?;
+    }
     backend.init_kv_cache(num_pages, config.page_size)?;
     let speculation = match proposer {
         Some(mut proposer) => {
@@ -140,11 +212,7 @@ pub fn build_engine_core(
             max_num_seqs: config.max_num_seqs,
             prefill_per_decode: config.prefill_per_decode,
         },
-        KvManager::new(num_pages, config.page_size, config.enable_prefix_caching).with_state_slots(
-            state_slots.0,
-            state_slots.1,
-            config.state_cache.snapshot_interval,
-        ),
+        kv_manager(config, &sizes, state_slots),
     );
     let mut core = EngineCore::new(
         scheduler,
@@ -157,4 +225,25 @@ pub fn build_engine_core(
         core.set_speculation(speculation);
     }
     Ok(core)
+}
+
+fn kv_manager(
+    config: &EngineConfig,
+    sizes: &KvPoolSizes,
+    state_slots: (usize, usize),
+) -> KvManager {
+    let kv = KvManager::new(
+        sizes.num_pages,
+        config.page_size,
+        config.enable_prefix_caching,
+    )
+    .with_state_slots(
+        state_slots.0,
+        state_slots.1,
+        config.state_cache.snapshot_interval,
+    );
+    match sizes.window {
+        Some((window, pages)) => kv.with_window_pages(window, pages),
+        None => kv,
+    }
 }

@@ -160,6 +160,7 @@ pub fn engine_config(
         max_num_seqs: args.max_num_seqs,
         prefill_per_decode,
         enable_prefix_caching: !args.no_prefix_caching,
+        window_kv_pool: !args.no_window_kv_pool,
         state_cache: StateCacheOptions {
             memory_bytes: args.state_cache_memory.unwrap_or(kv_cache_memory_bytes / 4),
             snapshot_interval: args.state_snapshot_interval,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use ferrite_engine::{
     validate_batch, Backend, BackendError, BatchLimits, DeviceSampling, ExpertLoad, ForwardOutput,
-    SampledOutput, SeqBatch,
+    KvWindow, SampledOutput, SeqBatch,
 };
 use ferrite_model::config::ModelConfig;
 use ferrite_model::plan::ModelPlan;
@@ -21,7 +21,7 @@ use crate::forward::{Model, StepShape};
 use crate::gemm::Gemm;
 use crate::graphs::{ladder, DecodeGraphs};
 use crate::kernel_sources::has_prebuilt_cubins;
-use crate::kv_cache::{bytes_per_token, KvCache};
+use crate::kv_cache::{self, bytes_per_token, KvCache};
 use crate::launchers::{decode_splits, supports, Kernels, SampleParams};
 use crate::step_inputs::StepInputs;
 use crate::warm_up::warm_up;
@@ -56,6 +56,8 @@ pub struct CudaBackend {
     // Field order is drop order: graphs and buffers before the kernels, the context last.
     graphs: DecodeGraphs,
     kv: Option<KvCache>,
+    /// Pages of the sliding-window layers' own pool (`init_window_kv_cache`; 0: none).
+    window_pages: usize,
     /// Packed step metadata; sized with the KV pool, once the page size is known.
     meta: Option<(DeviceBuffer, usize)>,
     /// Every slot's recurrent state (linear-attention layers), and the slot count.
@@ -144,6 +146,7 @@ impl CudaBackend {
             options,
             graphs: DecodeGraphs::none(),
             kv: None,
+            window_pages: 0,
             meta: None,
             state: None,
             ws,
@@ -203,6 +206,7 @@ impl CudaBackend {
         let sizes = ladder(self.options.max_num_seqs, self.options.cuda_graph_max_bs);
         let mut inputs = StepInputs::default();
         let page_size = self.kv.as_ref().map_or(16, |kv| kv.page_size);
+        let windowed = self.kv.as_ref().is_some_and(|kv| kv.window_pages > 0);
         let gpu = &self.gpu;
         let model = self.model().map_err(|e| anyhow::anyhow!(e.0))?;
         let slots = self.decode_slots;
@@ -213,7 +217,7 @@ impl CudaBackend {
             &sizes,
             || gpu.memory().map(|(free, _)| free).unwrap_or(0),
             |bs, capturing| {
-                inputs.build(&[], &[], page_size, Some(bs));
+                inputs.build(&[], &[], page_size, Some(bs), windowed);
                 if !capturing {
                     upload(&gpu.stream, model.meta, &inputs.packed)?;
                 }
@@ -241,15 +245,17 @@ impl CudaBackend {
     ) -> Result<SampledOutput, BackendError> {
         let err = |e: anyhow::Error| BackendError(format!("cuda: {e:#}"));
         self.gpu.bind().map_err(err)?;
-        let (num_pages, page_size, meta, meta_cap) = match (&self.kv, &self.meta) {
-            (Some(kv), Some((meta, cap))) => (kv.num_pages, kv.page_size, meta.ptr(), *cap),
-            _ => return Err(BackendError("forward called before init_kv_cache".into())),
+        let (Some(kv), Some((meta, meta_cap))) = (&self.kv, &self.meta) else {
+            return Err(BackendError("forward called before init_kv_cache".into()));
         };
+        let (page_size, window_pages, meta, meta_cap) =
+            (kv.page_size, kv.window_pages, meta.ptr(), *meta_cap);
         let limits = BatchLimits {
             vocab_size: self.config.vocab_size,
-            num_pages,
+            num_pages: kv.num_pages,
             page_size,
             state_slots: self.state.as_ref().map_or(0, |(_, slots)| *slots),
+            window_pages,
         };
         validate_batch(batch, limits)?;
         // Snapshots restored into their sequences' slots before the step (stream order).
@@ -261,7 +267,8 @@ impl CudaBackend {
         } else {
             None
         };
-        self.inputs.build(batch, sampling, page_size, graph_bs);
+        self.inputs
+            .build(batch, sampling, page_size, graph_bs, window_pages > 0);
         let cap = self.ws.cap;
         let inputs = &self.inputs;
         if inputs.num_tokens > cap.tokens
@@ -359,6 +366,23 @@ impl Backend for CudaBackend {
         bytes_per_token(&self.config)
     }
 
+    fn kv_window(&self) -> Option<KvWindow> {
+        kv_cache::window(&self.config).map(|(tokens, bytes_per_token)| KvWindow {
+            tokens,
+            bytes_per_token,
+        })
+    }
+
+    fn init_window_kv_cache(&mut self, pages: usize) -> Result<(), BackendError> {
+        if self.kv_window().is_none() {
+            return Err(BackendError(
+                "the model has no sliding-window layers".into(),
+            ));
+        }
+        self.window_pages = pages;
+        Ok(())
+    }
+
     fn max_context_len(&self) -> usize {
         self.config.max_position_embeddings
     }
@@ -366,19 +390,28 @@ impl Backend for CudaBackend {
     fn init_kv_cache(&mut self, num_pages: usize, page_size: usize) -> Result<(), BackendError> {
         let err = |e: anyhow::Error| BackendError(format!("cuda: {e:#}"));
         self.gpu.bind().map_err(err)?;
-        let kv = KvCache::new(&self.gpu.stream, &self.config, num_pages, page_size).map_err(err)?;
+        let window_pages = self.window_pages;
+        let kv = KvCache::new(
+            &self.gpu.stream,
+            &self.config,
+            num_pages,
+            window_pages,
+            page_size,
+        )
+        .map_err(err)?;
         tracing::info!(
             num_pages,
+            window_pages,
             page_size,
             gib = kv.bytes() as f64 / (1u64 << 30) as f64,
             "CUDA KV pool allocated"
         );
         self.kv = Some(kv);
-        // Counts (3 per token, 8 per sequence, the LM-head rows) and the page lists of every
-        // sequence at the longest context.
+        // Counts (4 per token, 10 per sequence, the LM-head rows) and the page lists (and
+        // window page lists) of every sequence at the longest context.
         let cap = self.ws.cap;
         let pages = cap.seqs * (self.config.max_position_embeddings.div_ceil(page_size) + 1);
-        let entries = 3 * cap.tokens + 8 * cap.seqs + cap.tokens.max(cap.logit_rows) + pages;
+        let entries = 4 * cap.tokens + 10 * cap.seqs + cap.tokens.max(cap.logit_rows) + 2 * pages;
         let meta = DeviceBuffer::new(&self.gpu.stream, entries * 4).map_err(err)?;
         self.meta = Some((meta, entries));
         if !self.options.enforce_eager {
@@ -390,6 +423,7 @@ impl Backend for CudaBackend {
         let sizes = warm_up(
             budget,
             num_pages,
+            window_pages,
             page_size,
             vocab_size,
             state_slot,

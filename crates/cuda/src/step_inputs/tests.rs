@@ -18,6 +18,7 @@ fn decode<'a>(token: &'a [u32], pos: usize, table: &'a [u32]) -> SeqBatch<'a> {
         tokens: token,
         start_pos: pos,
         block_table: table,
+        window_table: &[],
         state_slot: None,
         state_copy: Default::default(),
         logits: LogitsRequest::Last,
@@ -35,8 +36,8 @@ fn padded_decode_layouts_depend_only_on_the_graph_size() {
     ];
     let b = [decode(&t1, 3, &tables[1])];
     let (mut x, mut y) = (StepInputs::default(), StepInputs::default());
-    x.build(&a, &[], 16, Some(4));
-    y.build(&b, &[], 16, Some(4));
+    x.build(&a, &[], 16, Some(4), false);
+    y.build(&b, &[], 16, Some(4), false);
     assert_eq!(x.offsets, y.offsets);
     assert_eq!((x.num_tokens, x.num_decodes, x.num_logit_rows), (4, 4, 4));
     let o = x.offsets;
@@ -67,12 +68,13 @@ fn slots_follow_the_block_table_for_page_sizes_1_and_16() {
             tokens: &tokens,
             start_pos: start,
             block_table: &table,
+            window_table: &[],
             state_slot: None,
             state_copy: Default::default(),
             logits: LogitsRequest::All,
         };
         let mut s = StepInputs::default();
-        s.build(&[seq], &[], page_size, None);
+        s.build(&[seq], &[], page_size, None, false);
         let o = s.offsets;
         for (j, _) in tokens.iter().enumerate() {
             let pos = start + j;
@@ -103,6 +105,7 @@ fn host_rows_come_first_then_device_rows() {
             tokens: &prompt,
             start_pos: 0,
             block_table: &table,
+            window_table: &[],
             state_slot: None,
             state_copy: Default::default(),
             logits: LogitsRequest::Last,
@@ -112,6 +115,7 @@ fn host_rows_come_first_then_device_rows() {
             tokens: &prompt,
             start_pos: 0,
             block_table: &table,
+            window_table: &[],
             state_slot: None,
             state_copy: Default::default(),
             logits: LogitsRequest::None,
@@ -119,7 +123,7 @@ fn host_rows_come_first_then_device_rows() {
     ];
     let sampling = [sampling(1), None, sampling(3), None];
     let mut s = StepInputs::default();
-    s.build(&batch, &sampling, 16, None);
+    s.build(&batch, &sampling, 16, None, false);
     let o = s.offsets;
     // Token rows: decode 0 -> 0, prompt -> 1..11, decode -> 11, prompt -> 12..22.
     assert_eq!(s.num_logit_rows, 3);
@@ -139,6 +143,7 @@ fn validation_rejects_what_the_kernels_cannot_run() {
         num_pages: 2,
         page_size: 16,
         state_slots: 0,
+        window_pages: 0,
     };
     let table = [0u32, 1];
     let ok = [decode(&[5], 20, &table)];
@@ -146,4 +151,50 @@ fn validation_rejects_what_the_kernels_cannot_run() {
     assert!(validate_batch(&[decode(&[10], 20, &table)], limits).is_err());
     assert!(validate_batch(&[decode(&[5], 40, &table)], limits).is_err());
     assert!(validate_batch(&[decode(&[5], 20, &[0, 7])], limits).is_err());
+}
+
+#[test]
+fn window_tables_get_their_own_slots_and_page_lists_at_fixed_offsets() {
+    let (t1, t2) = ([5u32], [6u32, 7, 8]);
+    // A decode at 17 (pages 3, 9; window pages null, 4) and a prompt chunk at 30..33.
+    let (full1, win1) = ([3u32, 9], [0u32, 4]);
+    let (full2, win2) = ([1u32, 2, 6], [0u32, 5, 7]);
+    let a = [
+        SeqBatch {
+            window_table: &win1,
+            ..decode(&t1, 17, &full1)
+        },
+        SeqBatch {
+            tokens: &t2,
+            start_pos: 30,
+            window_table: &win2,
+            logits: LogitsRequest::Last,
+            ..decode(&t2, 30, &full2)
+        },
+    ];
+    let mut x = StepInputs::default();
+    x.build(&a, &[], 16, None, true);
+    let (o, p) = (x.offsets, &x.packed);
+    assert_ne!(o.wslots, o.slots);
+    assert_eq!(
+        &p[o.slots..o.slots + 4],
+        &[9 * 16 + 1, 2 * 16 + 14, 2 * 16 + 15, 6 * 16]
+    );
+    assert_eq!(
+        &p[o.wslots..o.wslots + 4],
+        &[4 * 16 + 1, 5 * 16 + 14, 5 * 16 + 15, 7 * 16]
+    );
+    let pages = &p[o.pages..];
+    let at = |off: usize| p[off] as usize;
+    assert_eq!(&pages[at(o.dec_page_off)..][..2], &[3, 9]);
+    assert_eq!(&pages[at(o.dec_wpage_off)..][..2], &[0, 4]);
+    assert_eq!(&pages[at(o.pre_page_off)..][..3], &[1, 2, 6]);
+    assert_eq!(&pages[at(o.pre_wpage_off)..][..3], &[0, 5, 7]);
+    // Without a window pool the window offsets are the others'.
+    x.build(&a, &[], 16, None, false);
+    let o = x.offsets;
+    assert_eq!(
+        (o.wslots, o.dec_wpage_off, o.pre_wpage_off),
+        (o.slots, o.dec_page_off, o.pre_page_off)
+    );
 }

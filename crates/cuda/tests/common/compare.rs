@@ -156,6 +156,7 @@ pub fn compare_and_report(
                 tokens: &s.tokens[s.computed..end],
                 start_pos: s.computed,
                 block_table: &s.table,
+                window_table: &[],
                 state_slot: hybrid.then_some(i as u32),
                 state_copy: Default::default(),
                 logits: if end == s.tokens.len() {

@@ -43,6 +43,7 @@ pub fn teacher_forced(
             tokens: &tokens[start..],
             start_pos: start,
             block_table: &table,
+            window_table: &[],
             state_slot,
             state_copy: Default::default(),
             logits: LogitsRequest::Last,

@@ -17,6 +17,7 @@ fn config(kv_bytes: usize) -> EngineConfig {
         max_num_seqs: 8,
         prefill_per_decode: 0,
         enable_prefix_caching: true,
+        window_kv_pool: true,
         state_cache: Default::default(),
         max_model_len: None,
         eos_token_ids: vec![],
@@ -28,8 +29,12 @@ fn config(kv_bytes: usize) -> EngineConfig {
 fn a_draft_models_cache_shares_the_memory() {
     // 64 bytes per token for the target and 64 for the draft: half the pages.
     let backend = FakeBackend::new(1 << 20);
-    let (alone, _) = size_kv_pool(&config(1 << 20), &backend, 0).unwrap();
-    let (shared, _) = size_kv_pool(&config(1 << 20), &backend, 64).unwrap();
+    let alone = size_kv_pool(&config(1 << 20), &backend, 0)
+        .unwrap()
+        .num_pages;
+    let shared = size_kv_pool(&config(1 << 20), &backend, 64)
+        .unwrap()
+        .num_pages;
     assert_eq!((alone, shared), (1024, 512));
     let draft = crate::speculative::DraftModel::new(Box::new(FakeBackend::new(4096)));
     let stats = Arc::new(EngineStats::default());
@@ -43,19 +48,17 @@ fn a_draft_models_cache_shares_the_memory() {
 fn pool_size_follows_memory_and_caps_the_context() {
     // The fake backend takes 64 bytes per token: a 16-token page is 1 KiB.
     let backend = FakeBackend::new(4096);
-    assert_eq!(
-        size_kv_pool(&config(10 * 1024 + 5), &backend, 0).unwrap(),
-        (10, 160)
-    );
-    assert_eq!(
-        size_kv_pool(&config(1 << 20), &backend, 0).unwrap(),
-        (1024, 4096)
-    );
+    let sizes = |c: &EngineConfig| {
+        let s = size_kv_pool(c, &backend, 0).unwrap();
+        (s.num_pages, s.max_model_len)
+    };
+    assert_eq!(sizes(&config(10 * 1024 + 5)), (10, 160));
+    assert_eq!(sizes(&config(1 << 20)), (1024, 4096));
     let explicit = EngineConfig {
         max_model_len: Some(100),
         ..config(1 << 20)
     };
-    assert_eq!(size_kv_pool(&explicit, &backend, 0).unwrap(), (1024, 100));
+    assert_eq!(sizes(&explicit), (1024, 100));
     for bad in [
         config(1000),
         EngineConfig {

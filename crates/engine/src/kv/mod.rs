@@ -1,18 +1,31 @@
 //! The KV manager the scheduler uses: pages for a sequence's next tokens, prefix sharing,
 //! release, and eviction of cached pages when the pool runs short; and, for models with
-//! linear-attention layers, a recurrent-state slot per running sequence.
+//! linear-attention layers, a recurrent-state slot per running sequence; for models with
+//! sliding-window layers, those layers' pages in a pool of their own (`window_pages`).
 
 pub mod events;
 pub mod page_pool;
 pub mod radix_cache;
 pub mod state_slots;
 pub mod state_snapshots;
+pub mod window_pages;
 
 pub use events::{block_hash, BlockHash, KvEvent, KvEventSink};
 pub use page_pool::{PageId, PagePool};
 pub use radix_cache::{NoPrefixCache, PrefixCache, RadixCache};
 pub use state_slots::{SlotId, StateSlots};
 pub use state_snapshots::StateSnapshots;
+pub use window_pages::{WindowPages, NULL_WINDOW_PAGE};
+
+/// A prefix hit, retained for the caller: the cached pages, the window table that goes with
+/// them (empty for a model without a window pool) and the pinned state snapshot to restore
+/// (a model with recurrent state).
+#[derive(Debug, Default)]
+pub struct PrefixHit {
+    pub pages: Vec<PageId>,
+    pub window_table: Vec<PageId>,
+    pub snapshot: Option<SlotId>,
+}
 
 pub struct KvManager {
     page_size: usize,
@@ -23,6 +36,8 @@ pub struct KvManager {
     /// Snapshots are taken where a step ends on a multiple of this many tokens (a multiple of
     /// the page size; 0: never).
     snapshot_interval: usize,
+    /// The sliding-window layers' pages, when the backend keeps them apart.
+    window: Option<WindowPages>,
 }
 
 impl KvManager {
@@ -39,7 +54,20 @@ impl KvManager {
             state_slots: StateSlots::default(),
             snapshots: StateSnapshots::default(),
             snapshot_interval: 0,
+            window: None,
         }
+    }
+
+    /// Keeps the sliding-window layers' pages in a pool of `pages` of their own, for layers
+    /// that look back at most `window` positions: every sequence gets a window table beside
+    /// its block table, and gives back what falls out of its window.
+    pub fn with_window_pages(mut self, window: usize, pages: usize) -> Self {
+        self.window = Some(WindowPages::new(window, self.page_size, pages));
+        self
+    }
+
+    pub fn window_pages(&self) -> Option<&WindowPages> {
+        self.window.as_ref()
     }
 
     /// Gives every running sequence one of `seats` recurrent-state slots (a model with
@@ -75,27 +103,44 @@ impl KvManager {
         &mut self.snapshots
     }
 
-    /// For a model with recurrent state: the longest cached run of full pages prefixing
-    /// `tokens` (at most `max_pages`) whose last page has a state snapshot, retained for the
-    /// caller, with that snapshot pinned (see [`StateSnapshots::pin`]).
-    pub fn acquire_restorable_prefix(
-        &mut self,
-        tokens: &[u32],
-        max_pages: usize,
-    ) -> (Vec<PageId>, Option<SlotId>) {
+    /// Whether a prefix hit must end where more than pages are kept: a state snapshot (a model
+    /// with recurrent state), or the window pages of the next query (a window pool).
+    pub fn restores_at_pages(&self) -> bool {
+        self.keeps_snapshots() || self.window.is_some()
+    }
+
+    /// The longest cached run of full pages prefixing `tokens` (at most `max_pages`) that a
+    /// sequence can start after: with recurrent state, its last page has a snapshot (pinned
+    /// for the caller); with a window pool, the window pages its next query reads are kept.
+    /// Everything in the hit is retained for the caller.
+    pub fn acquire_restorable_prefix(&mut self, tokens: &[u32], max_pages: usize) -> PrefixHit {
         let mut pages = self.cache.match_prefix(tokens);
         pages.truncate(max_pages);
+        let snapshots = self.keeps_snapshots();
         while let Some(&last) = pages.last() {
-            if self.snapshots.has(last) {
+            let state_ok = !snapshots || self.snapshots.has(last);
+            let window_ok = self.window.as_ref().is_none_or(|w| w.covers(&pages));
+            if state_ok && window_ok {
                 break;
             }
             pages.pop();
         }
-        let snapshot = pages.last().and_then(|&p| self.snapshots.pin(p));
+        let snapshot = match pages.last() {
+            Some(&last) if snapshots => self.snapshots.pin(last),
+            _ => None,
+        };
         for &page in &pages {
             self.pool.retain(page);
         }
-        (pages, snapshot)
+        let window_table = self
+            .window
+            .as_mut()
+            .map_or_else(Vec::new, |w| w.acquire(&pages));
+        PrefixHit {
+            pages,
+            window_table,
+            snapshot,
+        }
     }
 
     /// The recurrent-state slots (capacity 0 for attention-only models).
@@ -149,6 +194,35 @@ impl KvManager {
         pages
     }
 
+    /// Gives `window_table` real pages where positions `start..end` are written (no-op
+    /// without a window pool). All or nothing.
+    pub fn cover_window(
+        &mut self,
+        window_table: &mut Vec<PageId>,
+        start: usize,
+        end: usize,
+    ) -> bool {
+        match self.window.as_mut() {
+            Some(w) => w.cover(window_table, start, end),
+            None => true,
+        }
+    }
+
+    /// Drop one reference to each page of a block table and of its window table.
+    pub fn release_tables(&mut self, pages: &[PageId], window_table: &[PageId]) {
+        self.release(pages);
+        if let Some(w) = self.window.as_mut() {
+            w.release(window_table);
+        }
+    }
+
+    /// Gives back the window pages of `window_table` that no query from `next_pos` on reads.
+    pub fn release_behind_window(&mut self, window_table: &mut [PageId], next_pos: usize) {
+        if let Some(w) = self.window.as_mut() {
+            w.release_behind(window_table, next_pos);
+        }
+    }
+
     /// `count` fresh pages (refcount 1), evicting unreferenced cached pages as needed.
     /// All or nothing: `None` leaves the pool as it was.
     pub fn allocate(&mut self, count: usize) -> Option<Vec<PageId>> {
@@ -173,6 +247,9 @@ impl KvManager {
         let pool = &self.pool;
         let victim = self.cache.evict_one(&|page| pool.refcount(page) == 0)?;
         self.snapshots.forget_page(victim);
+        if let Some(w) = self.window.as_mut() {
+            w.forget(victim);
+        }
         self.pool.free(victim);
         self.pool.alloc()
     }
@@ -189,11 +266,14 @@ impl KvManager {
     /// Publish a sequence's full, computed pages (positions `0..num_computed`) to the prefix
     /// cache. Pages `..already_cached` were published before. Where the cache already holds an
     /// equal page (same prefix computed by another sequence), the block table switches to it
-    /// and the duplicate is released. Returns the new number of published pages.
+    /// and the duplicate is released. With a window pool, each published page keeps the
+    /// window page of `window_table` at its index (empty: none kept). Returns the new number of
+    /// published pages.
     pub fn publish_full_pages(
         &mut self,
         tokens: &[u32],
         block_table: &mut [PageId],
+        window_table: &[PageId],
         num_computed: usize,
         already_cached: usize,
     ) -> usize {
@@ -213,7 +293,26 @@ impl KvManager {
                 self.release(&[duplicate]);
             }
         }
+        if let Some(w) = self.window.as_mut() {
+            for (&page, &window_page) in block_table[already_cached..full]
+                .iter()
+                .zip(window_table.iter().skip(already_cached))
+            {
+                w.keep(page, window_page);
+            }
+        }
         full
+    }
+
+    /// Check the window pool's accounting against the window tables of every live sequence.
+    pub fn check_window_accounting<'a>(
+        &self,
+        window_tables: impl IntoIterator<Item = &'a [PageId]>,
+    ) -> Result<(), String> {
+        match &self.window {
+            Some(w) => w.check_accounting(window_tables),
+            None => Ok(()),
+        }
     }
 
     /// Check the page accounting against the block tables of every live sequence: each page
@@ -266,53 +365,4 @@ impl KvManager {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shared_prefix_pages_survive_release_and_are_evicted_when_needed() {
-        let mut kv = KvManager::new(4, 2, true);
-        let tokens = [1, 2, 3, 4, 5];
-        let mut table = kv.allocate(3).unwrap();
-        assert_eq!(kv.publish_full_pages(&tokens, &mut table, 5, 0), 2);
-        kv.release(&table);
-        // Two full pages stay cached, the partial third page is free again.
-        assert_eq!(kv.num_available(), 4);
-        kv.check_accounting([]).unwrap();
-        let shared = kv.acquire_prefix(&tokens[..4]);
-        assert_eq!(shared, table[..2].to_vec());
-        kv.check_accounting([shared.as_slice()]).unwrap();
-        // Only 2 pages can be had while the shared ones are referenced.
-        assert!(kv.allocate(3).is_none());
-        kv.release(&shared);
-        let all = kv.allocate(4).unwrap();
-        kv.check_accounting([all.as_slice()]).unwrap();
-        assert_eq!(kv.acquire_prefix(&tokens), Vec::<PageId>::new());
-    }
-
-    #[test]
-    fn duplicate_pages_are_replaced_by_the_cached_ones() {
-        let mut kv = KvManager::new(4, 2, true);
-        let tokens = [7, 8, 9];
-        let mut first = kv.allocate(2).unwrap();
-        let mut second = kv.allocate(2).unwrap();
-        kv.publish_full_pages(&tokens, &mut first, 3, 0);
-        kv.publish_full_pages(&tokens, &mut second, 3, 0);
-        assert_eq!(second[0], first[0]);
-        assert_ne!(second[1], first[1]);
-        kv.check_accounting([first.as_slice(), second.as_slice()])
-            .unwrap();
-        assert_eq!(kv.num_available(), 1);
-    }
-
-    #[test]
-    fn without_prefix_caching_released_pages_are_free() {
-        let mut kv = KvManager::new(2, 1, false);
-        let mut table = kv.allocate(2).unwrap();
-        kv.publish_full_pages(&[1, 2], &mut table, 2, 0);
-        kv.release(&table);
-        assert_eq!(kv.acquire_prefix(&[1, 2]), Vec::<PageId>::new());
-        assert_eq!(kv.num_available(), 2);
-        kv.check_accounting([]).unwrap();
-    }
-}
+mod tests;

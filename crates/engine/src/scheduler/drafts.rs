@@ -25,7 +25,18 @@ impl Scheduler {
             }
         }
         let room = self.running[index].block_table.len() * self.kv.page_size();
-        room.saturating_sub(len).min(k)
+        let k = room.saturating_sub(len).min(k);
+        // The scored token and the drafts are written to window pages too (none: no drafts).
+        let sequence = &mut self.running[index];
+        let start = sequence.num_computed;
+        if k > 0
+            && !self
+                .kv
+                .cover_window(&mut sequence.window_table, start, len + k)
+        {
+            return 0;
+        }
+        k
     }
 
     /// Appends verified-to-be drafts to the sequence of decode chunk `chunk` and makes the
@@ -49,7 +60,11 @@ impl Scheduler {
         let surplus = sequence
             .block_table
             .split_off(keep.min(sequence.block_table.len()));
-        self.kv.release(&surplus);
+        let window_surplus = sequence
+            .window_table
+            .split_off(keep.min(sequence.window_table.len()));
+        self.kv.release_tables(&surplus, &window_surplus);
         self.publish(index);
+        self.release_behind_window(index);
     }
 }

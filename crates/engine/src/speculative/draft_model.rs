@@ -88,6 +88,8 @@ impl Proposer for DraftModel {
                         tokens,
                         start_pos,
                         block_table: r.block_table,
+                        // The draft model keeps every layer in the shared pool's pages.
+                        window_table: &[],
                         state_slot: None,
                         state_copy: Default::default(),
                         logits: LogitsRequest::Last,

@@ -2,11 +2,15 @@
 //! slot in the pages it is given, and its logits are a hash of the token history it READS BACK
 //! through the block table. Wrong page sharing, stale pages or a bad block table therefore
 //! change the tokens it produces, and [`expected_greedy`] is an oracle that needs no engine.
+//! With `window` set it also plays a model with sliding-window layers kept in a window pool:
+//! it writes every token there too and, for every logits row, reads the row's window back
+//! through the window table (a released page or a wrong one fails the step).
 
 use std::sync::{Arc, Mutex};
 
 use crate::backend::{
-    Backend, BackendError, DeviceSampling, ForwardOutput, LogitsRequest, SampledOutput, SeqBatch,
+    Backend, BackendError, DeviceSampling, ForwardOutput, KvWindow, LogitsRequest, SampledOutput,
+    SeqBatch,
 };
 
 pub const VOCAB: usize = 32;
@@ -36,6 +40,10 @@ pub struct FakeBackend {
     pub ignores_masks: bool,
     /// The `sampling` argument of every `forward_sampled` call.
     pub sampling_log: Arc<Mutex<Vec<Vec<Option<DeviceSampling>>>>>,
+    /// Positions its sliding-window layers read (`kv_window`); `None`: none.
+    pub window: Option<usize>,
+    /// The window pool, once `init_window_kv_cache` made it.
+    window_slots: Vec<Option<(u32, usize)>>,
     calls: usize,
 }
 
@@ -54,6 +62,8 @@ impl FakeBackend {
             samples_masked: false,
             ignores_masks: false,
             sampling_log: Arc::default(),
+            window: None,
+            window_slots: Vec::new(),
             calls: 0,
         }
     }
@@ -121,13 +131,22 @@ pub fn device_pick(logits: &[f32], params: &DeviceSampling) -> u32 {
 
 impl FakeBackend {
     fn read_history(&self, block_table: &[u32], upto: usize) -> Result<Vec<u32>, BackendError> {
-        (0..=upto)
+        self.read_range(&self.slots, block_table, 0..upto + 1)
+    }
+
+    fn read_range(
+        &self,
+        slots: &[Option<(u32, usize)>],
+        table: &[u32],
+        positions: std::ops::Range<usize>,
+    ) -> Result<Vec<u32>, BackendError> {
+        positions
             .map(|pos| {
-                let page = *block_table
+                let page = *table
                     .get(pos / self.page_size)
                     .ok_or_else(|| BackendError(format!("no page for position {pos}")))?;
                 let slot = page as usize * self.page_size + pos % self.page_size;
-                match self.slots.get(slot).copied().flatten() {
+                match slots.get(slot).copied().flatten() {
                     Some((token, written_at)) if written_at == pos => Ok(token),
                     other => Err(BackendError(format!(
                         "position {pos} reads slot {slot} holding {other:?}"
@@ -151,6 +170,19 @@ impl Backend for FakeBackend {
     fn init_kv_cache(&mut self, num_pages: usize, page_size: usize) -> Result<(), BackendError> {
         self.page_size = page_size;
         self.slots = vec![None; num_pages * page_size];
+        // The window pool came first and could not know the page size: make it now.
+        let window_pages = self.window_slots.len();
+        self.window_slots = vec![None; window_pages * page_size];
+        Ok(())
+    }
+    fn kv_window(&self) -> Option<KvWindow> {
+        self.window.map(|tokens| KvWindow {
+            tokens,
+            bytes_per_token: 32,
+        })
+    }
+    fn init_window_kv_cache(&mut self, pages: usize) -> Result<(), BackendError> {
+        self.window_slots = vec![None; pages];
         Ok(())
     }
     fn forward(&mut self, batch: &[SeqBatch<'_>]) -> Result<ForwardOutput, BackendError> {
@@ -179,6 +211,16 @@ impl Backend for FakeBackend {
                     .ok_or_else(|| BackendError(format!("no page for position {pos}")))?;
                 let slot = page as usize * self.page_size + pos % self.page_size;
                 self.slots[slot] = Some((token, pos));
+                if !self.window_slots.is_empty() {
+                    let page = *seq.window_table.get(pos / self.page_size).ok_or_else(|| {
+                        BackendError(format!("no window page for position {pos}"))
+                    })?;
+                    if page == 0 {
+                        return Err(BackendError(format!("position {pos} written to page 0")));
+                    }
+                    let slot = page as usize * self.page_size + pos % self.page_size;
+                    self.window_slots[slot] = Some((token, pos));
+                }
             }
         }
         let mut logits = Vec::new();
@@ -191,6 +233,14 @@ impl Backend for FakeBackend {
             };
             for pos in rows {
                 let history = self.read_history(seq.block_table, pos)?;
+                if let (Some(window), false) = (self.window, self.window_slots.is_empty()) {
+                    let first = (pos + 1).saturating_sub(window);
+                    let seen =
+                        self.read_range(&self.window_slots, seq.window_table, first..pos + 1)?;
+                    if seen[..] != history[first..] {
+                        return Err(BackendError(format!("window of {pos} reads {seen:?}")));
+                    }
+                }
                 logits.extend(salted_logits(history, self.salt));
             }
         }

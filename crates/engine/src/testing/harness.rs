@@ -26,6 +26,8 @@ pub struct Setup {
     pub max_seqs: usize,
     pub prefix_caching: bool,
     pub max_context: usize,
+    /// Sliding-window layers in a pool of their own: (window, pages).
+    pub window: Option<(usize, usize)>,
 }
 
 impl Default for Setup {
@@ -37,6 +39,7 @@ impl Default for Setup {
             max_seqs: 64,
             prefix_caching: true,
             max_context: 4096,
+            window: None,
         }
     }
 }
@@ -89,11 +92,16 @@ impl Harness {
     }
 
     pub fn with_backend(setup: Setup, eos: Vec<u32>, mut backend: FakeBackend) -> Self {
+        let mut kv = KvManager::new(setup.num_pages, setup.page_size, setup.prefix_caching);
+        if let Some((window, pages)) = setup.window {
+            backend.window = Some(window);
+            backend.init_window_kv_cache(pages + 1).unwrap();
+            kv = kv.with_window_pages(window, pages);
+        }
         backend
             .init_kv_cache(setup.num_pages, setup.page_size)
             .unwrap();
         let log = backend.log.clone();
-        let kv = KvManager::new(setup.num_pages, setup.page_size, setup.prefix_caching);
         let scheduler = Scheduler::new(
             SchedulerConfig {
                 max_num_batched_tokens: setup.budget,

@@ -138,6 +138,12 @@ pub struct EngineArgs {
     /// Do not share KV pages of common prompt prefixes between requests.
     #[arg(long, help_heading = heading::MEMORY)]
     pub no_prefix_caching: bool,
+    /// Keep every layer's K/V in one pool of pages. By default the sliding-window layers
+    /// (Gemma 3's local layers, gpt-oss's banded ones, Mistral 7B's) keep pages of their own
+    /// and give them back once they fall behind the window, so longer contexts and more
+    /// sequences fit. (vLLM's `--disable-hybrid-kv-cache-manager` is the same switch.)
+    #[arg(long, visible_alias = "disable-hybrid-kv-cache-manager", help_heading = heading::MEMORY)]
+    pub no_window_kv_pool: bool,
     /// Models with linear-attention layers (Qwen3.5, Qwen3-Next): memory for snapshots of
     /// their recurrent state, kept with cached pages so that a prefix hit skips the cached
     /// part; bytes or with a suffix; 0 turns prefix caching off for them [default: a quarter

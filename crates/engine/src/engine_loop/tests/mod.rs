@@ -384,3 +384,4 @@ mod device_sampling;
 mod proptests;
 mod speculative;
 mod step_stats;
+mod window_pool;

@@ -1,5 +1,6 @@
 //! Random schedules of arrivals, steps and aborts over small pools (so preemption and
-//! eviction happen), page sizes 1 and 16, prefix caching on and off. The harness checks the
+//! eviction happen), page sizes 1 and 16, prefix caching on and off, with and without a
+//! sliding-window pool (as small as one sequence's window and step allow). The harness checks the
 //! page accounting after every step; here we check nothing is lost or leaked at the end and
 //! that every request that ran to its end got exactly what the model oracle says.
 
@@ -50,9 +51,10 @@ fn setup() -> impl Strategy<Value = Setup> {
         1usize..40,
         1usize..6,
         any::<bool>(),
+        prop::option::of((1usize..40, 0usize..6)),
     )
         .prop_map(
-            |(page_size, pages16, budget, max_seqs, prefix_caching)| Setup {
+            |(page_size, pages16, budget, max_seqs, prefix_caching, window)| Setup {
                 page_size,
                 // The same capacity in tokens whatever the page size: 48..192 tokens.
                 num_pages: pages16 * 16 / page_size,
@@ -60,6 +62,12 @@ fn setup() -> impl Strategy<Value = Setup> {
                 max_seqs,
                 prefix_caching,
                 max_context: 4096,
+                // The least a sequence can run in: its window and a page either side, and
+                // a step's tokens; then a few to spare (the prefix cache keeps those).
+                window: window.map(|(tokens, spare)| {
+                    let least = (tokens - 1).div_ceil(page_size) + 2 + budget.div_ceil(page_size);
+                    (tokens, least + spare)
+                }),
             },
         )
 }

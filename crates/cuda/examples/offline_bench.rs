@@ -66,7 +66,14 @@ fn main() -> anyhow::Result<()> {
     // chooses k up to FERRITE_BENCH_SPEC_K (default 4): the point is to see it keep speculation
     // off where it would lose.
     let (proposer, spec_k) = speculative_proposer(&config, &options)?;
-    let kv = backend.kv_cache_budget()?;
+    // FERRITE_BENCH_KV_GIB=8: a KV budget of that many GiB instead of what the GPU has left
+    // (to see how many long sequences fit); FERRITE_BENCH_WINDOW_KV_POOL=0: every layer in
+    // one pool (`--no-window-kv-pool`).
+    let kv = match std::env::var("FERRITE_BENCH_KV_GIB") {
+        Ok(gib) => (gib.parse::<f64>()? * (1u64 << 30) as f64) as usize,
+        Err(_) => backend.kv_cache_budget()?,
+    };
+    let window_kv_pool = std::env::var("FERRITE_BENCH_WINDOW_KV_POOL").map_or(true, |v| v != "0");
     let engine_config = EngineConfig {
         page_size: 16,
         kv_cache_memory_bytes: kv,
@@ -74,7 +81,7 @@ fn main() -> anyhow::Result<()> {
         max_num_seqs,
         prefill_per_decode: 0,
         enable_prefix_caching: false,
-        window_kv_pool: true,
+        window_kv_pool,
         state_cache: Default::default(),
         max_model_len: Some((input_len + output_len + 16).min(config.max_position_embeddings)),
         eos_token_ids: Vec::new(),
@@ -118,8 +125,10 @@ fn main() -> anyhow::Result<()> {
     // Host time per step (scheduling + sampling bookkeeping: the GPU idles through it, as
     // there is no overlap yet) against the backend's forward call, over decode-only steps.
     let (mut host, mut forward, mut decode_steps) = (0.0f64, 0.0f64, 0usize);
+    let mut most_running = 0;
     while core.has_work() {
         let step = core.step_with_stats();
+        most_running = most_running.max(core.scheduler().num_running());
         if let Some(s) = step.stats.filter(|s| s.num_tokens == s.num_seqs) {
             host += (s.schedule + s.sample).as_secs_f64();
             forward += s.forward.as_secs_f64();
@@ -148,6 +157,13 @@ fn main() -> anyhow::Result<()> {
         (n * input_len) as f64 / ttft.max(1e-9),
         1e6 * host / decode_steps.max(1) as f64,
         1e6 * forward / decode_steps.max(1) as f64,
+    );
+    let kv_state = core.scheduler().kv();
+    println!(
+        "RESULT kv_gib={:.2} pages={} window_pages={} most_running={most_running}",
+        kv as f64 / (1u64 << 30) as f64,
+        kv_state.num_pages(),
+        kv_state.window_pages().map_or(0, |w| w.num_pages()),
     );
     if let Some(spec) = core.speculation() {
         let c = &spec.counters;

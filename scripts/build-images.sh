@@ -34,8 +34,8 @@ bare one gets podman, buildah, mmdebstrap and runc from apt.
   --no-cache       rebuild every layer of the ferrite images (podman build --no-cache)
   -h, --help       this text
 
-Without --binary, ferrite is compiled inside the image: about 4 min (CPU) and more with nvcc
-(CUDA) on 2 cores, then incremental (cargo's target/ is a build cache mount).
+Without --binary, ferrite is compiled inside the image: about 6 min (CPU) and 8 min (CUDA, nvcc
+included) on 2 cores, then incremental (cargo's target/ is a build cache mount).
 EOF
 }
 

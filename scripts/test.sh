@@ -15,8 +15,7 @@ scripts/fetch_models.sh smollm2 qwen0.5b gemma3
 echo "== nvcc 13.0 (pip wheels, cached in .cuda-venv/) so build.rs really compiles the CUDA kernels"
 if ! ls .cuda-venv/lib/python3*/site-packages/nvidia/cu13/bin/nvcc >/dev/null 2>&1; then
   python3 -m venv .cuda-venv
-  .cuda-venv/bin/pip install -q nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-nvvm==13.0.88 \
-      nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85
+  .cuda-venv/bin/pip install -q -r scripts/nvcc-requirements.txt
 fi
 CUDA_HOME=$(echo "$PWD"/.cuda-venv/lib/python3*/site-packages/nvidia/cu13)
 export CUDA_HOME PATH="$CUDA_HOME/bin:$PATH" FERRITE_REQUIRE_NVCC=1

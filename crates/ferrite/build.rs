@@ -1,5 +1,6 @@
 //! Records the git commit the binary is built from (`ferrite --version`), so that a bug report
-//! names the exact source; "unknown" outside a git checkout (a source tarball).
+//! names the exact source: $FERRITE_GIT_COMMIT when set (an image build, which has no .git),
+//! else git's HEAD, else "unknown" (a source tarball).
 
 use std::process::Command;
 
@@ -11,7 +12,14 @@ fn git(args: &[&str]) -> Option<String> {
 }
 
 fn main() {
-    let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    // A build without the repository's .git (an image build copies only the sources) is told
+    // the commit instead (deploy/docker/Dockerfile.*).
+    println!("cargo:rerun-if-env-changed=FERRITE_GIT_COMMIT");
+    let commit = std::env::var("FERRITE_GIT_COMMIT")
+        .ok()
+        .filter(|c| !c.is_empty())
+        .or_else(|| git(&["rev-parse", "--short=12", "HEAD"]))
+        .unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=FERRITE_GIT_COMMIT={commit}");
     // A new commit or checkout moves HEAD or the ref it names (no watch on the work tree:
     // uncommitted edits would rebuild on every `git status`).

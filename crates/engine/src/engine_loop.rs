@@ -56,7 +56,7 @@ impl EngineCore {
         let core = Self {
             scheduler,
             backend,
-            sampler: Sampler::default(),
+            sampler: Sampler::new(&eos_token_ids),
             eos_token_ids,
             max_model_len,
             stats,
@@ -68,7 +68,8 @@ impl EngineCore {
     }
 
     /// Decode speculatively from now on (its KV cache, if any, must be initialised).
-    pub fn set_speculation(&mut self, speculation: Speculation) {
+    pub fn set_speculation(&mut self, mut speculation: Speculation) {
+        speculation.set_eos_token_ids(&self.eos_token_ids);
         self.scheduler
             .set_draft_cache(speculation.kv_bytes_per_token() > 0);
         self.stats.speculation.enable(speculation.max_k());

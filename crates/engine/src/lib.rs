@@ -44,6 +44,7 @@ pub use request::{
     EngineOutput, EngineStep, FinishReason, GenerationRequest, PromptInfo, RequestId,
     SamplingParams, TokenLogprob,
 };
+pub use sampler::LogitRules;
 pub use setup::{build_engine_core, size_kv_pool};
 pub use speculative::{
     DraftModel, NgramConfig, NgramProposer, Proposer, SuffixConfig, SuffixProposer,

@@ -205,6 +205,7 @@ impl SamplingFields {
             max_tokens: max_tokens.unwrap_or(0),
             ignore_eos: self.ignore_eos,
             stop_token_ids: self.stop_token_ids.unwrap_or_default(),
+            logit_rules: Default::default(),
             logprobs,
             prompt_logprobs: None,
             allow_speculation: self.speculative_decoding.unwrap_or(true),

@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use crate::constraint::Constraint;
-use crate::sampler::LogitRules;
+use crate::logit_rules::LogitRules;
 use crate::stats::{SpecSummary, StepStats};
 
 pub type RequestId = u64;

@@ -1,7 +1,7 @@
 //! Turning one row of logits into a token: the request's logit rules, penalties, temperature,
 //! min-p / top-k / top-p filtering, seeded sampling, and log-probabilities for reporting.
 //!
-//! Order (vLLM's): the logit rules (`logit_rules.rs`: allowed ids, bad words, min tokens, logit
+//! Order (vLLM's): the logit rules (`crate::logit_rules`: allowed ids, bad words, min tokens, logit
 //! bias), penalties, then temperature, then min-p, top-k and top-p, each on what the previous
 //! filter kept. Reported logprobs come from the RAW logits (before rules, penalties and
 //! temperature), as vLLM reports them.
@@ -14,10 +14,6 @@ use rand::Rng;
 use crate::constraint::TokenMask;
 use crate::distribution::{Candidate, Distribution};
 use crate::request::{SamplingParams, TokenLogprob};
-
-mod logit_rules;
-
-pub use logit_rules::LogitRules;
 
 /// Temperatures below this are greedy (as in vLLM): dividing by them would overflow.
 const GREEDY_TEMPERATURE: f32 = 1e-5;

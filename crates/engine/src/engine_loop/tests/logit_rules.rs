@@ -8,8 +8,9 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 use super::speculative::{harness, prompts, Method};
+use crate::logit_rules::LogitRules;
 use crate::request::{FinishReason, SamplingParams};
-use crate::sampler::{LogitRules, Sampler};
+use crate::sampler::Sampler;
 use crate::testing::fake_backend::{expected_greedy, logits_for_history, FakeBackend};
 use crate::testing::harness::{greedy, request, Harness, Setup};
 

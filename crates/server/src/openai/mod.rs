@@ -5,6 +5,7 @@ pub mod chat;
 pub mod chunk;
 pub mod completions;
 pub mod legacy_functions;
+pub mod logit_fields;
 pub mod logprobs;
 pub mod models;
 pub mod request_fields;

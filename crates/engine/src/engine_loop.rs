@@ -26,7 +26,8 @@ use crate::stats::{EngineStats, Occupancy, StepStats};
 /// What the handle sends the scheduler thread.
 #[derive(Debug)]
 pub enum EngineCommand {
-    Add(GenerationRequest),
+    /// Boxed: a request (its sampling parameters) is far larger than the other commands.
+    Add(Box<GenerationRequest>),
     Abort(RequestId),
     /// Report the prefix cache's stored and evicted blocks from now on.
     SetKvEventSink(Box<dyn KvEventSink>),
@@ -96,7 +97,7 @@ impl EngineCore {
 
     pub fn handle(&mut self, command: EngineCommand) {
         match command {
-            EngineCommand::Add(request) => self.add_request(request),
+            EngineCommand::Add(request) => self.add_request(*request),
             EngineCommand::Abort(id) => self.abort(id),
             EngineCommand::SetKvEventSink(sink) => self.scheduler.kv_mut().set_event_sink(sink),
         }

@@ -103,6 +103,8 @@ pub enum FinishReason {
 pub struct TokenLogprob {
     pub token: u32,
     pub logprob: f32,
+    /// vLLM's rank: the tokens at least as likely as this one, itself included (1: the best).
+    pub rank: u32,
     /// `(token, logprob)` in decreasing logprob order.
     pub top: Vec<(u32, f32)>,
 }

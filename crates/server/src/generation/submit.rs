@@ -76,7 +76,8 @@ pub async fn submit<P: PromptTokens>(
             ids.to_vec(),
             sampling,
             options.default_max_tokens,
-            options.prompt_logprobs,
+            // Completions' echo may ask for them too: the more alternatives of the two.
+            options.prompt_logprobs.max(sampling.prompt_logprobs),
         )?);
     }
     let submission = Submission::concat(parts)

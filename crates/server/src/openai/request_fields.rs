@@ -38,7 +38,6 @@ const NOT_YET: &[&str] = &[
     "best_of",
     "use_beam_search",
     "length_penalty",
-    "prompt_logprobs",
     "logits_processors",
     "documents",
     "chat_template",

@@ -5,14 +5,14 @@ use ferrite_engine::SamplingParams;
 use serde::Deserialize;
 
 use super::logit_fields::LogitFields;
+use super::prompt_logprobs::check_prompt_logprobs;
 use super::text_fields::TextOptions;
 use crate::error::ApiError;
 
 /// `n` above this is refused: every choice is a full engine request, and 16 of them already
 /// fill a default batch of 64 sequences four times over with a handful of clients.
 pub const MAX_N: usize = 16;
-/// OpenAI's limit for `top_logprobs` (and the most alternatives the engine is asked for).
-pub const MAX_TOP_LOGPROBS: usize = 20;
+pub use super::logprobs::MAX_TOP_LOGPROBS;
 
 /// `stop`: one string or a list of them.
 #[derive(Debug, Clone, Deserialize)]
@@ -62,6 +62,8 @@ pub struct SamplingFields {
     pub min_tokens: Option<serde_json::Value>,
     pub allowed_token_ids: Option<serde_json::Value>,
     pub bad_words: Option<serde_json::Value>,
+    /// vLLM's: the prompt tokens' logprobs, with this many alternatives (`prompt_logprobs`).
+    pub prompt_logprobs: Option<i64>,
     pub skip_special_tokens: Option<bool>,
     /// vLLM's text fields (`text_fields`).
     pub include_stop_str_in_output: Option<bool>,
@@ -90,6 +92,8 @@ pub struct ValidatedSampling {
     pub stop: Vec<String>,
     /// vLLM's `bad_words` as sent: tokenized into `params.logit_rules` by `generation::submit`.
     pub bad_words: Vec<String>,
+    /// vLLM's `prompt_logprobs`: alternatives per prompt token (not with `stream`).
+    pub prompt_logprobs: Option<usize>,
     pub skip_special_tokens: bool,
     /// How the prompt is cut and the output written (vLLM's text fields).
     pub text: TextOptions,
@@ -234,6 +238,7 @@ impl SamplingFields {
             n,
             stop: self.stop.map(StopSpec::into_vec).unwrap_or_default(),
             bad_words: logit.bad_words,
+            prompt_logprobs: check_prompt_logprobs(self.prompt_logprobs, self.stream)?,
             skip_special_tokens: self.skip_special_tokens.unwrap_or(true),
             text: TextOptions::new(
                 self.include_stop_str_in_output,

@@ -1,10 +1,10 @@
 //! Turning one row of logits into a token: the request's logit rules, penalties, temperature,
 //! min-p / top-k / top-p filtering, seeded sampling, and log-probabilities for reporting.
 //!
-//! Order (vLLM's): the logit rules (`crate::logit_rules`: allowed ids, bad words, min tokens, logit
-//! bias), penalties, then temperature, then min-p, top-k and top-p, each on what the previous
-//! filter kept. Reported logprobs come from the RAW logits (before rules, penalties and
-//! temperature), as vLLM reports them.
+//! Order (vLLM's): the logit rules (`crate::logit_rules`: allowed ids, bad words, min tokens,
+//! logit bias), penalties, then temperature, then min-p, top-k and top-p, each on what the
+//! previous filter kept. Reported logprobs come from the RAW logits (before rules, penalties
+//! and temperature), as vLLM reports them.
 
 use std::cmp::Ordering;
 

@@ -99,3 +99,15 @@ def test_structured_answers_are_the_same_with_drafts(plain, speculative):
         assert set(value) == {"name", "planets", "count"}
     # The grammar-constrained requests were drafted for.
     assert counter(speculative, "ferrite:spec_decode_num_draft_tokens_total") > before
+
+
+def test_answers_under_logit_rules_are_the_same_with_drafts(plain, speculative):
+    # " the" (278) pushed up, "," (28) banned, a bad word, and the end held back: every rule
+    # changes these answers, and drafts are verified against the ruled distribution.
+    rules = {"logit_bias": {"278": 3, "28": -100}, "bad_words": ["Python"], "min_tokens": 40}
+    before = counter(speculative, "ferrite:spec_decode_num_draft_tokens_total")
+    got = answers(speculative, rules)
+    assert got == answers(plain, rules)
+    assert got != answers(plain)
+    assert all("," not in text for text in got), got
+    assert counter(speculative, "ferrite:spec_decode_num_draft_tokens_total") > before

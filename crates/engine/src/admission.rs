@@ -15,6 +15,11 @@ pub fn refusal(
             "prompt token id outside the vocabulary",
             FinishReason::Abort,
         ))
+    } else if (request.params.logit_rules.token_ids()).any(|t| t as usize >= vocab_size) {
+        Some((
+            "logit rule token id outside the vocabulary",
+            FinishReason::Abort,
+        ))
     } else if request.prompt.len() >= max_model_len {
         Some(("prompt leaves no room in the context", FinishReason::Length))
     } else if request.params.max_tokens == 0 {

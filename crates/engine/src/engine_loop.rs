@@ -26,7 +26,8 @@ use crate::stats::{EngineStats, Occupancy, StepStats};
 /// What the handle sends the scheduler thread.
 #[derive(Debug)]
 pub enum EngineCommand {
-    Add(GenerationRequest),
+    /// Boxed: a request (its sampling parameters) is far larger than the other commands.
+    Add(Box<GenerationRequest>),
     Abort(RequestId),
     /// Report the prefix cache's stored and evicted blocks from now on.
     SetKvEventSink(Box<dyn KvEventSink>),
@@ -56,7 +57,7 @@ impl EngineCore {
         let core = Self {
             scheduler,
             backend,
-            sampler: Sampler::default(),
+            sampler: Sampler::new(&eos_token_ids),
             eos_token_ids,
             max_model_len,
             stats,
@@ -68,7 +69,8 @@ impl EngineCore {
     }
 
     /// Decode speculatively from now on (its KV cache, if any, must be initialised).
-    pub fn set_speculation(&mut self, speculation: Speculation) {
+    pub fn set_speculation(&mut self, mut speculation: Speculation) {
+        speculation.set_eos_token_ids(&self.eos_token_ids);
         self.scheduler
             .set_draft_cache(speculation.kv_bytes_per_token() > 0);
         self.stats.speculation.enable(speculation.max_k());
@@ -95,7 +97,7 @@ impl EngineCore {
 
     pub fn handle(&mut self, command: EngineCommand) {
         match command {
-            EngineCommand::Add(request) => self.add_request(request),
+            EngineCommand::Add(request) => self.add_request(*request),
             EngineCommand::Abort(id) => self.abort(id),
             EngineCommand::SetKvEventSink(sink) => self.scheduler.kv_mut().set_event_sink(sink),
         }

@@ -7,13 +7,15 @@ use crate::backend::{
     Backend, BackendError, DeviceSampling, LogitsRequest, SampledOutput, SeqBatch,
 };
 use crate::commit::num_rows;
-use crate::sampler::has_penalties;
+use crate::sampler::{has_penalties, has_rules};
 use crate::scheduler::StepPlan;
 use crate::sequence::Sequence;
 
 /// Which sequences of the plan the backend samples itself: those whose next token is due
-/// and needs no host state (no penalties, no logprobs; a constraint's mask only where the
-/// backend applies masks). Empty when the backend cannot.
+/// and needs no host state (no penalties, no logit rules, no logprobs; a constraint's mask
+/// only where the backend applies masks). Empty when the backend cannot. A request with logit
+/// rules (`logit_bias`, `min_tokens`, `allowed_token_ids`, `bad_words`) is sampled on the host,
+/// so CPU and CUDA give it the same tokens.
 pub fn device_sampling(
     backend: &dyn Backend,
     plan: &StepPlan,
@@ -31,6 +33,7 @@ pub fn device_sampling(
             let params = &sequence.params;
             let delegable = chunk.logits == LogitsRequest::Last
                 && !has_penalties(params)
+                && !has_rules(params)
                 && params.logprobs.is_none()
                 && (masks || sequence.constraint.is_none());
             let mask = || {

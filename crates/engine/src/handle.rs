@@ -35,7 +35,7 @@ impl EngineHandle {
     /// Queue a request. Its outputs arrive on the `outputs` channel given to [`spawn_engine`].
     pub fn add_request(&self, request: GenerationRequest) -> Result<(), EngineError> {
         self.commands
-            .send(EngineCommand::Add(request))
+            .send(EngineCommand::Add(Box::new(request)))
             .map_err(|_| EngineError::Stopped)
     }
     /// Stop a request (client gone, stop string matched); its pages are freed within one step.

@@ -17,6 +17,7 @@ pub mod error;
 pub mod forward;
 pub mod handle;
 pub mod kv;
+pub mod logit_rules;
 pub mod request;
 pub mod sampler;
 pub mod scheduler;
@@ -40,6 +41,7 @@ pub use constraint::{
 pub use engine_loop::EngineCore;
 pub use error::EngineError;
 pub use handle::{spawn_engine, EngineHandle};
+pub use logit_rules::LogitRules;
 pub use request::{
     EngineOutput, EngineStep, FinishReason, GenerationRequest, PromptInfo, RequestId,
     SamplingParams, TokenLogprob,

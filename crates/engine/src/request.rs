@@ -3,6 +3,7 @@
 use std::time::Instant;
 
 use crate::constraint::Constraint;
+use crate::logit_rules::LogitRules;
 use crate::stats::{SpecSummary, StepStats};
 
 pub type RequestId = u64;
@@ -32,6 +33,9 @@ pub struct SamplingParams {
     pub ignore_eos: bool,
     /// Extra token ids that end the generation (besides the model's EOS ids).
     pub stop_token_ids: Vec<u32>,
+    /// `logit_bias`, `min_tokens`, `allowed_token_ids`, `bad_words`: applied to the logits
+    /// before any sampling rule. A request with any is sampled on the host.
+    pub logit_rules: LogitRules,
     /// `Some(n)`: report each sampled token's logprob and the `n` most likely alternatives.
     pub logprobs: Option<usize>,
     /// `Some(n)`: report logprobs of every prompt token (the first has none), with `n` alternatives.
@@ -67,6 +71,7 @@ impl Default for SamplingParams {
             max_tokens: 16,
             ignore_eos: false,
             stop_token_ids: Vec::new(),
+            logit_rules: LogitRules::default(),
             logprobs: None,
             prompt_logprobs: None,
             allow_speculation: true,
@@ -98,6 +103,8 @@ pub enum FinishReason {
 pub struct TokenLogprob {
     pub token: u32,
     pub logprob: f32,
+    /// vLLM's rank: the tokens at least as likely as this one, itself included (1: the best).
+    pub rank: u32,
     /// `(token, logprob)` in decreasing logprob order.
     pub top: Vec<(u32, f32)>,
 }

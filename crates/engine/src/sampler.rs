@@ -1,9 +1,10 @@
-//! Turning one row of logits into a token: penalties, temperature, min-p / top-k / top-p
-//! filtering, seeded sampling, and log-probabilities for reporting.
+//! Turning one row of logits into a token: the request's logit rules, penalties, temperature,
+//! min-p / top-k / top-p filtering, seeded sampling, and log-probabilities for reporting.
 //!
-//! Order (vLLM's): penalties, then temperature, then min-p, top-k and top-p, each on what the
-//! previous filter kept. Reported logprobs come from the RAW logits (before penalties and
-//! temperature), as vLLM reports them.
+//! Order (vLLM's): the logit rules (`crate::logit_rules`: allowed ids, bad words, min tokens,
+//! logit bias), penalties, then temperature, then min-p, top-k and top-p, each on what the
+//! previous filter kept. Reported logprobs come from the RAW logits (before rules, penalties
+//! and temperature), as vLLM reports them.
 
 use std::cmp::Ordering;
 
@@ -12,7 +13,11 @@ use rand::Rng;
 
 use crate::constraint::TokenMask;
 use crate::distribution::{Candidate, Distribution};
-use crate::request::{SamplingParams, TokenLogprob};
+use crate::request::SamplingParams;
+
+mod logprobs;
+
+pub use logprobs::{log_sum_exp, token_logprob};
 
 /// Temperatures below this are greedy (as in vLLM): dividing by them would overflow.
 const GREEDY_TEMPERATURE: f32 = 1e-5;
@@ -22,8 +27,13 @@ const TOP_P_SORT_UP_TO: usize = 256;
 const TOP_P_BUCKETS: usize = 1024;
 
 /// Reusable scratch buffers (one per scheduler thread): no allocation per token.
+///
+/// It knows the model's EOS ids for `min_tokens`, which holds them back (unless the request
+/// ignores EOS) with the request's stop ids; [`Sampler::default`] knows none, so there
+/// `min_tokens` holds back only the stop ids (tests, and a draft model's guesses).
 #[derive(Debug, Default)]
 pub struct Sampler {
+    eos_token_ids: Vec<u32>,
     penalized: Vec<f32>,
     marks: Vec<u32>,
     candidates: Vec<Candidate>,
@@ -38,6 +48,13 @@ fn by_rank(a: &Candidate, b: &Candidate) -> Ordering {
 }
 
 impl Sampler {
+    pub fn new(eos_token_ids: &[u32]) -> Self {
+        Self {
+            eos_token_ids: eos_token_ids.to_vec(),
+            ..Self::default()
+        }
+    }
+
     /// Pick the next token. `prompt` and `output` are the sequence so far (for penalties).
     pub fn sample(
         &mut self,
@@ -47,7 +64,7 @@ impl Sampler {
         output: &[u32],
         rng: &mut StdRng,
     ) -> u32 {
-        if params.temperature < GREEDY_TEMPERATURE && !has_penalties(params) {
+        if params.temperature < GREEDY_TEMPERATURE && !has_penalties(params) && !has_rules(params) {
             return argmax(logits);
         }
         self.apply_penalties(logits, params, prompt, output);
@@ -131,6 +148,7 @@ impl Sampler {
         self.candidates.clone()
     }
 
+    /// `self.penalized`: the logits with the request's rules, then its penalties, applied.
     fn apply_penalties(
         &mut self,
         logits: &[f32],
@@ -142,6 +160,14 @@ impl Sampler {
         self.penalized.clear();
         self.penalized.extend_from_slice(logits);
         self.marks.resize(vocab, 0);
+        let rules = &params.logit_rules;
+        if !rules.is_empty() {
+            let end_ids = match rules.holds_ends(output.len()) {
+                true => params.end_token_ids(&self.eos_token_ids),
+                false => Vec::new(),
+            };
+            rules.apply(&mut self.penalized, output, &end_ids);
+        }
         let in_vocab = |t: &&u32| (**t as usize) < vocab;
 
         if !has_penalties(params) {
@@ -301,6 +327,11 @@ pub fn is_greedy(params: &SamplingParams) -> bool {
     params.temperature < GREEDY_TEMPERATURE
 }
 
+/// Whether `params` sets any of the request's logit rules (`LogitRules`).
+pub(crate) fn has_rules(params: &SamplingParams) -> bool {
+    !params.logit_rules.is_empty()
+}
+
 pub(crate) fn has_penalties(params: &SamplingParams) -> bool {
     params.repetition_penalty != 1.0
         || params.presence_penalty != 0.0
@@ -316,51 +347,6 @@ pub fn argmax(values: &[f32]) -> u32 {
         }
     }
     best as u32
-}
-
-/// `log(sum(exp(logits)))`, computed stably.
-pub fn log_sum_exp(logits: &[f32]) -> f32 {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    if !max.is_finite() {
-        return max;
-    }
-    let sum: f64 = logits.iter().map(|&l| (l - max).exp() as f64).sum();
-    max + sum.ln() as f32
-}
-
-/// Log-probability of `token` under softmax(`logits`), with the `top_n` most likely tokens.
-pub fn token_logprob(logits: &[f32], token: u32, top_n: usize) -> TokenLogprob {
-    let lse = log_sum_exp(logits);
-    let logprob = logits
-        .get(token as usize)
-        .map_or(f32::NEG_INFINITY, |&l| l - lse);
-    let top = top_n_indices(logits, top_n)
-        .into_iter()
-        .map(|t| (t, logits[t as usize] - lse))
-        .collect();
-    TokenLogprob {
-        token,
-        logprob,
-        top,
-    }
-}
-
-/// The `n` largest entries' indices, best first (ties: lower index first), in one pass.
-fn top_n_indices(values: &[f32], n: usize) -> Vec<u32> {
-    let n = n.min(values.len());
-    let mut best: Vec<u32> = Vec::with_capacity(n + 1);
-    if n == 0 {
-        return best;
-    }
-    for (i, &v) in values.iter().enumerate() {
-        if best.len() == n && v <= values[best[n - 1] as usize] {
-            continue;
-        }
-        let at = best.partition_point(|&b| values[b as usize] >= v);
-        best.insert(at, i as u32);
-        best.truncate(n);
-    }
-    best
 }
 
 #[cfg(test)]

@@ -189,3 +189,14 @@ fn logprobs_come_from_raw_logits_with_top_alternatives() {
     assert_eq!(lp.top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![3, 1]);
     assert!((lp.top[0].1 - (0.5f32).ln()).abs() < 1e-6);
 }
+
+#[test]
+fn rank_counts_the_tokens_at_least_as_likely() {
+    let logits = [1.0, 3.0, 2.0, 3.0];
+    // Tied for best: both rank 2 (vLLM counts the tokens at least as likely).
+    assert_eq!(token_logprob(&logits, 1, 0).rank, 2);
+    assert_eq!(token_logprob(&logits, 3, 0).rank, 2);
+    assert_eq!(token_logprob(&logits, 2, 0).rank, 3);
+    assert_eq!(token_logprob(&logits, 0, 0).rank, 4);
+    assert_eq!(token_logprob(&[0.5, 0.1], 0, 0).rank, 1);
+}

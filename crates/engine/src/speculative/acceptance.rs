@@ -31,7 +31,7 @@ pub fn accept_drafts(
             let parts = sequence.sampling_parts();
             let (prompt, rest) = parts.prompt_and_rest();
             let row = forward.row(first_row);
-            let next = Sampler::default().sample(
+            let next = Sampler::new(eos_token_ids).sample(
                 row,
                 parts.params,
                 prompt,

@@ -20,6 +20,8 @@ impl DraftModel {
     pub fn new(backend: Box<dyn Backend>) -> Self {
         Self {
             backend,
+            // Without the EOS ids its `min_tokens` holds back only stop ids: q is a guess, and
+            // the target's verification holds back the rest.
             sampler: Sampler::default(),
             steady_step: None,
         }

@@ -45,6 +45,12 @@ impl Speculation {
         }
     }
 
+    /// The model's EOS ids, which its target sampler holds back under `min_tokens` as the
+    /// engine's own sampler does (set by `EngineCore::set_speculation`).
+    pub fn set_eos_token_ids(&mut self, eos_token_ids: &[u32]) {
+        self.sampler = Sampler::new(eos_token_ids);
+    }
+
     pub fn method(&self) -> &'static str {
         self.proposer.name()
     }
@@ -273,6 +279,12 @@ impl Speculation {
     /// `first_row`) the target keeps, and the token after them; under a constraint, the target
     /// rows are masked by the grammar, which takes the kept drafts as it goes
     /// ([`ConstrainedRows`]), and what it made of them.
+    ///
+    /// Requests with logit rules (`logit_bias`, `min_tokens`, `allowed_token_ids`,
+    /// `bad_words`) are speculated for too: the target distribution at draft position `j` is
+    /// the sampler's, which applies the rules after the output up to `j` (the drafts before it
+    /// included), so a draft they forbid has probability 0 and is rejected, and the output is
+    /// distributed as without drafts (greedy: token for token the same).
     pub fn verify(
         &mut self,
         sequence: &mut Sequence,

@@ -3,6 +3,7 @@
 //! prompt becomes, followed until they finish (aborted when dropped).
 
 pub mod chat_turn;
+pub mod logit_rules;
 pub mod reasoning_effort;
 pub mod submission;
 pub mod submit;

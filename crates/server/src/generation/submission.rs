@@ -8,6 +8,7 @@ use ferrite_engine::{GenerationRequest, RequestId, SamplingParams};
 use futures::stream::{self, BoxStream, StreamExt};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
+use super::logit_rules::check_min_tokens;
 use super::usage_counter::UsageCounter;
 use crate::app::state::AppState;
 use crate::error::ApiError;
@@ -131,6 +132,7 @@ pub(super) fn start_choices(
         .or(default_max_tokens)
         .unwrap_or(room)
         .min(room);
+    check_min_tokens(&sampling.params.logit_rules, max_tokens)?;
     let waiting = state.registry.len().saturating_sub(
         state
             .engine

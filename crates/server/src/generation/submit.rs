@@ -1,12 +1,14 @@
 //! The one way a route's request reaches the engine, whichever API it came from: the prompt is
 //! prepared (tokenized, or rendered with the chat template) while the requested output
-//! constraint compiles, the constraint joins the sampling parameters, and each prompt is checked
-//! against the model and started as `n` engine requests. A route maps only its own API's
+//! constraint compiles and the bad words are tokenized, the constraint and the logit rules
+//! join the sampling parameters, and each prompt is checked against the model and started as
+//! `n` engine requests. A route maps only its own API's
 //! fields onto this: the prompt it prepares, its sampling and [`SubmitOptions`].
 
 use std::future::Future;
 use std::sync::Arc;
 
+use super::logit_rules::{check_vocabulary, tokenize_bad_words};
 use super::submission::{start_choices, Submission};
 use crate::app::state::AppState;
 use crate::error::ApiError;
@@ -53,14 +55,20 @@ pub async fn submit<P: PromptTokens>(
     options: SubmitOptions,
 ) -> Result<Submitted<P>, ApiError> {
     let grammars = &state.grammars;
-    let (prompt, constraint) = tokio::join!(prompt, async {
-        match options.grammar {
-            Some(g) => grammars.constraint(g).await.map(Some),
-            None => Ok(None),
-        }
-    });
+    let (prompt, constraint, bad_words) = tokio::join!(
+        prompt,
+        async {
+            match options.grammar {
+                Some(g) => grammars.constraint(g).await.map(Some),
+                None => Ok(None),
+            }
+        },
+        tokenize_bad_words(&state.tokenizers, &sampling.bad_words)
+    );
     let prompt = prompt?;
     sampling.params.constraint = constraint?;
+    sampling.params.logit_rules.bad_words = bad_words?;
+    check_vocabulary(&sampling.params.logit_rules, state.vocab_size)?;
     let mut parts = Vec::new();
     for ids in prompt.token_ids() {
         parts.push(start_choices(
@@ -68,7 +76,8 @@ pub async fn submit<P: PromptTokens>(
             ids.to_vec(),
             sampling,
             options.default_max_tokens,
-            options.prompt_logprobs,
+            // Completions' echo may ask for them too: the more alternatives of the two.
+            options.prompt_logprobs.max(sampling.prompt_logprobs),
         )?);
     }
     let submission = Submission::concat(parts)

@@ -255,13 +255,14 @@ mod tests {
     #[test]
     fn unknown_fields_are_kept_for_refusal_and_known_ones_are_not() {
         let req: ChatRequest = serde_json::from_value(json!({"messages": [], "temperature": 0.5,
-            "user": "u", "logit_bias": {"1": 2}, "tools": [], "stream": true}))
+            "user": "u", "best_of": 2, "logit_bias": {"1": 2}, "tools": [], "stream": true}))
         .unwrap();
-        assert_eq!(req.rest.keys().collect::<Vec<_>>(), ["logit_bias", "user"]);
+        assert_eq!(req.rest.keys().collect::<Vec<_>>(), ["best_of", "user"]);
         assert_eq!(
             req.refuse_unimplemented().unwrap_err().param.as_deref(),
-            Some("logit_bias")
+            Some("best_of")
         );
+        assert!(req.sampling.logit_bias.is_some());
         assert!(req.sampling.stream);
     }
 

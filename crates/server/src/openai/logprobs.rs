@@ -12,6 +12,10 @@ use serde::Serialize;
 use crate::text::messages::LogprobEntry;
 use crate::text::token_text::TokenText;
 
+/// OpenAI's limit for `top_logprobs` (and the most alternatives the engine is asked for, for
+/// `prompt_logprobs` too).
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
 /// Chat's `logprobs`: `{"content": [{token, logprob, bytes, top_logprobs: [...]}]}`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatLogprobs {
@@ -139,6 +143,7 @@ mod tests {
         let v = serde_json::to_value(ChatLogprobs::new(&[LogprobEntry {
             token: t.clone(),
             logprob: -0.1,
+            rank: 1,
             top: vec![(t, -0.1)],
         }]))
         .unwrap();
@@ -151,6 +156,7 @@ mod tests {
         let e = LogprobEntry {
             token: tt("b"),
             logprob: -0.5,
+            rank: 1,
             top: vec![(tt("b"), -0.5), (tt("c"), -1.0)],
         };
         let mut lp = LegacyLogprobs::starting_at(0);

@@ -28,7 +28,6 @@ pub const IGNORED_ON_PURPOSE: &[&str] = &[
 /// OpenAI and vLLM fields that ferrite knows but does not implement yet: refused with "not
 /// supported yet" rather than "unknown field", so the client knows it is not a typo.
 const NOT_YET: &[&str] = &[
-    "logit_bias",
     "guided_decoding_backend",
     "audio",
     "modalities",
@@ -39,10 +38,6 @@ const NOT_YET: &[&str] = &[
     "best_of",
     "use_beam_search",
     "length_penalty",
-    "min_tokens",
-    "prompt_logprobs",
-    "bad_words",
-    "allowed_token_ids",
     "logits_processors",
     "documents",
     "chat_template",
@@ -51,7 +46,7 @@ const NOT_YET: &[&str] = &[
 ];
 
 /// Refuses the first field of `rest` (the fields no typed field took) that is neither ignored on
-/// purpose nor `null` (a client that sends `"logit_bias": null` asks for nothing).
+/// purpose nor `null` (a client that sends `"best_of": null` asks for nothing).
 pub fn refuse_unimplemented(rest: &BTreeMap<String, Value>) -> Result<(), ApiError> {
     for (name, value) in rest {
         if value.is_null() || IGNORED_ON_PURPOSE.contains(&name.as_str()) {
@@ -88,11 +83,11 @@ mod tests {
     #[test]
     fn ignored_fields_and_nulls_pass_others_name_the_field() {
         assert!(refuse_unimplemented(&rest(json!({"user": "u", "metadata": {"a": "b"}}))).is_ok());
-        assert!(refuse_unimplemented(&rest(json!({"logit_bias": null}))).is_ok());
-        let e = refuse_unimplemented(&rest(json!({"logit_bias": {"1": 5}}))).unwrap_err();
+        assert!(refuse_unimplemented(&rest(json!({"best_of": null}))).is_ok());
+        let e = refuse_unimplemented(&rest(json!({"best_of": 2}))).unwrap_err();
         assert_eq!(e.status, 400);
-        assert_eq!(e.param.as_deref(), Some("logit_bias"));
-        assert_eq!(e.message, "`logit_bias` is not supported yet");
+        assert_eq!(e.param.as_deref(), Some("best_of"));
+        assert_eq!(e.message, "`best_of` is not supported yet");
         let typo = refuse_unimplemented(&rest(json!({"temprature": 0}))).unwrap_err();
         assert_eq!(typo.message, "unknown field `temprature`");
     }

@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use super::logprobs::{ChatLogprobs, CompletionLogprobs};
+use super::prompt_logprobs::PromptLogprobs;
 use super::tools::{FunctionCall, ToolCall};
 use super::usage::Usage;
 use crate::text::messages::MatchedStop;
@@ -47,6 +48,9 @@ pub struct ChatCompletion {
     /// vLLM's `return_token_ids`: the prompt as the model saw it (chat template applied).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_token_ids: Option<Vec<u32>>,
+    /// vLLM's `prompt_logprobs`: of the prompt all choices share.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_logprobs: Option<PromptLogprobs>,
 }
 
 impl ChatCompletion {
@@ -64,6 +68,7 @@ impl ChatCompletion {
             choices,
             usage,
             prompt_token_ids,
+            prompt_logprobs: None,
         }
     }
 }
@@ -187,4 +192,7 @@ pub struct CompletionChoice {
     /// vLLM's `return_token_ids`: the generated tokens (of this chunk when streamed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_ids: Option<Vec<u32>>,
+    /// vLLM's `prompt_logprobs` (complete answers only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_logprobs: Option<PromptLogprobs>,
 }

@@ -4,14 +4,15 @@
 use ferrite_engine::SamplingParams;
 use serde::Deserialize;
 
+use super::logit_fields::LogitFields;
+use super::prompt_logprobs::check_prompt_logprobs;
 use super::text_fields::TextOptions;
 use crate::error::ApiError;
 
 /// `n` above this is refused: every choice is a full engine request, and 16 of them already
 /// fill a default batch of 64 sequences four times over with a handful of clients.
 pub const MAX_N: usize = 16;
-/// OpenAI's limit for `top_logprobs` (and the most alternatives the engine is asked for).
-pub const MAX_TOP_LOGPROBS: usize = 20;
+pub use super::logprobs::MAX_TOP_LOGPROBS;
 
 /// `stop`: one string or a list of them.
 #[derive(Debug, Clone, Deserialize)]
@@ -56,6 +57,13 @@ pub struct SamplingFields {
     pub repetition_penalty: Option<f32>,
     #[serde(default)]
     pub ignore_eos: bool,
+    /// The logit rules' fields (`logit_fields`), read by hand so a bad value names its field.
+    pub logit_bias: Option<serde_json::Value>,
+    pub min_tokens: Option<serde_json::Value>,
+    pub allowed_token_ids: Option<serde_json::Value>,
+    pub bad_words: Option<serde_json::Value>,
+    /// vLLM's: the prompt tokens' logprobs, with this many alternatives (`prompt_logprobs`).
+    pub prompt_logprobs: Option<i64>,
     pub skip_special_tokens: Option<bool>,
     /// vLLM's text fields (`text_fields`).
     pub include_stop_str_in_output: Option<bool>,
@@ -82,6 +90,10 @@ pub struct ValidatedSampling {
     pub max_tokens_param: &'static str,
     pub n: usize,
     pub stop: Vec<String>,
+    /// vLLM's `bad_words` as sent: tokenized into `params.logit_rules` by `generation::submit`.
+    pub bad_words: Vec<String>,
+    /// vLLM's `prompt_logprobs`: alternatives per prompt token (not with `stream`).
+    pub prompt_logprobs: Option<usize>,
     pub skip_special_tokens: bool,
     /// How the prompt is cut and the output written (vLLM's text fields).
     pub text: TextOptions,
@@ -193,6 +205,13 @@ impl SamplingFields {
                 format!("repetition_penalty must be > 0, got {repetition_penalty}"),
             ));
         }
+        let logit = LogitFields {
+            logit_bias: self.logit_bias,
+            min_tokens: self.min_tokens,
+            allowed_token_ids: self.allowed_token_ids,
+            bad_words: self.bad_words,
+        }
+        .read()?;
         let params = SamplingParams {
             temperature,
             top_p,
@@ -205,6 +224,7 @@ impl SamplingFields {
             max_tokens: max_tokens.unwrap_or(0),
             ignore_eos: self.ignore_eos,
             stop_token_ids: self.stop_token_ids.unwrap_or_default(),
+            logit_rules: logit.rules,
             logprobs,
             prompt_logprobs: None,
             allow_speculation: self.speculative_decoding.unwrap_or(true),
@@ -217,6 +237,8 @@ impl SamplingFields {
             max_tokens_param,
             n,
             stop: self.stop.map(StopSpec::into_vec).unwrap_or_default(),
+            bad_words: logit.bad_words,
+            prompt_logprobs: check_prompt_logprobs(self.prompt_logprobs, self.stream)?,
             skip_special_tokens: self.skip_special_tokens.unwrap_or(true),
             text: TextOptions::new(
                 self.include_stop_str_in_output,

@@ -17,6 +17,7 @@ use crate::json_body::JsonBody;
 use crate::openai::chat::ChatRequest;
 use crate::openai::legacy_functions::{modernize_messages, tool_fields};
 use crate::openai::logprobs::ChatLogprobs;
+use crate::openai::prompt_logprobs::PromptLogprobs;
 use crate::openai::response::{AssistantMessage, ChatChoice, ChatCompletion, ResponseMeta};
 use crate::openai::sampling::check_top_logprobs;
 use crate::openai::tools::{new_call_id, ToolCall};
@@ -69,6 +70,7 @@ pub async fn chat_completions(
     );
     let shape = Shape {
         logprobs: logprobs.is_some(),
+        prompt_logprobs: sampling.prompt_logprobs,
         prompt_ids: sampling
             .return_token_ids
             .then(|| submission.prompt_ids.to_vec()),
@@ -81,6 +83,8 @@ pub async fn chat_completions(
 /// What shapes the answer, shared by the streaming and the complete form.
 struct Shape {
     logprobs: bool,
+    /// vLLM's `prompt_logprobs` (never with `stream`).
+    prompt_logprobs: Option<usize>,
     /// `Some` when the client asked for `return_token_ids`.
     prompt_ids: Option<Vec<u32>>,
     /// How the generated text splits into reasoning, content and tool calls.
@@ -109,6 +113,10 @@ impl AnswerShape for Shape {
         results: Vec<ChoiceResult>,
         usage: Usage,
     ) -> ChatCompletion {
+        let prompt_logprobs = self.prompt_logprobs.and_then(|n| {
+            let entries = results.first()?.prompt.as_ref()?.prompt_logprobs.as_ref()?;
+            Some(PromptLogprobs::new(entries, n))
+        });
         let choices = results
             .into_iter()
             .enumerate()
@@ -126,7 +134,10 @@ impl AnswerShape for Shape {
                 }
             })
             .collect();
-        ChatCompletion::new(meta, choices, usage, self.prompt_ids)
+        ChatCompletion {
+            prompt_logprobs,
+            ..ChatCompletion::new(meta, choices, usage, self.prompt_ids)
+        }
     }
 
     fn into_chunks(self, num_choices: usize) -> ChatChunks {

@@ -14,6 +14,7 @@ use crate::generation::submit::{submit, PromptTokens, SubmitOptions, Submitted};
 use crate::json_body::JsonBody;
 use crate::openai::completions::{CompletionRequest, Prompt};
 use crate::openai::logprobs::LegacyLogprobs;
+use crate::openai::prompt_logprobs::PromptLogprobs;
 use crate::openai::response::{Completion, CompletionChoice, ResponseMeta};
 use crate::openai::sampling::check_top_logprobs;
 use crate::openai::text_fields::keep_last;
@@ -68,7 +69,8 @@ pub async fn completions(
     let shape = Shape {
         n: sampling.n,
         echo: req.echo,
-        logprobs: logprobs.is_some(),
+        logprobs,
+        prompt_logprobs: sampling.prompt_logprobs,
         return_token_ids: sampling.return_token_ids,
         prompts,
     };
@@ -132,7 +134,10 @@ async fn tokenize(
 struct Shape {
     n: usize,
     echo: bool,
-    logprobs: bool,
+    /// `logprobs`: alternatives per token.
+    logprobs: Option<usize>,
+    /// vLLM's `prompt_logprobs` (never with `stream`).
+    prompt_logprobs: Option<usize>,
     return_token_ids: bool,
     prompts: Vec<TokenizedPrompt>,
 }
@@ -176,7 +181,13 @@ impl Shape {
             return String::new();
         }
         if let Some(entries) = prompt.and_then(|p| p.prompt_logprobs.as_ref()) {
+            // `prompt_logprobs` may have asked for more alternatives than `logprobs`.
+            let n = self.logprobs.unwrap_or(0);
             for (token, entry) in entries {
+                let entry = entry.as_ref().map(|e| LogprobEntry {
+                    top: e.top.iter().take(n).cloned().collect(),
+                    ..e.clone()
+                });
                 lp.push(token, entry.as_ref());
             }
         }
@@ -198,11 +209,12 @@ impl Shape {
         CompletionChoice {
             index,
             text,
-            logprobs: self.logprobs.then(|| lp.take()),
+            logprobs: self.logprobs.is_some().then(|| lp.take()),
             finish_reason: finish.map(Finish::as_openai),
             stop_reason,
             prompt_token_ids: (ids && with_prompt_ids).then(|| self.prompt_of(index).ids.clone()),
             token_ids: ids.then_some(token_ids),
+            prompt_logprobs: None,
         }
     }
 }
@@ -218,14 +230,21 @@ impl AnswerShape for Shape {
             .map(|(i, r)| {
                 let mut lp = LegacyLogprobs::starting_at(0);
                 let text = self.text(i, true, r.prompt.as_ref(), &r.text, &r.logprobs, &mut lp);
-                self.choice(
-                    i,
-                    text,
-                    &mut lp,
-                    (r.finish, r.stop_reason),
-                    true,
-                    r.token_ids,
-                )
+                let prompt_logprobs = self.prompt_logprobs.and_then(|n| {
+                    let entries = r.prompt.as_ref()?.prompt_logprobs.as_ref()?;
+                    Some(PromptLogprobs::new(entries, n))
+                });
+                CompletionChoice {
+                    prompt_logprobs,
+                    ..self.choice(
+                        i,
+                        text,
+                        &mut lp,
+                        (r.finish, r.stop_reason),
+                        true,
+                        r.token_ids,
+                    )
+                }
             })
             .collect();
         Completion::new(meta, choices, usage)

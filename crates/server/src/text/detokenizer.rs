@@ -207,6 +207,7 @@ fn entry(tokenizer: &Tokenizer, texts: &TokenTexts, lp: &TokenLogprob) -> Logpro
     LogprobEntry {
         token: texts.get(tokenizer, lp.token),
         logprob: lp.logprob,
+        rank: lp.rank,
         top: lp
             .top
             .iter()

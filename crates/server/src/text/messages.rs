@@ -32,6 +32,8 @@ impl Finish {
 pub struct LogprobEntry {
     pub token: TokenText,
     pub logprob: f32,
+    /// vLLM's rank of `token` (1: the most likely).
+    pub rank: u32,
     pub top: Vec<(TokenText, f32)>,
 }
 

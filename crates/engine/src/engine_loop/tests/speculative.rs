@@ -20,7 +20,7 @@ fn draft_model(salt: u64) -> Box<dyn Proposer> {
 }
 
 #[derive(Clone, Copy, Debug)]
-enum Method {
+pub(super) enum Method {
     Ngram,
     /// Suffix decoding (tries over the request and over finished requests' outputs).
     Suffix,
@@ -30,7 +30,7 @@ enum Method {
     Draft,
 }
 
-fn proposer(method: Method) -> Box<dyn Proposer> {
+pub(super) fn proposer(method: Method) -> Box<dyn Proposer> {
     match method {
         Method::Ngram => Box::new(NgramProposer::default()),
         Method::Suffix => Box::new(SuffixProposer::new(Default::default())),
@@ -39,7 +39,7 @@ fn proposer(method: Method) -> Box<dyn Proposer> {
     }
 }
 
-fn harness(setup: Setup, eos: Vec<u32>, method: Method, k: usize) -> Harness {
+pub(super) fn harness(setup: Setup, eos: Vec<u32>, method: Method, k: usize) -> Harness {
     let mut h = Harness::new(setup, eos);
     let mut speculation = Speculation::new(proposer(method), k, false);
     speculation
@@ -49,7 +49,7 @@ fn harness(setup: Setup, eos: Vec<u32>, method: Method, k: usize) -> Harness {
     h
 }
 
-fn prompts(n: usize, seed: u64) -> Vec<Vec<u32>> {
+pub(super) fn prompts(n: usize, seed: u64) -> Vec<Vec<u32>> {
     let mut rng = StdRng::seed_from_u64(seed);
     (0..n)
         .map(|i| {

@@ -1,0 +1,155 @@
+"""The logit rules through the openai client, on chat and completions: `logit_bias` (OpenAI's),
+`min_tokens`, `allowed_token_ids` and `bad_words` (vLLM's). Each is checked against the same
+request without it (greedy, so the difference is the field's doing) and through the token ids
+of the answer (`return_token_ids`); bad values are a 400 naming the field."""
+
+import httpx
+import openai
+import pytest
+
+from conftest import MODEL_NAME
+
+CAPITAL = [{"role": "user", "content": "What is the capital of France?"}]
+HI = [{"role": "user", "content": "Say hi."}]
+PROMPT = "The capital of France is"
+# SmolLM2's vocabulary.
+VOCAB = 49152
+
+
+def chat(client, messages=CAPITAL, **extra):
+    kw = dict(model=MODEL_NAME, messages=messages, max_tokens=extra.pop("max_tokens", 12),
+              temperature=extra.pop("temperature", 0))
+    body = {"return_token_ids": True} | extra.pop("extra_body", {})
+    return client.chat.completions.create(extra_body=body, **kw, **extra).choices[0]
+
+
+def complete(client, **extra):
+    kw = dict(model=MODEL_NAME, prompt=PROMPT, max_tokens=extra.pop("max_tokens", 12),
+              temperature=extra.pop("temperature", 0))
+    body = {"return_token_ids": True} | extra.pop("extra_body", {})
+    return client.completions.create(extra_body=body, **kw, **extra).choices[0]
+
+
+def ids_of(choice):
+    return choice.model_extra["token_ids"]
+
+
+def token_ids(http, text):
+    return http.post("/tokenize", json={"prompt": text, "add_special_tokens": False}).json()["tokens"]
+
+
+def contains(seq, sub):
+    return any(seq[i:i + len(sub)] == sub for i in range(len(seq) - len(sub) + 1))
+
+
+# --- logit_bias --------------------------------------------------------------------------------
+
+def test_a_bias_of_plus_100_makes_greedy_and_sampled_output_that_token(client, http):
+    banana = token_ids(http, " banana")[0]
+    for temperature in (0, 1.0):
+        for answer in (chat(client, temperature=temperature, logit_bias={str(banana): 100}),
+                       complete(client, temperature=temperature, logit_bias={str(banana): 100})):
+            assert ids_of(answer) == [banana] * 12, answer
+            assert answer.finish_reason == "length"
+
+
+def test_a_bias_of_minus_100_on_the_greedy_token_changes_it(client):
+    for ask in (chat, complete):
+        free = ids_of(ask(client))
+        first = free[0]
+        banned = ask(client, logit_bias={str(first): -100})
+        assert ids_of(banned)[0] != first
+        assert first not in ids_of(banned)
+
+
+def test_a_biased_stream_matches_the_complete_answer(client):
+    bias = {"11": 5, "28": -100}
+    whole = client.completions.create(model=MODEL_NAME, prompt=PROMPT, max_tokens=12, temperature=0,
+                                      logit_bias=bias).choices[0].text
+    stream = client.completions.create(model=MODEL_NAME, prompt=PROMPT, max_tokens=12, temperature=0,
+                                       logit_bias=bias, stream=True)
+    assert "".join(c.choices[0].text for c in stream if c.choices) == whole
+
+
+# --- min_tokens --------------------------------------------------------------------------------
+
+def test_min_tokens_holds_the_end_back(client):
+    free = chat(client, HI, max_tokens=60)
+    assert free.finish_reason == "stop", free
+    n = len(ids_of(free))
+    held = chat(client, HI, max_tokens=60, extra_body={"min_tokens": n + 10})
+    assert len(ids_of(held)) >= n + 10
+    assert ids_of(held)[: n - 1] == ids_of(free)[: n - 1], "the same answer until EOS was due"
+    # The EOS ends the free answer's ids; it may come once n - 1 tokens came before it, so
+    # min_tokens n - 1 changes nothing and n holds it back one token (vLLM's count).
+    assert ids_of(chat(client, HI, max_tokens=60, extra_body={"min_tokens": n - 1})) == ids_of(free)
+    one_more = ids_of(chat(client, HI, max_tokens=60, extra_body={"min_tokens": n}))
+    assert one_more[: n - 1] == ids_of(free)[: n - 1] and one_more[n - 1] != ids_of(free)[-1]
+
+
+def test_min_tokens_above_max_tokens_is_a_400(http):
+    for path, body in [("/v1/chat/completions", {"messages": HI}), ("/v1/completions", {"prompt": PROMPT})]:
+        r = http.post(path, json=body | {"max_tokens": 4, "min_tokens": 5})
+        assert r.status_code == 400, r.text
+        assert r.json()["error"]["param"] == "min_tokens"
+    # Completions' default max_tokens (16) counts too.
+    r = http.post("/v1/completions", json={"prompt": PROMPT, "min_tokens": 17})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "min_tokens"
+
+
+# --- allowed_token_ids -------------------------------------------------------------------------
+
+def test_only_allowed_ids_come_out(client, http):
+    allowed = sorted(set(token_ids(http, " yes no maybe Paris London, the city.")))
+    for temperature in (0, 1.0):
+        for ask in (chat, complete):
+            answer = ask(client, temperature=temperature, seed=3,
+                         extra_body={"allowed_token_ids": allowed, "ignore_eos": True})
+            assert set(ids_of(answer)) <= set(allowed), ids_of(answer)
+            assert len(ids_of(answer)) == 12
+
+
+# --- bad_words ---------------------------------------------------------------------------------
+
+def test_a_bad_word_is_never_completed(client, http):
+    for ask in (chat, complete):
+        free = ask(client, max_tokens=16)
+        assert "Paris" in (free.message.content if ask is chat else free.text), free
+        banned = ask(client, max_tokens=16, extra_body={"bad_words": ["Paris"]})
+        out = ids_of(banned)
+        for form in (token_ids(http, "Paris"), token_ids(http, " Paris")):
+            assert not contains(out, form), (form, out)
+        assert out != ids_of(free)
+
+
+# --- bad values --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("field,value", [
+    ("logit_bias", {"abc": 1}),
+    ("logit_bias", {"5": 101}),
+    ("logit_bias", {"5": "x"}),
+    ("logit_bias", {str(VOCAB): 1}),
+    ("min_tokens", -1),
+    ("allowed_token_ids", []),
+    ("allowed_token_ids", [1, VOCAB]),
+    ("bad_words", "Paris"),
+    ("bad_words", [""]),
+])
+def test_bad_values_are_a_400_naming_the_field(http, field, value):
+    for path, body in [("/v1/chat/completions", {"messages": HI}), ("/v1/completions", {"prompt": PROMPT})]:
+        r = http.post(path, json=body | {field: value, "max_tokens": 2})
+        assert r.status_code == 400, r.text
+        err = r.json()["error"]
+        assert err["param"] == field and err["type"] == "invalid_request_error", err
+
+
+def test_the_client_raises_for_a_bad_bias(client):
+    with pytest.raises(openai.BadRequestError, match="logit_bias"):
+        client.chat.completions.create(model=MODEL_NAME, messages=HI, max_tokens=2,
+                                       logit_bias={"100000000": 5})
+
+
+def test_null_fields_ask_for_nothing(http: httpx.Client):
+    nulls = {"logit_bias": None, "min_tokens": None, "allowed_token_ids": None, "bad_words": None}
+    r = http.post("/v1/chat/completions", json={"messages": HI, "max_tokens": 2} | nulls)
+    assert r.status_code == 200, r.text

@@ -257,6 +257,8 @@ impl EngineCore {
             num_waiting: self.scheduler.num_waiting(),
             kv_pages_total: kv.num_pages(),
             kv_pages_used: kv.num_referenced(),
+            window_pages_total: kv.window_pages().map_or(0, |w| w.num_pages() - 1),
+            window_pages_used: kv.window_pages().map_or(0, |w| w.num_in_use()),
         };
         let counters = self.speculation.as_ref().map(|s| &s.counters);
         self.stats.publish(occupancy, counters);

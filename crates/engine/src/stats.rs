@@ -17,6 +17,10 @@ pub struct EngineStats {
     pub kv_pages_total: AtomicUsize,
     /// Pages referenced by at least one live sequence (cached-but-unreferenced pages are free).
     pub kv_pages_used: AtomicUsize,
+    /// The sliding-window layers' own pool (0 without one): pages, and those held by
+    /// sequences or kept with cached pages.
+    pub window_pages_total: AtomicUsize,
+    pub window_pages_used: AtomicUsize,
     pub prompt_tokens_total: AtomicU64,
     pub generation_tokens_total: AtomicU64,
     /// Prompt tokens looked up in the prefix cache, and those found there.
@@ -34,17 +38,24 @@ pub struct Occupancy {
     pub num_waiting: usize,
     pub kv_pages_total: usize,
     pub kv_pages_used: usize,
+    pub window_pages_total: usize,
+    pub window_pages_used: usize,
 }
 
 impl EngineStats {
-    /// Fraction of KV pages in use, 0..=1.
+    /// Fraction of KV pages in use, 0..=1: of the fuller pool where the sliding-window
+    /// layers keep their own (whichever runs out first limits the running sequences).
     pub fn kv_cache_usage(&self) -> f64 {
-        let total = self.kv_pages_total.load(Ordering::Relaxed);
-        if total == 0 {
-            0.0
-        } else {
-            self.kv_pages_used.load(Ordering::Relaxed) as f64 / total as f64
-        }
+        let fraction = |used: &AtomicUsize, total: &AtomicUsize| {
+            let total = total.load(Ordering::Relaxed);
+            match total {
+                0 => 0.0,
+                _ => used.load(Ordering::Relaxed) as f64 / total as f64,
+            }
+        };
+        let pages = fraction(&self.kv_pages_used, &self.kv_pages_total);
+        let window = fraction(&self.window_pages_used, &self.window_pages_total);
+        pages.max(window)
     }
 
     /// Adds what admission learned while planning a step.
@@ -76,6 +87,8 @@ impl EngineStats {
         store(&self.num_waiting, occupancy.num_waiting);
         store(&self.kv_pages_total, occupancy.kv_pages_total);
         store(&self.kv_pages_used, occupancy.kv_pages_used);
+        store(&self.window_pages_total, occupancy.window_pages_total);
+        store(&self.window_pages_used, occupancy.window_pages_used);
     }
 }
 
@@ -200,5 +213,34 @@ impl ExpertLoad {
             .iter()
             .map(|l| l.iter().map(|c| c.load(Ordering::Relaxed)).collect())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kv_cache_usage_is_the_fuller_pool() {
+        let stats = EngineStats::default();
+        let occupancy = |used, window_used| Occupancy {
+            num_running: 1,
+            num_waiting: 0,
+            kv_pages_total: 100,
+            kv_pages_used: used,
+            window_pages_total: 10,
+            window_pages_used: window_used,
+        };
+        stats.publish(occupancy(50, 2), None);
+        assert_eq!(stats.kv_cache_usage(), 0.5);
+        stats.publish(occupancy(50, 9), None);
+        assert_eq!(stats.kv_cache_usage(), 0.9);
+        let no_window = Occupancy {
+            window_pages_total: 0,
+            window_pages_used: 0,
+            ..occupancy(25, 0)
+        };
+        stats.publish(no_window, None);
+        assert_eq!(stats.kv_cache_usage(), 0.25);
     }
 }

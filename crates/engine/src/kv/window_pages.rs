@@ -68,6 +68,11 @@ impl WindowPages {
         self.pool.num_referenced() - 1
     }
 
+    /// Pages held by sequences' window tables (not those only the cache keeps).
+    pub fn num_in_use(&self) -> usize {
+        self.num_used() - self.evictable().count()
+    }
+
     /// The first page index a query at `pos` (or later) reads.
     pub fn first_live_page(&self, pos: usize) -> usize {
         (pos + 1).saturating_sub(self.window) / self.page_size

@@ -4,6 +4,8 @@
 //! to what is kept, never served from a released page (the fake backend reads every window
 //! back).
 
+use std::sync::atomic::Ordering;
+
 use crate::kv::NULL_WINDOW_PAGE;
 use crate::testing::fake_backend::expected_greedy;
 use crate::testing::harness::{greedy, request, Harness, Setup};
@@ -39,6 +41,10 @@ fn a_long_sequence_holds_its_window_and_a_step_of_pages() {
                 .count();
             most = most.max(held);
             assert!(s.block_table.len() * 4 >= s.num_computed);
+            // /metrics sees the window pool: what this sequence holds, of 64 pages.
+            let stats = &harness.stats;
+            assert_eq!(stats.window_pages_used.load(Ordering::Relaxed), held);
+            assert_eq!(stats.window_pages_total.load(Ordering::Relaxed), 64);
         }
     }
     assert!(most <= 4, "held {most} window pages");

@@ -141,10 +141,16 @@ impl WindowPages {
         }
     }
 
-    /// Releases the pages of `table` that no query from position `next_pos` on reads.
+    /// Releases the pages of `table` that no query from position `next_pos` on reads. A
+    /// table is null pages, then real ones (released from the front, covered from the back),
+    /// so the walk back from the window's start stops at the first null page: each step
+    /// costs the pages it releases, not the sequence's length.
     pub fn release_behind(&mut self, table: &mut [PageId], next_pos: usize) {
         let first = self.first_live_page(next_pos).min(table.len());
-        for slot in &mut table[..first] {
+        for slot in table[..first].iter_mut().rev() {
+            if *slot == NULL_WINDOW_PAGE {
+                break;
+            }
             let page = std::mem::replace(slot, NULL_WINDOW_PAGE);
             self.release(&[page]);
         }

@@ -12,9 +12,9 @@ use ferrite_model::weights::ModelWeights as LoadedWeights;
 
 use crate::kernels::int8_gemm;
 use crate::kv_cache::{KvCache, KvShape};
-use crate::linear_attention::{self, StateCache};
 use crate::model::{Model, Workspace};
 use crate::model_weights::ModelWeights;
+use crate::recurrent_state::{self, StateCache};
 use crate::simd::{detected_isa, Isa};
 
 pub struct CpuBackend {
@@ -218,7 +218,11 @@ impl Backend for CpuBackend {
     }
 
     fn state_bytes_per_sequence(&self) -> usize {
-        linear_attention::state_len(&self.plan) * std::mem::size_of::<f32>()
+        recurrent_state::state_len(&self.plan) * std::mem::size_of::<f32>()
+    }
+
+    fn can_rewind_state(&self) -> bool {
+        true
     }
 
     fn init_state_slots(&mut self, slots: usize) -> Result<(), BackendError> {

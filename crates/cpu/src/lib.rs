@@ -16,6 +16,7 @@ mod model_weights;
 mod moe;
 mod per_layer_input;
 pub mod quant;
+mod recurrent_state;
 pub mod simd;
 mod weight_reader;
 

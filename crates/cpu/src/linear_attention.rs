@@ -1,115 +1,19 @@
 //! Gated DeltaNet linear attention (qwen3_next, qwen3_5) on the CPU, in f32: the layer's
-//! forward pass over a step's tokens and the recurrent state it keeps per sequence
-//! (`StateCache`, one slot per running sequence, the engine's `SeqBatch::state_slot`).
+//! forward pass over a step's tokens, continuing each sequence's recurrent state (kept in
+//! `recurrent_state::StateCache`, which also says when a step must first be rewound).
 //!
 //! Every token runs the recurrence (`plan::LinearAttentionSpec` has the formulas) in order,
 //! prompt and decode alike, so a sequence's outputs do not depend on how its prompt was
 //! chunked or what else shares the step.
 
 use ferrite_engine::{BackendError, SeqBatch};
-use ferrite_model::plan::{LinearAttentionSpec, Mixer, ModelPlan};
+use ferrite_model::plan::LinearAttentionSpec;
 use rayon::prelude::*;
 
 use crate::kernels::matmul::{matmul, matmul_group, MatmulJob};
 use crate::model_weights::LinearAttention;
+use crate::recurrent_state::{LayerInputs, StateCache};
 use crate::simd::Isa;
-
-/// The recurrent state of every slot: per slot, per linear-attention layer, the convolution's
-/// last `conv_kernel - 1` inputs (`[taps - 1, channels]`, oldest first) and each value head's
-/// `key_head_dim x value_head_dim` matrix.
-pub struct StateCache {
-    /// f32 values of one slot.
-    slot_len: usize,
-    /// Offset of each layer's state inside a slot (`None` for attention layers).
-    layer_offsets: Vec<Option<usize>>,
-    data: Vec<f32>,
-}
-
-/// f32 values of one sequence's state over every linear-attention layer of `plan`.
-pub fn state_len(plan: &ModelPlan) -> usize {
-    plan.layers
-        .iter()
-        .map(|l| match &l.mixer {
-            Mixer::LinearAttention(spec) => spec.state_len(),
-            Mixer::Attention(_) => 0,
-        })
-        .sum()
-}
-
-impl StateCache {
-    pub fn new(plan: &ModelPlan, slots: usize) -> Result<StateCache, BackendError> {
-        let mut offset = 0;
-        let layer_offsets = plan
-            .layers
-            .iter()
-            .map(|l| match &l.mixer {
-                Mixer::LinearAttention(spec) => {
-                    let at = offset;
-                    offset += spec.state_len();
-                    Some(at)
-                }
-                Mixer::Attention(_) => None,
-            })
-            .collect();
-        let total = offset.checked_mul(slots).ok_or_else(|| {
-            BackendError(format!("{slots} state slots of {offset} values overflow"))
-        })?;
-        let mut data = Vec::new();
-        data.try_reserve_exact(total)
-            .map_err(|e| BackendError(format!("recurrent state of {total} f32: {e}")))?;
-        data.resize(total, 0.0);
-        Ok(StateCache {
-            slot_len: offset,
-            layer_offsets,
-            data,
-        })
-    }
-
-    pub fn num_slots(&self) -> usize {
-        self.data.len().checked_div(self.slot_len).unwrap_or(0)
-    }
-
-    /// Copies slot `from`'s whole state (every layer) into slot `to` (a prefix-cache
-    /// snapshot restored or saved).
-    pub fn copy_slot(&mut self, from: usize, to: usize) -> Result<(), BackendError> {
-        let len = self.slot_len;
-        if from.max(to) >= self.num_slots() {
-            return Err(BackendError(format!(
-                "state copy {from} -> {to} outside the {} slots",
-                self.num_slots()
-            )));
-        }
-        self.data
-            .copy_within(from * len..(from + 1) * len, to * len);
-        Ok(())
-    }
-
-    /// Before a step: each sequence restoring a snapshot gets it in its slot.
-    pub fn restore(&mut self, batch: &[SeqBatch<'_>]) -> Result<(), BackendError> {
-        for seq in batch {
-            if let (Some(slot), Some(from)) = (seq.state_slot, seq.state_copy.restore_from) {
-                self.copy_slot(from as usize, slot as usize)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// After a step: each sequence saving a snapshot copies its slot there.
-    pub fn save(&mut self, batch: &[SeqBatch<'_>]) -> Result<(), BackendError> {
-        for seq in batch {
-            if let (Some(slot), Some(to)) = (seq.state_slot, seq.state_copy.save_to) {
-                self.copy_slot(slot as usize, to as usize)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The state of `layer` in `slot`.
-    fn layer_state(&mut self, layer: usize, slot: usize, len: usize) -> &mut [f32] {
-        let at = slot * self.slot_len + self.layer_offsets[layer].unwrap_or(0);
-        &mut self.data[at..at + len]
-    }
-}
 
 /// Scratch of the linear-attention layers, reused from step to step.
 #[derive(Default)]
@@ -178,22 +82,32 @@ pub fn forward(
     let conv_out = sized(&mut scratch.conv_out, n * channels);
     let core = sized(&mut scratch.core, n * value_dim);
     let mut first = 0;
-    for seq in batch {
+    for (i, seq) in batch.iter().enumerate() {
         let len = seq.tokens.len();
-        let slot = seq.state_slot.ok_or_else(|| {
-            BackendError("a linear-attention layer needs the sequence's state slot".into())
-        })? as usize;
-        if slot >= state.num_slots() {
-            return Err(BackendError(format!(
-                "state slot {slot} was never allocated"
-            )));
+        if seq.state_slot.is_none() {
+            return Err(BackendError(
+                "a linear-attention layer needs the sequence's state slot".into(),
+            ));
         }
-        let layer_state = state.layer_state(layer, slot, s.state_len());
+        let rows = first..first + len;
+        let slot = state.layer_slot(layer, i, s.state_len());
+        let layer_state = slot.state;
         if seq.start_pos == 0 {
             layer_state.fill(0.0);
         }
+        if let Some((kept, inputs)) = slot.replay {
+            layer_state.copy_from_slice(&inputs.state);
+            replay(w, layer_state, inputs, kept);
+        }
+        if let Some(record) = slot.record {
+            *record = LayerInputs {
+                state: layer_state.to_vec(),
+                mixed: mixed[rows.start * channels..rows.end * channels].to_vec(),
+                b: b[rows.start * heads..rows.end * heads].to_vec(),
+                a: a[rows.start * heads..rows.end * heads].to_vec(),
+            };
+        }
         let (conv_state, matrices) = layer_state.split_at_mut((s.conv_kernel - 1) * channels);
-        let rows = first..first + len;
         convolve(
             s,
             &w.conv,
@@ -214,6 +128,31 @@ pub fn forward(
     gated_norm(&w.norm, eps, core, z);
     matmul(isa, core, n, &w.out, out);
     Ok(())
+}
+
+/// Takes the first `kept` tokens of a recorded step back into `layer_state` (the state before
+/// that step): the convolution and the recurrence over their recorded inputs, outputs dropped.
+fn replay(w: &LinearAttention, layer_state: &mut [f32], inputs: &LayerInputs, kept: usize) {
+    let s = &w.spec;
+    let (channels, heads) = (s.conv_channels(), s.num_value_heads);
+    let (conv_state, matrices) = layer_state.split_at_mut((s.conv_kernel - 1) * channels);
+    let mut qkv = vec![0.0f32; kept * channels];
+    convolve(
+        s,
+        &w.conv,
+        conv_state,
+        &inputs.mixed[..kept * channels],
+        &mut qkv,
+    );
+    let mut out = vec![0.0f32; kept * s.value_dim()];
+    recur(
+        w,
+        matrices,
+        &mut qkv,
+        &inputs.b[..kept * heads],
+        &inputs.a[..kept * heads],
+        &mut out,
+    );
 }
 
 /// The causal depthwise convolution of one sequence's new tokens (`x`, `[len, channels]`)

@@ -21,10 +21,11 @@ use crate::kernels::matmul::{matmul, matmul_group, MatmulJob};
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{self, Rope};
 use crate::kv_cache::KvCache;
-use crate::linear_attention::{self, LinearScratch, StateCache};
+use crate::linear_attention::{self, LinearScratch};
 use crate::model_weights::{Mixer, Mlp, ModelWeights};
 use crate::moe::{moe_mlp, BesideScratch, MoeScratch};
 use crate::per_layer_input::PerLayerScratch;
+use crate::recurrent_state::StateCache;
 use crate::simd::Isa;
 
 /// Rows per parallel task for the element-wise kernels.
@@ -188,7 +189,7 @@ impl Model {
     ) -> Result<ForwardOutput, BackendError> {
         self.validate(kv, state.as_deref(), batch)?;
         if let Some(state) = state.as_deref_mut() {
-            state.restore(batch)?;
+            state.begin_step(batch)?;
         }
         let c = &self.config;
         let vocab = self.logits_vocab;
@@ -362,7 +363,7 @@ impl Model {
         }
 
         if let Some(state) = state.as_deref_mut() {
-            state.save(batch)?;
+            state.end_step(batch)?;
         }
         let rows = ws.logit_rows.len();
         let normed = sized(&mut ws.normed, rows * hidden);

@@ -115,14 +115,14 @@ fn smollm2_with_ngram_and_a_draft_model_is_plain_greedy() {
         Box::new(NgramProposer::default())
     });
     check(SMOLLM2, "smollm2.json", || {
-        Box::new(DraftModel::new(Box::new(backend(SMOLLM2))))
+        Box::new(DraftModel::new(Box::new(backend(SMOLLM2))).unwrap())
     });
     // A draft that scores only the first 2,000 of 49,152 ids proposes worse tokens, never
     // wrong output.
     check(SMOLLM2, "smollm2.json", || {
         let mut draft = backend(SMOLLM2);
         draft.limit_logits(2_000);
-        Box::new(DraftModel::new(Box::new(draft)))
+        Box::new(DraftModel::new(Box::new(draft)).unwrap())
     });
 }
 

@@ -207,7 +207,7 @@ fn speculative_proposer(
             WeightSource::Dummy { seed },
             options.clone(),
         )?;
-        Ok(Box::new(DraftModel::new(Box::new(backend))))
+        Ok(Box::new(DraftModel::new(Box::new(backend))?))
     };
     let proposer: Box<dyn Proposer> = match std::env::var("FERRITE_BENCH_SPEC").as_deref() {
         Err(_) => return Ok((None, k)),

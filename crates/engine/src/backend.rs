@@ -42,7 +42,9 @@ pub struct SeqBatch<'a> {
     pub window_table: &'a [u32],
     /// The sequence's recurrent-state slot, for a model with linear-attention layers (`None`
     /// otherwise). The slot holds the state after positions `0..start_pos`; the backend starts
-    /// it from zero when `start_pos` is 0.
+    /// it from zero when `start_pos` is 0. After a step that kept what rewinding takes
+    /// ([`StateCopy::rewindable`]), the next step of the sequence may start inside that step's
+    /// tokens (its later drafts were rejected): the backend rewinds the state to `start_pos`.
     pub state_slot: Option<u32>,
     /// State copied into `state_slot` before the step, or out of it after (prefix caching of
     /// a model with recurrent state).
@@ -59,6 +61,10 @@ pub struct StateCopy {
     pub restore_from: Option<u32>,
     /// After the step: the sequence's slot into this snapshot slot.
     pub save_to: Option<u32>,
+    /// The step's tokens end in speculative drafts: keep what it takes to rewind the state to
+    /// any of the step's positions, until the sequence's next step (which says by its
+    /// `start_pos` how many tokens were kept). Never together with `save_to`.
+    pub rewindable: bool,
 }
 
 /// The shape of the KV pool a batch is checked against by [`validate_batch`].
@@ -130,6 +136,11 @@ pub fn validate_batch(batch: &[SeqBatch<'_>], limits: BatchLimits) -> Result<(),
                     seq.state_slot
                 )));
             }
+        }
+        if copy.rewindable && copy.save_to.is_some() {
+            return Err(BackendError(format!(
+                "sequence {i}: a snapshot saved after a step that may be rewound"
+            )));
         }
         if copy.restore_from.is_some() && seq.start_pos == 0 {
             return Err(BackendError(format!(
@@ -297,6 +308,11 @@ pub trait Backend: Send {
         let _ = slots;
         Err(BackendError("this backend keeps no recurrent state".into()))
     }
+    /// Whether the backend honours [`StateCopy::rewindable`]: a model with recurrent state
+    /// runs speculative decoding only where it does.
+    fn can_rewind_state(&self) -> bool {
+        false
+    }
     /// Write the K/V of every token in `batch` into its pages and return the requested logits.
     fn forward(&mut self, batch: &[SeqBatch<'_>]) -> Result<ForwardOutput, BackendError>;
 
@@ -371,6 +387,7 @@ mod tests {
             state_copy: StateCopy {
                 restore_from,
                 save_to,
+                rewindable: false,
             },
             ..seq(Some(0))
         };
@@ -383,6 +400,16 @@ mod tests {
         };
         assert!(error(&[at_zero], 3).contains("position 0"));
         assert!(error(&[copying(None, Some(1)), seq(Some(1))], 3).contains("another"));
+        let rewindable = |save_to| SeqBatch {
+            state_copy: StateCopy {
+                save_to,
+                rewindable: true,
+                ..StateCopy::default()
+            },
+            ..seq(Some(0))
+        };
+        assert!(validate_batch(&[rewindable(None)], limits(3)).is_ok());
+        assert!(error(&[rewindable(Some(1))], 3).contains("may be rewound"));
     }
 
     #[test]

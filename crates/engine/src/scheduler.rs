@@ -307,6 +307,7 @@ impl Scheduler {
                     state_copy: StateCopy {
                         restore_from: sequence.state_restore,
                         save_to: sequence.state_save,
+                        rewindable: chunk.drafts > 0 && sequence.state_slot.is_some(),
                     },
                     logits: chunk.logits,
                 }

@@ -155,10 +155,11 @@ pub fn build_engine_core(
     let sizes = size_kv_pool(config, backend.as_ref(), draft_bytes)?;
     let (num_pages, max_model_len) = (sizes.num_pages, sizes.max_model_len);
     let state_slots = if backend.state_bytes_per_sequence() > 0 {
-        if proposer.is_some() {
+        if proposer.is_some() && !backend.can_rewind_state() {
             return Err(EngineError::Config(
-                "speculative decoding does not run on models with linear-attention layers yet \
-                 (a rejected draft would have to be taken out of their recurrent state)"
+                "speculative decoding does not run on models with linear-attention layers on \
+                 this backend yet (a rejected draft would have to be taken out of their \
+                 recurrent state)"
                     .into(),
             ));
         }

@@ -260,7 +260,7 @@ pub fn build_proposer(
                 draft_vocab = spec.draft_vocab.unwrap_or(vocab_size),
                 "speculative decoding with a draft model"
             );
-            Box::new(DraftModel::new(backend.into_backend()))
+            Box::new(DraftModel::new(backend.into_backend())?)
         }
     }))
 }

@@ -36,7 +36,7 @@ fn a_draft_models_cache_shares_the_memory() {
         .unwrap()
         .num_pages;
     assert_eq!((alone, shared), (1024, 512));
-    let draft = crate::speculative::DraftModel::new(Box::new(FakeBackend::new(4096)));
+    let draft = crate::speculative::DraftModel::new(Box::new(FakeBackend::new(4096))).unwrap();
     let stats = Arc::new(EngineStats::default());
     let backend = Box::new(FakeBackend::new(4096));
     let core = build_engine_core(&config(1 << 20), backend, Some(Box::new(draft)), stats).unwrap();

@@ -95,6 +95,12 @@ impl KvManager {
         self.keeps_snapshots() && computed > 0 && computed % self.snapshot_interval == 0
     }
 
+    /// The first point after `computed` tokens where a snapshot is due (`None`: none kept).
+    pub fn next_snapshot(&self, computed: usize) -> Option<usize> {
+        self.keeps_snapshots()
+            .then(|| (computed / self.snapshot_interval + 1) * self.snapshot_interval)
+    }
+
     pub fn snapshots(&self) -> &StateSnapshots {
         &self.snapshots
     }

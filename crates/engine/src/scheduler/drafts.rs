@@ -2,21 +2,36 @@
 //! pages only from the free list and tokens only from what the step's budget has left, and
 //! are settled (kept or dropped, pages trimmed) when the step commits.
 
-use super::{ScheduledChunk, Scheduler, StepPlan};
+use super::{ScheduledChunk, Scheduler};
 use crate::backend::LogitsRequest;
 
 impl Scheduler {
     /// Room for up to `k` drafts after the decode chunk of running sequence `index`: pages
     /// from the free list only (speculation never preempts nor evicts cached prefixes), and
-    /// tokens from what the step's budget has left. Returns how many drafts fit.
-    pub fn reserve_drafts(&mut self, plan: &StepPlan, index: usize, k: usize) -> usize {
-        let k = k.min(
-            self.config
-                .max_num_batched_tokens
-                .saturating_sub(plan.num_tokens()),
-        );
+    /// tokens from what the step's budget has left after `rows` (the plan's tokens and the
+    /// drafts granted before). Returns how many drafts fit.
+    ///
+    /// A model with recurrent state snapshots it at fixed points (`next_snapshot`) after a
+    /// step that ends there: drafts never cross such a point, and a step that saves one
+    /// drafts nothing (the state after rejected drafts is no snapshot). Without this,
+    /// speculation's jumps would skip the points and leave prefix hits fewer places to start.
+    pub fn reserve_drafts(&mut self, rows: usize, index: usize, k: usize) -> usize {
+        let mut k = k.min(self.config.max_num_batched_tokens.saturating_sub(rows));
         let sequence = &self.running[index];
         let (len, held) = (sequence.tokens().len(), sequence.block_table.len());
+        if sequence.state_slot.is_some() {
+            if sequence.state_save.is_some() {
+                return 0;
+            }
+            if let Some(point) = self.kv.next_snapshot(len) {
+                // The step after the last draft's must end at `point`: its chunk is then
+                // `point - 1`'s decode at most.
+                k = k.min(point - 1 - len);
+            }
+        }
+        if k == 0 {
+            return 0;
+        }
         let wanted = self.kv.pages_for(len + k).saturating_sub(held);
         let pages = wanted.min(self.kv.num_free());
         if pages > 0 {

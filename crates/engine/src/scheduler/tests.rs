@@ -299,3 +299,44 @@ fn a_hybrid_restarts_from_the_deepest_snapshot_of_a_cached_prefix() {
     s.check_accounting().unwrap();
     assert!(s.running()[0].state_restore.is_none());
 }
+
+#[test]
+fn drafts_stop_short_of_the_next_snapshot_point_and_a_saving_step_drafts_none() {
+    // Snapshots every 8 tokens; a sequence decoding from 6 tokens on.
+    let mut s = Scheduler::new(
+        SchedulerConfig {
+            max_num_batched_tokens: 64,
+            max_num_seqs: 2,
+            prefill_per_decode: 0,
+        },
+        KvManager::new(32, 4, true).with_state_slots(2, 4, 8),
+    );
+    add(&mut s, 1, 5, greedy(30));
+    step(&mut s);
+    for _ in 0..20 {
+        let plan = s.schedule();
+        let len = s.running()[0].tokens().len();
+        let saves = s.running()[0].state_save.is_some();
+        let room = s.reserve_drafts(plan.num_tokens(), 0, 10);
+        // The next step must be able to end on the next multiple of 8: drafts leave the
+        // sequence at most one token before it.
+        let point = (len / 8 + 1) * 8;
+        let want = if saves { 0 } else { (point - 1 - len).min(10) };
+        assert_eq!((len, room), (len, want), "saving: {saves}");
+        assert_eq!(
+            saves,
+            len % 8 == 0,
+            "a snapshot is saved where a step ends on 8k"
+        );
+        let outcomes: Vec<ChunkOutcome> = plan
+            .chunks
+            .iter()
+            .map(|_| ChunkOutcome {
+                next_token: Some(7),
+                ..ChunkOutcome::default()
+            })
+            .collect();
+        s.commit(&plan, &outcomes);
+        s.check_accounting().unwrap();
+    }
+}

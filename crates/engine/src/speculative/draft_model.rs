@@ -17,14 +17,23 @@ pub struct DraftModel {
 }
 
 impl DraftModel {
-    pub fn new(backend: Box<dyn Backend>) -> Self {
-        Self {
+    /// Refuses a draft model with recurrent state: its drafts would need slots and rewinds
+    /// of their own, which the proposer does not keep.
+    pub fn new(backend: Box<dyn Backend>) -> Result<Self, BackendError> {
+        if backend.state_bytes_per_sequence() > 0 {
+            return Err(BackendError(
+                "a draft model with linear-attention layers is not supported; use an \
+                 attention-only draft model, or the n-gram or suffix proposer"
+                    .into(),
+            ));
+        }
+        Ok(Self {
             backend,
             // Without the EOS ids its `min_tokens` holds back only stop ids: q is a guess, and
             // the target's verification holds back the rest.
             sampler: Sampler::default(),
             steady_step: None,
-        }
+        })
     }
 
     pub fn vocab_size(&self) -> usize {
@@ -53,6 +62,11 @@ impl Proposer for DraftModel {
             .iter()
             .map(|s| SeqBatch {
                 logits: LogitsRequest::None,
+                // The target's window pages and recurrent state are not the draft's: it
+                // keeps every layer in the shared pool's pages, and has no state.
+                window_table: &[],
+                state_slot: None,
+                state_copy: Default::default(),
                 ..*s
             })
             .collect();
@@ -160,7 +174,7 @@ mod tests {
     fn the_step_cost_comes_from_steady_steps_only() {
         let mut backend = FakeBackend::new(4096);
         backend.init_kv_cache(8, 16).unwrap();
-        let mut draft = DraftModel::new(Box::new(backend));
+        let mut draft = DraftModel::new(Box::new(backend)).unwrap();
         let tokens: Vec<u32> = (0..40).map(|i| i % 7).collect();
         // One draft whose only step catches up on 40 unseen tokens: nothing steady to learn.
         propose(&mut draft, &tokens, 0, 1);

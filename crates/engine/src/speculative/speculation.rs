@@ -224,6 +224,7 @@ impl Speculation {
             return None;
         }
         let mut granted = Vec::with_capacity(candidates.len());
+        let mut rows = plan.num_tokens();
         for index in candidates {
             let s = &scheduler.running()[index];
             // Drafts past the request's last token would be wasted work.
@@ -231,9 +232,10 @@ impl Speculation {
                 .min(max_model_len.saturating_sub(s.tokens().len()));
             let wanted = k.min(left.saturating_sub(1));
             if wanted > 0 {
-                let room = scheduler.reserve_drafts(plan, index, wanted);
+                let room = scheduler.reserve_drafts(rows, index, wanted);
                 if room > 0 {
                     granted.push((index, room));
+                    rows += room;
                 }
             }
         }

@@ -4,13 +4,17 @@
 //! change the tokens it produces, and [`expected_greedy`] is an oracle that needs no engine.
 //! With `window` set it also plays a model with sliding-window layers kept in a window pool:
 //! it writes every token there too and, for every logits row, reads the row's window back
-//! through the window table (a released page or a wrong one fails the step).
+//! through the window table (a released page or a wrong one fails the step). With `recurrent`
+//! set it also keeps recurrent state per slot, as a model with linear-attention layers, and
+//! checks it against the history every step ([`FakeStates`]).
 
 use std::sync::{Arc, Mutex};
 
+use super::fake_state::FakeStates;
+
 use crate::backend::{
-    Backend, BackendError, DeviceSampling, ForwardOutput, KvWindow, LogitsRequest, SampledOutput,
-    SeqBatch,
+    validate_batch, Backend, BackendError, BatchLimits, DeviceSampling, ForwardOutput, KvWindow,
+    LogitsRequest, SampledOutput, SeqBatch,
 };
 
 pub const VOCAB: usize = 32;
@@ -44,6 +48,9 @@ pub struct FakeBackend {
     pub window: Option<usize>,
     /// The window pool, once `init_window_kv_cache` made it.
     window_slots: Vec<Option<(u32, usize)>>,
+    /// Play a model with recurrent state (slots from `init_state_slots`).
+    pub recurrent: bool,
+    states: Option<FakeStates>,
     calls: usize,
 }
 
@@ -64,6 +71,8 @@ impl FakeBackend {
             sampling_log: Arc::default(),
             window: None,
             window_slots: Vec::new(),
+            recurrent: false,
+            states: None,
             calls: 0,
         }
     }
@@ -185,6 +194,20 @@ impl Backend for FakeBackend {
         self.window_slots = vec![None; pages];
         Ok(())
     }
+    fn state_bytes_per_sequence(&self) -> usize {
+        if self.recurrent {
+            256
+        } else {
+            0
+        }
+    }
+    fn init_state_slots(&mut self, slots: usize) -> Result<(), BackendError> {
+        self.states = Some(FakeStates::new(slots));
+        Ok(())
+    }
+    fn can_rewind_state(&self) -> bool {
+        self.recurrent
+    }
     fn forward(&mut self, batch: &[SeqBatch<'_>]) -> Result<ForwardOutput, BackendError> {
         if let Some(delay) = self.delay {
             std::thread::sleep(delay);
@@ -200,6 +223,24 @@ impl Backend for FakeBackend {
         }
         if self.fail_at_call == Some(call) {
             return Err(BackendError("injected failure".into()));
+        }
+        // The checks every backend makes (a draft model given the target's state slot fails).
+        let pages = |slots: usize| slots.checked_div(self.page_size).unwrap_or(0);
+        let limits = BatchLimits {
+            vocab_size: VOCAB,
+            num_pages: pages(self.slots.len()),
+            page_size: self.page_size,
+            state_slots: self.states.as_ref().map_or(0, FakeStates::num_slots),
+            window_pages: pages(self.window_slots.len()),
+        };
+        validate_batch(batch, limits)?;
+        if self.states.is_some() {
+            for seq in batch {
+                let history = self.read_range(&self.slots, seq.block_table, 0..seq.start_pos)?;
+                if let Some(states) = &mut self.states {
+                    states.begin(seq, &history)?;
+                }
+            }
         }
         // Write every sequence first: batch order must not matter.
         for seq in batch {
@@ -242,6 +283,11 @@ impl Backend for FakeBackend {
                     }
                 }
                 logits.extend(salted_logits(history, self.salt));
+            }
+        }
+        if let Some(states) = &mut self.states {
+            for seq in batch {
+                states.end(seq)?;
             }
         }
         Ok(ForwardOutput {

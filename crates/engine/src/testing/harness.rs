@@ -28,6 +28,8 @@ pub struct Setup {
     pub max_context: usize,
     /// Sliding-window layers in a pool of their own: (window, pages).
     pub window: Option<(usize, usize)>,
+    /// A model with recurrent state: (snapshots kept, snapshot interval in tokens).
+    pub recurrent: Option<(usize, usize)>,
 }
 
 impl Default for Setup {
@@ -40,6 +42,7 @@ impl Default for Setup {
             prefix_caching: true,
             max_context: 4096,
             window: None,
+            recurrent: None,
         }
     }
 }
@@ -97,6 +100,13 @@ impl Harness {
             backend.window = Some(window);
             backend.init_window_kv_cache(pages + 1).unwrap();
             kv = kv.with_window_pages(window, pages);
+        }
+        if let Some((snapshots, interval)) = setup.recurrent {
+            backend.recurrent = true;
+            backend
+                .init_state_slots(setup.max_seqs + snapshots)
+                .unwrap();
+            kv = kv.with_state_slots(setup.max_seqs, snapshots, interval);
         }
         backend
             .init_kv_cache(setup.num_pages, setup.page_size)

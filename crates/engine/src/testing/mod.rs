@@ -3,4 +3,5 @@
 
 pub mod fake_backend;
 pub mod fake_constraint;
+pub mod fake_state;
 pub mod harness;

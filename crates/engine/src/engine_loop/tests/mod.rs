@@ -381,6 +381,7 @@ fn admission_is_first_come_first_served() {
 }
 
 mod device_sampling;
+mod hybrid_speculation;
 mod logit_rules;
 mod proptests;
 mod speculative;

@@ -16,7 +16,7 @@ use crate::testing::harness::{greedy, request, Harness, Setup};
 fn draft_model(salt: u64) -> Box<dyn Proposer> {
     let mut backend = FakeBackend::new(4096);
     backend.salt = salt;
-    Box::new(DraftModel::new(Box::new(backend)))
+    Box::new(DraftModel::new(Box::new(backend)).unwrap())
 }
 
 #[derive(Clone, Copy, Debug)]

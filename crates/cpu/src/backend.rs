@@ -221,8 +221,19 @@ impl Backend for CpuBackend {
         recurrent_state::state_len(&self.plan) * std::mem::size_of::<f32>()
     }
 
-    fn can_rewind_state(&self) -> bool {
-        true
+    /// The state before the step, and the step's inputs to each linear layer.
+    fn state_rewind_bytes_per_sequence(&self, step_tokens: usize) -> Option<usize> {
+        let inputs = recurrent_state::inputs_len(&self.plan) * step_tokens;
+        Some(self.state_bytes_per_sequence() + inputs * std::mem::size_of::<f32>())
+    }
+
+    /// Kept per slot as steps record it (`recurrent_state.rs`): nothing to allocate ahead.
+    fn init_state_rewind(
+        &mut self,
+        _seats: usize,
+        _step_tokens: usize,
+    ) -> Result<(), BackendError> {
+        Ok(())
     }
 
     fn init_state_slots(&mut self, slots: usize) -> Result<(), BackendError> {

@@ -23,6 +23,18 @@ pub fn state_len(plan: &ModelPlan) -> usize {
         .sum()
 }
 
+/// f32 values one token's inputs take over every linear-attention layer of `plan`, as a
+/// rewindable step records them ([`LayerInputs`]).
+pub fn inputs_len(plan: &ModelPlan) -> usize {
+    plan.layers
+        .iter()
+        .map(|l| match &l.mixer {
+            Mixer::LinearAttention(spec) => spec.conv_channels() + 2 * spec.num_value_heads,
+            Mixer::Attention(_) => 0,
+        })
+        .sum()
+}
+
 /// The state of every slot: per slot, per linear-attention layer, the convolution's last
 /// `conv_kernel - 1` inputs (`[taps - 1, channels]`, oldest first) and each value head's
 /// `key_head_dim x value_head_dim` matrix.

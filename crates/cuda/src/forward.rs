@@ -13,6 +13,7 @@
 //! stays f32; GEMM inputs are bf16, outputs f32 (the QKV and gate/up rows of a prompt chunk
 //! bf16, and its O and down projections added to the residual by cuBLAS itself).
 
+use cudarc::driver::CudaStream;
 use ferrite_model::config::{ModelConfig, RopeStyle};
 
 use crate::device_ptr::DevicePtr;
@@ -24,6 +25,7 @@ use crate::launchers::{
     GdnSequences, Kernels, Lookup, PrefillArgs, RmsNormRowsArgs, RopeKvArgs,
 };
 use crate::linear::Linear;
+use crate::state_rewind::StateRewind;
 use crate::step_inputs::{Offsets, StepInputs};
 use crate::weights::{AttentionWeights, LinearAttentionWeights, Mixer, Mlp, ModelWeights};
 use crate::workspace::Workspace;
@@ -70,6 +72,17 @@ pub struct Model<'a> {
     /// Every slot's recurrent state (f32, `weights.state_len` a slot) for linear-attention
     /// layers.
     pub state: Option<DevicePtr>,
+    /// The step's rewindable sequences, whose input projections each linear-attention layer
+    /// records (crate::state_rewind).
+    pub recording: Option<Recording<'a>>,
+}
+
+/// Where a step records its rewindable sequences' inputs: (seat, first row, tokens) each.
+#[derive(Clone, Copy)]
+pub struct Recording<'a> {
+    pub rewind: &'a StateRewind,
+    pub records: &'a [(usize, usize, usize)],
+    pub stream: &'a CudaStream,
 }
 
 impl Model<'_> {
@@ -304,9 +317,12 @@ impl Model<'_> {
         let state = self
             .state
             .ok_or_else(|| anyhow::anyhow!("linear attention before init_state_slots"))?;
-        let spec = &g.spec;
         self.gemm
             .linear(k, ws.xn, &g.w_in, buffers.mixed, s.num_tokens, ws.dequant)?;
+        if let Some(r) = self.recording.filter(|r| !r.records.is_empty()) {
+            r.rewind
+                .record(r.stream, g.state_offset, buffers.mixed, r.records)?;
+        }
         let seqs = GdnSequences {
             row: self.meta(o.seq_row),
             len: self.meta(o.seq_len),
@@ -318,6 +334,25 @@ impl Model<'_> {
             state,
             slot_stride: self.weights.state_len,
         };
+        self.enqueue_gdn(&seqs, g, buffers.mixed, buffers.ld)?;
+        Ok(buffers.out)
+    }
+
+    /// The convolution and gated delta rule of layer `g` over `seqs`, from input projections
+    /// `mixed` (rows `ld` floats apart), into the workspace's linear-attention buffers.
+    pub(crate) fn enqueue_gdn(
+        &self,
+        seqs: &GdnSequences,
+        g: &LinearAttentionWeights,
+        mixed: DevicePtr,
+        ld: usize,
+    ) -> anyhow::Result<()> {
+        let (k, spec) = (self.kernels, &g.spec);
+        let buffers = self
+            .ws
+            .linear
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("no linear-attention buffers"))?;
         let layer = GdnLayer {
             key_heads: spec.num_key_heads,
             value_heads: spec.num_value_heads,
@@ -327,16 +362,15 @@ impl Model<'_> {
             tiled: spec.tiled_value_heads,
             offset: g.state_offset,
         };
-        let ld = buffers.ld;
-        k.gdn_conv(&seqs, &layer, buffers.mixed, ld, g.conv, buffers.conv)?;
+        k.gdn_conv(seqs, &layer, mixed, ld, g.conv, buffers.conv)?;
         let channels = spec.conv_channels();
         let value_dim = spec.value_dim();
         k.gdn_delta_rule(
-            &seqs,
+            seqs,
             &layer,
             &GdnRecurrenceArgs {
                 conv: buffers.conv,
-                mixed: buffers.mixed,
+                mixed,
                 ld,
                 z_col: channels,
                 b_col: channels + value_dim,
@@ -348,8 +382,7 @@ impl Model<'_> {
                 chunk: buffers.chunk,
                 eps: self.weights.norm.eps,
             },
-        )?;
-        Ok(buffers.out)
+        )
     }
 
     /// LM head for `rows` token rows listed at packed offset `rows_at`: the final residual add

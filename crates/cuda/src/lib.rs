@@ -24,6 +24,7 @@ pub mod linear;
 pub mod module_loader;
 pub mod moe_mlp;
 pub mod quant;
+pub mod state_rewind;
 pub mod step_inputs;
 pub mod warm_up;
 pub mod weights;

@@ -308,10 +308,22 @@ pub trait Backend: Send {
         let _ = slots;
         Err(BackendError("this backend keeps no recurrent state".into()))
     }
-    /// Whether the backend honours [`StateCopy::rewindable`]: a model with recurrent state
-    /// runs speculative decoding only where it does.
-    fn can_rewind_state(&self) -> bool {
-        false
+    /// Bytes that rewinding one sequence's step of at most `step_tokens` tokens takes
+    /// ([`StateCopy::rewindable`]: the state before the step, the step's inputs to the
+    /// recurrent layers); `None` where the backend cannot rewind, and a model with recurrent
+    /// state then runs no speculative decoding.
+    fn state_rewind_bytes_per_sequence(&self, step_tokens: usize) -> Option<usize> {
+        let _ = step_tokens;
+        None
+    }
+    /// Keep what rewinding a step of at most `step_tokens` tokens takes, for the sequences of
+    /// seat slots `0..seats` (the engine's seats are the first state slots). Called after
+    /// `init_state_slots` when speculative decoding is on, before `init_kv_cache`.
+    fn init_state_rewind(&mut self, seats: usize, step_tokens: usize) -> Result<(), BackendError> {
+        let _ = (seats, step_tokens);
+        Err(BackendError(
+            "this backend cannot rewind recurrent state".into(),
+        ))
     }
     /// Write the K/V of every token in `batch` into its pages and return the requested logits.
     fn forward(&mut self, batch: &[SeqBatch<'_>]) -> Result<ForwardOutput, BackendError>;

@@ -22,13 +22,14 @@ pub struct KvPoolSizes {
     pub max_model_len: usize,
 }
 
-/// Pool sizes and context limit that `config` and `backend` allow.
-/// `draft_kv_bytes_per_token`: what a speculative proposer keeps per token in its own cache.
+/// Pool sizes and context limit that `config` and `backend` allow. `speculation`: with
+/// speculative decoding on, what its proposer keeps per token in its own cache.
 pub fn size_kv_pool(
     config: &EngineConfig,
     backend: &dyn Backend,
-    draft_kv_bytes_per_token: usize,
+    speculation: Option<usize>,
 ) -> Result<KvPoolSizes, EngineError> {
+    let draft_kv_bytes_per_token = speculation.unwrap_or(0);
     let invalid = |why: String| Err(EngineError::Config(why));
     if config.page_size == 0 || config.max_num_seqs == 0 || config.max_num_batched_tokens == 0 {
         return invalid("page_size, max_num_seqs and max_num_batched_tokens must be >= 1".into());
@@ -39,14 +40,23 @@ pub fn size_kv_pool(
     }
     let bytes_per_page = config.page_size.saturating_mul(bytes_per_token);
     // Each running sequence's recurrent state (linear-attention layers) comes out of the
-    // same budget, one slot per seat, and so do the prefix cache's snapshots of it.
+    // same budget, one slot per seat (and what rewinding a step takes, when speculating), and
+    // so do the prefix cache's snapshots of it.
     let per_sequence = backend.state_bytes_per_sequence();
+    let per_seat = match speculation {
+        Some(_) if per_sequence > 0 => {
+            let step_tokens = config.speculation.num_tokens + 1;
+            let rewind = backend.state_rewind_bytes_per_sequence(step_tokens);
+            per_sequence + rewind.unwrap_or(0)
+        }
+        _ => per_sequence,
+    };
     let snapshot_bytes = if per_sequence > 0 && config.enable_prefix_caching {
         config.state_cache.memory_bytes / per_sequence * per_sequence
     } else {
         0
     };
-    let state_bytes = per_sequence
+    let state_bytes = per_seat
         .saturating_mul(config.max_num_seqs)
         .saturating_add(snapshot_bytes);
     if state_bytes >= config.kv_cache_memory_bytes {
@@ -151,11 +161,16 @@ pub fn build_engine_core(
             spec.num_tokens
         )));
     }
-    let draft_bytes = proposer.as_ref().map_or(0, |p| p.kv_bytes_per_token());
-    let sizes = size_kv_pool(config, backend.as_ref(), draft_bytes)?;
+    let speculating = proposer.as_ref().map(|p| p.kv_bytes_per_token());
+    let sizes = size_kv_pool(config, backend.as_ref(), speculating)?;
     let (num_pages, max_model_len) = (sizes.num_pages, sizes.max_model_len);
     let state_slots = if backend.state_bytes_per_sequence() > 0 {
-        if proposer.is_some() && !backend.can_rewind_state() {
+        let step_tokens = spec.num_tokens + 1;
+        if proposer.is_some()
+            && backend
+                .state_rewind_bytes_per_sequence(step_tokens)
+                .is_none()
+        {
             return Err(EngineError::Config(
                 "speculative decoding does not run on models with linear-attention layers on \
                  this backend yet (a rejected draft would have to be taken out of their \
@@ -181,6 +196,9 @@ pub fn build_engine_core(
             "recurrent state: one slot per sequence, snapshots kept with cached pages"
         );
         backend.init_state_slots(config.max_num_seqs + snapshots)?;
+        if proposer.is_some() {
+            backend.init_state_rewind(config.max_num_seqs, step_tokens)?;
+        }
         (config.max_num_seqs, snapshots)
     } else {
         (0, 0)

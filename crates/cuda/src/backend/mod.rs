@@ -4,6 +4,7 @@
 //! steps.
 
 mod collect;
+mod rewind;
 
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ use crate::graphs::{ladder, DecodeGraphs};
 use crate::kernel_sources::has_prebuilt_cubins;
 use crate::kv_cache::{self, bytes_per_token, KvCache};
 use crate::launchers::{decode_splits, supports, Kernels, SampleParams};
+use crate::state_rewind::StateRewind;
 use crate::step_inputs::StepInputs;
 use crate::warm_up::warm_up;
 use crate::weights::{ModelWeights, WeightSource};
@@ -62,6 +64,8 @@ pub struct CudaBackend {
     meta: Option<(DeviceBuffer, usize)>,
     /// Every slot's recurrent state (linear-attention layers), and the slot count.
     state: Option<(DeviceBuffer, usize)>,
+    /// What rewinding speculative steps takes (`init_state_rewind`).
+    rewind: Option<StateRewind>,
     ws: Workspace,
     weights: ModelWeights,
     gemm: Gemm,
@@ -149,6 +153,7 @@ impl CudaBackend {
             window_pages: 0,
             meta: None,
             state: None,
+            rewind: None,
             ws,
             weights,
             gemm,
@@ -199,6 +204,7 @@ impl CudaBackend {
             ws: &self.ws,
             expert_load: self.expert_load.as_ref(),
             state: self.state.as_ref().map(|(buf, _)| buf.ptr()),
+            recording: None,
         })
     }
 
@@ -258,9 +264,11 @@ impl CudaBackend {
             window_pages,
         };
         validate_batch(batch, limits)?;
-        // Snapshots restored into their sequences' slots before the step (stream order).
+        // Snapshots restored into their sequences' slots before the step (stream order), then
+        // rejected drafts taken back out and the state before a rewindable step kept.
         self.copy_states(batch, |c| c.restore_from.map(|from| (from, true)))
             .map_err(err)?;
+        let rewinds = self.rewind_states(batch).map_err(err)?;
         let all_decode = batch.iter().all(|s| s.tokens.len() == 1);
         let graph_bs = if all_decode {
             self.graphs.size_for(batch.len())
@@ -310,7 +318,8 @@ impl CudaBackend {
                 );
                 let shape = StepShape::of(inputs, splits);
                 let (rows_at, total) = (inputs.offsets.logit_rows, inputs.num_logit_rows);
-                let model = self.model()?;
+                let mut model = self.model()?;
+                model.recording = self.recording(&rewinds);
                 let delta_pending = model.enqueue_layers(&shape).map_err(err)?;
                 let mut c0 = 0;
                 while c0 < total {
@@ -462,6 +471,15 @@ impl Backend for CudaBackend {
         );
         self.state = Some((buf, slots));
         Ok(())
+    }
+
+    fn state_rewind_bytes_per_sequence(&self, step_tokens: usize) -> Option<usize> {
+        Some(self.rewind_bytes_per_seat(step_tokens))
+    }
+
+    fn init_state_rewind(&mut self, seats: usize, step_tokens: usize) -> Result<(), BackendError> {
+        self.alloc_rewind(seats, step_tokens)
+            .map_err(|e| BackendError(format!("cuda: {e:#}")))
     }
 
     fn forward(&mut self, batch: &[SeqBatch<'_>]) -> Result<ForwardOutput, BackendError> {

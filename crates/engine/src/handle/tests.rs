@@ -29,10 +29,10 @@ fn config(kv_bytes: usize) -> EngineConfig {
 fn a_draft_models_cache_shares_the_memory() {
     // 64 bytes per token for the target and 64 for the draft: half the pages.
     let backend = FakeBackend::new(1 << 20);
-    let alone = size_kv_pool(&config(1 << 20), &backend, 0)
+    let alone = size_kv_pool(&config(1 << 20), &backend, None)
         .unwrap()
         .num_pages;
-    let shared = size_kv_pool(&config(1 << 20), &backend, 64)
+    let shared = size_kv_pool(&config(1 << 20), &backend, Some(64))
         .unwrap()
         .num_pages;
     assert_eq!((alone, shared), (1024, 512));
@@ -45,11 +45,31 @@ fn a_draft_models_cache_shares_the_memory() {
 }
 
 #[test]
+fn speculating_on_recurrent_state_takes_a_rewind_copy_per_seat() {
+    // 256 bytes of state a sequence, 4 seats, no snapshots: 1 KiB of state, and 1 KiB more
+    // when each seat keeps what rewinding a step takes.
+    let mut backend = FakeBackend::new(4096);
+    backend.recurrent = true;
+    let c = EngineConfig {
+        max_num_seqs: 4,
+        enable_prefix_caching: false,
+        ..config(8 * 1024)
+    };
+    let pages = |speculation| size_kv_pool(&c, &backend, speculation).unwrap().num_pages;
+    assert_eq!((pages(None), pages(Some(0))), (7, 6));
+    let stats = Arc::new(EngineStats::default());
+    let proposer = Box::new(crate::speculative::NgramProposer::default());
+    let core = build_engine_core(&c, Box::new(backend), Some(proposer), stats).unwrap();
+    assert!(core.speculation().is_some());
+    assert_eq!(core.scheduler().kv().num_pages(), 6);
+}
+
+#[test]
 fn pool_size_follows_memory_and_caps_the_context() {
     // The fake backend takes 64 bytes per token: a 16-token page is 1 KiB.
     let backend = FakeBackend::new(4096);
     let sizes = |c: &EngineConfig| {
-        let s = size_kv_pool(c, &backend, 0).unwrap();
+        let s = size_kv_pool(c, &backend, None).unwrap();
         (s.num_pages, s.max_model_len)
     };
     assert_eq!(sizes(&config(10 * 1024 + 5)), (10, 160));
@@ -75,7 +95,7 @@ fn pool_size_follows_memory_and_caps_the_context() {
         },
     ] {
         assert!(matches!(
-            size_kv_pool(&bad, &backend, 0),
+            size_kv_pool(&bad, &backend, None),
             Err(EngineError::Config(_))
         ));
     }

@@ -205,8 +205,15 @@ impl Backend for FakeBackend {
         self.states = Some(FakeStates::new(slots));
         Ok(())
     }
-    fn can_rewind_state(&self) -> bool {
-        self.recurrent
+    fn state_rewind_bytes_per_sequence(&self, _step_tokens: usize) -> Option<usize> {
+        self.recurrent.then_some(256)
+    }
+    fn init_state_rewind(
+        &mut self,
+        _seats: usize,
+        _step_tokens: usize,
+    ) -> Result<(), BackendError> {
+        Ok(())
     }
     fn forward(&mut self, batch: &[SeqBatch<'_>]) -> Result<ForwardOutput, BackendError> {
         if let Some(delay) = self.delay {

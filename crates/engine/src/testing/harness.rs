@@ -106,6 +106,7 @@ impl Harness {
             backend
                 .init_state_slots(setup.max_seqs + snapshots)
                 .unwrap();
+            backend.init_state_rewind(setup.max_seqs, 33).unwrap();
             kv = kv.with_state_slots(setup.max_seqs, snapshots, interval);
         }
         backend

@@ -1,0 +1,104 @@
+//! The backend's side of rewinding recurrent state (crate::state_rewind): allocating it, and
+//! around each step the replays before it and the records during it.
+
+use ferrite_engine::SeqBatch;
+
+use super::CudaBackend;
+use crate::forward::Recording;
+use crate::state_rewind::{RewindPlan, StateRewind};
+use crate::weights::Mixer;
+
+impl CudaBackend {
+    /// State offsets of the linear-attention layers, in layer order.
+    fn linear_layers(&self) -> Vec<usize> {
+        self.weights
+            .layers
+            .iter()
+            .filter_map(|l| match &l.mixer {
+                Mixer::LinearAttention(g) => Some(g.state_offset),
+                Mixer::Attention(_) => None,
+            })
+            .collect()
+    }
+
+    fn linear_ld(&self) -> usize {
+        self.ws.linear.as_ref().map_or(0, |b| b.ld)
+    }
+
+    pub(super) fn rewind_bytes_per_seat(&self, step_tokens: usize) -> usize {
+        let layers = self.linear_layers().len();
+        StateRewind::bytes_per_seat(
+            self.weights.state_len,
+            self.linear_ld(),
+            layers,
+            step_tokens,
+        )
+    }
+
+    pub(super) fn alloc_rewind(&mut self, seats: usize, step_tokens: usize) -> anyhow::Result<()> {
+        let Some((_, slots)) = &self.state else {
+            anyhow::bail!("init_state_rewind before init_state_slots");
+        };
+        anyhow::ensure!(
+            seats * step_tokens <= self.ws.cap.tokens,
+            "rewinding {seats} sequences of {step_tokens} tokens needs a workspace of {} \
+             tokens, it holds {} (raise max_num_batched_tokens, or lower max_num_seqs or the \
+             speculative tokens)",
+            seats * step_tokens,
+            self.ws.cap.tokens
+        );
+        self.gpu.bind()?;
+        let rewind = StateRewind::new(
+            &self.gpu.stream,
+            seats,
+            step_tokens,
+            self.weights.state_len,
+            self.linear_ld(),
+            self.linear_layers(),
+            *slots,
+        )?;
+        tracing::info!(
+            seats,
+            step_tokens,
+            mib = (seats * self.rewind_bytes_per_seat(step_tokens)) as f64 / (1u64 << 20) as f64,
+            "CUDA recurrent-state rewinds allocated (speculative decoding)"
+        );
+        self.rewind = Some(rewind);
+        Ok(())
+    }
+
+    /// Before a step: the sequences starting inside their last step get the rejected drafts
+    /// taken out of their state, and the state before each rewindable step is kept.
+    pub(super) fn rewind_states(&mut self, batch: &[SeqBatch<'_>]) -> anyhow::Result<RewindPlan> {
+        let Some(rewind) = &mut self.rewind else {
+            anyhow::ensure!(
+                batch.iter().all(|s| !s.state_copy.rewindable),
+                "a rewindable step before init_state_rewind"
+            );
+            return Ok(RewindPlan::default());
+        };
+        let plan = rewind.plan(batch)?;
+        let (Some(rewind), Some((state, _))) = (&self.rewind, &self.state) else {
+            return Ok(plan);
+        };
+        let stream = &self.gpu.stream;
+        if !plan.replays.is_empty() {
+            let replays = rewind.restore(stream, state.ptr(), &plan.replays)?;
+            self.model()
+                .map_err(|e| anyhow::anyhow!(e.0))?
+                .enqueue_replays(rewind, &replays)?;
+        }
+        rewind.save_before(stream, state.ptr(), &plan.records)?;
+        Ok(plan)
+    }
+
+    /// What the step's linear-attention layers record.
+    pub(super) fn recording<'a>(&'a self, plan: &'a RewindPlan) -> Option<Recording<'a>> {
+        let rewind = self.rewind.as_ref()?;
+        Some(Recording {
+            rewind,
+            records: &plan.records,
+            stream: &self.gpu.stream,
+        })
+    }
+}

@@ -1,0 +1,155 @@
+//! Speculative decoding on the linear-attention hybrids on CUDA (the random-weight checkpoints
+//! of fixtures/arch: qwen3_5, qwen3_5_moe, qwen3_next): a rejected draft is taken back out of
+//! the state on the device (crate::state_rewind: the state before the step restored, the kept
+//! tokens' recorded projections run through the convolution and delta rule again). The oracle
+//! is the same backend without speculation: greedy tokens identical and log-probabilities
+//! within a rounding's reach (a verification step runs its tokens through the chunked delta
+//! rule where plain decoding runs them one by one), over batched prompts, a second turn that
+//! restores a snapshot and a repeated request whose drafts are kept to the end; drafts are
+//! both kept and rejected. Batch-invariant kernels and decode graphs (replays run before a
+//! graph's launch).
+
+mod common;
+
+use std::sync::Arc;
+
+use common::fixtures::{fixture_path, test_options};
+use ferrite_cuda::{CudaBackend, WeightSource};
+use ferrite_engine::{
+    build_engine_core, EngineConfig, EngineCore, EngineStats, GenerationRequest, Proposer,
+    SamplingParams, SpecOptions, StateCacheOptions, SuffixProposer,
+};
+use ferrite_model::load;
+
+const NEW_TOKENS: usize = 40;
+
+fn core(arch: &str, speculate: bool) -> EngineCore {
+    let dir = fixture_path("arch").join(arch);
+    let (config, weights) = load::hf_dir(&dir).unwrap_or_else(|e| panic!("{arch}: {e}"));
+    let backend = CudaBackend::new(
+        config,
+        WeightSource::Host(weights),
+        test_options(false, true),
+    )
+    .unwrap();
+    let engine = EngineConfig {
+        page_size: 4,
+        kv_cache_memory_bytes: 24 << 20,
+        max_num_batched_tokens: 64,
+        max_num_seqs: 4,
+        prefill_per_decode: 0,
+        enable_prefix_caching: true,
+        window_kv_pool: true,
+        state_cache: StateCacheOptions {
+            memory_bytes: 8 << 20,
+            snapshot_interval: 16,
+        },
+        max_model_len: Some(512),
+        eos_token_ids: vec![],
+        speculation: SpecOptions {
+            num_tokens: 4,
+            adaptive: false,
+            disable_by_batch_size: None,
+        },
+    };
+    let proposer: Option<Box<dyn Proposer>> =
+        speculate.then(|| Box::new(SuffixProposer::new(Default::default())) as _);
+    let stats = Arc::new(EngineStats::default());
+    build_engine_core(&engine, Box::new(backend), proposer, stats).unwrap()
+}
+
+/// (tokens, their log-probabilities, cached prompt tokens) of each request.
+type Outcome = Vec<(Vec<u32>, Vec<f32>, usize)>;
+
+fn run(core: &mut EngineCore, first_id: u64, prompts: &[Vec<u32>]) -> Outcome {
+    for (i, prompt) in prompts.iter().enumerate() {
+        core.add_request(GenerationRequest {
+            id: first_id + i as u64,
+            prompt: prompt.clone(),
+            params: SamplingParams {
+                temperature: 0.0,
+                max_tokens: NEW_TOKENS,
+                ignore_eos: true,
+                logprobs: Some(0),
+                ..SamplingParams::default()
+            },
+            arrival: std::time::Instant::now(),
+        });
+    }
+    let mut out: Outcome = vec![Default::default(); prompts.len()];
+    while core.has_work() {
+        for o in core.step() {
+            let entry = &mut out[(o.id - first_id) as usize];
+            if let Some(info) = &o.prompt {
+                entry.2 = info.num_cached_tokens;
+            }
+            entry.0.extend(&o.tokens);
+            entry.1.extend(o.logprobs.iter().map(|l| l.logprob));
+        }
+    }
+    out
+}
+
+/// Batched prompts, then a second turn: the first prompt extended with its answer, and the
+/// second prompt again.
+fn conversation(core: &mut EngineCore, vocab: u32) -> Outcome {
+    let prompt = |len: u32, salt: u32| -> Vec<u32> {
+        (0..len)
+            .map(|i| (i * 37 + salt * 101 + 3) % vocab)
+            .collect()
+    };
+    let first = vec![prompt(40, 1), prompt(23, 2), prompt(48, 3)];
+    let mut outcomes = run(core, 0, &first);
+    let mut next = first[0].clone();
+    next.extend(&outcomes[0].0);
+    next.extend(prompt(5, 4));
+    outcomes.extend(run(core, 10, &[next, first[1].clone()]));
+    outcomes
+}
+
+fn check(arch: &str) {
+    let dir = fixture_path("arch").join(arch);
+    let vocab = load::hf_dir(&dir).unwrap().0.vocab_size as u32;
+    let mut plain = core(arch, false);
+    let expected = conversation(&mut plain, vocab);
+    drop(plain);
+    let mut speculating = core(arch, true);
+    let got = conversation(&mut speculating, vocab);
+    let mut worst = 0.0f32;
+    for (i, (e, g)) in expected.iter().zip(&got).enumerate() {
+        assert_eq!(e.0, g.0, "{arch}: request {i}'s tokens");
+        assert_eq!(e.2, g.2, "{arch}: request {i}'s cached tokens");
+        for (a, b) in e.1.iter().zip(&g.1) {
+            worst = worst.max((a - b).abs());
+        }
+    }
+    let counters = &speculating
+        .speculation()
+        .expect("speculation stayed on")
+        .counters;
+    println!(
+        "{arch}: {} of {} drafts accepted; turn 2 from {} cached tokens; logprob max |Δ| {worst:.2e}",
+        counters.num_accepted_tokens, counters.num_draft_tokens, got[3].2
+    );
+    assert!(worst <= 2e-3, "{arch}: log-probabilities differ by {worst}");
+    assert!(
+        got[3].2 >= 40,
+        "{arch}: {} cached tokens in turn 2",
+        got[3].2
+    );
+    assert!(
+        counters.num_accepted_tokens > 0
+            && counters.num_accepted_tokens < counters.num_draft_tokens,
+        "{arch}: drafts must be both kept and rejected"
+    );
+}
+
+#[test]
+fn hybrids_take_rejected_drafts_out_of_their_state_on_the_device() {
+    let Some(_) = common::gpu("hybrid speculation") else {
+        return;
+    };
+    for arch in ["qwen3_5", "qwen3_5_moe", "qwen3_next"] {
+        check(arch);
+    }
+}

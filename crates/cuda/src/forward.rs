@@ -13,7 +13,6 @@
 //! stays f32; GEMM inputs are bf16, outputs f32 (the QKV and gate/up rows of a prompt chunk
 //! bf16, and its O and down projections added to the residual by cuBLAS itself).
 
-use cudarc::driver::CudaStream;
 use ferrite_model::config::{ModelConfig, RopeStyle};
 
 use crate::device_ptr::DevicePtr;
@@ -25,7 +24,6 @@ use crate::launchers::{
     GdnSequences, Kernels, Lookup, PrefillArgs, RmsNormRowsArgs, RopeKvArgs,
 };
 use crate::linear::Linear;
-use crate::state_rewind::StateRewind;
 use crate::step_inputs::{Offsets, StepInputs};
 use crate::weights::{AttentionWeights, LinearAttentionWeights, Mixer, Mlp, ModelWeights};
 use crate::workspace::Workspace;
@@ -72,17 +70,15 @@ pub struct Model<'a> {
     /// Every slot's recurrent state (f32, `weights.state_len` a slot) for linear-attention
     /// layers.
     pub state: Option<DevicePtr>,
-    /// The step's rewindable sequences, whose input projections each linear-attention layer
-    /// records (crate::state_rewind).
-    pub recording: Option<Recording<'a>>,
+    /// Records the input projections of the step's rewindable sequences at each
+    /// linear-attention layer (crate::state_rewind).
+    pub recording: Option<&'a dyn InputRecorder>,
 }
 
-/// Where a step records its rewindable sequences' inputs: (seat, first row, tokens) each.
-#[derive(Clone, Copy)]
-pub struct Recording<'a> {
-    pub rewind: &'a StateRewind,
-    pub records: &'a [(usize, usize, usize)],
-    pub stream: &'a CudaStream,
+/// Keeps what a linear-attention layer's step computed from its inputs, before the layer
+/// runs them (`mixed`: the step's input projections).
+pub trait InputRecorder {
+    fn record(&self, state_offset: usize, mixed: DevicePtr) -> anyhow::Result<()>;
 }
 
 impl Model<'_> {
@@ -319,9 +315,8 @@ impl Model<'_> {
             .ok_or_else(|| anyhow::anyhow!("linear attention before init_state_slots"))?;
         self.gemm
             .linear(k, ws.xn, &g.w_in, buffers.mixed, s.num_tokens, ws.dequant)?;
-        if let Some(r) = self.recording.filter(|r| !r.records.is_empty()) {
-            r.rewind
-                .record(r.stream, g.state_offset, buffers.mixed, r.records)?;
+        if let Some(recording) = self.recording {
+            recording.record(g.state_offset, buffers.mixed)?;
         }
         let seqs = GdnSequences {
             row: self.meta(o.seq_row),

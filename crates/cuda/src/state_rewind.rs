@@ -16,7 +16,7 @@ use ferrite_engine::SeqBatch;
 
 use crate::buffer::{copy_on_device, upload, DeviceBuffer};
 use crate::device_ptr::DevicePtr;
-use crate::forward::Model;
+use crate::forward::{InputRecorder, Model};
 use crate::launchers::GdnSequences;
 use crate::weights::Mixer;
 
@@ -49,6 +49,20 @@ pub struct RewindPlan {
     pub replays: Vec<(usize, usize)>,
     /// During it: (seat, first token row in the step, tokens) of each rewindable sequence.
     pub records: Vec<(usize, usize, usize)>,
+}
+
+/// A step's recording: (seat, first token row, tokens) of each rewindable sequence.
+pub struct StepRecording<'a> {
+    pub rewind: &'a StateRewind,
+    pub records: &'a [(usize, usize, usize)],
+    pub stream: &'a CudaStream,
+}
+
+impl InputRecorder for StepRecording<'_> {
+    fn record(&self, state_offset: usize, mixed: DevicePtr) -> anyhow::Result<()> {
+        self.rewind
+            .record(self.stream, state_offset, mixed, self.records)
+    }
 }
 
 /// Where the replays' sequences are described for the linear-attention kernels.

@@ -4,7 +4,7 @@
 //! steps.
 
 mod collect;
-mod rewind;
+mod state;
 
 use std::sync::Arc;
 
@@ -15,7 +15,7 @@ use ferrite_engine::{
 use ferrite_model::config::ModelConfig;
 use ferrite_model::plan::ModelPlan;
 
-use crate::buffer::{copy_on_device, upload, DeviceBuffer};
+use crate::buffer::{upload, DeviceBuffer};
 use crate::device::Gpu;
 use crate::expert_load::DeviceExpertLoad;
 use crate::forward::{Model, StepShape};
@@ -318,8 +318,9 @@ impl CudaBackend {
                 );
                 let shape = StepShape::of(inputs, splits);
                 let (rows_at, total) = (inputs.offsets.logit_rows, inputs.num_logit_rows);
+                let recording = self.recording(&rewinds);
                 let mut model = self.model()?;
-                model.recording = self.recording(&rewinds);
+                model.recording = recording.as_ref().map(|r| r as _);
                 let delta_pending = model.enqueue_layers(&shape).map_err(err)?;
                 let mut c0 = 0;
                 while c0 < total {
@@ -339,30 +340,6 @@ impl CudaBackend {
             load.flush(&self.gpu.stream).map_err(err)?;
         }
         Ok(out)
-    }
-
-    /// For each sequence whose `pick` names a snapshot slot: copies it into the sequence's slot
-    /// (`true`) or the sequence's slot into it (`false`), whole slots, on the stream.
-    fn copy_states(
-        &self,
-        batch: &[SeqBatch<'_>],
-        pick: impl Fn(&ferrite_engine::StateCopy) -> Option<(u32, bool)>,
-    ) -> anyhow::Result<()> {
-        let Some((state, _)) = &self.state else {
-            return Ok(());
-        };
-        let bytes = self.weights.state_len * 4;
-        for seq in batch {
-            if let (Some(slot), Some((other, into_seq))) = (seq.state_slot, pick(&seq.state_copy)) {
-                let (own, other) = (
-                    state.at(slot as usize * bytes),
-                    state.at(other as usize * bytes),
-                );
-                let (dst, src) = if into_seq { (own, other) } else { (other, own) };
-                copy_on_device(&self.gpu.stream, dst, src, bytes)?;
-            }
-        }
-        Ok(())
     }
 }
 

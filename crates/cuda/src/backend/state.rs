@@ -1,11 +1,12 @@
-//! The backend's side of rewinding recurrent state (crate::state_rewind): allocating it, and
-//! around each step the replays before it and the records during it.
+//! The backend's recurrent state around a step: snapshots copied into and out of the
+//! sequences' slots, and rewinding (crate::state_rewind): allocating it, the replays before a
+//! step and the records during it.
 
 use ferrite_engine::SeqBatch;
 
 use super::CudaBackend;
-use crate::forward::Recording;
-use crate::state_rewind::{RewindPlan, StateRewind};
+use crate::buffer::copy_on_device;
+use crate::state_rewind::{RewindPlan, StateRewind, StepRecording};
 use crate::weights::Mixer;
 
 impl CudaBackend {
@@ -92,13 +93,37 @@ impl CudaBackend {
         Ok(plan)
     }
 
-    /// What the step's linear-attention layers record.
-    pub(super) fn recording<'a>(&'a self, plan: &'a RewindPlan) -> Option<Recording<'a>> {
+    /// What the step's linear-attention layers record (`None`: nothing).
+    pub(super) fn recording<'a>(&'a self, plan: &'a RewindPlan) -> Option<StepRecording<'a>> {
         let rewind = self.rewind.as_ref()?;
-        Some(Recording {
+        (!plan.records.is_empty()).then_some(StepRecording {
             rewind,
             records: &plan.records,
             stream: &self.gpu.stream,
         })
+    }
+
+    /// For each sequence whose `pick` names a snapshot slot: copies it into the sequence's slot
+    /// (`true`) or the sequence's slot into it (`false`), whole slots, on the stream.
+    pub(super) fn copy_states(
+        &self,
+        batch: &[SeqBatch<'_>],
+        pick: impl Fn(&ferrite_engine::StateCopy) -> Option<(u32, bool)>,
+    ) -> anyhow::Result<()> {
+        let Some((state, _)) = &self.state else {
+            return Ok(());
+        };
+        let bytes = self.weights.state_len * 4;
+        for seq in batch {
+            if let (Some(slot), Some((other, into_seq))) = (seq.state_slot, pick(&seq.state_copy)) {
+                let (own, other) = (
+                    state.at(slot as usize * bytes),
+                    state.at(other as usize * bytes),
+                );
+                let (dst, src) = if into_seq { (own, other) } else { (other, own) };
+                copy_on_device(&self.gpu.stream, dst, src, bytes)?;
+            }
+        }
+        Ok(())
     }
 }

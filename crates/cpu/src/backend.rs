@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use ferrite_engine::{Backend, BackendError, ExpertLoad, ForwardOutput, KvWindow, SeqBatch};
+use ferrite_engine::{
+    Backend, BackendError, ExpertLoad, ForwardOutput, KvWindow, MtpDraftStep, SeqBatch,
+};
 use ferrite_model::config::ModelConfig;
 use ferrite_model::plan::{Mixer, MlpSpec, ModelPlan};
 // The model crate's tensors as loaded, named apart from this crate's `ModelWeights` (the same
@@ -14,6 +16,7 @@ use crate::kernels::int8_gemm;
 use crate::kv_cache::{KvCache, KvShape};
 use crate::model::{Model, Workspace};
 use crate::model_weights::ModelWeights;
+use crate::mtp::{MtpState, MtpWeights};
 use crate::recurrent_state::{self, StateCache};
 use crate::simd::{detected_isa, Isa};
 
@@ -26,6 +29,10 @@ pub struct CpuBackend {
     window_pages: usize,
     /// The linear-attention layers' state per slot, for a hybrid model.
     state: Option<StateCache>,
+    /// The checkpoint's multi-token-prediction layer, and the hidden states it continues
+    /// from once `enable_mtp` turned it on.
+    mtp: Option<MtpWeights>,
+    mtp_state: Option<MtpState>,
     pool: rayon::ThreadPool,
     isa: Isa,
     workspace: Workspace,
@@ -68,6 +75,7 @@ impl CpuBackend {
         let plan = ModelPlan::new(&config)?;
         supports(&plan)?;
         let model_weights = ModelWeights::new(&plan, &weights)?;
+        let mtp = MtpWeights::load(&config, &plan, &weights)?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("ferrite-cpu-{i}"))
@@ -84,6 +92,8 @@ impl CpuBackend {
             kv: None,
             window_pages: 0,
             state: None,
+            mtp,
+            mtp_state: None,
             pool,
             isa,
             workspace: Workspace::default(),
@@ -132,6 +142,12 @@ impl CpuBackend {
                 }),
                 Mixer::Attention(_) | Mixer::LinearAttention(_) => None,
             })
+            .chain(
+                self.mtp
+                    .as_ref()
+                    .filter(|_| self.mtp_state.is_some())
+                    .map(|m| Some(m.kv_shape())),
+            )
             .collect()
     }
 
@@ -238,7 +254,49 @@ impl Backend for CpuBackend {
 
     fn init_state_slots(&mut self, slots: usize) -> Result<(), BackendError> {
         self.state = Some(StateCache::new(&self.plan, slots)?);
+        if let Some(mtp_state) = &mut self.mtp_state {
+            *mtp_state = MtpState::new(slots);
+        }
         Ok(())
+    }
+
+    fn has_mtp(&self) -> bool {
+        self.mtp.is_some()
+    }
+
+    fn enable_mtp(&mut self) -> Result<(), BackendError> {
+        if self.mtp.is_none() {
+            return Err(BackendError(
+                "the checkpoint has no multi-token-prediction layer (mtp.* tensors)".into(),
+            ));
+        }
+        if self.kv.is_some() {
+            return Err(BackendError(
+                "enable_mtp must come before init_kv_cache".into(),
+            ));
+        }
+        // Hidden states are kept per state slot; slots come with `init_state_slots`.
+        let slots = self.state.as_ref().map_or(0, StateCache::num_slots);
+        self.mtp_state = Some(MtpState::new(slots));
+        Ok(())
+    }
+
+    fn mtp_draft(&mut self, steps: &[MtpDraftStep<'_>]) -> Result<ForwardOutput, BackendError> {
+        let (Some(kv), Some(mtp), Some(mtp_state)) =
+            (self.kv.as_mut(), self.mtp.as_ref(), self.mtp_state.as_mut())
+        else {
+            return Err(BackendError(
+                "mtp_draft before enable_mtp and init_kv_cache".into(),
+            ));
+        };
+        let (model, isa, ws) = (&self.model, self.isa, &mut self.workspace);
+        let logits = self
+            .pool
+            .install(|| model.mtp_draft(isa, mtp, kv, mtp_state, steps, ws))?;
+        Ok(ForwardOutput {
+            logits,
+            vocab_size: model.logits_vocab(),
+        })
     }
 
     fn forward(&mut self, batch: &[SeqBatch<'_>]) -> Result<ForwardOutput, BackendError> {
@@ -248,7 +306,14 @@ impl Backend for CpuBackend {
             .ok_or_else(|| BackendError("forward called before init_kv_cache".into()))?;
         let (model, isa, workspace) = (&self.model, self.isa, &mut self.workspace);
         let state = self.state.as_mut();
-        self.pool
-            .install(|| model.forward(isa, kv, state, batch, workspace))
+        let mtp = self.mtp.as_ref().zip(self.mtp_state.as_mut());
+        workspace.keep_hidden = mtp.is_some();
+        self.pool.install(|| {
+            let out = model.forward(isa, kv, state, batch, workspace)?;
+            if let Some((mtp, mtp_state)) = mtp {
+                model.mtp_catch_up(isa, mtp, kv, mtp_state, batch, workspace)?;
+            }
+            Ok(out)
+        })
     }
 }

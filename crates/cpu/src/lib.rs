@@ -14,6 +14,7 @@ mod linear_attention;
 mod model;
 mod model_weights;
 mod moe;
+mod mtp;
 mod per_layer_input;
 pub mod quant;
 mod recurrent_state;

@@ -22,7 +22,7 @@ use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{self, Rope};
 use crate::kv_cache::KvCache;
 use crate::linear_attention::{self, LinearScratch};
-use crate::model_weights::{Mixer, Mlp, ModelWeights};
+use crate::model_weights::{LayerWeights, Mixer, Mlp, ModelWeights};
 use crate::moe::{moe_mlp, BesideScratch, MoeScratch};
 use crate::per_layer_input::PerLayerScratch;
 use crate::recurrent_state::StateCache;
@@ -66,7 +66,7 @@ pub struct Workspace {
     up: Vec<f32>,
     /// Per rope of `Model::ropes`, a cos/sin table per token (`rope::table_layout`), and the
     /// tokens' positions they are for.
-    cos_sin: Vec<f32>,
+    pub(crate) cos_sin: Vec<f32>,
     positions: Vec<usize>,
     logit_rows: Vec<usize>,
     moe: MoeScratch,
@@ -74,6 +74,9 @@ pub struct Workspace {
     per_layer_inputs: Vec<f32>,
     per_layer: PerLayerScratch,
     beside: BesideScratch,
+    /// Set: keep every row's final hidden state (after the final norm) in `hidden`.
+    pub keep_hidden: bool,
+    pub hidden: Vec<f32>,
 }
 
 fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
@@ -130,6 +133,38 @@ impl Model {
 
     pub fn config(&self) -> &ModelConfig {
         &self.config
+    }
+
+    pub(crate) fn norm_eps(&self) -> f32 {
+        self.norm.eps
+    }
+
+    pub(crate) fn ropes(&self) -> &[Rope] {
+        &self.ropes
+    }
+
+    /// The index in `ropes` of an attention layer's RoPE (`None`: a linear layer, or a RoPE
+    /// none of the model's layers has).
+    pub(crate) fn rope_of(&self, layer: &ferrite_model::plan::LayerSpec) -> Option<usize> {
+        match &layer.mixer {
+            ferrite_model::plan::Mixer::Attention(a) => self
+                .ropes
+                .iter()
+                .position(|r| r.inv_freq() == a.rope.inv_freq),
+            ferrite_model::plan::Mixer::LinearAttention(_) => None,
+        }
+    }
+
+    pub(crate) fn embedding(&self) -> &crate::kernels::quant_matrix::QuantMatrix {
+        &self.weights.embed
+    }
+
+    pub(crate) fn lm_head(&self) -> &crate::kernels::quant_matrix::QuantMatrix {
+        &self.weights.lm_head
+    }
+
+    pub(crate) fn logits_vocab(&self) -> usize {
+        self.logits_vocab
     }
 
     /// Tokens routed to each expert of each layer since load (no experts in a dense layer):
@@ -239,126 +274,43 @@ impl Model {
                 .map_err(|e| BackendError(e.to_string()))?;
         }
 
-        let eps = self.norm.eps;
+        // The layers work on `ws.x` taken out of the workspace (they borrow the rest of it).
+        let mut x = std::mem::take(&mut ws.x);
+        let tokens = std::mem::take(&mut ws.tokens);
+        let step = StepTokens {
+            batch,
+            tokens: &tokens,
+        };
+        let mut result = Ok(());
         for (layer_index, layer) in self.weights.layers.iter().enumerate() {
-            let normed = sized(&mut ws.normed, n * hidden);
-            rms_norm(isa, x, &layer.attn_norm, eps, normed);
-            let proj = sized(&mut ws.proj, n * hidden);
-            let step = StepTokens {
-                batch,
-                tokens: &ws.tokens,
-            };
-            // (a linear-attention layer has no rope: its entry is never read)
-            let (rope_at, rope_width) = layout
-                .get(self.layer_rope[layer_index])
-                .copied()
-                .unwrap_or_default();
-            match &layer.mixer {
-                Mixer::Attention(a) => attention_layer::forward(
-                    isa,
-                    a,
-                    layer_index,
-                    kv,
-                    &step,
-                    &RopeTables {
-                        rope: &self.ropes[self.layer_rope[layer_index]],
-                        tables: &cos_sin[rope_at..rope_at + n * rope_width],
-                        width: rope_width,
-                    },
-                    normed,
-                    n,
-                    eps,
-                    &mut ws.attention,
-                    proj,
-                ),
-                Mixer::LinearAttention(l) => {
-                    let state = state.as_deref_mut().ok_or_else(|| {
-                        BackendError("forward called before init_state_slots".into())
-                    })?;
-                    linear_attention::forward(
-                        isa,
-                        l,
-                        layer_index,
-                        state,
-                        batch,
-                        normed,
-                        n,
-                        eps,
-                        &mut ws.linear,
-                        proj,
-                    )?;
-                }
-            }
-            self.add_block_output(
+            let rope = self.layer_rope[layer_index];
+            result = self.run_layer(
                 isa,
-                x,
-                proj,
-                normed,
-                layer.post_norms.as_ref().map(|p| &p[0]),
+                (layer_index, layer, rope),
+                &mut x[..n * hidden],
+                kv,
+                state.as_deref_mut(),
+                &step,
+                &layout,
+                ws,
             );
-
-            rms_norm(isa, x, &layer.ffn_norm, eps, normed);
-            match &layer.mlp {
-                Mlp::Moe {
-                    activation,
-                    weights,
-                } => moe_mlp(
-                    isa,
-                    weights,
-                    *activation,
-                    normed,
-                    normed,
-                    n,
-                    &mut ws.moe,
-                    proj,
-                    Some(self.expert_load.layer(layer_index)),
-                ),
-                Mlp::Dense {
-                    activation,
-                    gate: w_gate,
-                    up: w_up,
-                    down: w_down,
-                } => {
-                    let inter = w_gate.rows();
-                    let (gate, up) = (sized(&mut ws.gate, n * inter), sized(&mut ws.up, n * inter));
-                    matmul_group(
-                        isa,
-                        normed,
-                        n,
-                        &mut [
-                            MatmulJob {
-                                matrix: w_gate,
-                                out: gate,
-                            },
-                            MatmulJob {
-                                matrix: w_up,
-                                out: up,
-                            },
-                        ],
-                    );
-                    gate.par_chunks_mut(ROWS_PER_TASK * inter)
-                        .zip(up.par_chunks(ROWS_PER_TASK * inter))
-                        .for_each(|(g, u)| gated(*activation, g, u));
-                    matmul(isa, gate, n, w_down, proj);
-                }
+            if result.is_err() {
+                break;
             }
-            if let Some(beside) = &layer.experts_beside {
-                let load = Some(self.expert_load.layer(layer_index));
-                beside.add(isa, x, n, eps, &mut ws.beside, proj, load);
-            }
-            self.add_block_output(
-                isa,
-                x,
-                proj,
-                normed,
-                layer.post_norms.as_ref().map(|p| &p[1]),
-            );
-            if let (Some(p), Some(tables)) = (&layer.per_layer_input, &self.weights.per_layer) {
-                let inputs = &ws.per_layer_inputs[..n * tables.len()];
-                p.apply(isa, x, inputs, layer_index, n, eps, &mut ws.per_layer);
-            }
-            if let Some(scale) = layer.output_scale {
-                x.iter_mut().for_each(|v| *v *= scale);
+        }
+        ws.tokens = tokens;
+        ws.x = x;
+        result?;
+        let x = &ws.x[..n * hidden];
+        let eps = self.norm.eps;
+        if ws.keep_hidden {
+            // Every row's final hidden state (after the final norm), for a drafting head.
+            let hidden_rows = sized(&mut ws.hidden, n * hidden);
+            for (dst, src) in hidden_rows
+                .chunks_exact_mut(hidden)
+                .zip(x.chunks_exact(hidden))
+            {
+                rms_norm(isa, src, &self.weights.output_norm, eps, dst);
             }
         }
 
@@ -386,6 +338,138 @@ impl Model {
             logits,
             vocab_size: vocab,
         })
+    }
+
+    /// One decoder layer (`layer`: its index, weights and RoPE, an index of `self.ropes`) over
+    /// the step's rows `x` (`[n, hidden]`, `n` the tokens of `step`): the mixer, the MLP, their
+    /// norms and residual adds. The RoPE tables are `ws.cos_sin` as `layout` lays them out.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run_layer(
+        &self,
+        isa: Isa,
+        (layer_index, layer, rope): (usize, &LayerWeights, usize),
+        x: &mut [f32],
+        kv: &mut KvCache,
+        state: Option<&mut StateCache>,
+        step: &StepTokens<'_, '_>,
+        layout: &[(usize, usize)],
+        ws: &mut Workspace,
+    ) -> Result<(), BackendError> {
+        let hidden = self.config.hidden_size;
+        let n = x.len() / hidden;
+        let eps = self.norm.eps;
+        let normed = sized(&mut ws.normed, n * hidden);
+        rms_norm(isa, x, &layer.attn_norm, eps, normed);
+        let proj = sized(&mut ws.proj, n * hidden);
+        // (a linear-attention layer has no rope: its entry is never read)
+        let (rope_at, rope_width) = layout.get(rope).copied().unwrap_or_default();
+        match &layer.mixer {
+            Mixer::Attention(a) => attention_layer::forward(
+                isa,
+                a,
+                layer_index,
+                kv,
+                &step,
+                &RopeTables {
+                    rope: &self.ropes[rope],
+                    tables: &ws.cos_sin[rope_at..rope_at + n * rope_width],
+                    width: rope_width,
+                },
+                normed,
+                n,
+                eps,
+                &mut ws.attention,
+                proj,
+            ),
+            Mixer::LinearAttention(l) => {
+                let state = state
+                    .ok_or_else(|| BackendError("forward called before init_state_slots".into()))?;
+                linear_attention::forward(
+                    isa,
+                    l,
+                    layer_index,
+                    state,
+                    step.batch,
+                    normed,
+                    n,
+                    eps,
+                    &mut ws.linear,
+                    proj,
+                )?;
+            }
+        }
+        self.add_block_output(
+            isa,
+            x,
+            proj,
+            normed,
+            layer.post_norms.as_ref().map(|p| &p[0]),
+        );
+
+        rms_norm(isa, x, &layer.ffn_norm, eps, normed);
+        match &layer.mlp {
+            Mlp::Moe {
+                activation,
+                weights,
+            } => moe_mlp(
+                isa,
+                weights,
+                *activation,
+                normed,
+                normed,
+                n,
+                &mut ws.moe,
+                proj,
+                Some(self.expert_load.layer(layer_index)),
+            ),
+            Mlp::Dense {
+                activation,
+                gate: w_gate,
+                up: w_up,
+                down: w_down,
+            } => {
+                let inter = w_gate.rows();
+                let (gate, up) = (sized(&mut ws.gate, n * inter), sized(&mut ws.up, n * inter));
+                matmul_group(
+                    isa,
+                    normed,
+                    n,
+                    &mut [
+                        MatmulJob {
+                            matrix: w_gate,
+                            out: gate,
+                        },
+                        MatmulJob {
+                            matrix: w_up,
+                            out: up,
+                        },
+                    ],
+                );
+                gate.par_chunks_mut(ROWS_PER_TASK * inter)
+                    .zip(up.par_chunks(ROWS_PER_TASK * inter))
+                    .for_each(|(g, u)| gated(*activation, g, u));
+                matmul(isa, gate, n, w_down, proj);
+            }
+        }
+        if let Some(beside) = &layer.experts_beside {
+            let load = Some(self.expert_load.layer(layer_index));
+            beside.add(isa, x, n, eps, &mut ws.beside, proj, load);
+        }
+        self.add_block_output(
+            isa,
+            x,
+            proj,
+            normed,
+            layer.post_norms.as_ref().map(|p| &p[1]),
+        );
+        if let (Some(p), Some(tables)) = (&layer.per_layer_input, &self.weights.per_layer) {
+            let inputs = &ws.per_layer_inputs[..n * tables.len()];
+            p.apply(isa, x, inputs, layer_index, n, eps, &mut ws.per_layer);
+        }
+        if let Some(scale) = layer.output_scale {
+            x.iter_mut().for_each(|v| *v *= scale);
+        }
+        Ok(())
     }
 
     /// `x += out`, or `x += rms_norm(out)` with gemma3's post norms (`scratch` holds it).

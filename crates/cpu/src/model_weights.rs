@@ -112,7 +112,7 @@ pub struct ModelWeights {
 
 // Built by the layer reader of `weight_reader`.
 impl LayerReader<'_> {
-    fn layer(&self) -> anyhow::Result<LayerWeights> {
+    pub(crate) fn layer(&self) -> anyhow::Result<LayerWeights> {
         use LayerTensor as T;
         let mixer = match &self.spec.mixer {
             plan::Mixer::Attention(a) => Mixer::Attention(Box::new(Attention {

@@ -67,6 +67,23 @@ pub struct StateCopy {
     pub rewindable: bool,
 }
 
+/// One draft step of the model's own multi-token-prediction layer ([`Backend::mtp_draft`]):
+/// the pair (`token`, the hidden state at `position`) written at `position` of the layer's
+/// K/V, scored for the token at `position + 2`.
+#[derive(Debug, Clone, Copy)]
+pub struct MtpDraftStep<'a> {
+    /// The sequence's state slot (where its hidden states are kept).
+    pub state_slot: u32,
+    /// The sequence's token at `position + 1`.
+    pub token: u32,
+    pub position: usize,
+    /// KV pages of the sequence, covering `position`.
+    pub block_table: &'a [u32],
+    /// The hidden state is the model's own (after its last step; the first draft step), else
+    /// the MTP layer's output of this sequence's previous draft step.
+    pub from_target: bool,
+}
+
 /// The shape of the KV pool a batch is checked against by [`validate_batch`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchLimits {
@@ -324,6 +341,23 @@ pub trait Backend: Send {
         Err(BackendError(
             "this backend cannot rewind recurrent state".into(),
         ))
+    }
+    /// Whether the model carries a multi-token-prediction layer the backend runs
+    /// (`--speculative mtp`).
+    fn has_mtp(&self) -> bool {
+        false
+    }
+    /// Run the MTP layer from now on: its K/V (one layer more in `kv_bytes_per_token`)
+    /// follows every step, ready for [`Backend::mtp_draft`]. Called before `init_kv_cache`.
+    fn enable_mtp(&mut self) -> Result<(), BackendError> {
+        Err(BackendError(
+            "this model has no multi-token-prediction layer this backend runs".into(),
+        ))
+    }
+    /// Draft steps of the MTP layer, one logits row each, in order.
+    fn mtp_draft(&mut self, steps: &[MtpDraftStep<'_>]) -> Result<ForwardOutput, BackendError> {
+        let _ = steps;
+        Err(BackendError("no multi-token-prediction layer".into()))
     }
     /// Write the K/V of every token in `batch` into its pages and return the requested logits.
     fn forward(&mut self, batch: &[SeqBatch<'_>]) -> Result<ForwardOutput, BackendError>;

@@ -227,7 +227,10 @@ impl EngineCore {
         let Some(speculation) = &mut self.speculation else {
             return;
         };
-        if let Err(error) = speculation.prepare(&mut self.scheduler, plan, self.max_model_len) {
+        let target = self.backend.as_mut();
+        if let Err(error) =
+            speculation.prepare(&mut self.scheduler, plan, self.max_model_len, target)
+        {
             tracing::error!(%error, "speculative proposer failed; speculation is off from now on");
             self.speculation = None;
         }

@@ -31,7 +31,7 @@ mod testing;
 
 pub use backend::{
     validate_batch, Backend, BackendError, BatchLimits, DeviceSampling, ForwardOutput, KvWindow,
-    LogitsRequest, SampledOutput, SeqBatch, StateCopy,
+    LogitsRequest, MtpDraftStep, SampledOutput, SeqBatch, StateCopy,
 };
 pub use config::{EngineConfig, SpecOptions, StateCacheOptions, MAX_SPEC_TOKENS};
 pub use constraint::{
@@ -48,7 +48,7 @@ pub use request::{
 };
 pub use setup::{build_engine_core, size_kv_pool};
 pub use speculative::{
-    DraftModel, NgramConfig, NgramProposer, Proposer, SuffixConfig, SuffixProposer,
+    DraftModel, MtpProposer, NgramConfig, NgramProposer, Proposer, SuffixConfig, SuffixProposer,
 };
 pub use stats::{
     EngineStats, ExpertLoad, SpecCounters, SpecStats, SpecSummary, StepCounters, StepStats,

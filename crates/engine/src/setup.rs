@@ -161,6 +161,9 @@ pub fn build_engine_core(
             spec.num_tokens
         )));
     }
+    if let Some(proposer) = &proposer {
+        proposer.prepare_target(backend.as_mut())?;
+    }
     let speculating = proposer.as_ref().map(|p| p.kv_bytes_per_token());
     let sizes = size_kv_pool(config, backend.as_ref(), speculating)?;
     let (num_pages, max_model_len) = (sizes.num_pages, sizes.max_model_len);

@@ -10,7 +10,7 @@ use ferrite_engine::{
     MAX_SPEC_TOKENS,
 };
 use ferrite_engine::{
-    DraftModel, NgramConfig, NgramProposer, Proposer, SuffixConfig, SuffixProposer,
+    DraftModel, MtpProposer, NgramConfig, NgramProposer, Proposer, SuffixConfig, SuffixProposer,
 };
 
 use crate::cli::{Device, EngineArgs, LoadFormat, Quantization, SpecArgs, SpecMethod};
@@ -207,6 +207,14 @@ pub fn build_proposer(
                 max_depth: spec.suffix_max_depth,
                 cache_tokens: spec.suffix_cache_tokens,
             }))
+        }
+        SpecMethod::Mtp => {
+            if spec.draft_model.is_some() || spec.draft_vocab.is_some() {
+                bail!("--draft-model and --draft-vocab are for --speculative draft");
+            }
+            // The engine readies the model for it (Proposer::prepare_target), and says so if
+            // the checkpoint has no MTP layer.
+            Box::new(MtpProposer::default())
         }
         SpecMethod::Ngram => {
             if spec.draft_model.is_some() || spec.draft_vocab.is_some() {

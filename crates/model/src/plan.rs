@@ -401,6 +401,9 @@ impl AttentionSpec {
 #[error("the layer plan has no tensor `{0}`")]
 pub struct MissingTensor(String);
 
+mod mtp;
 mod tensors;
 #[cfg(test)]
 mod tests;
+
+pub use mtp::MtpSpec;

@@ -97,6 +97,13 @@ pub enum LayerTensor {
     FfnPreNorm2,
     FfnPostNorm1,
     FfnPostNorm2,
+    /// A multi-token-prediction layer (`plan::MtpSpec`, appended after the decoder's layers
+    /// as llama.cpp's `nextn` blocks): the projection of the normed embedding and hidden state
+    /// `[hidden, 2 hidden]`, their norms, and the norm of its output.
+    NextnEhProj,
+    NextnEnorm,
+    NextnHnorm,
+    NextnSharedHeadNorm,
 }
 
 impl LayerTensor {
@@ -152,6 +159,10 @@ impl LayerTensor {
             LayerTensor::FfnPreNorm2 => "pre_ffw_norm_2.weight",
             LayerTensor::FfnPostNorm1 => "post_ffw_norm_1.weight",
             LayerTensor::FfnPostNorm2 => "post_ffw_norm_2.weight",
+            LayerTensor::NextnEhProj => "nextn.eh_proj.weight",
+            LayerTensor::NextnEnorm => "nextn.enorm.weight",
+            LayerTensor::NextnHnorm => "nextn.hnorm.weight",
+            LayerTensor::NextnSharedHeadNorm => "nextn.shared_head_norm.weight",
         }
     }
 

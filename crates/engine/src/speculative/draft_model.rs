@@ -73,7 +73,11 @@ impl Proposer for DraftModel {
         self.backend.forward(&silent).map(|_| ())
     }
 
-    fn propose(&mut self, requests: &mut [DraftRequest<'_>]) -> Result<Vec<Drafts>, BackendError> {
+    fn propose(
+        &mut self,
+        requests: &mut [DraftRequest<'_>],
+        _target: &mut dyn Backend,
+    ) -> Result<Vec<Drafts>, BackendError> {
         let mut drafts: Vec<Drafts> = requests
             .iter()
             .map(|r| Drafts {
@@ -162,11 +166,14 @@ mod tests {
             num_prompt_tokens: tokens.len(),
             draft_computed,
             block_table: &block_table,
+            state_slot: None,
             params: &params,
             k,
             rng: &mut rng,
         }];
-        let drafts = draft.propose(&mut requests).unwrap();
+        let drafts = draft
+            .propose(&mut requests, &mut FakeBackend::new(4096))
+            .unwrap();
         assert_eq!(drafts[0].tokens.len(), k);
     }
 

@@ -4,6 +4,7 @@
 pub mod acceptance;
 pub mod constrained;
 pub mod draft_model;
+pub mod mtp;
 pub mod ngram;
 pub mod policy;
 pub mod proposer;
@@ -15,6 +16,7 @@ pub mod verify;
 pub use crate::distribution::Distribution;
 pub use acceptance::accept_drafts;
 pub use draft_model::DraftModel;
+pub use mtp::MtpProposer;
 pub use ngram::NgramConfig;
 pub use proposer::{DraftRequest, Drafts, NgramProposer, Proposer};
 pub use speculation::Speculation;

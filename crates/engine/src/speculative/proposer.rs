@@ -3,7 +3,7 @@
 use rand::rngs::StdRng;
 
 use super::ngram::{self, NgramConfig};
-use crate::backend::{BackendError, SeqBatch};
+use crate::backend::{Backend, BackendError, SeqBatch};
 use crate::distribution::Distribution;
 use crate::request::{RequestId, SamplingParams};
 
@@ -18,6 +18,9 @@ pub struct DraftRequest<'a> {
     pub draft_computed: usize,
     /// KV pages of the sequence, covering positions `0..tokens.len() + k` at least.
     pub block_table: &'a [u32],
+    /// The sequence's recurrent-state slot (a hybrid model's), where the target keeps what a
+    /// proposer inside it continues from.
+    pub state_slot: Option<u32>,
     pub params: &'a SamplingParams,
     /// Drafts wanted at most.
     pub k: usize,
@@ -46,6 +49,11 @@ pub trait Proposer: Send {
     fn kv_bytes_per_token(&self) -> usize {
         0
     }
+    /// Readies the target for a proposer that runs inside it (its MTP layer), before the
+    /// KV pool is sized. Nothing by default.
+    fn prepare_target(&self, _target: &mut dyn Backend) -> Result<(), BackendError> {
+        Ok(())
+    }
     /// Allocates the proposer's KV cache with the target's page geometry: the same page ids
     /// address both caches, so the scheduler's block tables serve both. Nothing by default.
     fn init_kv_cache(&mut self, _num_pages: usize, _page_size: usize) -> Result<(), BackendError> {
@@ -56,8 +64,13 @@ pub trait Proposer: Send {
     fn observe(&mut self, _batch: &[SeqBatch<'_>]) -> Result<(), BackendError> {
         Ok(())
     }
-    /// Drafts for each request, in order.
-    fn propose(&mut self, requests: &mut [DraftRequest<'_>]) -> Result<Vec<Drafts>, BackendError>;
+    /// Drafts for each request, in order. `target`: the model being decoded (a proposer that
+    /// is a part of it, its MTP layer, runs there).
+    fn propose(
+        &mut self,
+        requests: &mut [DraftRequest<'_>],
+        target: &mut dyn Backend,
+    ) -> Result<Vec<Drafts>, BackendError>;
     /// What one draft step cost in the last `propose`, which took `propose_seconds` for `k`
     /// drafts, for the policy; `None`: nothing to learn from this call. By default the whole
     /// call's share per draft (a proposer without a model). A draft model counts only its steps
@@ -89,7 +102,11 @@ impl Proposer for NgramProposer {
     fn name(&self) -> &'static str {
         "ngram"
     }
-    fn propose(&mut self, requests: &mut [DraftRequest<'_>]) -> Result<Vec<Drafts>, BackendError> {
+    fn propose(
+        &mut self,
+        requests: &mut [DraftRequest<'_>],
+        _target: &mut dyn Backend,
+    ) -> Result<Vec<Drafts>, BackendError> {
         Ok(requests
             .iter()
             .map(|r| {

@@ -8,7 +8,7 @@ use super::constrained::{ConstrainedRows, GrammarProgress};
 use super::policy::SpecPolicy;
 use super::proposer::{DraftRequest, Drafts, Proposer};
 use super::verify::{verify_greedy, verify_sampled, Verdict};
-use crate::backend::{BackendError, ForwardOutput};
+use crate::backend::{Backend, BackendError, ForwardOutput};
 use crate::distribution::Distribution;
 use crate::request::RequestId;
 use crate::sampler::{is_greedy, Sampler};
@@ -83,6 +83,7 @@ impl Speculation {
         scheduler: &mut Scheduler,
         plan: &mut StepPlan,
         max_model_len: usize,
+        target: &mut dyn Backend,
     ) -> Result<(), BackendError> {
         self.pending.clear();
         if self.proposer.kv_bytes_per_token() > 0 {
@@ -92,7 +93,7 @@ impl Speculation {
             return Ok(());
         };
         let started = Instant::now();
-        let drafts = self.propose(scheduler, &granted)?;
+        let drafts = self.propose(scheduler, &granted, target)?;
         let per_step = self
             .proposer
             .step_seconds(started.elapsed().as_secs_f64(), k);
@@ -247,6 +248,7 @@ impl Speculation {
         &mut self,
         scheduler: &mut Scheduler,
         granted: &[(usize, usize)],
+        target: &mut dyn Backend,
     ) -> Result<Vec<(usize, Drafts)>, BackendError> {
         let mut wanted = granted.to_vec();
         wanted.sort_unstable();
@@ -261,6 +263,7 @@ impl Speculation {
             }
             want.next();
             let (id, draft_computed) = (sequence.id, sequence.spec.draft_computed);
+            let state_slot = sequence.state_slot;
             let parts = sequence.sampling_parts();
             requests.push(DraftRequest {
                 id,
@@ -268,12 +271,13 @@ impl Speculation {
                 num_prompt_tokens: parts.num_prompt_tokens,
                 draft_computed,
                 block_table: parts.block_table,
+                state_slot,
                 params: parts.params,
                 k,
                 rng: parts.rng,
             });
         }
-        let drafts = self.proposer.propose(&mut requests)?;
+        let drafts = self.proposer.propose(&mut requests, target)?;
         Ok(wanted.iter().map(|&(index, _)| index).zip(drafts).collect())
     }
 

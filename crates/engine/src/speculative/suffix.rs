@@ -19,7 +19,7 @@ use std::collections::{HashMap, VecDeque};
 
 use super::proposer::{DraftRequest, Drafts, Proposer};
 use super::suffix_trie::{Appender, Match, SuffixTrie};
-use crate::backend::BackendError;
+use crate::backend::{Backend, BackendError};
 use crate::distribution::Distribution;
 use crate::request::RequestId;
 
@@ -356,7 +356,11 @@ impl Proposer for SuffixProposer {
     fn name(&self) -> &'static str {
         "suffix"
     }
-    fn propose(&mut self, requests: &mut [DraftRequest<'_>]) -> Result<Vec<Drafts>, BackendError> {
+    fn propose(
+        &mut self,
+        requests: &mut [DraftRequest<'_>],
+        _target: &mut dyn Backend,
+    ) -> Result<Vec<Drafts>, BackendError> {
         Ok(requests.iter().map(|r| self.propose_one(r)).collect())
     }
     fn scores_drafts(&self) -> bool {

@@ -181,6 +181,9 @@ pub enum SpecMethod {
     /// Suffix decoding: continuations read from suffix tries over the request's own tokens
     /// and this server's recent outputs (no model), as long as they are likely to be kept.
     Suffix,
+    /// The model's own multi-token-prediction layer (the `mtp.*` tensors Qwen3.5 / Qwen3.6
+    /// checkpoints ship), run beside it; CPU backend.
+    Mtp,
 }
 
 impl SpecMethod {
@@ -189,6 +192,8 @@ impl SpecMethod {
     pub fn default_num_tokens(self) -> usize {
         match self {
             SpecMethod::Ngram | SpecMethod::Draft => 4,
+            // One layer run again for each further draft: later drafts are kept less often.
+            SpecMethod::Mtp => 3,
             SpecMethod::Suffix => 24,
         }
     }

@@ -3,6 +3,7 @@ use rand::SeedableRng;
 
 use super::*;
 use crate::request::SamplingParams;
+use crate::testing::fake_backend::FakeBackend;
 
 fn ask(p: &mut SuffixProposer, id: RequestId, tokens: &[u32], prompt: usize, k: usize) -> Drafts {
     let params = SamplingParams::default();
@@ -13,11 +14,14 @@ fn ask(p: &mut SuffixProposer, id: RequestId, tokens: &[u32], prompt: usize, k: 
         num_prompt_tokens: prompt,
         draft_computed: 0,
         block_table: &[],
+        state_slot: None,
         params: &params,
         k,
         rng: &mut rng,
     }];
-    p.propose(&mut requests).unwrap().remove(0)
+    p.propose(&mut requests, &mut FakeBackend::new(4096))
+        .unwrap()
+        .remove(0)
 }
 
 /// A "file" of distinct tokens, so that every context in it is unique.

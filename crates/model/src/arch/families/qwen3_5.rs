@@ -49,6 +49,7 @@ const QKVZ: &str = "ssm_in_qkvz.weight";
 const BA: &str = "ssm_in_ba.weight";
 const GATE_UP_EXPS: &str = "ffn_gate_up_exps.weight";
 const Q_AND_GATE: &str = "attn_q_and_gate.weight";
+const MTP: &str = "mtp.";
 
 /// One of the three: its names, its experts' convention, its GGUF value-head order.
 pub struct Hybrid {
@@ -251,9 +252,12 @@ fn split_beta_alpha(
 }
 
 /// Canonical names: the language model of a composite checkpoint read as a plain one, the
-/// linear layers' tensors under llama.cpp's `qwen35` names; the vision tower and the MTP
-/// layer are not read.
+/// linear layers' tensors under llama.cpp's `qwen35` names, the first MTP layer's under
+/// `mtp.` until `finish` knows where it goes (`plan::MtpSpec`); the vision tower is not read.
 fn hybrid_tensor_name(hf: &str) -> Option<String> {
+    if let Some(rest) = hf.strip_prefix("mtp.") {
+        return mtp_tensor_name(rest);
+    }
     let plain = match hf.strip_prefix("model.language_model.") {
         Some(rest) => format!("model.{rest}"),
         None if hf.starts_with("model.") || hf == "lm_head.weight" => hf.to_string(),
@@ -284,10 +288,42 @@ fn hybrid_tensor_name(hf: &str) -> Option<String> {
     hf::canonical_name(&plain)
 }
 
-/// `A = -exp(A_log)` (in f32, as transformers computes it) and Qwen3-Next's interleaved
-/// projections laid out as Qwen3.5's.
+/// The MTP layer's tensors (`mtp.*` of the checkpoint), named as a decoder layer's under a
+/// temporary `mtp.` prefix. Only the first MTP layer is read (every release has one).
+fn mtp_tensor_name(rest: &str) -> Option<String> {
+    let nextn = |t: LayerTensor| Some(format!("{MTP}{}", t.suffix()));
+    match rest {
+        "fc.weight" => nextn(LayerTensor::NextnEhProj),
+        "pre_fc_norm_embedding.weight" => nextn(LayerTensor::NextnEnorm),
+        "pre_fc_norm_hidden.weight" => nextn(LayerTensor::NextnHnorm),
+        "norm.weight" => nextn(LayerTensor::NextnSharedHeadNorm),
+        _ => {
+            let module = rest.strip_prefix("layers.0.")?;
+            let name = hybrid_tensor_name(&format!("model.layers.0.{module}"))?;
+            Some(format!("{MTP}{}", name.strip_prefix("blk.0.")?))
+        }
+    }
+}
+
+/// `A = -exp(A_log)` (in f32, as transformers computes it), Qwen3-Next's interleaved
+/// projections laid out as Qwen3.5's, and the MTP layer's tensors moved to the layer index
+/// after the decoder's (`blk.{num_layers}.*`).
 fn finish(config: &ModelConfig, weights: &mut ModelWeights) -> Result<(), HfError> {
-    for layer in 0..config.num_layers {
+    let mtp: Vec<String> = weights
+        .tensors
+        .keys()
+        .filter(|k| k.starts_with(MTP))
+        .cloned()
+        .collect();
+    for name in mtp {
+        if let Some(tensor) = weights.tensors.remove(&name) {
+            let suffix = &name[MTP.len()..];
+            let moved = format!("blk.{}.{suffix}", config.num_layers);
+            weights.tensors.insert(moved, tensor);
+        }
+    }
+    // The decoder's layers and the MTP layer after them.
+    for layer in 0..=config.num_layers {
         if let Some(both) = weights.tensors.remove(&format!("blk.{layer}.{Q_AND_GATE}")) {
             split_query_gate(config, layer, &both, weights)?;
         }

@@ -1,0 +1,82 @@
+//! Drafts from the target's own multi-token-prediction layer (Qwen3.5 / Qwen3.6 checkpoints
+//! ship one): the backend keeps the layer's K/V and the hidden states it continues from
+//! (`Backend::enable_mtp`, caught up after every step), and this asks it for k draft steps:
+//! the first from the target's hidden state at the sequence's last computed position, each
+//! next from the layer's own output.
+
+use super::proposer::{DraftRequest, Drafts, Proposer};
+use crate::backend::{Backend, BackendError, MtpDraftStep};
+use crate::sampler::Sampler;
+
+#[derive(Debug, Default)]
+pub struct MtpProposer {
+    sampler: Sampler,
+}
+
+impl Proposer for MtpProposer {
+    fn name(&self) -> &'static str {
+        "mtp"
+    }
+
+    fn prepare_target(&self, target: &mut dyn Backend) -> Result<(), BackendError> {
+        target.enable_mtp()
+    }
+
+    fn propose(
+        &mut self,
+        requests: &mut [DraftRequest<'_>],
+        target: &mut dyn Backend,
+    ) -> Result<Vec<Drafts>, BackendError> {
+        let mut drafts: Vec<Drafts> = requests
+            .iter()
+            .map(|r| Drafts {
+                draft_computed: r.draft_computed,
+                ..Drafts::default()
+            })
+            .collect();
+        let steps = requests.iter().map(|r| r.k).max().unwrap_or(0);
+        for step in 0..steps {
+            let active: Vec<usize> = (0..requests.len())
+                .filter(|&i| requests[i].k > step && requests[i].tokens.len() >= 2)
+                .collect();
+            let mut batch = Vec::with_capacity(active.len());
+            for &i in &active {
+                let r = &requests[i];
+                let slot = r.state_slot.ok_or_else(|| {
+                    BackendError("MTP drafting needs the sequence's state slot".into())
+                })?;
+                // The pair (token L - 1, hidden state at L - 2) scores token L; each later
+                // step feeds the draft before it.
+                let len = r.tokens.len();
+                let token = match step {
+                    0 => r.tokens[len - 1],
+                    _ => drafts[i].tokens[step - 1],
+                };
+                batch.push(MtpDraftStep {
+                    state_slot: slot,
+                    token,
+                    position: len - 2 + step,
+                    block_table: r.block_table,
+                    from_target: step == 0,
+                });
+            }
+            if batch.is_empty() {
+                break;
+            }
+            let out = target.mtp_draft(&batch)?;
+            for (row, &i) in active.iter().enumerate() {
+                let r = &mut requests[i];
+                let d = &mut drafts[i];
+                let mut output = r.tokens[r.num_prompt_tokens..].to_vec();
+                output.extend_from_slice(&d.tokens);
+                let prompt = &r.tokens[..r.num_prompt_tokens];
+                let q = self
+                    .sampler
+                    .distribution(out.row(row), r.params, prompt, &output);
+                d.tokens.push(q.sample(r.rng).unwrap_or_default());
+                d.q.push(q);
+            }
+        }
+        Ok(drafts)
+    }
+}

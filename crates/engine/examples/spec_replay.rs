@@ -14,7 +14,28 @@ use rand::SeedableRng;
 
 use ferrite_engine::speculative::policy::SpecPolicy;
 use ferrite_engine::speculative::{DraftRequest, NgramProposer, Proposer, SuffixProposer};
-use ferrite_engine::SamplingParams;
+use ferrite_engine::{Backend, BackendError, ForwardOutput, SamplingParams, SeqBatch};
+
+/// The target `propose` is given: the model-free proposers replayed here never call it.
+struct NoModel;
+
+impl Backend for NoModel {
+    fn vocab_size(&self) -> usize {
+        0
+    }
+    fn kv_bytes_per_token(&self) -> usize {
+        0
+    }
+    fn max_context_len(&self) -> usize {
+        0
+    }
+    fn init_kv_cache(&mut self, _pages: usize, _page_size: usize) -> Result<(), BackendError> {
+        Ok(())
+    }
+    fn forward(&mut self, _batch: &[SeqBatch<'_>]) -> Result<ForwardOutput, BackendError> {
+        Err(BackendError("the replay has no model".into()))
+    }
+}
 
 fn ids(value: &serde_json::Value, key: &str) -> anyhow::Result<Vec<u32>> {
     let list = value[key]
@@ -90,11 +111,12 @@ fn main() -> anyhow::Result<()> {
                 num_prompt_tokens: prompt.len(),
                 draft_computed: 0,
                 block_table: &[],
+                state_slot: None,
                 params: &params,
                 k: want,
                 rng: &mut rng,
             }];
-            let mut d = proposer.propose(&mut request)?.remove(0);
+            let mut d = proposer.propose(&mut request, &mut NoModel)?.remove(0);
             // Scored drafts are cut as the engine cuts them; n-gram drafts are all kept, as
             // with --speculative-fixed-k.
             if std::env::var("SPEC_DEBUG").ok() == Some(id.to_string()) {

@@ -1,5 +1,6 @@
 //! What every handler shares.
 
+use crate::text::fim::FimTokens;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -54,6 +55,8 @@ pub struct AppState {
     pub request_log: RequestLogConfig,
     /// Engine request -> the client's request id, for the detokenizer's log line.
     pub request_names: RequestNames,
+    /// The model's fill-in-the-middle tokens (`suffix`); `None`: it has none.
+    pub fim: Option<FimTokens>,
     next_id: AtomicU64,
 }
 
@@ -101,6 +104,7 @@ impl AppState {
             cors: config.cors.clone(),
             request_log: config.request_log,
             request_names: RequestNames::default(),
+            fim: FimTokens::of(&model.tokenizer),
             next_id: AtomicU64::new(1),
         }
     }

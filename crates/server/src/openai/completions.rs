@@ -24,6 +24,9 @@ pub struct CompletionRequest {
     pub add_special_tokens: Option<bool>,
     /// Alternatives per position (0: only the chosen token's logprob).
     pub logprobs: Option<i64>,
+    /// Fill in the middle: the text after the completion; the prompt is the text before it
+    /// (`text::fim`).
+    pub suffix: Option<String>,
     #[serde(flatten)]
     pub sampling: SamplingFields,
     /// `response_format`, `structured_outputs`, `guided_*`.
@@ -99,9 +102,9 @@ mod tests {
     #[test]
     fn unimplemented_fields_are_refused_by_name() {
         let req: CompletionRequest =
-            serde_json::from_str(r#"{"prompt": "hi", "suffix": "x", "user": "u"}"#).unwrap();
+            serde_json::from_str(r#"{"prompt": "hi", "best_of": 2, "user": "u"}"#).unwrap();
         let e = req.refuse_unimplemented().unwrap_err();
-        assert_eq!(e.message, "`suffix` is not supported yet");
+        assert_eq!(e.message, "`best_of` is not supported yet");
         let ok: CompletionRequest =
             serde_json::from_str(r#"{"prompt": "hi", "max_tokens": 3, "echo": true, "user": "u"}"#)
                 .unwrap();

@@ -34,7 +34,6 @@ const NOT_YET: &[&str] = &[
     "prediction",
     "web_search_options",
     "verbosity",
-    "suffix",
     "best_of",
     "use_beam_search",
     "length_penalty",

@@ -19,6 +19,7 @@ use crate::openai::response::{Completion, CompletionChoice, ResponseMeta};
 use crate::openai::sampling::check_top_logprobs;
 use crate::openai::text_fields::keep_last;
 use crate::openai::usage::Usage;
+use crate::text::fim::FimTokens;
 use crate::text::messages::{Delta, Finish, LogprobEntry, MatchedStop, PromptSummary};
 
 /// OpenAI's default for completions.
@@ -56,6 +57,7 @@ pub async fn completions(
         echo: req.echo,
         add_special_tokens: req.add_special_tokens.unwrap_or(true),
         keep,
+        suffix: fim_suffix(&state, req.suffix, req.echo, keep)?,
     };
     let prompts = tokenize(&state, req.prompt.into_prompts(), how);
     let Submitted {
@@ -92,6 +94,36 @@ struct Tokenize {
     add_special_tokens: bool,
     /// `truncate_prompt_tokens`: the prompt tokens kept (the last ones).
     keep: Option<usize>,
+    /// Fill in the middle: the model's FIM tokens and the `suffix` text.
+    suffix: Option<(FimTokens, String)>,
+}
+
+/// `suffix`, checked: a model with FIM tokens, and neither `echo` (the prompt the model reads
+/// is not the text before the completion) nor `truncate_prompt_tokens` (it would cut the
+/// markers) beside it.
+fn fim_suffix(
+    state: &AppState,
+    suffix: Option<String>,
+    echo: bool,
+    keep: Option<usize>,
+) -> Result<Option<(FimTokens, String)>, ApiError> {
+    let Some(suffix) = suffix else {
+        return Ok(None);
+    };
+    let refuse = |why: &str| Err(ApiError::invalid_param("suffix", why));
+    let Some(fim) = state.fim else {
+        return refuse(
+            "`suffix` needs a model with fill-in-the-middle tokens (<|fim_prefix|>, \
+             <fim_prefix> or <｜fim▁begin｜>); this model's tokenizer has none",
+        );
+    };
+    if echo {
+        return refuse("`suffix` and `echo` cannot be combined");
+    }
+    if keep.is_some() {
+        return refuse("`suffix` and `truncate_prompt_tokens` cannot be combined");
+    }
+    Ok(Some((fim, suffix)))
 }
 
 /// Tokenizes text prompts and cuts them to `truncate_prompt_tokens`. `echo` repeats the
@@ -104,15 +136,29 @@ async fn tokenize(
 ) -> Result<TokenizedPrompts, ApiError> {
     let mut tokenized = Vec::with_capacity(prompts.len());
     for p in prompts {
-        let (text, mut ids) = match p {
-            Prompt::Text(text) => {
+        let (text, mut ids) = match (p, &how.suffix) {
+            (Prompt::Text(text), None) => {
                 let ids = state
                     .tokenizers
                     .encode(text.clone(), how.add_special_tokens)
                     .await?;
                 (Some(text), ids)
             }
-            Prompt::Ids(ids) => (None, ids),
+            (Prompt::Ids(ids), None) => (None, ids),
+            (prompt, Some((fim, suffix))) => {
+                // What the tokenizer puts before any text (a BOS), then the FIM prompt.
+                let encode = |t: String, special| state.tokenizers.encode(t, special);
+                let lead = match how.add_special_tokens {
+                    true => encode(String::new(), true).await?,
+                    false => Vec::new(),
+                };
+                let prefix = match prompt {
+                    Prompt::Text(text) => encode(text, false).await?,
+                    Prompt::Ids(ids) => ids,
+                };
+                let suffix = encode(suffix.clone(), false).await?;
+                (None, fim.prompt(&lead, &prefix, &suffix))
+            }
         };
         let full = ids.len();
         if let Some(keep) = how.keep {

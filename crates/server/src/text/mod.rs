@@ -5,6 +5,7 @@
 
 pub mod chat_template;
 pub mod detokenizer;
+pub mod fim;
 pub mod harmony_inputs;
 pub mod harmony_render;
 pub mod incremental;

@@ -54,6 +54,7 @@ class Server:
         if not model.is_file():
             pytest.fail(f"{model} is missing: run scripts/fetch_models.sh")
         binary = os.environ.get("FERRITE_BIN", str(ROOT / "target/release/ferrite"))
+        self.name = name
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = tmp / f"{name}.log"

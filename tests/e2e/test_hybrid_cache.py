@@ -3,9 +3,10 @@ Qwen3.5-shaped model with random weights (`--load-format dummy` over a config.js
 turn's prompt the last prompt + its answer + a new user message, as token ids. Against the
 same server without prefix caching: identical answers every turn; from turn 2 on the cache
 covers at least 90% of the previous turn's prompt + output (state snapshots every 16
-tokens); the last turn's time to first token is at most 0.2x the uncached one. A third server
-decodes speculatively (suffix decoding, whose rejected drafts are taken back out of the
-recurrent state): the same answers, and the same cache hits."""
+tokens); the last turn's time to first token is at most 0.2x the uncached one. Two more
+servers decode speculatively, with suffix decoding and with the model's own MTP layer (random
+too: its drafts are mostly rejected), the rejected drafts taken back out of the recurrent
+state: the same answers, and the same cache hits."""
 
 import copy
 import json
@@ -64,6 +65,7 @@ def test_agent_turns_reuse_the_cache_and_answer_the_same(config_path, tmp_path):
     plain = serve(config_path, tmp_path, "plain", "--no-prefix-caching")
     speculative = serve(config_path, tmp_path, "speculative", "--speculative", "suffix",
                         "--speculative-fixed-k", "--num-speculative-tokens", "4")
+    mtp = serve(config_path, tmp_path, "mtp", "--speculative", "mtp", "--speculative-fixed-k")
     try:
         system = "System: you are an agent. Tools: get_weather(city), search(query), " \
                  "run(cmd). Answer with tool calls when a tool helps.\n" * 2
@@ -74,10 +76,12 @@ def test_agent_turns_reuse_the_cache_and_answer_the_same(config_path, tmp_path):
             a, b = complete(cached.url, prompt), complete(plain.url, prompt)
             ids_a, ids_b = a["choices"][0]["token_ids"], b["choices"][0]["token_ids"]
             assert ids_a == ids_b, f"turn {turn}: cached and uncached answers differ"
-            s = complete(speculative.url, prompt)
-            assert s["choices"][0]["token_ids"] == ids_b, f"turn {turn}: speculation changed it"
             hit = a["usage"]["prompt_tokens_details"]["cached_tokens"]
-            assert s["usage"]["prompt_tokens_details"]["cached_tokens"] == hit
+            for server in (speculative, mtp):
+                s = complete(server.url, prompt)
+                assert s["choices"][0]["token_ids"] == ids_b, \
+                    f"turn {turn}: speculation changed the answer ({server.name})"
+                assert s["usage"]["prompt_tokens_details"]["cached_tokens"] == hit
             assert b["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
             if previous_total is not None:
                 assert hit >= 0.9 * previous_total, \
@@ -94,11 +98,11 @@ def test_agent_turns_reuse_the_cache_and_answer_the_same(config_path, tmp_path):
             timings[name] = time.perf_counter() - started
         print(f"time to first token at {len(prompt)} tokens: {timings}")
         assert timings["cached"] <= 0.2 * timings["plain"], timings
-        metrics = httpx.get(speculative.url + "/metrics").text
-        drafted = [line for line in metrics.splitlines()
-                   if line.startswith("ferrite:spec_decode_num_draft_tokens_total")]
-        assert drafted and float(drafted[0].rsplit(" ", 1)[1]) > 0, drafted
+        for server in (speculative, mtp):
+            metrics = httpx.get(server.url + "/metrics").text
+            drafted = [line for line in metrics.splitlines()
+                       if line.startswith("ferrite:spec_decode_num_draft_tokens_total")]
+            assert drafted and float(drafted[0].rsplit(" ", 1)[1]) > 0, (server.name, drafted)
     finally:
-        cached.stop()
-        plain.stop()
-        speculative.stop()
+        for server in (cached, plain, speculative, mtp):
+            server.stop()

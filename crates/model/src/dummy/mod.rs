@@ -19,8 +19,8 @@ use half::bf16;
 use rayon::prelude::*;
 
 pub use self::presets::{preset, PRESET_NAMES};
-use crate::config::ModelConfig;
-use crate::plan::{ModelPlan, TensorRole};
+use crate::config::{Arch, ModelConfig};
+use crate::plan::{ModelPlan, MtpSpec, TensorRole, TensorSpec};
 use crate::weights::{DType, ModelWeights, Storage, WeightTensor};
 
 /// Half-width of the uniform draw of matrices: a standard deviation of 0.02 (the usual init),
@@ -114,18 +114,31 @@ fn tensor_key(seed: u64, name: &str) -> u64 {
 /// Spread of the dummy linear-attention decay rates around their -0.5.
 const DECAY_SCALE: f32 = 0.25;
 
-/// Every tensor the forward pass reads (`ModelPlan::tensors`), with how it is drawn.
+/// Every tensor the forward pass reads (`ModelPlan::tensors`), with how it is drawn; for the
+/// Qwen hybrids, whose checkpoints all ship one, the multi-token-prediction layer's too
+/// (`plan::MtpSpec`, for `--speculative mtp` on random weights).
 pub fn tensor_inits(config: &ModelConfig, seed: u64) -> Vec<TensorInit> {
-    plan_inits(&ModelPlan::of(config), seed)
+    let plan = ModelPlan::of(config);
+    let mut inits = plan_inits(&plan, seed);
+    if config.arch == Arch::Qwen3_5 {
+        if let Some(mtp) = MtpSpec::of(config) {
+            inits.extend(spec_inits(&plan, mtp.tensors(), seed));
+        }
+    }
+    inits
 }
 
-/// [`tensor_inits`] of a plan already made.
+/// [`tensor_inits`] of a plan already made (the decoder's tensors only).
 pub fn plan_inits(plan: &ModelPlan, seed: u64) -> Vec<TensorInit> {
+    spec_inits(plan, plan.tensors(), seed)
+}
+
+fn spec_inits(plan: &ModelPlan, specs: Vec<TensorSpec>, seed: u64) -> Vec<TensorInit> {
     // Norm scales come out near 1 as the model uses them: a family that stores `w` for a scale
     // of `1 + w` (gemma) gets `w` near 0, as its real checkpoints have. Scales near 2 would
     // double every normalised activation, an ill-conditioned model no real one resembles.
     let stored_norm = 1.0 - plan.norm.weight_offset;
-    plan.tensors()
+    specs
         .into_iter()
         .map(|spec| {
             let (scale, offset) = match spec.role {

@@ -24,6 +24,8 @@ pub struct StateRewind {
     seats: usize,
     /// Most tokens a rewindable step has (the scored token and the drafts).
     step_tokens: usize,
+    /// Where each slot's state is, and which steps may be rewound.
+    ledger: RewindLedger,
     /// f32 values of one state slot.
     slot_len: usize,
     /// f32 values of one token's input projections (a row of the layer's `mixed`).
@@ -36,6 +38,13 @@ pub struct StateRewind {
     inputs: DeviceBuffer,
     /// i32 [4, seats]: the replays' first rows, lengths, slots and fresh flags (all 0).
     meta: DeviceBuffer,
+}
+
+/// The host's account of the slots (no device memory): what each step replays and records.
+#[derive(Debug)]
+pub struct RewindLedger {
+    seats: usize,
+    step_tokens: usize,
     /// Tokens each slot's state has taken in (every slot, snapshots included).
     positions: Vec<usize>,
     /// Per seat: where its last step began, when that step may be rewound.
@@ -100,11 +109,10 @@ impl StateRewind {
             meta: DeviceBuffer::new(stream, 4 * 4 * seats.max(1))?,
             seats,
             step_tokens,
+            ledger: RewindLedger::new(seats, step_tokens, slots),
             slot_len,
             ld,
             layers,
-            positions: vec![0; slots],
-            rewindable_from: vec![None; seats],
         })
     }
 
@@ -117,56 +125,9 @@ impl StateRewind {
         self.ld
     }
 
-    /// Holds each sequence's start against where its slot's state is, and says what the step
-    /// replays and records (the batch is validated, snapshot restores named). Keeps the
-    /// positions as if the step ran.
+    /// What the step replays and records ([`RewindLedger::plan`]).
     pub fn plan(&mut self, batch: &[SeqBatch<'_>]) -> anyhow::Result<RewindPlan> {
-        let mut plan = RewindPlan::default();
-        let mut row = 0;
-        for seq in batch {
-            let (start, len) = (seq.start_pos, seq.tokens.len());
-            let first_row = row;
-            row += len;
-            let Some(slot) = seq.state_slot.map(|s| s as usize) else {
-                continue;
-            };
-            anyhow::ensure!(slot < self.positions.len(), "state slot {slot} unknown");
-            if seq.state_copy.restore_from.is_some() {
-                self.positions[slot] = start;
-            }
-            let at = self.positions[slot];
-            if start != 0 && start != at {
-                let from = self.rewindable_from.get(slot).copied().flatten();
-                match from {
-                    Some(from) if start > from && start < at => {
-                        plan.replays.push((slot, start - from));
-                    }
-                    _ => anyhow::bail!(
-                        "state slot {slot} holds the state after {at} tokens; a step cannot \
-                         start at {start}"
-                    ),
-                }
-            }
-            self.positions[slot] = start + len;
-            if let Some(from) = self.rewindable_from.get_mut(slot) {
-                *from = None;
-            }
-            if seq.state_copy.rewindable {
-                anyhow::ensure!(
-                    slot < self.seats && len <= self.step_tokens,
-                    "a rewindable step of {len} tokens in state slot {slot} (rewinds kept for \
-                     {} seats, {} tokens)",
-                    self.seats,
-                    self.step_tokens
-                );
-                self.rewindable_from[slot] = Some(start);
-                plan.records.push((slot, first_row, len));
-            }
-            if let Some(to) = seq.state_copy.save_to {
-                self.positions[to as usize] = start + len;
-            }
-        }
-        Ok(plan)
+        self.ledger.plan(batch)
     }
 
     /// Before the replays: each replaying seat's slot gets its state from before the last
@@ -261,6 +222,69 @@ impl StateRewind {
     }
 }
 
+impl RewindLedger {
+    pub fn new(seats: usize, step_tokens: usize, slots: usize) -> RewindLedger {
+        RewindLedger {
+            seats,
+            step_tokens,
+            positions: vec![0; slots],
+            rewindable_from: vec![None; seats],
+        }
+    }
+
+    /// Holds each sequence's start against where its slot's state is, and says what the step
+    /// replays and records (the batch is validated, snapshot restores named). Keeps the
+    /// positions as if the step ran.
+    pub fn plan(&mut self, batch: &[SeqBatch<'_>]) -> anyhow::Result<RewindPlan> {
+        let mut plan = RewindPlan::default();
+        let mut row = 0;
+        for seq in batch {
+            let (start, len) = (seq.start_pos, seq.tokens.len());
+            let first_row = row;
+            row += len;
+            let Some(slot) = seq.state_slot.map(|s| s as usize) else {
+                continue;
+            };
+            anyhow::ensure!(slot < self.positions.len(), "state slot {slot} unknown");
+            if seq.state_copy.restore_from.is_some() {
+                self.positions[slot] = start;
+            }
+            let at = self.positions[slot];
+            if start != 0 && start != at {
+                let from = self.rewindable_from.get(slot).copied().flatten();
+                match from {
+                    Some(from) if start > from && start < at => {
+                        plan.replays.push((slot, start - from));
+                    }
+                    _ => anyhow::bail!(
+                        "state slot {slot} holds the state after {at} tokens; a step cannot \
+                         start at {start}"
+                    ),
+                }
+            }
+            self.positions[slot] = start + len;
+            if let Some(from) = self.rewindable_from.get_mut(slot) {
+                *from = None;
+            }
+            if seq.state_copy.rewindable {
+                anyhow::ensure!(
+                    slot < self.seats && len <= self.step_tokens,
+                    "a rewindable step of {len} tokens in state slot {slot} (rewinds kept for \
+                     {} seats, {} tokens)",
+                    self.seats,
+                    self.step_tokens
+                );
+                self.rewindable_from[slot] = Some(start);
+                plan.records.push((slot, first_row, len));
+            }
+            if let Some(to) = seq.state_copy.save_to {
+                self.positions[to as usize] = start + len;
+            }
+        }
+        Ok(plan)
+    }
+}
+
 impl Model<'_> {
     /// Each linear-attention layer takes the replays' kept tokens back into their slots
     /// (restored by [`StateRewind::restore`]), from the recorded input projections.
@@ -296,5 +320,79 @@ impl Model<'_> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ferrite_engine::{LogitsRequest, StateCopy};
+
+    use super::*;
+
+    fn step<'a>(tokens: &'a [u32], start_pos: usize, slot: u32, rewindable: bool) -> SeqBatch<'a> {
+        SeqBatch {
+            tokens,
+            start_pos,
+            block_table: &[],
+            window_table: &[],
+            state_slot: Some(slot),
+            state_copy: StateCopy {
+                rewindable,
+                ..StateCopy::default()
+            },
+            logits: LogitsRequest::All,
+        }
+    }
+
+    #[test]
+    fn a_step_inside_the_last_rewindable_one_replays_what_was_kept() {
+        // Two seats, steps of at most 5 tokens, one snapshot slot.
+        let mut ledger = RewindLedger::new(2, 5, 3);
+        let prompt = [1u32; 8];
+        let plan = ledger.plan(&[step(&prompt, 0, 0, false), step(&prompt[..3], 0, 1, false)]);
+        assert!(plan.unwrap().replays.is_empty());
+        // Seat 0 verifies 4 drafts (positions 8..13), seat 1 decodes plainly after it.
+        let plan = ledger
+            .plan(&[step(&[2; 5], 8, 0, true), step(&[3], 3, 1, false)])
+            .unwrap();
+        assert_eq!(plan.records, vec![(0, 0, 5)]);
+        assert!(plan.replays.is_empty());
+        // Two drafts kept: the next step starts at 8 + 1 + 2 = 11, so 3 tokens are replayed.
+        let plan = ledger.plan(&[step(&[4; 3], 11, 0, true)]).unwrap();
+        assert_eq!(plan.replays, vec![(0, 3)]);
+        assert_eq!(plan.records, vec![(0, 0, 3)]);
+        // Everything kept: the next step starts where the state is; nothing replayed.
+        let plan = ledger.plan(&[step(&[5], 14, 0, false)]).unwrap();
+        assert!(plan.replays.is_empty() && plan.records.is_empty());
+    }
+
+    #[test]
+    fn a_start_the_state_cannot_reach_is_an_error() {
+        let mut ledger = RewindLedger::new(1, 5, 1);
+        ledger.plan(&[step(&[1; 6], 0, 0, false)]).unwrap();
+        // Behind a step that was not rewindable.
+        let e = ledger.plan(&[step(&[1], 4, 0, false)]).unwrap_err();
+        assert!(
+            e.to_string().contains("holds the state after 6 tokens"),
+            "{e}"
+        );
+        // At the start of the rewindable step itself (its first token is always kept).
+        let mut ledger = RewindLedger::new(1, 5, 1);
+        ledger.plan(&[step(&[1; 6], 0, 0, false)]).unwrap();
+        ledger.plan(&[step(&[1; 3], 6, 0, true)]).unwrap();
+        assert!(ledger.plan(&[step(&[1], 6, 0, false)]).is_err());
+        // A rewindable step longer than the rewinds were sized for, or outside the seats.
+        let mut ledger = RewindLedger::new(1, 2, 2);
+        assert!(ledger.plan(&[step(&[1; 3], 0, 0, true)]).is_err());
+        assert!(ledger.plan(&[step(&[1; 2], 0, 1, true)]).is_err());
+    }
+
+    #[test]
+    fn a_restored_snapshot_sets_where_the_state_is() {
+        let mut ledger = RewindLedger::new(1, 5, 2);
+        let mut restore = step(&[1; 2], 16, 0, false);
+        restore.state_copy.restore_from = Some(1);
+        assert!(ledger.plan(&[restore]).unwrap().replays.is_empty());
+        assert!(ledger.plan(&[step(&[1], 18, 0, false)]).is_ok());
     }
 }

@@ -450,6 +450,12 @@ impl Backend for CudaBackend {
         Ok(())
     }
 
+    fn enable_mtp(&mut self) -> Result<(), BackendError> {
+        Err(BackendError(
+            "MTP drafting (--speculative mtp) runs on the CPU backend only so far".into(),
+        ))
+    }
+
     fn state_rewind_bytes_per_sequence(&self, step_tokens: usize) -> Option<usize> {
         Some(self.rewind_bytes_per_seat(step_tokens))
     }

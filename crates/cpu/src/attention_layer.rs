@@ -63,33 +63,14 @@ pub fn forward(
     scratch: &mut AttentionScratch,
     out: &mut [f32],
 ) {
-    let (q_dim, kv_dim, hd) = (a.spec.q_dim(), a.spec.kv_dim(), a.spec.head_dim);
-    // A layer reading another's pages computes no K/V.
-    let own_kv = a.spec.kv_source.is_none();
-    let kv_len = if own_kv { n * kv_dim } else { 0 };
-    let (q, k, v) = (
-        sized(&mut scratch.q, n * q_dim),
-        sized(&mut scratch.k, kv_len),
-        sized(&mut scratch.v, kv_len),
-    );
+    let (q_dim, hd) = (a.spec.q_dim(), a.spec.head_dim);
+    let q = sized(&mut scratch.q, n * q_dim);
     let gate_len = if a.gate.is_some() { n * q_dim } else { 0 };
     let gate = sized(&mut scratch.gate, gate_len);
     let mut jobs = vec![MatmulJob {
         matrix: &a.wq,
         out: &mut *q,
     }];
-    if let Some(wk) = &a.wk {
-        jobs.push(MatmulJob {
-            matrix: wk,
-            out: &mut *k,
-        });
-    }
-    if let Some(wv) = &a.wv {
-        jobs.push(MatmulJob {
-            matrix: wv,
-            out: &mut *v,
-        });
-    }
     if let Some(wg) = &a.gate {
         jobs.push(MatmulJob {
             matrix: wg,
@@ -98,44 +79,24 @@ pub fn forward(
     }
     matmul_group(isa, normed, n, &mut jobs);
     drop(jobs);
-    if own_kv && a.spec.values_are_keys {
-        // Gemma 4's attention_k_eq_v: V is the K projection, before K's norm and RoPE.
-        v.copy_from_slice(k);
-    }
-    if let Some([bq, bk, bv]) = &a.qkv_bias {
+    if let Some([bq, _, _]) = &a.qkv_bias {
         add_row_bias(q, bq);
-        add_row_bias(k, bk);
-        add_row_bias(v, bv);
     }
     if let Some(q_norm) = &a.q_norm {
         rms_norm_in_place(isa, q, q_norm, eps);
     }
-    if let Some(k_norm) = &a.k_norm {
-        rms_norm_in_place(isa, k, k_norm, eps);
-    }
-    if own_kv && a.spec.v_norm {
-        let ones = sized(&mut scratch.ones, hd);
-        ones.fill(1.0);
-        rms_norm_in_place(isa, v, ones, eps);
-    }
     for (t, table) in rope.tables.chunks_exact(rope.width).take(n).enumerate() {
         rope.rope
             .apply(&mut q[t * q_dim..(t + 1) * q_dim], hd, table);
-        if own_kv {
-            rope.rope
-                .apply(&mut k[t * kv_dim..(t + 1) * kv_dim], hd, table);
-        }
     }
     let kv_layer = match a.spec.kv_source {
         Some(source) => source,
         None => {
-            for (t, &(b, pos)) in step.tokens.iter().enumerate() {
-                let range = t * kv_dim..(t + 1) * kv_dim;
-                kv.write(layer, &step.batch[b], pos, &k[range.clone()], &v[range]);
-            }
+            write_kv(isa, a, layer, kv, step, rope, normed, n, eps, scratch);
             layer
         }
     };
+    let (q, gate) = (&scratch.q[..n * q_dim], &scratch.gate[..gate_len]);
     let attn = sized(&mut scratch.attn, n * q_dim);
     attend(
         isa,
@@ -155,6 +116,68 @@ pub fn forward(
     matmul(isa, attn, n, &a.wo, out);
     if let Some(bias) = &a.wo_bias {
         add_row_bias(&mut out[..n * bias.len()], bias);
+    }
+}
+
+/// The K and V of the step's tokens in layer `layer` (projections, biases, norms, RoPE on K)
+/// written to their pages: an attention layer's part that later queries read (all a drafting
+/// layer's catch-up needs).
+#[allow(clippy::too_many_arguments)]
+pub fn write_kv(
+    isa: Isa,
+    a: &Attention,
+    layer: usize,
+    kv: &mut KvCache,
+    step: &StepTokens<'_, '_>,
+    rope: &RopeTables<'_>,
+    normed: &[f32],
+    n: usize,
+    eps: f32,
+    scratch: &mut AttentionScratch,
+) {
+    let (kv_dim, hd) = (a.spec.kv_dim(), a.spec.head_dim);
+    let (k, v) = (
+        sized(&mut scratch.k, n * kv_dim),
+        sized(&mut scratch.v, n * kv_dim),
+    );
+    let mut jobs = Vec::with_capacity(2);
+    if let Some(wk) = &a.wk {
+        jobs.push(MatmulJob {
+            matrix: wk,
+            out: &mut *k,
+        });
+    }
+    if let Some(wv) = &a.wv {
+        jobs.push(MatmulJob {
+            matrix: wv,
+            out: &mut *v,
+        });
+    }
+    matmul_group(isa, normed, n, &mut jobs);
+    drop(jobs);
+    if a.spec.values_are_keys {
+        // Gemma 4's attention_k_eq_v: V is the K projection, before K's norm and RoPE.
+        v.copy_from_slice(k);
+    }
+    if let Some([_, bk, bv]) = &a.qkv_bias {
+        add_row_bias(k, bk);
+        add_row_bias(v, bv);
+    }
+    if let Some(k_norm) = &a.k_norm {
+        rms_norm_in_place(isa, k, k_norm, eps);
+    }
+    if a.spec.v_norm {
+        let ones = sized(&mut scratch.ones, hd);
+        ones.fill(1.0);
+        rms_norm_in_place(isa, v, ones, eps);
+    }
+    for (t, table) in rope.tables.chunks_exact(rope.width).take(n).enumerate() {
+        rope.rope
+            .apply(&mut k[t * kv_dim..(t + 1) * kv_dim], hd, table);
+    }
+    for (t, &(b, pos)) in step.tokens.iter().enumerate() {
+        let range = t * kv_dim..(t + 1) * kv_dim;
+        kv.write(layer, &step.batch[b], pos, &k[range.clone()], &v[range]);
     }
 }
 

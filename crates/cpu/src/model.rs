@@ -59,7 +59,7 @@ pub struct Workspace {
     tokens: Vec<(usize, usize)>,
     x: Vec<f32>,
     normed: Vec<f32>,
-    attention: AttentionScratch,
+    pub(crate) attention: AttentionScratch,
     linear: LinearScratch,
     proj: Vec<f32>,
     gate: Vec<f32>,

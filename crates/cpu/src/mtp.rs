@@ -18,14 +18,14 @@ use ferrite_model::plan::{Mixer, ModelPlan, MtpSpec};
 use ferrite_model::tensor_names::LayerTensor;
 use ferrite_model::weights::ModelWeights as LoadedWeights;
 
-use crate::attention_layer::StepTokens;
+use crate::attention_layer::{write_kv, RopeTables, StepTokens};
 use crate::kernels::matmul::matmul;
 use crate::kernels::norm::rms_norm;
 use crate::kernels::quant_matrix::{load_matrix, QuantMatrix};
 use crate::kernels::rope;
 use crate::kv_cache::{KvCache, KvShape};
 use crate::model::{Model, Workspace};
-use crate::model_weights::LayerWeights;
+use crate::model_weights::{LayerWeights, Mixer as LayerMixer};
 use crate::simd::Isa;
 use crate::weight_reader::{norm, LayerReader};
 
@@ -117,7 +117,8 @@ impl MtpState {
 impl Model {
     /// One MTP pass over `batch` (each sequence's tokens are its pairs' tokens, `start_pos` the
     /// first pair's position) with one hidden row per token: writes the MTP's K/V; with
-    /// `logits`, returns the output rows (after its head norm) and their logits.
+    /// `logits`, runs the whole layer and returns the output rows (after its head norm) and
+    /// their logits, else stops there (all later queries read).
     fn mtp_pass(
         &self,
         isa: Isa,
@@ -164,11 +165,37 @@ impl Model {
         let rope = self
             .rope_of(&mtp.spec.layer)
             .ok_or_else(|| BackendError("the MTP layer's RoPE is none of the model's".into()))?;
-        let layer = (mtp.spec.index(), &mtp.layer, rope);
-        self.run_layer(isa, layer, &mut x, kv, None, &step, &layout, ws)?;
         if !logits {
+            let LayerMixer::Attention(a) = &mtp.layer.mixer else {
+                return Err(BackendError("the MTP layer has no attention".into()));
+            };
+            let mut normed = vec![0.0f32; n * hidden];
+            for (dst, src) in normed.chunks_exact_mut(hidden).zip(x.chunks_exact(hidden)) {
+                rms_norm(isa, src, &mtp.layer.attn_norm, eps, dst);
+            }
+            let (at, width) = layout[rope];
+            let tables = RopeTables {
+                rope: &self.ropes()[rope],
+                tables: &ws.cos_sin[at..at + n * width],
+                width,
+            };
+            let l = mtp.spec.index();
+            write_kv(
+                isa,
+                a,
+                l,
+                kv,
+                &step,
+                &tables,
+                &normed,
+                n,
+                eps,
+                &mut ws.attention,
+            );
             return Ok((Vec::new(), Vec::new()));
         }
+        let layer = (mtp.spec.index(), &mtp.layer, rope);
+        self.run_layer(isa, layer, &mut x, kv, None, &step, &layout, ws)?;
         let mut out = vec![0.0f32; n * hidden];
         for (dst, src) in out.chunks_exact_mut(hidden).zip(x.chunks_exact(hidden)) {
             rms_norm(isa, src, &mtp.head_norm, eps, dst);

@@ -11,13 +11,14 @@
 
 mod common;
 
+use common::engine_run::{run_greedy, Outcome};
 use std::sync::Arc;
 
 use common::fixtures::{fixture_path, test_options};
 use ferrite_cuda::{CudaBackend, WeightSource};
 use ferrite_engine::{
-    build_engine_core, EngineConfig, EngineCore, EngineStats, GenerationRequest, Proposer,
-    SamplingParams, SpecOptions, StateCacheOptions, SuffixProposer,
+    build_engine_core, EngineConfig, EngineCore, EngineStats, Proposer, SpecOptions,
+    StateCacheOptions, SuffixProposer,
 };
 use ferrite_model::load;
 
@@ -58,36 +59,8 @@ fn core(arch: &str, speculate: bool) -> EngineCore {
     build_engine_core(&engine, Box::new(backend), proposer, stats).unwrap()
 }
 
-/// (tokens, their log-probabilities, cached prompt tokens) of each request.
-type Outcome = Vec<(Vec<u32>, Vec<f32>, usize)>;
-
 fn run(core: &mut EngineCore, first_id: u64, prompts: &[Vec<u32>]) -> Outcome {
-    for (i, prompt) in prompts.iter().enumerate() {
-        core.add_request(GenerationRequest {
-            id: first_id + i as u64,
-            prompt: prompt.clone(),
-            params: SamplingParams {
-                temperature: 0.0,
-                max_tokens: NEW_TOKENS,
-                ignore_eos: true,
-                logprobs: Some(0),
-                ..SamplingParams::default()
-            },
-            arrival: std::time::Instant::now(),
-        });
-    }
-    let mut out: Outcome = vec![Default::default(); prompts.len()];
-    while core.has_work() {
-        for o in core.step() {
-            let entry = &mut out[(o.id - first_id) as usize];
-            if let Some(info) = &o.prompt {
-                entry.2 = info.num_cached_tokens;
-            }
-            entry.0.extend(&o.tokens);
-            entry.1.extend(o.logprobs.iter().map(|l| l.logprob));
-        }
-    }
-    out
+    run_greedy(core, first_id, prompts, NEW_TOKENS)
 }
 
 /// Batched prompts, then a second turn: the first prompt extended with its answer, and the

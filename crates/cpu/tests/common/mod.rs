@@ -2,6 +2,8 @@
 //! block tables, and model-file lookup.
 #![allow(dead_code)]
 
+pub mod engine_run;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;

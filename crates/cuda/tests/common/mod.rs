@@ -33,6 +33,7 @@ pub fn gpu(test: &str) -> Option<Ctx> {
 }
 
 pub mod compare;
+pub mod engine_run;
 pub mod experts;
 pub mod fixtures;
 pub mod quant;

@@ -120,18 +120,9 @@ impl Proposer for DraftModel {
             let out = self.backend.forward(&batch)?;
             drop(batch);
             for (row, &i) in active.iter().enumerate() {
-                let r = &mut requests[i];
                 let d = &mut drafts[i];
-                let mut output = r.tokens[r.num_prompt_tokens..].to_vec();
-                output.extend_from_slice(&d.tokens);
-                let prompt = &r.tokens[..r.num_prompt_tokens];
-                let q = self
-                    .sampler
-                    .distribution(out.row(row), r.params, prompt, &output);
-                let token = q.sample(r.rng).unwrap_or_default();
-                d.tokens.push(token);
-                d.q.push(q);
-                d.draft_computed = r.tokens.len() + step;
+                d.push_sampled(&mut self.sampler, out.row(row), &mut requests[i]);
+                d.draft_computed = requests[i].tokens.len() + step;
             }
             if widest <= 2 {
                 steady_seconds += started.elapsed().as_secs_f64();

@@ -65,16 +65,7 @@ impl Proposer for MtpProposer {
             }
             let out = target.mtp_draft(&batch)?;
             for (row, &i) in active.iter().enumerate() {
-                let r = &mut requests[i];
-                let d = &mut drafts[i];
-                let mut output = r.tokens[r.num_prompt_tokens..].to_vec();
-                output.extend_from_slice(&d.tokens);
-                let prompt = &r.tokens[..r.num_prompt_tokens];
-                let q = self
-                    .sampler
-                    .distribution(out.row(row), r.params, prompt, &output);
-                d.tokens.push(q.sample(r.rng).unwrap_or_default());
-                d.q.push(q);
+                drafts[i].push_sampled(&mut self.sampler, out.row(row), &mut requests[i]);
             }
         }
         Ok(drafts)

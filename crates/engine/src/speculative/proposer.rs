@@ -6,6 +6,7 @@ use super::ngram::{self, NgramConfig};
 use crate::backend::{Backend, BackendError, SeqBatch};
 use crate::distribution::Distribution;
 use crate::request::{RequestId, SamplingParams};
+use crate::sampler::Sampler;
 
 /// One sequence asking for drafts.
 pub struct DraftRequest<'a> {
@@ -40,6 +41,25 @@ pub struct Drafts {
     /// From a proposer that [`Proposer::scores_drafts`]: the chance that drafts `0..=i` are
     /// all accepted, for each `i` (non-increasing). Empty otherwise.
     pub chances: Vec<f64>,
+}
+
+impl Drafts {
+    /// Draws the next draft of `request` from a proposer model's logits `row`: `sampler`'s
+    /// distribution for the request after its output and the drafts so far (kept as q).
+    pub fn push_sampled(
+        &mut self,
+        sampler: &mut Sampler,
+        row: &[f32],
+        request: &mut DraftRequest<'_>,
+    ) {
+        let r = request;
+        let mut output = r.tokens[r.num_prompt_tokens..].to_vec();
+        output.extend_from_slice(&self.tokens);
+        let prompt = &r.tokens[..r.num_prompt_tokens];
+        let q = sampler.distribution(row, r.params, prompt, &output);
+        self.tokens.push(q.sample(r.rng).unwrap_or_default());
+        self.q.push(q);
+    }
 }
 
 pub trait Proposer: Send {

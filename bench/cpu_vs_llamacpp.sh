@@ -47,6 +47,7 @@ PREFIX_REQUESTS=16
 PREFIX_ROUNDS=1
 BUILD_FERRITE=1
 FERRITE_INT8=0
+FERRITE_AMX=0
 FERRITE_PORT=18431
 LLAMA_PORT=18432
 RUN_TIMEOUT=600
@@ -70,6 +71,7 @@ usage: $0 [options]
   --prefix-rounds N      rounds of the prefix part (default: $PREFIX_ROUNDS)
   --no-build             use target/release/ferrite as it is
   --ferrite-int8         speed part: also run ferrite with --int8-activations (lossy, opt-in)
+  --ferrite-amx          speed part: also run ferrite with --amx-bf16 (bf16 on AMX tiles, opt-in)
   --quick                small sizes to check the script: pp 64, tg 16, 1 round, 1 rep,
                          concurrency 1,4, 32 output tokens, 4 prefix requests of a 200-token prefix
 EOF
@@ -92,6 +94,7 @@ while [[ $# -gt 0 ]]; do
         --prefix-rounds) PREFIX_ROUNDS="$2"; shift 2 ;;
         --no-build) BUILD_FERRITE=0; shift ;;
         --ferrite-int8) FERRITE_INT8=1; shift ;;
+        --ferrite-amx) FERRITE_AMX=1; shift ;;
         --quick)
             PP=64; TG=16; ROUNDS=1; REPS=1; CONCURRENCY="1,4"; REQUESTS_PER_SLOT=1
             SERVE_OUT=32; PREFIX_LEN=200; PREFIX_REQUESTS=4; shift ;;
@@ -186,6 +189,7 @@ if has_part speed; then
             order=(llamacpp ferrite)
             (( round % 2 == 0 )) && order=(ferrite llamacpp)
             (( FERRITE_INT8 )) && order+=(ferrite-int8)
+            (( FERRITE_AMX )) && order+=(ferrite-amx)
             for tool in "${order[@]}"; do
                 log "speed round $round/$ROUNDS: $m, $tool pp$PP tg$TG x$REPS"
                 raw="$OUT/speed-$m-$tool-r$round.json"
@@ -194,10 +198,11 @@ if has_part speed; then
                         -p "$PP" -n "$TG" -r "$REPS" -o json >"$raw" 2>"$raw.log" \
                         || { log "FAILED: $raw.log"; rm -f "$raw"; }
                 else
-                    int8=()
-                    [[ "$tool" == ferrite-int8 ]] && int8=(--int8-activations)
+                    variant=()
+                    [[ "$tool" == ferrite-int8 ]] && variant=(--int8-activations)
+                    [[ "$tool" == ferrite-amx ]] && variant=(--amx-bf16)
                     timeout "$RUN_TIMEOUT" "$FERRITE" bench-model "$path" --threads "$THREADS" \
-                        --prompt-len "$PP" --gen-len "$TG" --repetitions "$REPS" --json "${int8[@]}" \
+                        --prompt-len "$PP" --gen-len "$TG" --repetitions "$REPS" --json "${variant[@]}" \
                         >"$raw" 2>"$raw.log" || { log "FAILED: $raw.log"; rm -f "$raw"; }
                 fi
             done

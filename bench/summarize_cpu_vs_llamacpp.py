@@ -67,11 +67,16 @@ def is_kind(row, kind):
 
 def speed_section(run_dir, meta):
     files = rounds(run_dir, "speed-*-r*.json")
-    found = {re.match(r"speed-(.+)-(llamacpp|ferrite|ferrite-int8)-r\d+\.json", os.path.basename(f)).group(1) for f in files}
+    found = {re.match(r"speed-(.+)-(llamacpp|ferrite|ferrite-int8|ferrite-amx)-r\d+\.json", os.path.basename(f)).group(1) for f in files}
     models = [m for m in MODEL_NAMES if m in found] + sorted(found - set(MODEL_NAMES))
     if not models:
         return []
-    int8 = bool(rounds(run_dir, "speed-*-ferrite-int8-r*.json"))
+    # The opt-in variants that ran, each with its flag.
+    variants = [
+        (tool, flag)
+        for tool, flag in (("ferrite-int8", "--int8-activations"), ("ferrite-amx", "--amx-bf16"))
+        if rounds(run_dir, f"speed-*-{tool}-r*.json")
+    ]
     out = [
         f"## Batch-1 speed: llama-bench vs `ferrite bench-model` ({meta.get('threads')} threads)",
         "",
@@ -79,13 +84,13 @@ def speed_section(run_dir, meta):
         "a repetition that collapsed while something else ran does not drag the result.",
         "",
         "| model | test | llama.cpp t/s | ferrite t/s | ferrite / llama.cpp | target | samples |"
-        + (" ferrite --int8-activations t/s | int8 / llama.cpp |" if int8 else ""),
-        "| --- | --- | ---: | ---: | ---: | --- | ---: |" + (" ---: | ---: |" if int8 else ""),
+        + "".join(f" ferrite {flag} t/s | / llama.cpp |" for _, flag in variants),
+        "| --- | --- | ---: | ---: | ---: | --- | ---: |" + " ---: | ---: |" * len(variants),
     ]
     for m in models:
         for kind in ("pp", "tg"):
             target = TARGETS.get(m, DEFAULT_TARGETS)[kind]
-            samples = {"llamacpp": [], "ferrite": [], "ferrite-int8": []}
+            samples = {"llamacpp": [], "ferrite": [], "ferrite-int8": [], "ferrite-amx": []}
             test = kind
             for tool in samples:
                 for f in rounds(run_dir, f"speed-{m}-{tool}-r*.json"):
@@ -99,9 +104,9 @@ def speed_section(run_dir, meta):
                 f"| {MODEL_NAMES.get(m, m)} | {test} | {fmt(lm)} | {fmt(fm)} | {fmt(ratio(fm, lm), 2)}× | "
                 f"{target} | {len(samples['llamacpp'])} / {len(samples['ferrite'])} |"
             )
-            if int8:
-                im = median(samples["ferrite-int8"])
-                row += f" {fmt(im)} | {fmt(ratio(im, lm), 2)}× |"
+            for tool, _ in variants:
+                vm = median(samples[tool])
+                row += f" {fmt(vm)} | {fmt(ratio(vm, lm), 2)}× |"
             out.append(row)
     return out + [""]
 

@@ -128,6 +128,17 @@ impl CpuBackend {
         Ok(())
     }
 
+    /// Takes the fast path (`bf16_gemm`: inputs and weights rounded to bf16, AMX tiles, f32
+    /// sums) for every matrix it can; errors where this machine has no AMX bf16 tiles.
+    pub fn use_bf16(&mut self) -> anyhow::Result<()> {
+        if !crate::kernels::bf16_gemm::available() {
+            anyhow::bail!("the bf16 path needs AMX bf16 tiles, which this CPU lacks");
+        }
+        let (switched, total) = self.model.use_bf16();
+        tracing::info!(switched, total, "matrices multiply in bf16 on AMX tiles");
+        Ok(())
+    }
+
     /// Which layers keep K and V in pages, and their geometry: the attention layers, but those
     /// reading another layer's pages (Gemma 4's KV-sharing layers).
     fn kv_layers(&self) -> Vec<Option<KvShape>> {

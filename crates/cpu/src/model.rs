@@ -206,6 +206,18 @@ impl Model {
         (switched, total)
     }
 
+    /// Switches every matrix the bf16 path takes (`bf16_gemm`: AMX tiles) to it; returns how
+    /// many of how many matrices switched.
+    pub fn use_bf16(&mut self) -> (usize, usize) {
+        let matrices = self.weights.matrices_mut();
+        let total = matrices.len();
+        let switched = matrices
+            .into_iter()
+            .map(|m| usize::from(m.use_bf16()))
+            .sum();
+        (switched, total)
+    }
+
     /// Scores only token ids `0..n` from now on (logits rows `n` wide): the LM head of a draft
     /// model is a large part of its step, and most proposals come from the common ids.
     pub fn limit_logits(&mut self, n: usize) {

@@ -69,11 +69,17 @@ impl Built {
                 if args.int8_activations {
                     backend.use_int8_activations()?;
                 }
+                if args.amx_bf16 {
+                    backend.use_bf16()?;
+                }
                 Built::Cpu(backend)
             }
             Device::Cuda => {
                 if args.int8_activations {
                     anyhow::bail!("--int8-activations applies to the CPU backend (--device cpu)");
+                }
+                if args.amx_bf16 {
+                    anyhow::bail!("--amx-bf16 applies to the CPU backend (--device cpu)");
                 }
                 if args.no_huge_pages {
                     anyhow::bail!("--no-huge-pages applies to the CPU backend (--device cpu)");

@@ -9,10 +9,12 @@ use std::cell::RefCell;
 
 use rayon::prelude::*;
 
+use super::bf16_activations::Bf16Activations;
+use super::bf16_gemm;
 use super::int8_gemm;
 use super::q8_activations::Q8Activations;
-use super::qgemm::{self, fused_max_rows, OutMatrix, Task};
-use super::quant_matrix::QuantMatrix;
+use super::qgemm::{self, fused_max_rows, OutMatrix, Rounded, Task};
+use super::quant_matrix::{ProductPath, QuantMatrix};
 use crate::simd::Isa;
 
 /// Bytes of f32 panel a prefill task aims for: inside L2 next to a block of x rows, and large,
@@ -29,13 +31,27 @@ pub struct MatmulJob<'a> {
 
 thread_local! {
     static PANEL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    /// Buffers of int8 activations, reused from call to call on the calling thread.
-    static INT8_ACTS: RefCell<Vec<Q8Activations>> = const { RefCell::new(Vec::new()) };
+    /// Buffers of rounded inputs, reused from call to call on the calling thread.
+    static ROUNDED: RefCell<RoundedPool> = RefCell::new(RoundedPool::default());
+}
+
+/// The rounded inputs of one call to [`matmul_segments`].
+#[derive(Default)]
+struct RoundedPool {
+    int8: Vec<Q8Activations>,
+    bf16: Vec<Bf16Activations>,
 }
 
 /// Weight rows per task: small enough to spread over the threads, large enough to amortise
 /// the task's start.
-fn rows_per_task(isa: Isa, m: usize, k: usize, n: usize) -> usize {
+fn rows_per_task(isa: Isa, m: usize, k: usize, n: usize, path: ProductPath) -> usize {
+    if path == ProductPath::Bf16 {
+        // Whole groups of 16 weight rows (AMX tiles), a bf16 panel of about the f32 one's
+        // bytes, and for a decode-sized product several tasks per thread.
+        let tasks = rayon::current_num_threads() * FUSED_TASKS_PER_THREAD;
+        let most = (PANEL_BYTES / 2 / k.max(1)).clamp(32, 512);
+        return n.div_ceil(tasks).clamp(16, most).next_multiple_of(16);
+    }
     if m <= fused_max_rows(isa) {
         let tasks = rayon::current_num_threads() * FUSED_TASKS_PER_THREAD;
         n.div_ceil(tasks).next_multiple_of(4).max(16)
@@ -86,30 +102,42 @@ pub struct SegmentJob<'a> {
 /// spread over products and rows alike, and every output element stays one canonical dot
 /// product (the same bits whatever the other jobs are).
 pub fn matmul_segments(isa: Isa, jobs: &mut [SegmentJob<'_>]) {
-    // The inputs of the matrices that take the int8 path, quantized once each (a group's
-    // jobs share their x).
-    let mut acts = INT8_ACTS.with(|pool| std::mem::take(&mut *pool.borrow_mut()));
-    let mut quantized: Vec<(*const f32, usize)> = Vec::new();
-    let mut acts_of_job = Vec::with_capacity(jobs.len());
+    // Each job's input as its matrix's path reads it, rounded once per distinct input (a
+    // group's jobs share their x).
+    let mut pool = ROUNDED.with(|pool| std::mem::take(&mut *pool.borrow_mut()));
+    // (input, rows, path) rounded so far, and where each went in its path's pool.
+    let mut done: Vec<((*const f32, usize, ProductPath), usize)> = Vec::new();
+    let (mut int8_used, mut bf16_used) = (0, 0);
+    let mut rounded_of_job = Vec::with_capacity(jobs.len());
     for job in jobs.iter() {
-        let int8 = job.m > 0 && job.matrix.int8_activations();
-        let key = (job.x.as_ptr(), job.m);
-        acts_of_job.push(
-            int8.then(|| match quantized.iter().position(|q| *q == key) {
-                Some(i) => i,
-                None => {
-                    if acts.len() <= quantized.len() {
-                        acts.push(Q8Activations::default());
-                    }
-                    acts[quantized.len()].quantize(job.x, job.m, job.matrix.cols());
-                    quantized.push(key);
-                    quantized.len() - 1
-                }
-            }),
-        );
+        let path = effective_path(isa, job);
+        if job.m == 0 || path == ProductPath::Exact {
+            rounded_of_job.push(None);
+            continue;
+        }
+        let (key, k) = ((job.x.as_ptr(), job.m, path), job.matrix.cols());
+        let index = match done.iter().find(|d| d.0 == key) {
+            Some(&(_, index)) => index,
+            None if path == ProductPath::Int8 => {
+                pool.int8
+                    .resize_with(pool.int8.len().max(int8_used + 1), Default::default);
+                pool.int8[int8_used].quantize(job.x, job.m, k);
+                int8_used += 1;
+                int8_used - 1
+            }
+            None => {
+                pool.bf16
+                    .resize_with(pool.bf16.len().max(bf16_used + 1), Default::default);
+                pool.bf16[bf16_used].convert(job.x, job.m, k);
+                bf16_used += 1;
+                bf16_used - 1
+            }
+        };
+        done.push((key, index));
+        rounded_of_job.push(Some((path, index)));
     }
     let mut tasks = Vec::new();
-    for (job, acts_index) in jobs.iter_mut().zip(acts_of_job) {
+    for (job, rounded) in jobs.iter_mut().zip(rounded_of_job) {
         let (m, k, n) = (job.m, job.matrix.cols(), job.matrix.rows());
         if m == 0 {
             continue;
@@ -124,8 +152,12 @@ pub fn matmul_segments(isa: Isa, jobs: &mut [SegmentJob<'_>]) {
             len: job.out.len(),
             n,
         };
-        let step = rows_per_task(isa, m, k, n);
-        let acts = acts_index.map(|i| &acts[i]);
+        let acts = match rounded {
+            None => Rounded::Exact,
+            Some((ProductPath::Int8, i)) => Rounded::Int8(&pool.int8[i]),
+            Some((_, i)) => Rounded::Bf16(&pool.bf16[i]),
+        };
+        let step = rows_per_task(isa, m, k, n, effective_path(isa, job));
         tasks.extend((0..n).step_by(step).map(|c0| Task {
             matrix: job.matrix,
             x: job.x,
@@ -137,8 +169,9 @@ pub fn matmul_segments(isa: Isa, jobs: &mut [SegmentJob<'_>]) {
         }));
     }
     let run = |task: &Task<'_>| match task.acts {
-        Some(acts) => int8_gemm::run(isa, task, acts),
-        None => PANEL.with(|panel| qgemm::run(isa, task, &mut panel.borrow_mut())),
+        Rounded::Int8(acts) => int8_gemm::run(isa, task, acts),
+        Rounded::Bf16(acts) => bf16_gemm::run(task, acts),
+        Rounded::Exact => PANEL.with(|panel| qgemm::run(isa, task, &mut panel.borrow_mut())),
     };
     match tasks.len() {
         0 => {}
@@ -146,7 +179,17 @@ pub fn matmul_segments(isa: Isa, jobs: &mut [SegmentJob<'_>]) {
         _ => tasks.par_iter().for_each(run),
     }
     drop(tasks);
-    INT8_ACTS.with(|pool| *pool.borrow_mut() = acts);
+    ROUNDED.with(|p| *p.borrow_mut() = pool);
+}
+
+/// The path a product takes: its matrix's, but products of few rows (decode) keep the exact
+/// fused kernels on the bf16 path: they read the quantized weights straight, where AMX would
+/// first have to widen every weight to bf16 in memory, which costs more than the products.
+fn effective_path(isa: Isa, job: &SegmentJob<'_>) -> ProductPath {
+    match job.matrix.path() {
+        ProductPath::Bf16 if job.m <= fused_max_rows(isa) => ProductPath::Exact,
+        path => path,
+    }
 }
 
 /// A single product: `out = x · matrixᵀ`.

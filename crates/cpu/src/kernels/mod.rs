@@ -1,7 +1,10 @@
 //! The dozen operations of a llama forward pass, all in f32 and batch-invariant.
 
 pub mod activation;
+mod amx;
 pub mod attention;
+pub mod bf16_activations;
+pub mod bf16_gemm;
 pub mod int8_gemm;
 mod int8_support;
 pub mod matmul;

@@ -15,6 +15,7 @@
 
 use ferrite_model::weights::DType;
 
+use super::bf16_activations::Bf16Activations;
 use super::q8_activations::Q8Activations;
 use super::quant_matrix::QuantMatrix;
 use crate::simd::{Isa, Tile, MAX_TILE_COLS, MAX_TILE_ROWS};
@@ -51,6 +52,19 @@ impl OutMatrix {
         assert!(index < self.len, "matmul: output index out of bounds");
         self.ptr.add(index).write(v);
     }
+
+    /// Writes `values` to row `row`, columns `c..c + values.len()`.
+    ///
+    /// SAFETY: the caller owns those columns for the duration of the task.
+    #[inline(always)]
+    pub(crate) unsafe fn write_run(&self, row: usize, c: usize, values: &[f32]) {
+        let index = row * self.n + c;
+        assert!(
+            c + values.len() <= self.n && index + values.len() <= self.len,
+            "matmul: output run out of bounds"
+        );
+        std::ptr::copy_nonoverlapping(values.as_ptr(), self.ptr.add(index), values.len());
+    }
 }
 
 /// Columns `c0..c1` of `out = x · matrixᵀ`; `x` is `[m, k]` with `k = matrix.cols()`.
@@ -61,9 +75,17 @@ pub struct Task<'a> {
     pub c0: usize,
     pub c1: usize,
     pub out: OutMatrix,
-    /// x quantized to int8, when the matrix takes the int8 path (`int8_gemm` runs the task
-    /// then, not `run`).
-    pub acts: Option<&'a Q8Activations>,
+    /// x as the matrix's path reads it: rounded to bf16 or quantized to int8, a task that
+    /// `bf16_gemm` or `int8_gemm` runs, not `run`.
+    pub acts: Rounded<'a>,
+}
+
+/// A product's input after its path rounded it (`Exact`: x itself).
+#[derive(Clone, Copy)]
+pub enum Rounded<'a> {
+    Exact,
+    Bf16(&'a Bf16Activations),
+    Int8(&'a Q8Activations),
 }
 
 pub fn run(isa: Isa, task: &Task<'_>, panel: &mut Vec<f32>) {

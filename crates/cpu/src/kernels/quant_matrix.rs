@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use ferrite_model::weights::{DType, ModelWeights as LoadedWeights, Storage, WeightTensor};
 
-use super::{int8_support, q8_activations};
+use super::{amx, int8_support, q8_activations};
 use crate::quant::{check_row, kernel_row_dequantizer, portable_kernel_row_dequantizer};
 use crate::quant::{repack, QuantError, RowDequantizer};
 
@@ -20,8 +20,21 @@ pub struct QuantMatrix {
     rows: usize,
     cols: usize,
     row_bytes: usize,
-    /// Whether products quantize x to int8 first (`int8_gemm`; opt-in, changes results).
-    int8_activations: bool,
+    /// How products with this matrix round x (the exact f32 path unless switched).
+    path: ProductPath,
+}
+
+/// How a product with a matrix treats its input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProductPath {
+    /// x in f32, each weight's exact value, f32 sums (`qgemm`).
+    Exact,
+    /// x rounded to bf16 and each weight's value to bf16, AMX tiles with f32 sums
+    /// (`bf16_gemm`): the fast path.
+    Bf16,
+    /// x quantized to int8 per 256 elements, integer dot products (`int8_gemm`; Q4_K and Q6_K
+    /// only, `--int8-activations`).
+    Int8,
 }
 
 impl QuantMatrix {
@@ -55,7 +68,7 @@ impl QuantMatrix {
             rows,
             cols,
             row_bytes: repack::row_bytes(dtype, cols),
-            int8_activations: false,
+            path: ProductPath::Exact,
         })
     }
 
@@ -63,15 +76,28 @@ impl QuantMatrix {
     /// 256, integer dot products), if its type has an integer kernel and this machine the
     /// instructions; returns whether it does.
     pub fn use_int8_activations(&mut self) -> bool {
-        self.int8_activations = int8_support::supports(self.dtype)
+        let int8 = int8_support::supports(self.dtype)
             && self.cols.is_multiple_of(q8_activations::BLOCK)
             && int8_support::available();
-        self.int8_activations
+        if int8 {
+            self.path = ProductPath::Int8;
+        }
+        int8
     }
 
-    /// Whether products with this matrix take the int8 path.
-    pub fn int8_activations(&self) -> bool {
-        self.int8_activations
+    /// Makes products with this matrix take the bf16 path (`bf16_gemm`), if this machine has
+    /// AMX tiles and the rows are whole tile steps (32 elements); returns whether it does.
+    pub fn use_bf16(&mut self) -> bool {
+        let bf16 = self.cols.is_multiple_of(amx::TILE_K) && amx::available();
+        if bf16 {
+            self.path = ProductPath::Bf16;
+        }
+        bf16
+    }
+
+    /// How products with this matrix treat x.
+    pub fn path(&self) -> ProductPath {
+        self.path
     }
 
     pub fn rows(&self) -> usize {

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use crate::attention_layer::{AttentionScratch, StepTokens};
 use crate::kernels::matmul::matmul;
 use crate::kernels::norm::rms_norm;
+use crate::kernels::quant_matrix::QuantMatrix;
 use crate::kernels::rope::{self, Rope};
 use crate::kv_cache::KvCache;
 use crate::linear_attention::LinearScratch;
@@ -155,11 +156,11 @@ impl Model {
         }
     }
 
-    pub(crate) fn embedding(&self) -> &crate::kernels::quant_matrix::QuantMatrix {
+    pub(crate) fn embedding(&self) -> &QuantMatrix {
         &self.weights.embed
     }
 
-    pub(crate) fn lm_head(&self) -> &crate::kernels::quant_matrix::QuantMatrix {
+    pub(crate) fn lm_head(&self) -> &QuantMatrix {
         &self.weights.lm_head
     }
 
@@ -197,24 +198,20 @@ impl Model {
     /// Switches every matrix with an integer kernel to the int8 path (`int8_gemm`); returns
     /// how many of how many matrices switched.
     pub fn use_int8_activations(&mut self) -> (usize, usize) {
-        let matrices = self.weights.matrices_mut();
-        let total = matrices.len();
-        let switched = matrices
-            .into_iter()
-            .map(|m| usize::from(m.use_int8_activations()))
-            .sum();
-        (switched, total)
+        self.switch_matrices(QuantMatrix::use_int8_activations)
     }
 
     /// Switches every matrix the bf16 path takes (`bf16_gemm`: AMX tiles) to it; returns how
     /// many of how many matrices switched.
     pub fn use_bf16(&mut self) -> (usize, usize) {
+        self.switch_matrices(QuantMatrix::use_bf16)
+    }
+
+    /// Applies `switch` (a matrix's path change, saying whether it took) to every matrix.
+    fn switch_matrices(&mut self, switch: fn(&mut QuantMatrix) -> bool) -> (usize, usize) {
         let matrices = self.weights.matrices_mut();
         let total = matrices.len();
-        let switched = matrices
-            .into_iter()
-            .map(|m| usize::from(m.use_bf16()))
-            .sum();
+        let switched = matrices.into_iter().map(|m| usize::from(switch(m))).sum();
         (switched, total)
     }
 

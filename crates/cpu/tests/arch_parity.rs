@@ -88,21 +88,7 @@ fn cases(arch: &str) -> Vec<Case> {
 
 /// |Δ| of every prompt token's log-probability (whole prompt in one step, all logits).
 fn prompt_deltas(backend: &mut CpuBackend, case: &Case) -> Vec<f64> {
-    let pages = case.prompt.len().div_ceil(PAGE_SIZE);
-    backend.init_kv_cache(pages, PAGE_SIZE).unwrap();
-    let table: Vec<u32> = (0..pages as u32).rev().collect();
-    let slot = state_slots(backend, 1)[0];
-    let out = backend
-        .forward(&[SeqBatch {
-            tokens: &case.prompt,
-            start_pos: 0,
-            block_table: &table,
-            window_table: &[],
-            state_slot: slot,
-            state_copy: Default::default(),
-            logits: LogitsRequest::All,
-        }])
-        .unwrap();
+    let out = one_step_logits(backend, &case.prompt, PAGE_SIZE);
     (1..case.prompt.len())
         .map(|i| {
             let expected = case.logprobs[i].expect("reference logprob");

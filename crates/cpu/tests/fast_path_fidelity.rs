@@ -12,9 +12,8 @@
 
 mod common;
 
-use common::{greedy, ids, log_softmax_at, model_path, repo_root, state_slots};
+use common::{floats, greedy, ids, log_softmax_at, model_path, one_step_logits, repo_root};
 use ferrite_cpu::CpuBackend;
-use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
 use ferrite_model::gguf::GgufFile;
 
 /// The fast path's bound on the mean |Δ logprob| (issue 43).
@@ -56,21 +55,7 @@ fn measure(fixture: &str, fast: bool) -> Fidelity {
     for case in doc["generate"].as_array().unwrap() {
         let (prompt, continuation) = (ids(&case["prompt_ids"]), ids(&case["greedy_ids"]));
         let tokens: Vec<u32> = prompt.iter().chain(&continuation).copied().collect();
-        let pages = tokens.len().div_ceil(PAGE_SIZE);
-        backend.init_kv_cache(pages, PAGE_SIZE).unwrap();
-        let table: Vec<u32> = (0..pages as u32).collect();
-        let slot = state_slots(&mut backend, 1)[0];
-        let out = backend
-            .forward(&[SeqBatch {
-                tokens: &tokens,
-                start_pos: 0,
-                block_table: &table,
-                window_table: &[],
-                state_slot: slot,
-                state_copy: Default::default(),
-                logits: LogitsRequest::All,
-            }])
-            .unwrap();
+        let out = one_step_logits(&mut backend, &tokens, PAGE_SIZE);
         for (step, top) in case["top_logprobs"].as_array().unwrap().iter().enumerate() {
             let row = out.row(prompt.len() - 1 + step);
             for (rank, pair) in top.as_array().unwrap().iter().enumerate() {
@@ -85,12 +70,7 @@ fn measure(fixture: &str, fast: bool) -> Fidelity {
             }
         }
         if fast {
-            let margins: Vec<f64> = case["margins"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|m| m.as_f64().unwrap())
-                .collect();
+            let margins = floats(&case["margins"]);
             let got = greedy(&mut backend, &prompt, continuation.len(), PAGE_SIZE);
             if let Some(step) = got.iter().zip(&continuation).position(|(g, e)| g != e) {
                 assert!(

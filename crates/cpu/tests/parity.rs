@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Instant;
 
-use common::{argmax, greedy, model_path, repo_root};
+use common::{argmax, floats, greedy, model_path, repo_root};
 use ferrite_cpu::CpuBackend;
 use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
 use ferrite_model::gguf::GgufFile;
@@ -51,12 +51,7 @@ fn check_fixture_on(fixture: &str, int8: bool) {
         let name = case["name"].as_str().unwrap();
         let prompt = ids(&case["prompt_ids"]);
         let expected = ids(&case["greedy_ids"]);
-        let margins: Vec<f64> = case["margins"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m.as_f64().unwrap())
-            .collect();
+        let margins = floats(&case["margins"]);
         let got = greedy(&mut backend, &prompt, expected.len(), PAGE_SIZE);
         match got.iter().zip(&expected).position(|(g, e)| g != e) {
             None => exact += 1,

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use ferrite_cpu::CpuBackend;
-use ferrite_engine::{Backend, LogitsRequest, SeqBatch};
+use ferrite_engine::{Backend, ForwardOutput, LogitsRequest, SeqBatch};
 use ferrite_model::config::{Arch, BlockVariant, ModelConfig, RopeStyle};
 use ferrite_model::weights::{DType, ModelWeights, Storage, WeightTensor};
 use rand::rngs::StdRng;
@@ -364,16 +364,20 @@ pub fn ids(v: &serde_json::Value) -> Vec<u32> {
     ids.iter().map(|x| x.as_u64().unwrap() as u32).collect()
 }
 
-/// log p(prompt[i] | prompt[..i]) for i >= 1: the whole prompt in one step on fresh pages (and a
-/// fresh state slot for a model that keeps state), every position's logits.
-pub fn prompt_logprobs(backend: &mut CpuBackend, prompt: &[u32], page_size: usize) -> Vec<f64> {
-    let pages = prompt.len().div_ceil(page_size);
+/// Every position's logits of `tokens`, run as one step from position 0 on fresh pages (in
+/// reverse order, so that positions and page ids do not line up) and a fresh state slot.
+pub fn one_step_logits(
+    backend: &mut CpuBackend,
+    tokens: &[u32],
+    page_size: usize,
+) -> ForwardOutput {
+    let pages = tokens.len().div_ceil(page_size);
     backend.init_kv_cache(pages, page_size).unwrap();
-    let table: Vec<u32> = (0..pages as u32).collect();
+    let table: Vec<u32> = (0..pages as u32).rev().collect();
     let slot = state_slots(backend, 1)[0];
-    let out = backend
+    backend
         .forward(&[SeqBatch {
-            tokens: prompt,
+            tokens,
             start_pos: 0,
             block_table: &table,
             window_table: &[],
@@ -381,10 +385,22 @@ pub fn prompt_logprobs(backend: &mut CpuBackend, prompt: &[u32], page_size: usiz
             state_copy: Default::default(),
             logits: LogitsRequest::All,
         }])
-        .unwrap();
+        .unwrap()
+}
+
+/// log p(prompt[i] | prompt[..i]) for i >= 1: the whole prompt in one step
+/// ([`one_step_logits`]).
+pub fn prompt_logprobs(backend: &mut CpuBackend, prompt: &[u32], page_size: usize) -> Vec<f64> {
+    let out = one_step_logits(backend, prompt, page_size);
     (1..prompt.len())
         .map(|i| log_softmax_at(out.row(i - 1), prompt[i]))
         .collect()
+}
+
+/// The floats of a JSON array (a fixture's margins or log-probabilities).
+pub fn floats(v: &serde_json::Value) -> Vec<f64> {
+    let values = v.as_array().expect("a number list");
+    values.iter().map(|x| x.as_f64().unwrap()).collect()
 }
 
 /// log softmax(row)[token], in f64.

@@ -5,6 +5,10 @@
 # model files, and the stripped release ferrite binary (built with the pip nvcc as
 # bench/gpu/build.sh does).
 #   LLAMA_REPO=path/to/a/llama.cpp/clone bash bench/gpu/prepare_llamacpp_peer.sh
+# or, where no clone can be had, an unpacked source tree of another version (the one
+# llama-cpp-python's PyPI sdist vendors: 0.3.36 -> 0c1e57098, which has qwen35, qwen35moe and
+# gpt-oss too); the version goes into the pack as LLAMA_VERSION for the logs:
+#   LLAMA_SRC=path/to/vendor/llama.cpp LLAMA_VERSION=0c1e57098 bash bench/gpu/prepare_llamacpp_peer.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 P=.gpu-peer-hybrid
@@ -12,9 +16,18 @@ REV=ec562eb673ab6fef464d0cf976bcb57925b5eff0
 mkdir -p "$P"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-git -C "$LLAMA_REPO" archive --format=tar --prefix=llama.cpp/ "$REV" ggml src include common tools \
-  vendor cmake CMakeLists.txt gguf-py LICENSE ':(exclude)tools/server/public' \
-  ':(exclude)tools/server/webui' | tar -x -C "$tmp"
+if [ -n "${LLAMA_SRC:-}" ]; then
+  mkdir -p "$tmp/llama.cpp"
+  tar -cf - -C "$LLAMA_SRC" --exclude=tools/server/public --exclude=tools/server/webui \
+    --exclude=tools/ui/tests ggml src include common tools vendor cmake CMakeLists.txt gguf-py LICENSE |
+    tar -x -C "$tmp/llama.cpp"
+  echo "${LLAMA_VERSION:-unknown}" >"$tmp/llama.cpp/LLAMA_VERSION"
+else
+  git -C "$LLAMA_REPO" archive --format=tar --prefix=llama.cpp/ "$REV" ggml src include common tools \
+    vendor cmake CMakeLists.txt gguf-py LICENSE ':(exclude)tools/server/public' \
+    ':(exclude)tools/server/webui' | tar -x -C "$tmp"
+  echo "$REV" >"$tmp/llama.cpp/LLAMA_VERSION"
+fi
 for b in vulkan sycl metal cann musa opencl hexagon webgpu zdnn zendnn virtgpu openvino; do
   rm -rf "$tmp/llama.cpp/ggml/src/ggml-$b"
 done

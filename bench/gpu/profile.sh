@@ -11,6 +11,9 @@
 #                        the transformers peer in the same call (issue 16 item 2)
 #   profile.sh moe-decode  the same for a batch-1 decode step of Qwen3-30B-A3B's shape and
 #                        of its dense twin (issue 13)
+#   profile.sh decode-shapes  batch-1 decode of each of $SHAPES (presets or config files, e.g.
+#                        bench/gpu/hybrid/qwen3.5-27b.json; FERRITE_BENCH_QUANT=q4_k_m for random
+#                        Q4_K_M weights): the rate with graphs, then the kernels of a decode step
 #   profile.sh decode-batch  the kernels of one decode step of 256 x (512 in, 128 out) for each
 #                        of $SHAPES, well after the prompts (issue 16's 256-stream targets)
 # BIN names another offline_bench build in .gpu/ (an A/B in one call); TAG marks its logs.
@@ -69,6 +72,16 @@ if [ "$PHASE" = decode-batch ]; then
     # 16 prompt chunks of 8,192 tokens come first; 15,000 launches in, the steps are decodes.
     kernels "decode256-$shape" "${NCU_LIMIT:-300}" "--launch-skip 15000 --launch-count 1200" -2 \
       "$shape" 256 512 128 eager
+  done
+fi
+
+if [ "$PHASE" = decode-shapes ]; then
+  for shape in ${SHAPES:-qwen2.5-1.5b}; do
+    name=$(basename "$shape" .json)
+    echo "== $name: offline_bench 1 128 256 (graphs)"
+    b $G/$BIN "$shape" 1 128 256
+    kernels "decode-$name" "${NCU_LIMIT:-300}" "--launch-skip ${NCU_SKIP:-9000} --launch-count ${NCU_COUNT:-2500}" -2 \
+      "$shape" 1 16 40 eager
   done
 fi
 

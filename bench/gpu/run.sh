@@ -22,7 +22,11 @@ run_tests() {  # name, limit
   grep -E "relative error|parity|fixture|switch|bitwise|SKIPPED|panicked|test result|FAILED|^test " "$OUT/test-$name.log" | tail -60
   row "test $name | rc=$rc | $(grep -E '^test result' "$OUT/test-$name.log" | tail -1)"
 }
-PHASE=${1:-all}   # tests | bench | all (tests + bench) | spec | moe (moe-tests + moe-bench)
+PHASE=${1:-all}   # tests | bench | all (tests + bench) | spec | moe (moe-tests + moe-bench) | only NAME...
+if [ "$PHASE" = only ]; then   # the named test executables of .gpu/tests, 300 s each
+  shift
+  for name in "$@"; do run_tests "$name" 300; done
+fi
 if [ "$PHASE" = tests ] || [ "$PHASE" = all ]; then
 run_tests ferrite_cuda 30
 run_tests kernels 90

@@ -47,10 +47,11 @@ build() {
   (cd "$W/llama.cpp" &&
     cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
       -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF \
-      -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_WEBUI=OFF >"$OUT/llama-cmake.log" 2>&1 &&
+      -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_WEBUI=OFF -DLLAMA_BUILD_UI=OFF \
+      -DLLAMA_USE_PREBUILT_UI=OFF >"$OUT/llama-cmake.log" 2>&1 &&
     cmake --build build -j 16 --target llama-bench llama-quantize llama-server >>"$OUT/llama-cmake.log" 2>&1) ||
     { say "llama.cpp build failed"; tail -30 "$OUT/llama-cmake.log"; return 1; }
-  say "llama.cpp built"
+  say "llama.cpp built ($(cat "$W/llama.cpp/LLAMA_VERSION" 2>/dev/null || echo ec562eb))"
 }
 
 # Writes model M's random file to $2 while llama.cpp builds (the writer needs only gguf-py).

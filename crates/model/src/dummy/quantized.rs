@@ -130,7 +130,12 @@ pub fn random_quantized(
         // FP8 checkpoints keep the embedding and the output projection in 16 bits.
         let stays_bf16 =
             scheme == "fp8" && matches!(&*init.name, "token_embd.weight" | "output.weight");
-        if init.shape.len() == 2 && !stays_bf16 {
+        // A matrix whose rows are not whole blocks (a linear layer's 4-tap convolution) stays
+        // in 16 bits, as llama-quantize leaves it.
+        let whole_blocks = init.shape.len() == 2
+            && scheme_type(scheme, &init.name, config.num_layers)
+                .is_ok_and(|dtype| init.shape[1] % dtype.block_len() == 0);
+        if whole_blocks && !stays_bf16 {
             matrices.push((init.name.clone(), init.shape.clone()));
         } else {
             let mut bits = vec![0u16; init.len()];
@@ -199,5 +204,35 @@ mod tests {
         assert_eq!(t("output.weight"), DType::Q6_K);
         assert_eq!(t("token_embd.weight"), DType::Q4_K);
         assert!(scheme_type("q3_k_s", "x", 28).is_err());
+    }
+
+    #[test]
+    fn q4_k_m_of_a_hybrid_keeps_the_convolution_in_16_bits() {
+        // The fixture's config, widened so that its products are whole Q4_K blocks.
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/arch/qwen3_5/config.json");
+        let mut json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let text = &mut json["text_config"];
+        for (key, value) in [
+            ("hidden_size", 256),
+            ("intermediate_size", 256),
+            ("linear_key_head_dim", 128),
+            ("linear_value_head_dim", 128),
+            ("linear_num_key_heads", 2),
+            ("linear_num_value_heads", 2),
+            ("head_dim", 64),
+        ] {
+            text[key] = value.into();
+        }
+        let config = crate::load::hf_config(&json.to_string()).unwrap();
+        let weights = random_quantized(&config, "q4_k_m", 0).unwrap();
+        let dtype = |name: &str| weights.tensors[name].dtype;
+        let linear = (0..config.num_layers)
+            .find(|&l| weights.tensors.contains_key(&format!("blk.{l}.ssm_conv1d.weight")))
+            .expect("a linear-attention layer");
+        assert_eq!(dtype(&format!("blk.{linear}.ssm_conv1d.weight")), DType::BF16);
+        assert_eq!(dtype(&format!("blk.{linear}.ssm_out.weight")), DType::Q4_K);
+        // Tied embeddings: the one matrix is the token embedding's.
+        assert_eq!(dtype("token_embd.weight"), DType::Q4_K);
     }
 }

@@ -33,7 +33,7 @@ pub use backend::{
     validate_batch, Backend, BackendError, BatchLimits, DeviceSampling, ForwardOutput, KvWindow,
     LogitsRequest, MtpDraftStep, SampledOutput, SeqBatch, StateCopy,
 };
-pub use config::{EngineConfig, SpecOptions, StateCacheOptions, MAX_SPEC_TOKENS};
+pub use config::{EngineConfig, SchedulingPolicy, SpecOptions, StateCacheOptions, MAX_SPEC_TOKENS};
 pub use constraint::{
     Constraint, ConstraintError, ConstraintFactory, ConstraintState, DeviceMask, TokenConstraint,
     TokenMask,

@@ -77,6 +77,8 @@ pub fn run(args: RunBatchArgs) -> anyhow::Result<()> {
         reasoning_parser: serve::reasoning_parser(args.chat.reasoning_parser),
         tracer: None,
         cors: None,
+        // The batch file is the operator's own, not a remote client's.
+        trust_request_chat_template: true,
     };
     // As `ferrite serve`'s: the engine's scheduler thread does the heavy work.
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -96,6 +96,7 @@ fn load(args: ServeArgs) -> anyhow::Result<Loaded> {
         reasoning_parser: reasoning_parser(args.chat.reasoning_parser),
         tracer: None,
         cors,
+        trust_request_chat_template: args.vllm.trust_request_chat_template,
     };
     Ok(Loaded {
         config,

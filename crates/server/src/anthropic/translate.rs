@@ -60,6 +60,7 @@ pub fn chat_turn(
         add_special_tokens: false,
         grammar: None,
         reasoning_effort: None,
+        ..ChatTurn::default()
     })
 }
 

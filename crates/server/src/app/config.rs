@@ -36,6 +36,8 @@ pub struct ServerConfig {
     pub tracer: Option<Arc<Tracer>>,
     /// CORS (`--allowed-origins` and its siblings); `None`: off.
     pub cors: Option<CorsConfig>,
+    /// Chat requests may carry their own template (`--trust-request-chat-template`).
+    pub trust_request_chat_template: bool,
 }
 
 /// CORS as vLLM's flags set it; `routes::cors` answers with it.

@@ -57,6 +57,8 @@ pub struct AppState {
     pub request_names: RequestNames,
     /// The model's fill-in-the-middle tokens (`suffix`); `None`: it has none.
     pub fim: Option<FimTokens>,
+    /// Chat requests may carry their own template (`--trust-request-chat-template`).
+    pub trust_request_chat_template: bool,
     next_id: AtomicU64,
 }
 
@@ -105,6 +107,7 @@ impl AppState {
             request_log: config.request_log,
             request_names: RequestNames::default(),
             fim: FimTokens::of(&model.tokenizer),
+            trust_request_chat_template: config.trust_request_chat_template,
             next_id: AtomicU64::new(1),
         }
     }

@@ -38,10 +38,7 @@ const NOT_YET: &[&str] = &[
     "use_beam_search",
     "length_penalty",
     "logits_processors",
-    "documents",
-    "chat_template",
     "mm_processor_kwargs",
-    "priority",
 ];
 
 /// Refuses the first field of `rest` (the fields no typed field took) that is neither ignored on

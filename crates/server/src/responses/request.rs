@@ -105,6 +105,7 @@ impl ResponsesRequest {
             add_special_tokens: false,
             grammar: self.text.grammar()?,
             reasoning_effort: requested_effort(self.reasoning.as_ref())?,
+            ..ChatTurn::default()
         };
         let settings = ResponseSettings {
             instructions: self.instructions,

@@ -54,6 +54,8 @@ pub async fn chat_completions(
         tool_choice: tools.tool_choice,
         parallel_tool_calls: tools.parallel_tool_calls,
         chat_template_kwargs: req.chat_template_kwargs,
+        chat_template: req.chat_template,
+        documents: req.documents,
         add_generation_prompt,
         continue_final_message,
         add_special_tokens: req.add_special_tokens.unwrap_or(false),

@@ -28,7 +28,6 @@ pub const IGNORED_ON_PURPOSE: &[&str] = &[
 /// OpenAI and vLLM fields that ferrite knows but does not implement yet: refused with "not
 /// supported yet" rather than "unknown field", so the client knows it is not a typo.
 const NOT_YET: &[&str] = &[
-    "guided_decoding_backend",
     "audio",
     "modalities",
     "prediction",

@@ -153,3 +153,24 @@ def test_null_fields_ask_for_nothing(http: httpx.Client):
     nulls = {"logit_bias": None, "min_tokens": None, "allowed_token_ids": None, "bad_words": None}
     r = http.post("/v1/chat/completions", json={"messages": HI, "max_tokens": 2} | nulls)
     assert r.status_code == 200, r.text
+
+
+def test_best_of_returns_the_candidates_of_highest_mean_logprob(client):
+    # A seeded request's choices are reproducible: best_of=4 draws the four candidates n=4
+    # returns, and keeps the two of highest mean logprob per token, best first.
+    ask = dict(model=MODEL_NAME, prompt="The weather today is", max_tokens=8, temperature=1.0,
+               seed=11)
+    every = client.completions.create(n=4, logprobs=0, **ask)
+    ranked = sorted(every.choices, key=lambda c: -sum(c.logprobs.token_logprobs)
+                    / len(c.logprobs.token_logprobs))
+    best = client.completions.create(n=2, best_of=4, logprobs=0, **ask)
+    assert [c.text for c in best.choices] == [c.text for c in ranked[:2]]
+    assert [c.index for c in best.choices] == [0, 1]
+    # Every candidate's tokens are counted.
+    assert best.usage.completion_tokens == every.usage.completion_tokens
+    plain = client.completions.create(best_of=3, **ask)
+    assert len(plain.choices) == 1 and plain.choices[0].logprobs is None
+    for bad in [dict(n=3, best_of=2), dict(best_of=3, stream=True)]:
+        with pytest.raises(openai.BadRequestError) as e:
+            client.completions.create(**{**ask, **bad})
+        assert e.value.body["param"] == "best_of"

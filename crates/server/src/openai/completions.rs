@@ -27,6 +27,8 @@ pub struct CompletionRequest {
     /// Fill in the middle: the text after the completion; the prompt is the text before it
     /// (`text::fim`).
     pub suffix: Option<String>,
+    /// Candidates generated per prompt, of which the `n` best are returned (`best_of`).
+    pub best_of: Option<i64>,
     #[serde(flatten)]
     pub sampling: SamplingFields,
     /// `response_format`, `structured_outputs`, `guided_*`.

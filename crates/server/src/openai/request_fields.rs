@@ -33,7 +33,6 @@ const NOT_YET: &[&str] = &[
     "prediction",
     "web_search_options",
     "verbosity",
-    "best_of",
     "use_beam_search",
     "length_penalty",
     "logits_processors",
@@ -41,7 +40,7 @@ const NOT_YET: &[&str] = &[
 ];
 
 /// Refuses the first field of `rest` (the fields no typed field took) that is neither ignored on
-/// purpose nor `null` (a client that sends `"best_of": null` asks for nothing).
+/// purpose nor `null` (a client that sends `"use_beam_search": null` asks for nothing).
 pub fn refuse_unimplemented(rest: &BTreeMap<String, Value>) -> Result<(), ApiError> {
     for (name, value) in rest {
         if value.is_null() || IGNORED_ON_PURPOSE.contains(&name.as_str()) {
@@ -78,11 +77,11 @@ mod tests {
     #[test]
     fn ignored_fields_and_nulls_pass_others_name_the_field() {
         assert!(refuse_unimplemented(&rest(json!({"user": "u", "metadata": {"a": "b"}}))).is_ok());
-        assert!(refuse_unimplemented(&rest(json!({"best_of": null}))).is_ok());
-        let e = refuse_unimplemented(&rest(json!({"best_of": 2}))).unwrap_err();
+        assert!(refuse_unimplemented(&rest(json!({"use_beam_search": null}))).is_ok());
+        let e = refuse_unimplemented(&rest(json!({"use_beam_search": true}))).unwrap_err();
         assert_eq!(e.status, 400);
-        assert_eq!(e.param.as_deref(), Some("best_of"));
-        assert_eq!(e.message, "`best_of` is not supported yet");
+        assert_eq!(e.param.as_deref(), Some("use_beam_search"));
+        assert_eq!(e.message, "`use_beam_search` is not supported yet");
         let typo = refuse_unimplemented(&rest(json!({"temprature": 0}))).unwrap_err();
         assert_eq!(typo.message, "unknown field `temprature`");
     }

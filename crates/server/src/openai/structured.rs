@@ -226,14 +226,23 @@ mod tests {
 
     #[test]
     fn the_backend_named_must_be_llguidance() {
-        for ok in ["auto", "guidance", "guidance:disable-any-whitespace", "llguidance"] {
+        for ok in [
+            "auto",
+            "guidance",
+            "guidance:disable-any-whitespace",
+            "llguidance",
+        ] {
             let f = fields(json!({"guided_regex": "a+", "guided_decoding_backend": ok}));
             assert_eq!(f.grammar().unwrap().unwrap().param, "guided_regex", "{ok}");
         }
         let f = fields(json!({"guided_regex": "a+", "guided_decoding_backend": "xgrammar"}));
         let e = f.grammar().unwrap_err();
         assert_eq!(e.param.as_deref(), Some("guided_decoding_backend"));
-        assert!(e.message.contains("`xgrammar` is not available"), "{}", e.message);
+        assert!(
+            e.message.contains("`xgrammar` is not available"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
 
 use super::answer::{respond, AnswerShape, ChunkFormatter, ChunkPart};
 use super::request_id::adopt_body_request_id;
@@ -12,6 +13,7 @@ use crate::error::ApiError;
 use crate::generation::submission::ChoiceResult;
 use crate::generation::submit::{submit, PromptTokens, SubmitOptions, Submitted};
 use crate::json_body::JsonBody;
+use crate::openai::best_of;
 use crate::openai::completions::{CompletionRequest, Prompt};
 use crate::openai::logprobs::LegacyLogprobs;
 use crate::openai::prompt_logprobs::PromptLogprobs;
@@ -43,6 +45,13 @@ pub async fn completions(
         .map(|n| check_top_logprobs("logprobs", n))
         .transpose()?;
     let mut sampling = req.sampling.validate(logprobs, &state.sampling_defaults)?;
+    let n = sampling.n;
+    let best_of = best_of::candidates(req.best_of, n, sampling.stream)?;
+    if let Some(candidates) = best_of {
+        // Every candidate's token logprobs, to rank them by.
+        sampling.n = candidates;
+        sampling.params.logprobs.get_or_insert(0);
+    }
     let options = SubmitOptions {
         grammar: req.structured.grammar()?,
         default_max_tokens: Some(DEFAULT_MAX_TOKENS),
@@ -69,13 +78,18 @@ pub async fn completions(
         state.model_name.clone(),
     );
     let shape = Shape {
-        n: sampling.n,
+        n,
         echo: req.echo,
         logprobs,
         prompt_logprobs: sampling.prompt_logprobs,
         return_token_ids: sampling.return_token_ids,
         prompts,
     };
+    if let Some(candidates) = best_of {
+        let (results, usage) = submission.collect().await?;
+        let best = best_of::keep_best(results, candidates, n);
+        return Ok(Json(shape.complete(meta, best, usage)).into_response());
+    }
     respond(submission, meta, &sampling, shape).await
 }
 

@@ -44,6 +44,11 @@ pub struct ChatRequest {
     pub documents: Option<Vec<Value>>,
     /// low, medium or high, for models whose template takes it (gpt-oss).
     pub reasoning_effort: Option<String>,
+    /// vLLM's: `n` beams searched instead of sampling (`generation::beam_search`).
+    #[serde(default)]
+    pub use_beam_search: bool,
+    /// vLLM's: beam scores divide by length to this power (beam search only; default 1).
+    pub length_penalty: Option<f64>,
     #[serde(flatten)]
     pub sampling: SamplingFields,
     /// `response_format`, `structured_outputs`, `guided_*`.

@@ -29,6 +29,11 @@ pub struct CompletionRequest {
     pub suffix: Option<String>,
     /// Candidates generated per prompt, of which the `n` best are returned (`best_of`).
     pub best_of: Option<i64>,
+    /// vLLM's: `n` beams searched (`generation::beam_search`) instead of sampling.
+    #[serde(default)]
+    pub use_beam_search: bool,
+    /// vLLM's: beam scores divide by length to this power (beam search only; default 1).
+    pub length_penalty: Option<f64>,
     #[serde(flatten)]
     pub sampling: SamplingFields,
     /// `response_format`, `structured_outputs`, `guided_*`.

@@ -1,7 +1,6 @@
 //! The OpenAI API's wire format: the requests ferrite reads and the responses it writes, as
 //! types (serde), so that a route builds an answer rather than assembling JSON.
 
-pub mod best_of;
 pub mod chat;
 pub mod chunk;
 pub mod completions;

@@ -7,13 +7,14 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::answer::{respond, AnswerShape, ChunkFormatter, ChunkPart};
+use super::beam_answer::{self, beam_options, refuse_lone_length_penalty};
 use super::request_id::adopt_body_request_id;
 use crate::app::state::AppState;
 use crate::error::ApiError;
+use crate::generation::best_of;
 use crate::generation::submission::ChoiceResult;
 use crate::generation::submit::{submit, PromptTokens, SubmitOptions, Submitted};
 use crate::json_body::JsonBody;
-use crate::openai::best_of;
 use crate::openai::completions::{CompletionRequest, Prompt};
 use crate::openai::logprobs::LegacyLogprobs;
 use crate::openai::prompt_logprobs::PromptLogprobs;
@@ -62,6 +63,7 @@ pub async fn completions(
         .truncate_prompt_tokens
         .map(|t| t.keep(state.engine.max_model_len()))
         .transpose()?;
+    let how_suffix = req.suffix.is_some();
     let how = Tokenize {
         echo: req.echo,
         add_special_tokens: req.add_special_tokens.unwrap_or(true),
@@ -69,6 +71,39 @@ pub async fn completions(
         suffix: fim_suffix(&state, req.suffix, req.echo, keep)?,
     };
     let prompts = tokenize(&state, req.prompt.into_prompts(), how);
+    if req.use_beam_search {
+        let conflicts = [
+            ("logprobs", logprobs.is_some()),
+            ("echo", req.echo),
+            ("suffix", how_suffix),
+            ("best_of", best_of.is_some()),
+            ("response_format", options.grammar.is_some()),
+        ];
+        let beam_options = beam_options(
+            &state,
+            &sampling,
+            req.length_penalty,
+            Some(DEFAULT_MAX_TOKENS),
+            &conflicts,
+        )?;
+        let prompts = prompts.await?;
+        let ids: Vec<Vec<u32>> = prompts.0.iter().map(|p| p.ids.clone()).collect();
+        let meta = ResponseMeta::new(
+            format!("cmpl-{}", state.client_request_id()),
+            state.model_name.clone(),
+        );
+        let shape = Shape {
+            n,
+            echo: false,
+            logprobs: None,
+            prompt_logprobs: None,
+            return_token_ids: sampling.return_token_ids,
+            prompts: prompts.0,
+        };
+        let complete = beam_answer::answer(&state, &ids, &sampling, beam_options, meta, shape);
+        return Ok(Json(complete.await?).into_response());
+    }
+    refuse_lone_length_penalty(req.length_penalty)?;
     let Submitted {
         prompt: TokenizedPrompts(prompts),
         submission,

@@ -2,6 +2,7 @@
 
 mod answer;
 mod auth;
+mod beam_answer;
 pub mod chat;
 mod chat_stream;
 pub mod completions;

@@ -4,9 +4,9 @@
 
 use std::cmp::Ordering;
 
-use super::sampling::MAX_N;
+use super::submission::ChoiceResult;
 use crate::error::ApiError;
-use crate::generation::submission::ChoiceResult;
+use crate::openai::sampling::MAX_N;
 
 /// The candidates per prompt when they are more than the `n` returned; `None` otherwise
 /// (absent, or equal to `n`: nothing to choose).

@@ -8,7 +8,7 @@ use std::time::Duration;
 use ferrite_server::kv_events::KvEventsConfig;
 use ferrite_server::{
     ChatRenderer, HarmonySystem, Loaded, MetricNames, ParserChoice, RequestLogConfig,
-    SamplingDefaults, ScaleOutConfig, ServeOptions, ServerConfig, TextModel,
+    SamplingDefaults, ScaleOutConfig, ServeOptions, ServerConfig, StoreLimits, TextModel,
 };
 
 use crate::cli::{
@@ -97,6 +97,10 @@ fn load(args: ServeArgs) -> anyhow::Result<Loaded> {
         tracer: None,
         cors,
         trust_request_chat_template: args.vllm.trust_request_chat_template,
+        responses_store: StoreLimits {
+            capacity: args.responses_store_capacity,
+            ttl: Duration::from_secs(args.responses_store_ttl),
+        },
     };
     Ok(Loaded {
         config,

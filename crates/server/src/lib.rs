@@ -38,6 +38,7 @@ pub use observe::request_log::RequestLogConfig;
 pub use openai::sampling::SamplingDefaults;
 pub use ops::scale_out::ScaleOutConfig;
 pub use ops::serving::{serve, Loaded, ServeOptions};
+pub use responses::store::StoreLimits;
 pub use routes::router;
 pub use text::chat_template::{ChatTemplate, TemplateError};
 pub use text::detokenizer::{spawn_detokenizer, Registry};

@@ -6,6 +6,7 @@ use crate::observe::traces::Tracer;
 use crate::openai::sampling::SamplingDefaults;
 use crate::output::reasoning::ReasoningFormat;
 use crate::output::tool_calls::ToolCallFormat;
+use crate::responses::store::StoreLimits;
 use std::sync::Arc;
 
 #[derive(Debug, Clone)]
@@ -38,6 +39,8 @@ pub struct ServerConfig {
     pub cors: Option<CorsConfig>,
     /// Chat requests may carry their own template (`--trust-request-chat-template`).
     pub trust_request_chat_template: bool,
+    /// The bounds of the stored responses (`--responses-store-capacity`, `-ttl`).
+    pub responses_store: StoreLimits,
 }
 
 /// CORS as vLLM's flags set it; `routes::cors` answers with it.

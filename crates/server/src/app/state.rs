@@ -15,6 +15,7 @@ use crate::openai::sampling::SamplingDefaults;
 use crate::output::reasoning::ReasoningFormat;
 use crate::output::structured::Grammars;
 use crate::output::tool_calls::{is_harmony_template, ToolCallFormat};
+use crate::responses::store::ResponseStore;
 use crate::text::chat_template::template_reads_effort;
 use crate::text::detokenizer::Registry;
 use crate::text::tokenizer_pool::{TextModel, TokenizerPool};
@@ -59,6 +60,8 @@ pub struct AppState {
     pub fim: Option<FimTokens>,
     /// Chat requests may carry their own template (`--trust-request-chat-template`).
     pub trust_request_chat_template: bool,
+    /// Stored responses (`/v1/responses`).
+    pub responses: ResponseStore,
     next_id: AtomicU64,
 }
 
@@ -108,6 +111,7 @@ impl AppState {
             request_names: RequestNames::default(),
             fim: FimTokens::of(&model.tokenizer),
             trust_request_chat_template: config.trust_request_chat_template,
+            responses: ResponseStore::new(config.responses_store),
             next_id: AtomicU64::new(1),
         }
     }

@@ -1,0 +1,172 @@
+//! Stored responses (`store`, on by default as in OpenAI's API): what `previous_response_id`
+//! continues, `GET /v1/responses/{id}` returns and `DELETE` removes, and where a `background`
+//! response is polled. In memory, bounded: at most `capacity` responses, each for `ttl`; past
+//! either the oldest go first.
+//!
+//! Each entry keeps the conversation as Responses items (what `input` takes): the earlier
+//! turns' items, this request's input and the response's output, so a continuation is its
+//! predecessor's items followed by the new input, rendered like any stateless request.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::task::AbortHandle;
+
+use super::object::{ResponseObject, ResponseStatus};
+
+/// The store's bounds (`--responses-store-capacity`, `--responses-store-ttl`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreLimits {
+    /// Responses kept at most; 0 keeps none (`store` is then refused).
+    pub capacity: usize,
+    pub ttl: Duration,
+}
+
+impl Default for StoreLimits {
+    fn default() -> Self {
+        Self {
+            capacity: 4096,
+            ttl: Duration::from_secs(3600),
+        }
+    }
+}
+
+struct Entry {
+    response: ResponseObject,
+    /// The conversation up to and including this response's output, as input items.
+    items: Vec<Value>,
+    stored_at: Instant,
+    /// A background response still running: its task, to cancel.
+    task: Option<AbortHandle>,
+}
+
+#[derive(Default)]
+struct Inner {
+    entries: HashMap<String, Entry>,
+    /// Ids, oldest first (an id may appear again after a re-store; stale ones are skipped).
+    order: VecDeque<(String, Instant)>,
+}
+
+pub struct ResponseStore {
+    limits: StoreLimits,
+    inner: Mutex<Inner>,
+}
+
+/// Why a response cannot be cancelled.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CancelError {
+    NotFound,
+    NotRunning,
+}
+
+impl ResponseStore {
+    pub fn new(limits: StoreLimits) -> Self {
+        Self {
+            limits,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.limits.capacity > 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves the map consistent (every change is one insert
+        // or remove): keep serving.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps `response` with its conversation `items`, replacing an entry of the same id.
+    pub fn put(&self, response: ResponseObject, items: Vec<Value>, task: Option<AbortHandle>) {
+        if !self.enabled() {
+            return;
+        }
+        let now = Instant::now();
+        let mut inner = self.lock();
+        let id = response.id.clone();
+        inner.order.push_back((id.clone(), now));
+        let entry = Entry {
+            response,
+            items,
+            stored_at: now,
+            task,
+        };
+        inner.entries.insert(id, entry);
+        self.evict(&mut inner, now);
+    }
+
+    /// A background response's end: its final object and output, unless it was cancelled or
+    /// deleted meanwhile.
+    pub fn finish(&self, response: ResponseObject, output_items: Vec<Value>) {
+        let mut inner = self.lock();
+        if let Some(entry) = inner.entries.get_mut(&response.id) {
+            if entry.response.status == ResponseStatus::InProgress {
+                entry.items.extend(output_items);
+                entry.response = response;
+                entry.task = None;
+            }
+        }
+    }
+
+    /// The stored response, if it is there and not expired.
+    pub fn get(&self, id: &str) -> Option<ResponseObject> {
+        let mut inner = self.lock();
+        self.evict(&mut inner, Instant::now());
+        inner.entries.get(id).map(|e| e.response.clone())
+    }
+
+    /// The conversation to continue after response `id`: `None` if unknown, expired, or not
+    /// finished yet (its `Err` carries the status).
+    pub fn conversation(&self, id: &str) -> Option<Result<Vec<Value>, ResponseStatus>> {
+        let mut inner = self.lock();
+        self.evict(&mut inner, Instant::now());
+        let entry = inner.entries.get(id)?;
+        Some(match entry.response.status {
+            ResponseStatus::InProgress => Err(ResponseStatus::InProgress),
+            _ => Ok(entry.items.clone()),
+        })
+    }
+
+    /// Removes response `id` (cancelling it if it still runs); whether it was there.
+    pub fn delete(&self, id: &str) -> bool {
+        let removed = self.lock().entries.remove(id);
+        if let Some(task) = removed.as_ref().and_then(|e| e.task.as_ref()) {
+            task.abort();
+        }
+        removed.is_some()
+    }
+
+    /// Cancels a running background response: its task is aborted (and with it the engine
+    /// request) and its status becomes `cancelled`.
+    pub fn cancel(&self, id: &str) -> Result<ResponseObject, CancelError> {
+        let mut inner = self.lock();
+        let entry = inner.entries.get_mut(id).ok_or(CancelError::NotFound)?;
+        let task = entry.task.take().ok_or(CancelError::NotRunning)?;
+        task.abort();
+        entry.response.status = ResponseStatus::Cancelled;
+        Ok(entry.response.clone())
+    }
+
+    /// Drops what is past the TTL, then the oldest while over capacity.
+    fn evict(&self, inner: &mut Inner, now: Instant) {
+        while let Some((id, at)) = inner.order.front().cloned() {
+            let current = inner.entries.get(&id).is_some_and(|e| e.stored_at == at);
+            let expired = now.duration_since(at) > self.limits.ttl;
+            if current && !expired && inner.entries.len() <= self.limits.capacity {
+                break;
+            }
+            inner.order.pop_front();
+            if current && (expired || inner.entries.len() > self.limits.capacity) {
+                if let Some(task) = inner.entries.remove(&id).and_then(|e| e.task) {
+                    task.abort();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

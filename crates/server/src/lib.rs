@@ -31,6 +31,7 @@ pub use output::{reasoning, tool_calls};
 
 pub use app::config::{CorsConfig, ParserChoice, ServerConfig};
 pub use app::pipeline::start_pipeline;
+pub use app::response_store::StoreLimits;
 pub use app::state::AppState;
 pub use error::ApiError;
 pub use observe::metrics::{MetricNames, Metrics, MetricsConfig};
@@ -38,7 +39,6 @@ pub use observe::request_log::RequestLogConfig;
 pub use openai::sampling::SamplingDefaults;
 pub use ops::scale_out::ScaleOutConfig;
 pub use ops::serving::{serve, Loaded, ServeOptions};
-pub use responses::store::StoreLimits;
 pub use routes::router;
 pub use text::chat_template::{ChatTemplate, TemplateError};
 pub use text::detokenizer::{spawn_detokenizer, Registry};

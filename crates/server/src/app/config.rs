@@ -1,12 +1,12 @@
 //! How the HTTP server is configured (the engine has its own `EngineConfig`).
 
+use crate::app::response_store::StoreLimits;
 use crate::observe::metrics::MetricNames;
 use crate::observe::request_log::RequestLogConfig;
 use crate::observe::traces::Tracer;
 use crate::openai::sampling::SamplingDefaults;
 use crate::output::reasoning::ReasoningFormat;
 use crate::output::tool_calls::ToolCallFormat;
-use crate::responses::store::StoreLimits;
 use std::sync::Arc;
 
 #[derive(Debug, Clone)]

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use ferrite_engine::{EngineHandle, RequestId};
 
 use crate::app::config::{CorsConfig, ServerConfig};
+use crate::app::response_store::ResponseStore;
 use crate::error::ApiError;
 use crate::observe::metrics::Metrics;
 use crate::observe::request_log::RequestLogConfig;
@@ -15,7 +16,6 @@ use crate::openai::sampling::SamplingDefaults;
 use crate::output::reasoning::ReasoningFormat;
 use crate::output::structured::Grammars;
 use crate::output::tool_calls::{is_harmony_template, ToolCallFormat};
-use crate::responses::store::ResponseStore;
 use crate::text::chat_template::template_reads_effort;
 use crate::text::detokenizer::Registry;
 use crate::text::tokenizer_pool::{TextModel, TokenizerPool};

@@ -98,8 +98,6 @@ pub enum ResponseStatus {
     InProgress,
     Completed,
     Incomplete,
-    /// A background response cancelled before it finished.
-    Cancelled,
 }
 
 #[derive(Debug, Clone, Serialize)]

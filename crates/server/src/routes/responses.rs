@@ -18,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::event_pump::{json_event, stream_response, EventSource, Outgoing};
+use crate::app::response_store::CancelError;
 use crate::app::state::AppState;
 use crate::error::ApiError;
 use crate::generation::chat_turn::{start_chat, StartedChat};
@@ -29,7 +30,6 @@ use crate::responses::events::{EventBody, Sequencer};
 use crate::responses::new_id;
 use crate::responses::object::{ResponseObject, ResponseUsage};
 use crate::responses::request::{ReadRequest, ResponsesRequest};
-use crate::responses::store::CancelError;
 use crate::text::messages::Finish;
 
 pub async fn create_response(
@@ -101,7 +101,13 @@ fn stored_conversation(state: &AppState, id: &str) -> Result<Vec<Value>, ApiErro
 /// Stores a finished response with its conversation, its output appended.
 fn keep_response(state: &AppState, response: &ResponseObject, mut items: Vec<Value>) {
     items.extend(output_items(response));
-    state.responses.put(response.clone(), items, None);
+    state
+        .responses
+        .put(&response.id, as_json(response), items, None);
+}
+
+fn as_json(response: &ResponseObject) -> Value {
+    serde_json::to_value(response).unwrap_or(Value::Null)
 }
 
 /// A response's output as input items (what a client would send back).
@@ -131,19 +137,25 @@ fn start_background(
             return;
         }
         let id = started.id.clone();
+        let mut failed = as_json(&started);
         match complete(submission, started, builder).await {
             Ok(done) => {
                 let items = output_items(&done);
-                task_state.responses.finish(done, items);
+                task_state.responses.finish(&id, as_json(&done), items);
             }
             Err(e) => {
-                tracing::warn!(response = %id, error = %e.message, "background response failed")
+                tracing::warn!(response = %id, error = %e.message, "background response failed");
+                // OpenAI's failed response: status and error, no output.
+                failed["status"] = json!("failed");
+                failed["error"] = json!({"code": "server_error", "message": e.message});
+                task_state.responses.finish(&id, failed, Vec::new());
             }
         }
     });
+    let json = as_json(&response);
     state
         .responses
-        .put(response.clone(), items, Some(task.abort_handle()));
+        .put(&response.id, json, items, Some(task.abort_handle()));
     let _ = stored.send(());
     response
 }
@@ -152,7 +164,7 @@ fn start_background(
 pub async fn get_response(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
-) -> Result<Json<ResponseObject>, ApiError> {
+) -> Result<Json<Value>, ApiError> {
     state
         .responses
         .get(&id)
@@ -177,7 +189,7 @@ pub async fn delete_response(
 pub async fn cancel_response(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
-) -> Result<Json<ResponseObject>, ApiError> {
+) -> Result<Json<Value>, ApiError> {
     match state.responses.cancel(&id) {
         Ok(response) => Ok(Json(response)),
         Err(CancelError::NotFound) => Err(missing(&id)),

@@ -3,9 +3,11 @@
 //! response is polled. In memory, bounded: at most `capacity` responses, each for `ttl`; past
 //! either the oldest go first.
 //!
-//! Each entry keeps the conversation as Responses items (what `input` takes): the earlier
-//! turns' items, this request's input and the response's output, so a continuation is its
-//! predecessor's items followed by the new input, rendered like any stateless request.
+//! Each entry keeps the response object as the client sees it (JSON) and the conversation as
+//! Responses items (what `input` takes): the earlier turns' items, this request's input and
+//! the response's output, so a continuation is its predecessor's items followed by the new
+//! input, rendered like any stateless request. The store knows no Responses types: it sits
+//! in the server's state, below the routes that fill it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -13,8 +15,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::task::AbortHandle;
-
-use super::object::{ResponseObject, ResponseStatus};
 
 /// The store's bounds (`--responses-store-capacity`, `--responses-store-ttl`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,7 +34,10 @@ impl Default for StoreLimits {
 }
 
 struct Entry {
-    response: ResponseObject,
+    /// The response object as served.
+    response: Value,
+    /// A background response still being generated.
+    running: bool,
     /// The conversation up to and including this response's output, as input items.
     items: Vec<Value>,
     stored_at: Instant,
@@ -61,6 +64,10 @@ pub enum CancelError {
     NotRunning,
 }
 
+/// A continuation asked for a response that is still being generated.
+#[derive(Debug, PartialEq, Eq)]
+pub struct StillRunning;
+
 impl ResponseStore {
     pub fn new(limits: StoreLimits) -> Self {
         Self {
@@ -79,17 +86,19 @@ impl ResponseStore {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Keeps `response` with its conversation `items`, replacing an entry of the same id.
-    pub fn put(&self, response: ResponseObject, items: Vec<Value>, task: Option<AbortHandle>) {
+    /// Keeps response `id` (its JSON) with its conversation `items`, replacing an entry of
+    /// the same id; `task`: the background task still generating it.
+    pub fn put(&self, id: &str, response: Value, items: Vec<Value>, task: Option<AbortHandle>) {
         if !self.enabled() {
             return;
         }
         let now = Instant::now();
         let mut inner = self.lock();
-        let id = response.id.clone();
+        let id = id.to_string();
         inner.order.push_back((id.clone(), now));
         let entry = Entry {
             response,
+            running: task.is_some(),
             items,
             stored_at: now,
             task,
@@ -100,33 +109,31 @@ impl ResponseStore {
 
     /// A background response's end: its final object and output, unless it was cancelled or
     /// deleted meanwhile.
-    pub fn finish(&self, response: ResponseObject, output_items: Vec<Value>) {
+    pub fn finish(&self, id: &str, response: Value, output_items: Vec<Value>) {
         let mut inner = self.lock();
-        if let Some(entry) = inner.entries.get_mut(&response.id) {
-            if entry.response.status == ResponseStatus::InProgress {
-                entry.items.extend(output_items);
-                entry.response = response;
-                entry.task = None;
-            }
+        if let Some(entry) = inner.entries.get_mut(id).filter(|e| e.running) {
+            entry.items.extend(output_items);
+            entry.response = response;
+            entry.running = false;
+            entry.task = None;
         }
     }
 
     /// The stored response, if it is there and not expired.
-    pub fn get(&self, id: &str) -> Option<ResponseObject> {
+    pub fn get(&self, id: &str) -> Option<Value> {
         let mut inner = self.lock();
         self.evict(&mut inner, Instant::now());
         inner.entries.get(id).map(|e| e.response.clone())
     }
 
-    /// The conversation to continue after response `id`: `None` if unknown, expired, or not
-    /// finished yet (its `Err` carries the status).
-    pub fn conversation(&self, id: &str) -> Option<Result<Vec<Value>, ResponseStatus>> {
+    /// The conversation to continue after response `id`: `None` if unknown or expired.
+    pub fn conversation(&self, id: &str) -> Option<Result<Vec<Value>, StillRunning>> {
         let mut inner = self.lock();
         self.evict(&mut inner, Instant::now());
         let entry = inner.entries.get(id)?;
-        Some(match entry.response.status {
-            ResponseStatus::InProgress => Err(ResponseStatus::InProgress),
-            _ => Ok(entry.items.clone()),
+        Some(match entry.running {
+            true => Err(StillRunning),
+            false => Ok(entry.items.clone()),
         })
     }
 
@@ -140,13 +147,14 @@ impl ResponseStore {
     }
 
     /// Cancels a running background response: its task is aborted (and with it the engine
-    /// request) and its status becomes `cancelled`.
-    pub fn cancel(&self, id: &str) -> Result<ResponseObject, CancelError> {
+    /// request) and its `status` becomes `cancelled`.
+    pub fn cancel(&self, id: &str) -> Result<Value, CancelError> {
         let mut inner = self.lock();
         let entry = inner.entries.get_mut(id).ok_or(CancelError::NotFound)?;
         let task = entry.task.take().ok_or(CancelError::NotRunning)?;
         task.abort();
-        entry.response.status = ResponseStatus::Cancelled;
+        entry.running = false;
+        entry.response["status"] = Value::String("cancelled".into());
         Ok(entry.response.clone())
     }
 

@@ -41,7 +41,7 @@ pub use constraint::{
 pub use engine_loop::EngineCore;
 pub use error::EngineError;
 pub use handle::{spawn_engine, EngineHandle};
-pub use logit_rules::LogitRules;
+pub use logit_rules::{LogitRules, ThinkingBudget};
 pub use request::{
     EngineOutput, EngineStep, FinishReason, GenerationRequest, PromptInfo, RequestId,
     SamplingParams, TokenLogprob,

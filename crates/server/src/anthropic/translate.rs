@@ -66,7 +66,8 @@ pub fn chat_turn(
 
 /// `thinking` as the `enable_thinking` template variable (Qwen3's and others' switch).
 /// `budget_tokens` is checked as Anthropic checks it (at least 1024, below `max_tokens`); the
-/// reasoning is not cut at the budget: `max_tokens` bounds the whole turn.
+/// route turns it into a logit rule that ends the reasoning at the budget
+/// (`routes::messages::thinking_budget`).
 fn template_kwargs(
     thinking: ThinkingConfig,
     max_tokens: Option<usize>,

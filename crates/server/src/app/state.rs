@@ -62,6 +62,9 @@ pub struct AppState {
     pub trust_request_chat_template: bool,
     /// Stored responses (`/v1/responses`).
     pub responses: ResponseStore,
+    /// The token that ends a think block (`</think>`), where the reasoning format has one:
+    /// what a thinking budget forces.
+    pub thinking_end: Option<u32>,
     next_id: AtomicU64,
 }
 
@@ -112,6 +115,9 @@ impl AppState {
             fim: FimTokens::of(&model.tokenizer),
             trust_request_chat_template: config.trust_request_chat_template,
             responses: ResponseStore::new(config.responses_store),
+            thinking_end: reasoning_format
+                .and_then(|f| f.end_token())
+                .and_then(|t| model.tokenizer.token_to_id(t)),
             next_id: AtomicU64::new(1),
         }
     }

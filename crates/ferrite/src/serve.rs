@@ -99,6 +99,7 @@ fn load(args: ServeArgs) -> anyhow::Result<Loaded> {
         trust_request_chat_template: args.vllm.trust_request_chat_template,
         responses_store: StoreLimits {
             capacity: args.responses_store_capacity,
+            max_bytes: args.responses_store_memory,
             ttl: Duration::from_secs(args.responses_store_ttl),
         },
     };

@@ -3,6 +3,7 @@
 use clap::{Args, ValueEnum};
 
 use super::{heading, EngineArgs, VllmArgs};
+use crate::byte_size::parse_byte_size;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -28,6 +29,11 @@ pub struct ServeArgs {
     /// `previous_response_id` and `background` are refused).
     #[arg(long, value_name = "N", default_value_t = 4096, help_heading = heading::API)]
     pub responses_store_capacity: usize,
+    /// Memory the stored responses may take, with their conversations (an agent's every turn
+    /// holds the whole conversation so far); past it the oldest are dropped. Sizes like 256MiB.
+    #[arg(long, value_name = "BYTES", default_value = "256MiB", value_parser = parse_byte_size,
+          help_heading = heading::API)]
+    pub responses_store_memory: usize,
     /// Seconds a stored response is kept.
     #[arg(long, value_name = "SECONDS", default_value_t = 3600, help_heading = heading::API)]
     pub responses_store_ttl: u64,

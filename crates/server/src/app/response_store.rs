@@ -1,7 +1,8 @@
 //! Stored responses (`store`, on by default as in OpenAI's API): what `previous_response_id`
 //! continues, `GET /v1/responses/{id}` returns and `DELETE` removes, and where a `background`
-//! response is polled. In memory, bounded: at most `capacity` responses, each for `ttl`; past
-//! either the oldest go first.
+//! response is polled. In memory, bounded: at most `capacity` responses and `max_bytes` of
+//! them (an agent's every turn holds its whole conversation), each for `ttl`; past any bound
+//! the oldest go first.
 //!
 //! Each entry keeps the response object as the client sees it (JSON) and the conversation as
 //! Responses items (what `input` takes): the earlier turns' items, this request's input and
@@ -21,6 +22,8 @@ use tokio::task::AbortHandle;
 pub struct StoreLimits {
     /// Responses kept at most; 0 keeps none (`store` is then refused).
     pub capacity: usize,
+    /// Bytes of responses and conversations kept at most (their JSON).
+    pub max_bytes: usize,
     pub ttl: Duration,
 }
 
@@ -28,6 +31,7 @@ impl Default for StoreLimits {
     fn default() -> Self {
         Self {
             capacity: 4096,
+            max_bytes: 256 << 20,
             ttl: Duration::from_secs(3600),
         }
     }
@@ -43,11 +47,21 @@ struct Entry {
     stored_at: Instant,
     /// A background response still running: its task, to cancel.
     task: Option<AbortHandle>,
+    /// What it counts against `max_bytes`.
+    bytes: usize,
+}
+
+/// The JSON size of an entry's response and conversation.
+fn size_of(response: &Value, items: &[Value]) -> usize {
+    let len = |v: &Value| serde_json::to_vec(v).map_or(0, |b| b.len());
+    len(response) + items.iter().map(len).sum::<usize>()
 }
 
 #[derive(Default)]
 struct Inner {
     entries: HashMap<String, Entry>,
+    /// The entries' `bytes`, summed.
+    bytes: usize,
     /// Ids, oldest first (an id may appear again after a re-store; stale ones are skipped).
     order: VecDeque<(String, Instant)>,
 }
@@ -96,14 +110,19 @@ impl ResponseStore {
         let mut inner = self.lock();
         let id = id.to_string();
         inner.order.push_back((id.clone(), now));
+        let bytes = size_of(&response, &items);
         let entry = Entry {
             response,
             running: task.is_some(),
             items,
             stored_at: now,
             task,
+            bytes,
         };
-        inner.entries.insert(id, entry);
+        inner.bytes += bytes;
+        if let Some(old) = inner.entries.insert(id, entry) {
+            inner.bytes -= old.bytes;
+        }
         self.evict(&mut inner, now);
     }
 
@@ -111,12 +130,18 @@ impl ResponseStore {
     /// deleted meanwhile.
     pub fn finish(&self, id: &str, response: Value, output_items: Vec<Value>) {
         let mut inner = self.lock();
+        let mut grew = 0;
         if let Some(entry) = inner.entries.get_mut(id).filter(|e| e.running) {
             entry.items.extend(output_items);
             entry.response = response;
             entry.running = false;
             entry.task = None;
+            let bytes = size_of(&entry.response, &entry.items);
+            grew = bytes.saturating_sub(entry.bytes);
+            entry.bytes = bytes;
         }
+        inner.bytes += grew;
+        self.evict(&mut inner, Instant::now());
     }
 
     /// The stored response, if it is there and not expired.
@@ -139,7 +164,12 @@ impl ResponseStore {
 
     /// Removes response `id` (cancelling it if it still runs); whether it was there.
     pub fn delete(&self, id: &str) -> bool {
-        let removed = self.lock().entries.remove(id);
+        let removed = {
+            let mut inner = self.lock();
+            let removed = inner.entries.remove(id);
+            inner.bytes -= removed.as_ref().map_or(0, |e| e.bytes);
+            removed
+        };
         if let Some(task) = removed.as_ref().and_then(|e| e.task.as_ref()) {
             task.abort();
         }
@@ -158,18 +188,23 @@ impl ResponseStore {
         Ok(entry.response.clone())
     }
 
-    /// Drops what is past the TTL, then the oldest while over capacity.
+    /// Drops what is past the TTL, then the oldest while over a bound.
     fn evict(&self, inner: &mut Inner, now: Instant) {
         while let Some((id, at)) = inner.order.front().cloned() {
             let current = inner.entries.get(&id).is_some_and(|e| e.stored_at == at);
             let expired = now.duration_since(at) > self.limits.ttl;
-            if current && !expired && inner.entries.len() <= self.limits.capacity {
+            let over =
+                inner.entries.len() > self.limits.capacity || inner.bytes > self.limits.max_bytes;
+            if current && !expired && !over {
                 break;
             }
             inner.order.pop_front();
-            if current && (expired || inner.entries.len() > self.limits.capacity) {
-                if let Some(task) = inner.entries.remove(&id).and_then(|e| e.task) {
-                    task.abort();
+            if current {
+                if let Some(entry) = inner.entries.remove(&id) {
+                    inner.bytes -= entry.bytes;
+                    if let Some(task) = entry.task {
+                        task.abort();
+                    }
                 }
             }
         }

@@ -12,7 +12,28 @@ fn limits(capacity: usize, ttl_ms: u64) -> StoreLimits {
     StoreLimits {
         capacity,
         ttl: Duration::from_millis(ttl_ms),
+        ..StoreLimits::default()
     }
+}
+
+#[test]
+fn the_oldest_go_first_past_the_byte_bound() {
+    let store = ResponseStore::new(StoreLimits {
+        max_bytes: 10_000,
+        ..StoreLimits::default()
+    });
+    let turn = |i: usize| vec![json!({"role": "user", "content": "x".repeat(3000 + i)})];
+    for i in 0..5 {
+        store.put(&format!("r{i}"), response(&format!("r{i}")), turn(i), None);
+    }
+    let kept: Vec<bool> = (0..5)
+        .map(|i| store.get(&format!("r{i}")).is_some())
+        .collect();
+    // About 3 KB each: three fit in 10 KB.
+    assert_eq!(kept, [false, false, true, true, true]);
+    assert!(store.delete("r4"));
+    store.put("r5", response("r5"), turn(5), None);
+    assert!(store.get("r2").is_some() && store.get("r5").is_some());
 }
 
 #[test]

@@ -91,6 +91,19 @@ fn check(arch: &str) {
     let got = conversation(&mut speculating, vocab);
     let mut worst = 0.0f32;
     for (i, (e, g)) in expected.iter().zip(&got).enumerate() {
+        if let Some(at) = e.0.iter().zip(&g.0).position(|(a, b)| a != b) {
+            // Before failing: how far the log-probabilities had drifted, and how close the
+            // two runs' choices were where they part (a near-tie flips on any rounding).
+            let drift = (0..at).fold(0.0f32, |m, j| m.max((e.1[j] - g.1[j]).abs()));
+            println!(
+                "{arch}: request {i} parts at token {at}: plain {} (logprob {:.5}), speculating                  {} (logprob {:.5}); max |Δ logprob| before it {drift:.3e}; bit-identical                  before it: {}",
+                e.0[at],
+                e.1[at],
+                g.0[at],
+                g.1[at],
+                (0..at).all(|j| e.1[j].to_bits() == g.1[j].to_bits())
+            );
+        }
         assert_eq!(e.0, g.0, "{arch}: request {i}'s tokens");
         assert_eq!(e.2, g.2, "{arch}: request {i}'s cached tokens");
         for (a, b) in e.1.iter().zip(&g.1) {

@@ -120,7 +120,8 @@ def test_stop_words_response_fields_and_a_prompt_only_request(qhttp):
 
 
 @pytest.mark.parametrize("body,param", [
-    ({"samplers": ["top_k", "top_p", "infill"]}, "samplers"),
+    ({"samplers": ["top_k", "dry"]}, "samplers"),
+    ({"samplers": ["infill", "top_k"]}, "samplers"),
     ({"samplers": ["top_p", "temperature"], "temperature": 0.5, "top_p": 0.9}, "samplers"),
     ({"cache_prompt": False}, "cache_prompt"),
     ({"id_slot": 1}, "id_slot"),
@@ -132,9 +133,9 @@ def test_what_ferrite_cannot_do_is_a_400_naming_the_field(qhttp, body, param):
 
 
 def test_llama_vim_s_request_is_served(qhttp):
-    # llama.vim's body, but with the samplers ferrite has (see docs/api.md).
+    # llama.vim's body (its samplers end with llama.cpp's `infill`).
     got = infill(qhttp, input_extra=EXTRA, n_predict=16, top_k=40, top_p=0.9,
-                 samplers=["top_k", "top_p"], stream=False, cache_prompt=True, t_max_prompt_ms=500,
+                 samplers=["top_k", "top_p", "infill"], stream=False, cache_prompt=True, t_max_prompt_ms=500,
                  t_max_predict_ms=1000, n_indent=4,
                  response_fields=["content", "timings/prompt_n", "timings/predicted_ms", "truncated",
                                   "tokens_cached"])

@@ -1,6 +1,8 @@
 //! What every handler shares.
 
 use crate::text::fim::FimTokens;
+use crate::text::token_text::TokenTexts;
+use ferrite_engine::sampler::{InfillSampling, TokenPieces};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -58,6 +60,8 @@ pub struct AppState {
     pub request_names: RequestNames,
     /// The model's fill-in-the-middle tokens (`suffix`); `None`: it has none.
     pub fim: Option<FimTokens>,
+    /// Every token's text for llama.cpp's `infill` sampler (`/infill`), with FIM tokens only.
+    pub infill_sampling: Option<InfillSampling>,
     /// Chat requests may carry their own template (`--trust-request-chat-template`).
     pub trust_request_chat_template: bool,
     /// Stored responses (`/v1/responses`).
@@ -113,6 +117,11 @@ impl AppState {
             request_log: config.request_log,
             request_names: RequestNames::default(),
             fim: FimTokens::of(&model.tokenizer),
+            infill_sampling: FimTokens::of(&model.tokenizer).map(|_| {
+                let pieces = TokenTexts::new(&model.tokenizer)
+                    .all_pieces(&model.tokenizer, config.vocab_size);
+                InfillSampling(Arc::new(TokenPieces::new(pieces)))
+            }),
             trust_request_chat_template: config.trust_request_chat_template,
             responses: ResponseStore::new(config.responses_store),
             thinking_end: reasoning_format

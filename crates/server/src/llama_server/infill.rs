@@ -87,6 +87,8 @@ pub struct InfillPlan {
     pub n_predict: Option<usize>,
     pub n_indent: usize,
     pub t_max_predict_ms: Option<u64>,
+    /// llama.cpp's `infill` sampler, last in `samplers`.
+    pub infill_sampler: bool,
 }
 
 impl InfillRequest {
@@ -127,9 +129,10 @@ impl InfillRequest {
             stream: self.stream,
             ..SamplingFields::default()
         };
-        if let Some(samplers) = &self.samplers {
-            samplers_in_use(samplers, &mut sampling)?;
-        }
+        let infill_sampler = match &self.samplers {
+            Some(samplers) => samplers_in_use(samplers, &mut sampling)?,
+            None => false,
+        };
         Ok(InfillPlan {
             sampling,
             n_predict,
@@ -138,28 +141,43 @@ impl InfillRequest {
                 .t_max_predict_ms
                 .and_then(|t| u64::try_from(t).ok())
                 .filter(|&t| t > 0),
+            infill_sampler,
         })
     }
 }
 
 /// llama-server's `samplers`: the chain, in order; a sampler left out is off. ferrite's chain
-/// is fixed (penalties, temperature, top-k, top-p, min-p), so a list is taken when running it
-/// in ferrite's order gives the same distribution: penalties first if named, and temperature
-/// before top-p and min-p unless it is 1 or they are off. Samplers ferrite does not have
-/// (llama.cpp's `infill`, `dry`, `xtc`, `typ_p`, `top_n_sigma`, `mirostat`) are a 400.
-pub fn samplers_in_use(names: &[String], s: &mut SamplingFields) -> Result<(), ApiError> {
+/// is fixed (penalties, temperature, min-p, top-k, top-p, then llama.cpp's `infill`), so a
+/// list is taken when running it in ferrite's order gives the same distribution: penalties
+/// first if named, temperature before top-p and min-p unless it is 1 or they are off, min-p
+/// before top-p unless one is off, `infill` last. Samplers ferrite does not have (`dry`,
+/// `xtc`, `typ_p`, `top_n_sigma`, `mirostat`) are a 400. Returns whether `infill` is asked.
+pub fn samplers_in_use(names: &[String], s: &mut SamplingFields) -> Result<bool, ApiError> {
     let refuse = |why: String| Err(ApiError::invalid_param("samplers", why));
     let position = |name: &str| names.iter().position(|n| n == name);
     for name in names {
-        if !["penalties", "temperature", "top_k", "top_p", "min_p"].contains(&name.as_str()) {
+        if ![
+            "penalties",
+            "temperature",
+            "top_k",
+            "top_p",
+            "min_p",
+            "infill",
+        ]
+        .contains(&name.as_str())
+        {
             return refuse(format!(
-                "ferrite has no `{name}` sampler; it applies penalties, temperature, top_k, \
-                 top_p and min_p (any of them, in that order)"
+                "ferrite has no `{name}` sampler; it applies penalties, temperature, min_p, \
+                 top_k, top_p and infill (any of them, in that order)"
             ));
         }
     }
     if position("penalties").is_some_and(|i| i != 0) {
         return refuse("ferrite applies `penalties` before the other samplers".into());
+    }
+    let infill = position("infill");
+    if infill.is_some_and(|i| i + 1 != names.len()) {
+        return refuse("ferrite applies `infill` after the other samplers".into());
     }
     if position("penalties").is_none() {
         s.repetition_penalty = Some(1.0);
@@ -178,22 +196,27 @@ pub fn samplers_in_use(names: &[String], s: &mut SamplingFields) -> Result<(), A
     if position("min_p").is_none() {
         s.min_p = Some(0.0);
     }
-    // llama.cpp scales by the temperature where the list puts it; ferrite before the top-p
-    // and min-p cuts. They agree when the temperature is 1 or comes first.
-    let temperature_at = position("temperature");
-    let cut_before_it =
-        |name: &str| matches!((position(name), temperature_at), (Some(c), Some(t)) if c < t);
+    // Where the list puts a cut before a rescaling or another cut that ferrite applies first,
+    // the two orders agree only when one of them does nothing.
+    let before =
+        |a: &str, b: &str| matches!((position(a), position(b)), (Some(i), Some(j)) if i < j);
     let scales = s.temperature.is_some_and(|t| t != 1.0);
-    let top_p_cuts = cut_before_it("top_p") && s.top_p.is_some_and(|p| p < 1.0);
-    let min_p_cuts = cut_before_it("min_p") && s.min_p.is_some_and(|p| p > 0.0);
-    if scales && (top_p_cuts || min_p_cuts) {
+    let top_p_cuts = s.top_p.is_some_and(|p| p < 1.0);
+    let min_p_cuts = s.min_p.is_some_and(|p| p > 0.0);
+    if scales
+        && ((before("top_p", "temperature") && top_p_cuts)
+            || (before("min_p", "temperature") && min_p_cuts))
+    {
         return refuse(
             "ferrite applies the temperature before top_p and min_p: list `temperature` first \
              (or send temperature 1)"
                 .into(),
         );
     }
-    Ok(())
+    if before("top_p", "min_p") && top_p_cuts && min_p_cuts {
+        return refuse("ferrite applies min_p before top_p: list `min_p` first".into());
+    }
+    Ok(infill.is_some())
 }
 
 #[cfg(test)]
@@ -235,10 +258,26 @@ mod tests {
         assert_eq!(err.param.as_deref(), Some("samplers"));
         // Temperature first is ferrite's order; top_k commutes with it.
         samplers_in_use(&names(&["top_k", "temperature", "top_p"]), &mut s).unwrap();
-        let err = samplers_in_use(&names(&["top_k", "top_p", "infill"]), &mut s).unwrap_err();
+        // llama.vim's chain; `infill` must come last.
+        assert!(samplers_in_use(&names(&["top_k", "top_p", "infill"]), &mut s).unwrap());
+        let err = samplers_in_use(&names(&["infill", "top_k"]), &mut s).unwrap_err();
         assert!(err.message.contains("`infill`"), "{}", err.message);
+        let err = samplers_in_use(&names(&["top_k", "dry"]), &mut s).unwrap_err();
+        assert!(err.message.contains("`dry`"), "{}", err.message);
         let err = samplers_in_use(&names(&["top_k", "penalties"]), &mut s).unwrap_err();
         assert!(err.message.contains("penalties"), "{}", err.message);
+        let mut cuts = SamplingFields {
+            top_p: Some(0.9),
+            min_p: Some(0.05),
+            ..Default::default()
+        };
+        let err = samplers_in_use(&names(&["top_p", "min_p"]), &mut cuts.clone()).unwrap_err();
+        assert!(
+            err.message.contains("min_p before top_p"),
+            "{}",
+            err.message
+        );
+        assert!(!samplers_in_use(&names(&["min_p", "top_p"]), &mut cuts).unwrap());
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub async fn infill(
         ));
     };
     let mut sampling = plan.sampling.validate(None, &state.sampling_defaults)?;
+    if plan.infill_sampler {
+        sampling.params.infill = state.infill_sampling.clone();
+    }
     let context = state.engine.max_model_len();
     let budget = InfillBudget {
         batch: infill_batch(context),

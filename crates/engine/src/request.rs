@@ -4,8 +4,8 @@ use std::time::Instant;
 
 use crate::constraint::Constraint;
 use crate::logit_rules::LogitRules;
-use crate::sampler::InfillSampling;
 use crate::stats::{SpecSummary, StepStats};
+use crate::token_pieces::InfillSampling;
 
 pub type RequestId = u64;
 

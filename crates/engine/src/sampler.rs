@@ -14,11 +14,11 @@ use rand::Rng;
 use crate::constraint::TokenMask;
 use crate::distribution::{Candidate, Distribution};
 use crate::request::SamplingParams;
+use crate::token_pieces::InfillSampling;
 
 mod infill;
 mod logprobs;
 
-pub use infill::{InfillSampling, TokenPieces};
 pub use logprobs::{log_sum_exp, token_logprob};
 
 /// Temperatures below this are greedy (as in vLLM): dividing by them would overflow.

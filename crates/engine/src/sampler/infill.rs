@@ -13,35 +13,10 @@
 //! 4. Text tokens under `1 / (k + 1)` leave, `k` the text tokens step 3 kept.
 //!
 //! The engine knows tokens by id only: the server gives each token's text as bytes
-//! ([`TokenPieces`], special tokens empty) once, shared by every request that asks.
-
-use std::sync::Arc;
+//! (`token_pieces`, special tokens empty) once, shared by every request that asks.
 
 use crate::distribution::Candidate;
-
-/// Every token's text as bytes; empty for special tokens (they are never a prefix).
-#[derive(Debug)]
-pub struct TokenPieces(Vec<Box<[u8]>>);
-
-impl TokenPieces {
-    pub fn new(pieces: Vec<Vec<u8>>) -> Self {
-        Self(pieces.into_iter().map(Vec::into_boxed_slice).collect())
-    }
-
-    fn get(&self, token: u32) -> &[u8] {
-        self.0.get(token as usize).map_or(&[], |p| p)
-    }
-}
-
-/// A request's `infill` sampler: the pieces it compares (shared; equal when the same).
-#[derive(Debug, Clone)]
-pub struct InfillSampling(pub Arc<TokenPieces>);
-
-impl PartialEq for InfillSampling {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
+use crate::token_pieces::TokenPieces;
 
 /// Applies the sampler to `candidates` (weights unnormalised). `end_ids`: the tokens that end
 /// the sequence; `end_of_text`: the answer when no text token is left (`None`: the best
@@ -124,7 +99,10 @@ fn keep_above(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use crate::token_pieces::InfillSampling;
 
     fn pieces() -> TokenPieces {
         // 0: end (special, empty), 1 "for", 2 "format", 3 "x", 4 "y", 5 "z"

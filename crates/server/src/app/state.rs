@@ -2,7 +2,7 @@
 
 use crate::text::fim::FimTokens;
 use crate::text::token_text::TokenTexts;
-use ferrite_engine::sampler::{InfillSampling, TokenPieces};
+use ferrite_engine::token_pieces::{InfillSampling, TokenPieces};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 

@@ -11,6 +11,7 @@ use ferrite_engine::{EngineHandle, RequestId};
 use crate::app::config::{CorsConfig, ServerConfig};
 use crate::app::response_store::ResponseStore;
 use crate::error::ApiError;
+use crate::generation::verbosity::template_reads_verbosity;
 use crate::observe::metrics::Metrics;
 use crate::observe::request_log::RequestLogConfig;
 use crate::observe::request_names::{self, RequestNames};
@@ -50,6 +51,8 @@ pub struct AppState {
     /// The prompt takes a `reasoning_effort`: the harmony renderer, or a chat template with
     /// that variable (gpt-oss's).
     pub template_reads_effort: bool,
+    /// The chat template has a `verbosity` variable (`generation::verbosity`).
+    pub template_reads_verbosity: bool,
     /// Structured outputs' grammar compiler and cache.
     pub grammars: Grammars,
     /// CORS (`--allowed-origins` ...); `None`: no CORS headers, preflights unanswered.
@@ -112,6 +115,7 @@ impl AppState {
             reasoning_format,
             harmony_template: !native_harmony && is_harmony_template(template),
             template_reads_effort: native_harmony || template_reads_effort(template),
+            template_reads_verbosity: !native_harmony && template_reads_verbosity(template),
             grammars,
             cors: config.cors.clone(),
             request_log: config.request_log,

@@ -11,7 +11,6 @@ use ferrite_engine::{EngineHandle, RequestId};
 use crate::app::config::{CorsConfig, ServerConfig};
 use crate::app::response_store::ResponseStore;
 use crate::error::ApiError;
-use crate::generation::verbosity::template_reads_verbosity;
 use crate::observe::metrics::Metrics;
 use crate::observe::request_log::RequestLogConfig;
 use crate::observe::request_names::{self, RequestNames};
@@ -19,7 +18,7 @@ use crate::openai::sampling::SamplingDefaults;
 use crate::output::reasoning::ReasoningFormat;
 use crate::output::structured::Grammars;
 use crate::output::tool_calls::{is_harmony_template, ToolCallFormat};
-use crate::text::chat_template::template_reads_effort;
+use crate::text::chat_template::{template_reads_effort, template_reads_verbosity};
 use crate::text::detokenizer::Registry;
 use crate::text::tokenizer_pool::{TextModel, TokenizerPool};
 

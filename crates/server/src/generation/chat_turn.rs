@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use super::reasoning_effort::{apply_effort, RequestedEffort};
 use super::submission::Submission;
 use super::submit::{submit, SubmitOptions, Submitted};
-use super::verbosity::{apply_verbosity, template_reads_verbosity, RequestedVerbosity};
+use super::verbosity::{apply_verbosity, RequestedVerbosity};
 use crate::app::state::AppState;
 use crate::error::ApiError;
 use crate::openai::chat::{request_template, template_inputs, ChatMessage};
@@ -22,6 +22,7 @@ use crate::openai::tools::{ToolChoice, ToolChoiceMode, ToolSpec};
 use crate::output::assistant_output::{is_harmony, OutputSpec};
 use crate::output::harmony_grammar::{analysis_budget, harmony_lark, HarmonyAnswer};
 use crate::output::tool_calls::{forced_call_grammar, ToolCallFormat, ToolParsing};
+use crate::text::chat_template::template_reads_verbosity;
 use crate::text::chat_template::ChatInputs;
 use crate::text::harmony_inputs::harmony_messages;
 

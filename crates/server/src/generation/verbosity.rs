@@ -10,8 +10,7 @@ use crate::error::ApiError;
 
 /// OpenAI's levels.
 const LEVELS: [&str; 3] = ["low", "medium", "high"];
-/// The template variable.
-pub const VARIABLE: &str = "verbosity";
+use crate::text::chat_template::VERBOSITY_VARIABLE as VARIABLE;
 
 /// A verbosity a request asked for, with the field that asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,11 +18,6 @@ pub struct RequestedVerbosity {
     pub level: String,
     /// `verbosity` or `text.verbosity`, for the 400.
     pub param: &'static str,
-}
-
-/// Whether a chat template reads the variable.
-pub fn template_reads_verbosity(template: &str) -> bool {
-    template.contains(VARIABLE)
 }
 
 /// Puts the level into the template's variables; the request's field takes precedence over a
@@ -84,9 +78,5 @@ mod tests {
         assert_eq!(err.param.as_deref(), Some("verbosity"));
         let err = apply_verbosity(asked("loud"), true, &mut None).unwrap_err();
         assert!(err.message.contains("loud"));
-        assert!(template_reads_verbosity(
-            "{% if verbosity %}{{ verbosity }}{% endif %}"
-        ));
-        assert!(!template_reads_verbosity("{{ messages }}"));
     }
 }

@@ -135,6 +135,33 @@ fn penalties_and_logprobs_stay_on_the_host() {
 }
 
 #[test]
+fn a_request_with_the_infill_sampler_stays_on_the_host() {
+    use std::sync::Arc;
+
+    use crate::testing::fake_backend::VOCAB;
+    use crate::token_pieces::{InfillSampling, TokenPieces};
+    let mut backend = FakeBackend::new(4096);
+    backend.samples_on_device = true;
+    let sampling_log = backend.sampling_log.clone();
+    let mut h = Harness::with_backend(Setup::default(), vec![], backend);
+    let pieces = (0..VOCAB).map(|t| vec![b'a' + (t % 26) as u8]).collect();
+    let infill = SamplingParams {
+        infill: Some(InfillSampling(Arc::new(TokenPieces::new(pieces)))),
+        ..seeded(7, 4)
+    };
+    h.add(request(1, prompt(12, 1), infill));
+    h.add(request(2, prompt(12, 2), seeded(8, 4)));
+    h.run_to_completion();
+    let log = sampling_log.lock().unwrap();
+    assert!(!log.is_empty());
+    for step in log.iter() {
+        assert!(step[0].is_none() && step[1].is_some(), "{step:?}");
+    }
+    drop(log);
+    assert_eq!(h.received[&1].tokens.len(), 4);
+}
+
+#[test]
 fn a_backend_without_device_sampling_is_never_asked() {
     let backend = FakeBackend::new(4096);
     let sampling_log = backend.sampling_log.clone();

@@ -84,6 +84,31 @@ def test_a_request_can_opt_out(plain, speculative):
     assert counter(speculative, "ferrite:spec_decode_num_drafts_total") == before
 
 
+def test_a_predicted_output_gives_the_same_text_and_counts_its_drafts(plain, speculative):
+    client = openai.OpenAI(base_url=speculative.url + "/v1", api_key="none", max_retries=0, timeout=120)
+    want = answers(plain)
+    kept = total = 0
+    for prompt, text in zip(PROMPTS, want):
+        ask = dict(model=MODEL_NAME, messages=[{"role": "user", "content": prompt}], temperature=0,
+                   max_tokens=48)
+        r = client.chat.completions.create(**ask, prediction={"type": "content", "content": text})
+        assert r.choices[0].message.content == text
+        details = r.usage.completion_tokens_details
+        kept += details.accepted_prediction_tokens
+        total += r.usage.completion_tokens
+        # A prediction that has nothing to do with the answer changes nothing either.
+        wrong = client.chat.completions.create(
+            **ask, prediction={"type": "content", "content": "banana split " * 30})
+        assert wrong.choices[0].message.content == text
+    # The answer as its own prediction: most of it comes from kept drafts.
+    assert kept >= total // 2, (kept, total)
+    # Without a speculative method, a prediction could change nothing: a 400 naming it.
+    r = httpx.post(plain.url + "/v1/chat/completions", json={
+        "model": MODEL_NAME, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+        "prediction": {"type": "content", "content": "hello"}})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "prediction", r.text
+
+
 def test_plain_servers_export_no_spec_counters(plain):
     assert "spec_decode" not in httpx.get(plain.url + "/metrics").text
 

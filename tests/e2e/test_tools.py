@@ -25,7 +25,7 @@ ASK = [{"role": "user", "content": "What is the weather in Paris right now?"}]
 # --- fields that are not implemented are refused by name -------------------------------------
 
 @pytest.mark.parametrize("field,value,says", [
-    ("prediction", {"type": "content", "content": "x"}, "`prediction` is not supported yet"),
+    ("logits_processors", ["my.Processor"], "`logits_processors` is not supported yet"),
     ("temprature", 0.5, "unknown field `temprature`"),
 ])
 def test_an_unimplemented_field_is_a_400_naming_it(http, field, value, says):

@@ -1,5 +1,6 @@
 //! What a client asks the engine for, and what the engine hands back, in token ids.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::constraint::Constraint;
@@ -53,6 +54,9 @@ pub struct SamplingParams {
     /// llama.cpp's `infill` sampler after the other filters (`/infill`'s `samplers`). Such a
     /// request is sampled on the host.
     pub infill: Option<InfillSampling>,
+    /// OpenAI's `prediction`, tokenized: under speculative decoding, this request's drafts
+    /// come from it (`speculative::prediction`) instead of the proposer.
+    pub prediction: Option<Arc<[u32]>>,
 }
 
 impl SamplingParams {
@@ -85,6 +89,7 @@ impl Default for SamplingParams {
             constraint: None,
             priority: 0,
             infill: None,
+            prediction: None,
         }
     }
 }

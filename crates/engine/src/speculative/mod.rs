@@ -7,6 +7,7 @@ pub mod draft_model;
 pub mod mtp;
 pub mod ngram;
 pub mod policy;
+pub mod prediction;
 pub mod proposer;
 pub mod speculation;
 pub mod suffix;

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use super::constrained::{ConstrainedRows, GrammarProgress};
 use super::policy::SpecPolicy;
+use super::prediction;
 use super::proposer::{DraftRequest, Drafts, Proposer};
 use super::verify::{verify_greedy, verify_sampled, Verdict};
 use crate::backend::{Backend, BackendError, ForwardOutput};
@@ -243,7 +244,8 @@ impl Speculation {
         (!granted.is_empty()).then_some((k, granted))
     }
 
-    /// Asks the proposer for the granted drafts, in running order.
+    /// Asks the proposer for the granted drafts, in running order; a request with a predicted
+    /// output drafts from it instead (`prediction`).
     fn propose(
         &mut self,
         scheduler: &mut Scheduler,
@@ -254,6 +256,8 @@ impl Speculation {
         wanted.sort_unstable();
         let mut want = wanted.iter().peekable();
         let mut requests: Vec<DraftRequest<'_>> = Vec::with_capacity(wanted.len());
+        // (running index, its drafts) of the requests that draft from their prediction.
+        let mut predicted: Vec<(usize, Drafts)> = Vec::new();
         for (index, sequence) in scheduler.running_all_mut().iter_mut().enumerate() {
             let Some(&&(wanted_index, k)) = want.peek() else {
                 break;
@@ -262,6 +266,19 @@ impl Speculation {
                 continue;
             }
             want.next();
+            if let Some(prediction) = &sequence.params.prediction {
+                let tokens = prediction::propose(sequence.output(), prediction, k);
+                predicted.push((
+                    index,
+                    Drafts {
+                        q: tokens.iter().map(|&t| Distribution::point(t)).collect(),
+                        tokens,
+                        draft_computed: sequence.spec.draft_computed,
+                        chances: Vec::new(),
+                    },
+                ));
+                continue;
+            }
             let (id, draft_computed) = (sequence.id, sequence.spec.draft_computed);
             let state_slot = sequence.state_slot;
             let parts = sequence.sampling_parts();
@@ -278,7 +295,17 @@ impl Speculation {
             });
         }
         let drafts = self.proposer.propose(&mut requests, target)?;
-        Ok(wanted.iter().map(|&(index, _)| index).zip(drafts).collect())
+        let mut proposed = drafts.into_iter();
+        let mut predicted = predicted.into_iter().peekable();
+        let mut all = Vec::with_capacity(wanted.len());
+        for &(index, _) in &wanted {
+            let from_prediction = predicted.next_if(|(at, _)| *at == index);
+            match from_prediction {
+                Some((_, drafts)) => all.push((index, drafts)),
+                None => all.extend(proposed.next().map(|drafts| (index, drafts))),
+            }
+        }
+        Ok(all)
     }
 
     /// After the target pass: which drafts of `sequence` (whose chunk's rows start at

@@ -146,7 +146,8 @@ pub(super) fn start_choices(
             state.max_waiting
         )));
     }
-    let usage = UsageCounter::new(prompt_ids.len(), sampling.n);
+    let usage = UsageCounter::new(prompt_ids.len(), sampling.n)
+        .with_prediction(sampling.params.prediction.is_some());
     let prompt_ids = Arc::new(prompt_ids);
     let mut guard = AbortGuard {
         state: Arc::clone(state),

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::prediction::Prediction;
 use super::request_fields::refuse_unimplemented;
 use super::sampling::SamplingFields;
 use super::structured::StructuredFields;
@@ -46,6 +47,8 @@ pub struct ChatRequest {
     pub reasoning_effort: Option<String>,
     /// OpenAI's: low, medium or high, for templates with a `verbosity` variable.
     pub verbosity: Option<String>,
+    /// OpenAI's Predicted Outputs: drafts for speculative decoding (`openai::prediction`).
+    pub prediction: Option<Prediction>,
     /// vLLM's: `n` beams searched instead of sampling (`generation::beam_search`).
     #[serde(default)]
     pub use_beam_search: bool,

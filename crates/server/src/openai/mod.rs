@@ -8,6 +8,7 @@ pub mod legacy_functions;
 pub mod logit_fields;
 pub mod logprobs;
 pub mod models;
+pub mod prediction;
 pub mod prompt_logprobs;
 pub mod request_fields;
 pub mod response;

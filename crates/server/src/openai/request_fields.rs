@@ -30,7 +30,6 @@ pub const IGNORED_ON_PURPOSE: &[&str] = &[
 const NOT_YET: &[&str] = &[
     "audio",
     "modalities",
-    "prediction",
     "web_search_options",
     "logits_processors",
     "mm_processor_kwargs",
@@ -74,14 +73,11 @@ mod tests {
     #[test]
     fn ignored_fields_and_nulls_pass_others_name_the_field() {
         assert!(refuse_unimplemented(&rest(json!({"user": "u", "metadata": {"a": "b"}}))).is_ok());
-        assert!(refuse_unimplemented(&rest(json!({"prediction": null}))).is_ok());
-        let e = refuse_unimplemented(&rest(
-            json!({"prediction": {"type": "content", "content": "x"}}),
-        ))
-        .unwrap_err();
+        assert!(refuse_unimplemented(&rest(json!({"logits_processors": null}))).is_ok());
+        let e = refuse_unimplemented(&rest(json!({"logits_processors": ["a.B"]}))).unwrap_err();
         assert_eq!(e.status, 400);
-        assert_eq!(e.param.as_deref(), Some("prediction"));
-        assert_eq!(e.message, "`prediction` is not supported yet");
+        assert_eq!(e.param.as_deref(), Some("logits_processors"));
+        assert_eq!(e.message, "`logits_processors` is not supported yet");
         let typo = refuse_unimplemented(&rest(json!({"temprature": 0}))).unwrap_err();
         assert_eq!(typo.message, "unknown field `temprature`");
     }

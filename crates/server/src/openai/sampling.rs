@@ -232,6 +232,7 @@ impl SamplingFields {
             allow_speculation: self.speculative_decoding.unwrap_or(true),
             priority: self.priority.unwrap_or(0),
             infill: None,
+            prediction: None,
             // Set by the route from the structured-output fields.
             constraint: None,
         };

@@ -20,9 +20,10 @@ use crate::json_body::JsonBody;
 use crate::openai::chat::ChatRequest;
 use crate::openai::legacy_functions::{modernize_messages, tool_fields};
 use crate::openai::logprobs::ChatLogprobs;
+use crate::openai::prediction::Prediction;
 use crate::openai::prompt_logprobs::PromptLogprobs;
 use crate::openai::response::{AssistantMessage, ChatChoice, ChatCompletion, ResponseMeta};
-use crate::openai::sampling::check_top_logprobs;
+use crate::openai::sampling::{check_top_logprobs, ValidatedSampling};
 use crate::openai::tools::{new_call_id, ToolCall};
 use crate::openai::usage::Usage;
 use crate::output::assistant_output::{parse_answer, OutputSpec};
@@ -51,8 +52,12 @@ pub async fn chat_completions(
     let mut messages = req.messages;
     modernize_messages(&mut messages);
     let mut sampling = req.sampling.validate(logprobs, &state.sampling_defaults)?;
+    if let Some(prediction) = req.prediction.clone() {
+        predicted_drafts(&state, prediction, &mut sampling).await?;
+    }
     if req.use_beam_search {
         let conflicts = [
+            ("prediction", req.prediction.is_some()),
             ("logprobs", logprobs.is_some()),
             ("tools", tools.tools.as_ref().is_some_and(|t| !t.is_empty())),
             ("response_format", req.structured.grammar()?.is_some()),
@@ -216,4 +221,29 @@ impl Shape {
             false => (message, called),
         }
     }
+}
+
+/// `prediction`: its tokens become the request's drafts (`openai::prediction`); refused where
+/// they could not be (no speculative method on the server, or `speculative_decoding: false`).
+async fn predicted_drafts(
+    state: &AppState,
+    prediction: Prediction,
+    sampling: &mut ValidatedSampling,
+) -> Result<(), ApiError> {
+    let speculating = state
+        .engine
+        .stats()
+        .speculation
+        .enabled
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let text = prediction.text(speculating)?;
+    if !sampling.params.allow_speculation {
+        return Err(ApiError::invalid_param(
+            "prediction",
+            "`prediction` cannot be combined with `speculative_decoding: false`",
+        ));
+    }
+    let ids = state.tokenizers.encode(text, false).await?;
+    sampling.params.prediction = Some(ids.into());
+    Ok(())
 }

@@ -119,6 +119,7 @@ fn process(
     };
     let mut delta = Delta {
         token_ids: out.tokens.clone(),
+        speculation: out.speculation,
         logprobs: out
             .logprobs
             .iter()

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use ferrite_engine::SpecSummary;
 use serde::Serialize;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -68,6 +69,8 @@ pub struct Delta {
     /// The stop string or stop token id that finished the request (with `Finish::Stop`), if
     /// one did.
     pub stop_reason: Option<MatchedStop>,
+    /// With the engine's last output of a speculated request: its drafts, kept and not.
+    pub speculation: Option<SpecSummary>,
 }
 
 /// How the HTTP side announces a request before handing it to the engine.

@@ -204,6 +204,37 @@ fn sampled_requests_with_a_perfect_draft_accept_everything() {
 }
 
 #[test]
+fn a_predicted_output_drafts_for_its_request_and_changes_nothing_else() {
+    // Under n-gram speculation (which finds nothing in these random prompts), a request with
+    // its own greedy answer as the prediction has every draft accepted; one with a wrong
+    // prediction gets plain greedy output anyway; its neighbour is untouched.
+    let prompt = prompts(3, 5);
+    let answer = expected_greedy(&prompt[0], 24, &[]);
+    let mut wrong = answer.clone();
+    wrong[10] = (wrong[10] + 1) % VOCAB as u32;
+    wrong.insert(15, 3);
+    let mut h = harness(Setup::default(), vec![], Method::Ngram, 4);
+    for (id, prediction) in [(0u64, Some(answer.clone())), (1, Some(wrong)), (2, None)] {
+        let params = SamplingParams {
+            prediction: prediction.map(Into::into),
+            ..greedy(24)
+        };
+        let p = if id == 2 { &prompt[2] } else { &prompt[0] };
+        h.add(request(id, p.clone(), params));
+    }
+    h.run_to_completion();
+    assert_eq!(h.received[&0].tokens, answer);
+    assert_eq!(h.received[&1].tokens, answer);
+    assert_eq!(h.received[&2].tokens, expected_greedy(&prompt[2], 24, &[]));
+    let c = &h.core.speculation().unwrap().counters;
+    assert!(c.num_accepted_tokens >= 20, "{c:?}");
+    assert!(
+        c.num_accepted_tokens < c.num_draft_tokens,
+        "the wrong one has rejections"
+    );
+}
+
+#[test]
 fn requests_that_opt_out_are_never_drafted_for() {
     let mut h = harness(Setup::default(), vec![], Method::PerfectDraft, 4);
     let params = SamplingParams {

@@ -3,7 +3,8 @@
   kernel_times.py NCU.csv [--forward K]
 
 ncu must have run with `--metrics gpu__time_duration.sum --csv --page raw` over a program whose
-forward passes each begin with the `embedding_gather` kernel (ferrite's CUDA backend). The launches
+forward passes each begin with the token embedding's kernel (`embedding_gather`, or `qembed_*` for a
+quantized embedding: ferrite's CUDA backend). The launches
 are cut into forward passes there; the summary is of pass K (default: the last), by kernel name:
 launches, total and share of the pass, then the first layer's launches in order. ncu runs one
 kernel at a time, so the sum is the pass without launch overlap.
@@ -49,9 +50,10 @@ def main():
     path = sys.argv[1]
     which = int(sys.argv[sys.argv.index("--forward") + 1]) if "--forward" in sys.argv else -1
     launches = read_launches(path)
-    starts = [i for i, (n, _, _) in enumerate(launches) if n.startswith("embedding_gather")]
+    starts = [i for i, (n, _, _) in enumerate(launches)
+              if n.startswith("embedding_gather") or n.startswith("qembed_")]
     if not starts:
-        sys.exit("no embedding_gather launch: not a ferrite CUDA forward")
+        sys.exit("no embedding launch (embedding_gather, qembed_*): not a ferrite CUDA forward")
     passes = [launches[a:b] for a, b in zip(starts, starts[1:] + [len(launches)])]
     print(f"{len(launches)} launches, {len(passes)} forward passes; totals (ms):",
           " ".join(f"{sum(t for _, _, t in p) / 1e3:.2f}" for p in passes))

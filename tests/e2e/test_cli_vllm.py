@@ -51,7 +51,8 @@ def recipe(tmp_path_factory):
     proc, url = start([str(model), "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
                        "--chat-template", str(template), "--max-model-len", "8192",
                        "--seed", "0", "--dtype", "auto",
-                       "--allowed-origins", f'["{ORIGIN}"]', "--kv-cache-memory", "256MiB"],
+                       "--allowed-origins", f'["{ORIGIN}"]', "--trust-request-chat-template",
+                       "--kv-cache-memory", "256MiB"],
                       log_path)
     yield url, log_path
     proc.terminate()
@@ -80,6 +81,36 @@ def test_the_recipe_serves_with_its_template_and_seed(recipe):
     unseeded = [client.completions.create(**ask).choices[0].text for _ in range(2)]
     seeded = client.completions.create(**ask, seed=0).choices[0].text
     assert unseeded[0] == unseeded[1] == seeded
+
+
+def test_a_trusted_request_brings_its_own_template_and_documents(recipe):
+    url, _ = recipe
+    own = ("{% for d in documents %}[{{ d.title }}: {{ d.text }}]{% endfor %}"
+           "Q: {{ messages[0].content }}\nA:")
+    docs = [{"title": "Tides", "text": "The moon pulls the sea."}, {"title": "Sun", "text": "Hot."}]
+    ask = {"messages": [{"role": "user", "content": "Why tides?"}], "chat_template": own,
+           "documents": docs}
+    tokens = httpx.post(url + "/tokenize", json=ask, timeout=60).json()["tokens"]
+    prompt = httpx.post(url + "/detokenize", json={"tokens": tokens}, timeout=60).json()["prompt"]
+    assert prompt == "[Tides: The moon pulls the sea.][Sun: Hot.]Q: Why tides?\nA:"
+    client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    model = client.models.list().data[0].id
+    answer = client.chat.completions.create(
+        model=model, messages=ask["messages"], max_tokens=2,
+        extra_body={"chat_template": own, "documents": docs})
+    assert answer.usage.prompt_tokens == len(tokens)
+    # The model's own template is still every other request's.
+    plain = httpx.post(url + "/tokenize", json={"messages": ask["messages"]}, timeout=60).json()
+    assert plain["tokens"] != tokens
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.chat.completions.create(model=model, messages=ask["messages"], max_tokens=2,
+                                       extra_body={"chat_template": "{% for %}"})
+    assert bad.value.body["param"] == "chat_template"
+    with pytest.raises(openai.BadRequestError) as both:
+        client.chat.completions.create(
+            model=model, messages=ask["messages"], max_tokens=2,
+            extra_body={"documents": docs, "chat_template_kwargs": {"documents": []}})
+    assert both.value.body["param"] == "documents"
 
 
 def test_one_request_id_in_body_headers_log_and_metrics(recipe):
@@ -155,6 +186,17 @@ def test_quiet_server_without_prefix_caching(tmp_path):
     try:
         body = {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 2}
         assert httpx.post(url + "/v1/chat/completions", json=body, timeout=60).status_code == 200
+        # No --trust-request-chat-template: a request's own template is refused, naming the flag.
+        own = httpx.post(url + "/v1/chat/completions",
+                         json={**body, "chat_template": "{{ messages[0].content }}"}, timeout=60)
+        assert own.status_code == 400 and own.json()["error"]["param"] == "chat_template"
+        assert "--trust-request-chat-template" in own.json()["error"]["message"]
+        # The default policy is fcfs: a nonzero priority is refused, zero is fine.
+        urgent = httpx.post(url + "/v1/chat/completions", json={**body, "priority": -1}, timeout=60)
+        assert urgent.status_code == 400 and urgent.json()["error"]["param"] == "priority"
+        assert "--scheduling-policy priority" in urgent.json()["error"]["message"]
+        zero = httpx.post(url + "/v1/chat/completions", json={**body, "priority": 0}, timeout=60)
+        assert zero.status_code == 200
         bad = httpx.post(url + "/v1/chat/completions", json={**body, "model": "nope"}, timeout=60)
         assert bad.status_code == 404
         metrics = httpx.get(url + "/metrics", timeout=10).text
@@ -167,3 +209,36 @@ def test_quiet_server_without_prefix_caching(tmp_path):
     # Both per-request lines carry a request_id; nothing else does.
     assert "request_id=" not in text, text
     assert "--trust-remote-code has no effect" in text
+
+
+def test_priority_scheduling_admits_the_most_urgent_first(tmp_path):
+    """--scheduling-policy priority with one seat: of two requests waiting behind a running
+    one, the lower `priority` runs first though it arrived later."""
+    import threading
+    from conftest import MODEL_FILE
+    log_path = tmp_path / "priority.log"
+    proc, url = start([str(models_dir() / MODEL_FILE), "--scheduling-policy", "priority",
+                       "--max-num-seqs", "1", "--max-model-len", "2048",
+                       "--kv-cache-memory", "256MiB"], log_path)
+    done = {}
+
+    def ask(name, priority, max_tokens, delay):
+        time.sleep(delay)
+        body = {"prompt": f"Story {name}:", "max_tokens": max_tokens, "ignore_eos": True,
+                "temperature": 0, "priority": priority}
+        r = httpx.post(url + "/v1/completions", json=body, timeout=120)
+        assert r.status_code == 200, r.text
+        done[name] = time.monotonic()
+
+    try:
+        threads = [threading.Thread(target=ask, args=a) for a in
+                   [("running", 0, 96, 0.0), ("later", 5, 24, 0.3), ("urgent", -1, 24, 0.6)]]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert done["running"] < done["urgent"] < done["later"], done
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert "panicked" not in log_path.read_text()

@@ -4,6 +4,7 @@ same token counts), tools on Qwen2.5-Coder (forced calls, a tool-result round tr
 agrees with the complete answer, count_tokens with usage, and errors are Anthropic's."""
 
 import json
+import os
 import time
 
 import anthropic
@@ -324,3 +325,57 @@ def test_other_errors_have_anthropics_types(server, claude):
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=server.url + "/v1", api_key="nope", max_retries=0).models.list()
     assert server.alive()
+
+
+@pytest.fixture(scope="module")
+def think_token_server(tmp_path_factory):
+    """SmolLM2 as a Hugging Face directory whose tokenizer has `</think>` as one special token,
+    read as DeepSeek-R1 output: the model never writes that token
+    by itself, so only a thinking budget ends its reasoning."""
+    import shutil
+    import subprocess
+    from conftest import MODEL_FILE, ROOT, free_port, wait_healthy
+    from test_hub import hf_dir_of
+    src = hf_dir_of(MODEL_FILE)
+    d = tmp_path_factory.mktemp("think")
+    for f in src.iterdir():
+        if f.suffix == ".safetensors":
+            (d / f.name).symlink_to(f)
+        else:
+            shutil.copy(f, d / f.name)
+    # The last of SmolLM2's special tokens (no merge makes it) becomes `</think>`.
+    tok = json.loads((d / "tokenizer.json").read_text())
+    special = max(tok["added_tokens"], key=lambda t: t["id"])
+    end_id, vocab = special["id"], tok["model"]["vocab"]
+    del vocab[special["content"]]
+    vocab["</think>"] = end_id
+    special["content"] = "</think>"
+    (d / "tokenizer.json").write_text(json.dumps(tok))
+    port, log_path = free_port(), d / "server.log"
+    binary = os.environ.get("FERRITE_BIN", str(ROOT / "target/release/ferrite"))
+    proc = subprocess.Popen([binary, "serve", str(d), "--port", str(port), "--served-model-name",
+                             MODEL_NAME, "--reasoning-parser", "deepseek_r1", "--log-format", "json",
+                             "--log-token-ids", "--max-model-len", "2048",
+                             "--kv-cache-memory", "256MiB"],
+                            stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    wait_healthy(proc, url, log_path, timeout=120)
+    yield url, log_path, end_id
+    proc.terminate()
+    proc.wait(timeout=10)
+    assert "panicked" not in log_path.read_text()
+
+
+def test_a_thinking_budget_ends_the_thinking_block_at_the_budget(think_token_server):
+    url, log_path, end_id = think_token_server
+    claude = anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0, timeout=300)
+    r = claude.messages.create(model=MODEL_NAME, max_tokens=1100,
+                               thinking={"type": "enabled", "budget_tokens": 1024},
+                               messages=[{"role": "user", "content": "Tell me a long story."}])
+    assert r.content[0].type == "thinking" and r.content[0].thinking.strip()
+    time.sleep(0.3)
+    [line] = [json.loads(l) for l in log_path.read_text().splitlines() if "request finished" in l]
+    output = json.loads(line["output_token_ids"])
+    # The reasoning ran to its budget, then the end of thinking came, and the answer after it.
+    assert end_id not in output[:1024] and output[1024] == end_id, output[1020:1030]
+    assert r.usage.output_tokens == len(output) > 1024

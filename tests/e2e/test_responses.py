@@ -1,7 +1,8 @@
 """The Responses API (POST /v1/responses) through the official client: string and item inputs,
 instructions, usage, max_output_tokens, function tools (forced by name, and a function_call_output
 round trip) on Qwen2.5-Coder, text.format json_schema, streaming events, the abort of a
-disconnected stream, and the 400s for what a stateless server cannot do."""
+disconnected stream, stored responses (retrieve, previous_response_id, delete, background and
+cancel), and the 400s for what cannot be done."""
 
 import json
 import time
@@ -44,7 +45,7 @@ def test_a_string_input_with_instructions_answers_as_chat_does(client):
     assert u.input_tokens > 0 and 0 < u.output_tokens <= 30
     assert u.total_tokens == u.input_tokens + u.output_tokens
     assert u.output_tokens_details.reasoning_tokens == 0
-    assert r.store is False and r.instructions == "Answer in one short sentence."
+    assert r.store is True and r.instructions == "Answer in one short sentence."
     # The instructions are the system message of the same conversation on the chat route.
     chat = client.chat.completions.create(model=MODEL_NAME, temperature=0, max_tokens=30, messages=[
         {"role": "system", "content": "Answer in one short sentence."},
@@ -248,11 +249,11 @@ def test_reasoning_is_a_reasoning_item_streamed_and_not(r1_client):
     assert joined == final.output[0].content[0].text == item.content[0].text
 
 
-# --- what a stateless server refuses -----------------------------------------------------------
+# --- what cannot be done ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("kw,param", [
-    (dict(previous_response_id="resp_123"), "previous_response_id"),
-    (dict(background=True), "background"),
+    (dict(background=True, store=False), "background"),
+    (dict(background=True, stream=True), "background"),
     # SmolLM2's template reads no reasoning_effort (a harmony template does).
     (dict(reasoning={"effort": "high"}), "reasoning.effort"),
     (dict(extra_body={"temprature": 0.5}), "temprature"),
@@ -280,6 +281,68 @@ def test_truncation_disabled_and_an_empty_include_are_what_ferrite_does(client):
 
 
 def test_bookkeeping_fields_are_accepted(client):
-    r = client.responses.create(model=MODEL_NAME, input="hi", max_output_tokens=2, store=True,
+    r = client.responses.create(model=MODEL_NAME, input="hi", max_output_tokens=2, store=False,
                                 metadata={"k": "v"}, user="u-1", safety_identifier="s", prompt_cache_key="p")
     assert r.status == "incomplete" and r.store is False
+    # Not stored: nothing to fetch or continue.
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(r.id)
+    with pytest.raises(openai.NotFoundError) as e:
+        client.responses.create(model=MODEL_NAME, input="more", previous_response_id=r.id)
+    assert e.value.body["param"] == "previous_response_id"
+
+
+# --- stored responses ------------------------------------------------------------------------
+
+def test_a_stored_response_is_fetched_continued_and_deleted(qwen):
+    story = " ".join(f"On day {i} the traveller walked to the next town, bought bread, and "
+                     f"wrote a letter home about the weather." for i in range(1, 9))
+    ask = dict(model=QWEN_NAME, temperature=0, instructions="Answer briefly.")
+    first = qwen.responses.create(input=story + " Where did the traveller go each day?",
+                                  max_output_tokens=24, **ask)
+    assert first.store is True
+    again = qwen.responses.retrieve(first.id)
+    assert again.output_text == first.output_text and again.status == first.status
+    # Instructions are the request's own (OpenAI's rule): the second turn sends them again.
+    second = qwen.responses.create(input="And what did they buy?", previous_response_id=first.id,
+                                   max_output_tokens=16, **ask)
+    # The continuation is the whole conversation, sent statelessly.
+    stateless = qwen.responses.create(
+        max_output_tokens=16, store=False,
+        input=[{"role": "user", "content": story + " Where did the traveller go each day?"},
+               *[o.model_dump(exclude_none=True) for o in first.output],
+               {"role": "user", "content": "And what did they buy?"}], **ask)
+    assert second.output_text == stateless.output_text
+    assert second.usage.input_tokens == stateless.usage.input_tokens
+    # The earlier turn's prompt and answer come from the prefix cache (whole pages of 16).
+    earlier = first.usage.input_tokens + first.usage.output_tokens
+    assert second.usage.input_tokens_details.cached_tokens >= 0.9 * earlier, (second.usage, earlier)
+    deleted = qwen.responses.delete(first.id)
+    assert deleted is None or getattr(deleted, "deleted", True)
+    with pytest.raises(openai.NotFoundError):
+        qwen.responses.retrieve(first.id)
+    with pytest.raises(openai.NotFoundError):
+        qwen.responses.create(input="more", previous_response_id=first.id, **ask)
+
+
+def test_a_background_response_is_polled_and_can_be_cancelled(client):
+    started = client.responses.create(model=MODEL_NAME, input="Tell a long story.", background=True,
+                                      max_output_tokens=48, temperature=0)
+    assert started.status == "in_progress" and started.background is True
+    for _ in range(200):
+        polled = client.responses.retrieve(started.id)
+        if polled.status != "in_progress":
+            break
+        time.sleep(0.05)
+    assert polled.status in ("completed", "incomplete") and polled.output_text
+    sync = client.responses.create(model=MODEL_NAME, input="Tell a long story.",
+                                   max_output_tokens=48, temperature=0, store=False)
+    assert polled.output_text == sync.output_text
+    with pytest.raises(openai.BadRequestError):
+        client.responses.cancel(started.id)
+    long = client.responses.create(model=MODEL_NAME, input="Count to a thousand.", background=True,
+                                   max_output_tokens=1500, temperature=0)
+    cancelled = client.responses.cancel(long.id)
+    assert cancelled.status == "cancelled"
+    time.sleep(0.3)
+    assert client.responses.retrieve(long.id).status == "cancelled"

@@ -153,3 +153,82 @@ def test_null_fields_ask_for_nothing(http: httpx.Client):
     nulls = {"logit_bias": None, "min_tokens": None, "allowed_token_ids": None, "bad_words": None}
     r = http.post("/v1/chat/completions", json={"messages": HI, "max_tokens": 2} | nulls)
     assert r.status_code == 200, r.text
+
+
+def test_best_of_returns_the_candidates_of_highest_mean_logprob(client):
+    # A seeded request's choices are reproducible: best_of=4 draws the four candidates n=4
+    # returns, and keeps the two of highest mean logprob per token, best first.
+    ask = dict(model=MODEL_NAME, prompt="The weather today is", max_tokens=8, temperature=1.0,
+               seed=11)
+    every = client.completions.create(n=4, logprobs=0, **ask)
+    ranked = sorted(every.choices, key=lambda c: -sum(c.logprobs.token_logprobs)
+                    / len(c.logprobs.token_logprobs))
+    best = client.completions.create(n=2, best_of=4, logprobs=0, **ask)
+    assert [c.text for c in best.choices] == [c.text for c in ranked[:2]]
+    assert [c.index for c in best.choices] == [0, 1]
+    # Every candidate's tokens are counted.
+    assert best.usage.completion_tokens == every.usage.completion_tokens
+    plain = client.completions.create(best_of=3, **ask)
+    assert len(plain.choices) == 1 and plain.choices[0].logprobs is None
+    for bad in [dict(n=3, best_of=2), dict(best_of=3, stream=True)]:
+        with pytest.raises(openai.BadRequestError) as e:
+            client.completions.create(**{**ask, **bad})
+        assert e.value.body["param"] == "best_of"
+
+
+def _teacher_forced(http, prompt_ids, output_ids):
+    """The logprob the model gives each of `output_ids` after `prompt_ids` (prompt_logprobs)."""
+    r = http.post("/v1/completions", json={"model": MODEL_NAME, "prompt": prompt_ids + output_ids,
+                                           "max_tokens": 1, "prompt_logprobs": 0})
+    assert r.status_code == 200, r.text
+    entries = r.json()["choices"][0]["prompt_logprobs"][len(prompt_ids):]
+    return [e[str(t)]["logprob"] for e, t in zip(entries, output_ids)]
+
+
+def _beam_score(http, prompt_ids, choice, length_penalty):
+    """vLLM's beam score of a choice, from logprobs found independently of the search."""
+    ids = choice["token_ids"]
+    total = sum(_teacher_forced(http, prompt_ids, ids))
+    length = len(prompt_ids) + len(ids) - (1 if choice["finish_reason"] == "stop" else 0)
+    return total / length ** length_penalty
+
+
+@pytest.mark.parametrize("length_penalty", [1.0, 0.0])
+def test_beam_search_scores_at_least_greedy_and_comes_best_first(http, length_penalty):
+    ask = {"model": MODEL_NAME, "prompt": "The three primary colors are", "max_tokens": 6,
+           "return_token_ids": True}
+    beams = http.post("/v1/completions", json={**ask, "n": 3, "use_beam_search": True,
+                                               "length_penalty": length_penalty}).json()
+    assert len(beams["choices"]) == 3, beams
+    prompt_ids = beams["choices"][0]["prompt_token_ids"]
+    scores = [_beam_score(http, prompt_ids, c, length_penalty) for c in beams["choices"]]
+    assert scores == sorted(scores, reverse=True), scores
+    greedy = http.post("/v1/completions", json={**ask, "temperature": 0}).json()["choices"][0]
+    assert scores[0] >= _beam_score(http, prompt_ids, greedy, length_penalty) - 1e-4
+    assert beams["usage"]["completion_tokens"] == sum(len(c["token_ids"]) for c in beams["choices"])
+
+
+def test_one_beam_without_eos_is_greedy_and_bad_combinations_are_400(http, client):
+    ask = {"model": MODEL_NAME, "prompt": "Once upon a time", "max_tokens": 8, "ignore_eos": True}
+    one = http.post("/v1/completions", json={**ask, "use_beam_search": True}).json()
+    greedy = http.post("/v1/completions", json={**ask, "temperature": 0}).json()
+    assert one["choices"][0]["text"] == greedy["choices"][0]["text"]
+    for field, value in [("stream", True), ("stop", ["."]), ("logprobs", 1), ("echo", True)]:
+        r = http.post("/v1/completions", json={**ask, "use_beam_search": True, field: value})
+        assert r.status_code == 400 and r.json()["error"]["param"] == field, r.text
+    r = http.post("/v1/completions", json={**ask, "length_penalty": 2.0})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "length_penalty"
+
+
+def test_chat_beam_search_answers_n_beams_best_first(client):
+    answer = client.chat.completions.create(
+        model=MODEL_NAME, messages=[{"role": "user", "content": "Name a fruit."}], n=2,
+        max_tokens=6, extra_body={"use_beam_search": True, "length_penalty": 1.0})
+    assert len(answer.choices) == 2
+    assert all(c.message.content for c in answer.choices)
+    assert answer.choices[0].message.content != answer.choices[1].message.content
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(
+            model=MODEL_NAME, messages=[{"role": "user", "content": "Hi"}], logprobs=True,
+            max_tokens=4, extra_body={"use_beam_search": True})
+    assert e.value.body["param"] == "logprobs"

@@ -67,6 +67,20 @@ def test_a_regex_constrains_the_output(client, field):
     assert r.choices[0].finish_reason == "stop"
 
 
+def test_the_guided_decoding_backend_is_llguidance(client):
+    rx = r"[0-9]{3}-[0-9]{4}"
+    r = client.chat.completions.create(
+        model=MODEL_NAME, messages=ask("Give me a phone number."), max_tokens=20, temperature=0,
+        extra_body={"guided_regex": rx, "guided_decoding_backend": "guidance"})
+    assert re.fullmatch(rx, r.choices[0].message.content), r.choices[0].message.content
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(
+            model=MODEL_NAME, messages=ask("Give me a phone number."), max_tokens=20,
+            extra_body={"guided_regex": rx, "guided_decoding_backend": "xgrammar"})
+    assert e.value.body["param"] == "guided_decoding_backend"
+    assert "llguidance" in e.value.body["message"]
+
+
 @pytest.mark.parametrize("field", ["structured_outputs", "guided_choice"])
 def test_a_choice_constrains_the_output(client, field):
     choices = ["positive", "negative", "neutral"]

@@ -25,8 +25,8 @@ ASK = [{"role": "user", "content": "What is the weather in Paris right now?"}]
 # --- fields that are not implemented are refused by name -------------------------------------
 
 @pytest.mark.parametrize("field,value,says", [
-    ("best_of", 2, "`best_of` is not supported yet"),
-    ("use_beam_search", True, "`use_beam_search` is not supported yet"),
+    ("prediction", {"type": "content", "content": "x"}, "`prediction` is not supported yet"),
+    ("verbosity", "low", "`verbosity` is not supported yet"),
     ("temprature", 0.5, "unknown field `temprature`"),
 ])
 def test_an_unimplemented_field_is_a_400_naming_it(http, field, value, says):

@@ -90,6 +90,7 @@ fn greedy_output_with_mtp_drafts_is_plain_greedy_output() {
             max_num_batched_tokens: 64,
             max_num_seqs: 4,
             prefill_per_decode: 0,
+            scheduling_policy: Default::default(),
             enable_prefix_caching: true,
             window_kv_pool: true,
             state_cache: StateCacheOptions {

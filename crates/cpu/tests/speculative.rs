@@ -57,6 +57,7 @@ fn generate(
         max_num_batched_tokens: 512,
         max_num_seqs: 16,
         prefill_per_decode: 2,
+        scheduling_policy: Default::default(),
         enable_prefix_caching: true,
         window_kv_pool: true,
         state_cache: Default::default(),

@@ -33,6 +33,7 @@ fn core(arch: &str, window_kv_pool: bool) -> EngineCore {
         max_num_batched_tokens: 48,
         max_num_seqs: 4,
         prefill_per_decode: 0,
+        scheduling_policy: Default::default(),
         enable_prefix_caching: true,
         window_kv_pool,
         state_cache: Default::default(),

@@ -80,6 +80,7 @@ fn main() -> anyhow::Result<()> {
         max_num_batched_tokens: options.max_num_batched_tokens,
         max_num_seqs,
         prefill_per_decode: 0,
+        scheduling_policy: Default::default(),
         enable_prefix_caching: false,
         window_kv_pool,
         state_cache: Default::default(),

@@ -34,6 +34,7 @@ fn serve(turns: &[Vec<u32>], caching: bool, kv_bytes: usize) -> Vec<(usize, Vec<
         max_num_batched_tokens: 64,
         max_num_seqs: 4,
         prefill_per_decode: 0,
+        scheduling_policy: Default::default(),
         enable_prefix_caching: caching,
         window_kv_pool: true,
         state_cache: StateCacheOptions {

@@ -52,6 +52,7 @@ fn serve(prompts: &[Vec<u32>], tight: bool) -> Served {
         max_num_batched_tokens: 64,
         max_num_seqs: seats,
         prefill_per_decode: 0,
+        scheduling_policy: Default::default(),
         enable_prefix_caching: tight,
         window_kv_pool: true,
         state_cache: StateCacheOptions {

@@ -39,6 +39,7 @@ fn core(arch: &str, speculate: bool) -> EngineCore {
         max_num_batched_tokens: 64,
         max_num_seqs: 4,
         prefill_per_decode: 0,
+        scheduling_policy: Default::default(),
         enable_prefix_caching: true,
         window_kv_pool: true,
         state_cache: StateCacheOptions {

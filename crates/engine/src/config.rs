@@ -16,6 +16,8 @@ pub struct EngineConfig {
     /// While sequences decode, prompt tokens per step at most this many per decoding sequence
     /// (at least `MIN_PREFILL_CHUNK`); 0 = only the step budget limits them.
     pub prefill_per_decode: usize,
+    /// Which waiting request is admitted first and which running one is preempted.
+    pub scheduling_policy: SchedulingPolicy,
     pub enable_prefix_caching: bool,
     /// Keep the sliding-window layers' pages in a pool of their own, given back once behind
     /// every query's window (where the backend can: `Backend::kv_window`).
@@ -29,6 +31,17 @@ pub struct EngineConfig {
     pub eos_token_ids: Vec<u32>,
     /// Speculative decoding, when a proposer is given to `spawn_engine`.
     pub speculation: SpecOptions,
+}
+
+/// The order of admission and preemption (vLLM's `--scheduling-policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SchedulingPolicy {
+    /// First come, first served; the newest running request is preempted first.
+    #[default]
+    Fcfs,
+    /// By each request's `priority` (lower first), then arrival; the running request of the
+    /// highest value (the latest among equals) is preempted first.
+    Priority,
 }
 
 /// How a model with recurrent state (linear-attention layers) keeps its state for the prefix

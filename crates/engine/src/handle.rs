@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crate::backend::Backend;
-use crate::config::EngineConfig;
+use crate::config::{EngineConfig, SchedulingPolicy};
 use crate::engine_loop::{self, EngineCommand};
 use crate::error::EngineError;
 use crate::kv::KvEventSink;
@@ -27,6 +27,7 @@ pub struct EngineHandle {
     page_size: usize,
     num_pages: usize,
     enable_prefix_caching: bool,
+    scheduling_policy: SchedulingPolicy,
     /// The backend's per-expert token counts, for a mixture-of-experts model.
     expert_load: Option<Arc<ExpertLoad>>,
 }
@@ -70,6 +71,9 @@ impl EngineHandle {
     }
     pub fn enable_prefix_caching(&self) -> bool {
         self.enable_prefix_caching
+    }
+    pub fn scheduling_policy(&self) -> SchedulingPolicy {
+        self.scheduling_policy
     }
     /// Tokens routed to each expert since load; `None` for a model without experts.
     pub fn expert_load(&self) -> Option<Arc<ExpertLoad>> {
@@ -122,6 +126,7 @@ pub fn spawn_engine(
         page_size: config.page_size,
         num_pages,
         enable_prefix_caching: config.enable_prefix_caching,
+        scheduling_policy: config.scheduling_policy,
         expert_load,
     })
 }

@@ -33,7 +33,7 @@ pub use backend::{
     validate_batch, Backend, BackendError, BatchLimits, DeviceSampling, ForwardOutput, KvWindow,
     LogitsRequest, MtpDraftStep, SampledOutput, SeqBatch, StateCopy,
 };
-pub use config::{EngineConfig, SpecOptions, StateCacheOptions, MAX_SPEC_TOKENS};
+pub use config::{EngineConfig, SchedulingPolicy, SpecOptions, StateCacheOptions, MAX_SPEC_TOKENS};
 pub use constraint::{
     Constraint, ConstraintError, ConstraintFactory, ConstraintState, DeviceMask, TokenConstraint,
     TokenMask,
@@ -41,7 +41,7 @@ pub use constraint::{
 pub use engine_loop::EngineCore;
 pub use error::EngineError;
 pub use handle::{spawn_engine, EngineHandle};
-pub use logit_rules::LogitRules;
+pub use logit_rules::{LogitRules, ThinkingBudget};
 pub use request::{
     EngineOutput, EngineStep, FinishReason, GenerationRequest, PromptInfo, RequestId,
     SamplingParams, TokenLogprob,

@@ -1,6 +1,7 @@
 //! A request's own rules over the logits, applied to a copy of the row before penalties,
 //! temperature and the filters, in vLLM's order: `allowed_token_ids`, `bad_words`,
-//! `min_tokens`, then `logit_bias` (OpenAI's). Reported logprobs stay those of the raw row, as
+//! `min_tokens`, then `logit_bias` (OpenAI's); last, a spent thinking budget forces the
+//! reasoning's end token. Reported logprobs stay those of the raw row, as
 //! vLLM reports them by default.
 //!
 //! The rules read the output so far (never the prompt, as in vLLM), so whoever hands the
@@ -21,6 +22,18 @@ pub struct LogitRules {
     /// vLLM's `bad_words`, as token sequences: where the output ends with all but the last
     /// token of one, that last token is masked (a one-token word is always masked).
     pub bad_words: Vec<Vec<u32>>,
+    /// A reasoning budget (Anthropic's `thinking.budget_tokens`): once the output holds this
+    /// many tokens without the reasoning's end token, that token is the only one allowed, so
+    /// the reasoning closes and the answer follows.
+    pub thinking_budget: Option<ThinkingBudget>,
+}
+
+/// See [`LogitRules::thinking_budget`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThinkingBudget {
+    pub tokens: usize,
+    /// The token that ends the reasoning (`</think>`).
+    pub end: u32,
 }
 
 impl LogitRules {
@@ -30,6 +43,7 @@ impl LogitRules {
             && self.min_tokens == 0
             && self.allowed_token_ids.is_none()
             && self.bad_words.is_empty()
+            && self.thinking_budget.is_none()
     }
 
     /// Whether `min_tokens` still holds the end tokens back after `output_len` tokens.
@@ -44,6 +58,7 @@ impl LogitRules {
         let bias = self.logit_bias.iter().map(|b| &b.0);
         bias.chain(allowed)
             .chain(self.bad_words.iter().flatten())
+            .chain(self.thinking_budget.iter().map(|b| &b.end))
             .copied()
     }
 
@@ -83,6 +98,15 @@ impl LogitRules {
         for &(token, bias) in &self.logit_bias {
             if (token as usize) < vocab {
                 logits[token as usize] += bias;
+            }
+        }
+        if let Some(budget) = self.thinking_budget {
+            if output.len() >= budget.tokens && !output.contains(&budget.end) {
+                // The end token's own logit may be -inf under the other rules: it is forced.
+                logits.fill(f32::NEG_INFINITY);
+                if let Some(end) = logits.get_mut(budget.end as usize) {
+                    *end = 0.0;
+                }
             }
         }
     }

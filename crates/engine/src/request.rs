@@ -46,6 +46,9 @@ pub struct SamplingParams {
     /// Structured outputs: only tokens the constraint allows may be sampled. Such a request
     /// is sampled on the host and not decoded speculatively.
     pub constraint: Option<Constraint>,
+    /// Scheduling priority under `SchedulingPolicy::Priority`: lower values are admitted
+    /// first and preempted last (vLLM's `priority`; 0 by default).
+    pub priority: i32,
 }
 
 impl SamplingParams {
@@ -76,6 +79,7 @@ impl Default for SamplingParams {
             prompt_logprobs: None,
             allow_speculation: true,
             constraint: None,
+            priority: 0,
         }
     }
 }

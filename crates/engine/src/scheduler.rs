@@ -1,18 +1,21 @@
 //! The scheduling policy: which tokens of which sequences run in the next step.
 //!
 //! Continuous batching under a per-step token budget: decodes first (one token each, so a long
-//! prompt never starves them), then chunks of prompts already running, then FCFS admission of
-//! waiting requests while the pool holds their whole remaining prompt. A running sequence that
-//! needs a page when none can be had preempts the newest running sequence by recompute.
+//! prompt never starves them), then chunks of prompts already running, then admission of
+//! waiting requests in the policy's order (FCFS, or by priority) while the pool holds their
+//! whole remaining prompt. A running sequence that needs a page when none can be had preempts
+//! by recompute the running sequence the policy puts last (the newest, or the lowest priority).
 //! Pure: no threads, no tensors; the engine loop drives it.
 
 mod admission;
 mod drafts;
+mod preemption;
 mod state;
 
 use std::collections::VecDeque;
 
 use crate::backend::{LogitsRequest, SeqBatch, StateCopy};
+use crate::config::SchedulingPolicy;
 use crate::kv::{KvManager, NULL_WINDOW_PAGE};
 use crate::request::RequestId;
 use crate::sequence::Sequence;
@@ -26,6 +29,7 @@ pub struct SchedulerConfig {
     /// prompt tokens (0: no cap beyond the budget). Where a step's time grows with its
     /// tokens (a CPU), this bounds how much an arriving prompt slows the running streams.
     pub prefill_per_decode: usize,
+    pub policy: SchedulingPolicy,
 }
 
 /// The smallest prompt chunk a step takes while others decode (progress for new requests).
@@ -74,8 +78,9 @@ pub struct Scheduler {
     /// that whoever reuses a cached prefix finds both models' K/V there.
     draft_cache: bool,
     kv: KvManager,
+    /// In the policy's order: the next to admit first.
     waiting: VecDeque<Sequence>,
-    /// In admission order: the last one is the newest (the preemption victim).
+    /// In admission order.
     running: Vec<Sequence>,
 }
 
@@ -129,7 +134,10 @@ impl Scheduler {
     }
 
     pub fn add(&mut self, sequence: Sequence) {
-        self.waiting.push_back(sequence);
+        match self.config.policy {
+            SchedulingPolicy::Fcfs => self.waiting.push_back(sequence),
+            SchedulingPolicy::Priority => self.queue_by_priority(sequence),
+        }
     }
 
     /// Waiting requests, the next to admit first.
@@ -190,7 +198,7 @@ impl Scheduler {
             if len == 0 {
                 continue;
             }
-            if self.grow_or_preempt(index, len, &mut plan, &mut budget) {
+            if let Some(index) = self.grow_or_preempt(index, len, &mut plan, &mut budget) {
                 let chunk = self.chunk(index, len);
                 self.plan_snapshot(index, chunk.start + chunk.len);
                 plan.chunks.push(chunk);
@@ -207,58 +215,6 @@ impl Scheduler {
             self.admit(&mut plan, &mut admission_budget);
         }
         plan
-    }
-
-    /// Make room for `len` more tokens of running sequence `index`, preempting the newest
-    /// running sequences while pages are short. False when `index` itself was preempted.
-    fn grow_or_preempt(
-        &mut self,
-        index: usize,
-        len: usize,
-        plan: &mut StepPlan,
-        budget: &mut usize,
-    ) -> bool {
-        loop {
-            let sequence = &self.running[index];
-            let (start, end) = (sequence.num_computed, sequence.num_computed + len);
-            let needed = self
-                .kv
-                .pages_for(end)
-                .saturating_sub(sequence.block_table.len());
-            let pages = match needed {
-                0 => Some(Vec::new()),
-                _ => self.kv.allocate(needed),
-            };
-            if let Some(pages) = pages {
-                let sequence = &mut self.running[index];
-                sequence.block_table.extend(pages);
-                if self.kv.cover_window(&mut sequence.window_table, start, end) {
-                    return true;
-                }
-            }
-            let victim = self.running.len() - 1;
-            self.preempt_newest(plan, budget);
-            if victim == index {
-                return false;
-            }
-        }
-    }
-
-    /// Preempt by recompute: free the newest running sequence's pages and requeue it first.
-    fn preempt_newest(&mut self, plan: &mut StepPlan, budget: &mut usize) {
-        let Some(mut victim) = self.running.pop() else {
-            return;
-        };
-        if let Some(at) = plan.chunks.iter().position(|c| c.id == victim.id) {
-            *budget += plan.chunks.remove(at).len;
-        }
-        let (pages, window) = victim.reset_for_recompute();
-        self.kv.release_tables(&pages, &window);
-        // Recompute starts the state over from position 0, in whatever slot is free then.
-        self.release_state_slot(&mut victim);
-        tracing::debug!(id = victim.id, "preempted by recompute");
-        plan.counters.preemptions += 1;
-        self.waiting.push_front(victim);
     }
 
     fn chunk(&self, index: usize, len: usize) -> ScheduledChunk {

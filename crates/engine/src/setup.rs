@@ -233,6 +233,7 @@ pub fn build_engine_core(
             max_num_batched_tokens: config.max_num_batched_tokens,
             max_num_seqs: config.max_num_seqs,
             prefill_per_decode: config.prefill_per_decode,
+            policy: config.scheduling_policy,
         },
         kv_manager(config, &sizes, state_slots),
     );

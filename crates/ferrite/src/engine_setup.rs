@@ -165,6 +165,7 @@ pub fn engine_config(
         max_num_batched_tokens: max_num_batched_tokens(args),
         max_num_seqs: args.max_num_seqs,
         prefill_per_decode,
+        scheduling_policy: args.scheduling_policy.into(),
         enable_prefix_caching: !args.no_prefix_caching,
         window_kv_pool: !args.no_window_kv_pool,
         state_cache: StateCacheOptions {

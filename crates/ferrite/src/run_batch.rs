@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use ferrite_server::{MetricNames, RequestLogConfig, ServerConfig};
+use ferrite_server::{MetricNames, RequestLogConfig, ServerConfig, StoreLimits};
 
 use crate::cli::RunBatchArgs;
 use crate::engine_setup::start_engine;
@@ -77,6 +77,13 @@ pub fn run(args: RunBatchArgs) -> anyhow::Result<()> {
         reasoning_parser: serve::reasoning_parser(args.chat.reasoning_parser),
         tracer: None,
         cors: None,
+        // The batch file is the operator's own, not a remote client's.
+        trust_request_chat_template: true,
+        // Batch lines are independent requests: nothing to continue or poll.
+        responses_store: StoreLimits {
+            capacity: 0,
+            ..StoreLimits::default()
+        },
     };
     // As `ferrite serve`'s: the engine's scheduler thread does the heavy work.
     let runtime = tokio::runtime::Builder::new_multi_thread()

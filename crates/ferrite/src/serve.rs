@@ -8,7 +8,7 @@ use std::time::Duration;
 use ferrite_server::kv_events::KvEventsConfig;
 use ferrite_server::{
     ChatRenderer, HarmonySystem, Loaded, MetricNames, ParserChoice, RequestLogConfig,
-    SamplingDefaults, ScaleOutConfig, ServeOptions, ServerConfig, TextModel,
+    SamplingDefaults, ScaleOutConfig, ServeOptions, ServerConfig, StoreLimits, TextModel,
 };
 
 use crate::cli::{
@@ -96,6 +96,12 @@ fn load(args: ServeArgs) -> anyhow::Result<Loaded> {
         reasoning_parser: reasoning_parser(args.chat.reasoning_parser),
         tracer: None,
         cors,
+        trust_request_chat_template: args.vllm.trust_request_chat_template,
+        responses_store: StoreLimits {
+            capacity: args.responses_store_capacity,
+            max_bytes: args.responses_store_memory,
+            ttl: Duration::from_secs(args.responses_store_ttl),
+        },
     };
     Ok(Loaded {
         config,

@@ -45,6 +45,17 @@ impl ApiError {
         }
     }
 
+    /// A 404 about something a request names by id (`param`).
+    pub fn not_found(param: &str, message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::NOT_FOUND,
+            message: message.into(),
+            kind: "invalid_request_error",
+            param: Some(param.to_string()),
+            code: Some("not_found"),
+        }
+    }
+
     pub fn unauthorized() -> Self {
         Self {
             status: StatusCode::UNAUTHORIZED,

@@ -31,6 +31,7 @@ pub use output::{reasoning, tool_calls};
 
 pub use app::config::{CorsConfig, ParserChoice, ServerConfig};
 pub use app::pipeline::start_pipeline;
+pub use app::response_store::StoreLimits;
 pub use app::state::AppState;
 pub use error::ApiError;
 pub use observe::metrics::{MetricNames, Metrics, MetricsConfig};

@@ -7,7 +7,7 @@ pub mod bf16_activations;
 pub mod bf16_decode;
 pub mod bf16_gemm;
 pub mod int8_gemm;
-mod int8_support;
+pub mod int8_support;
 pub mod matmul;
 pub mod norm;
 pub mod q8_activations;

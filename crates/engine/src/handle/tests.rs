@@ -16,6 +16,7 @@ fn config(kv_bytes: usize) -> EngineConfig {
         max_num_batched_tokens: 64,
         max_num_seqs: 8,
         prefill_per_decode: 0,
+        scheduling_policy: Default::default(),
         enable_prefix_caching: true,
         window_kv_pool: true,
         state_cache: Default::default(),

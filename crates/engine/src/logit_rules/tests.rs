@@ -174,6 +174,38 @@ fn ids_past_the_vocabulary_change_nothing() {
     assert_eq!(row, logits);
 }
 
+#[test]
+fn a_spent_thinking_budget_forces_the_end_of_thinking_once() {
+    let rules = LogitRules {
+        thinking_budget: Some(ThinkingBudget { tokens: 3, end: 5 }),
+        logit_bias: vec![(5, -100.0)],
+        ..LogitRules::default()
+    };
+    assert!(!rules.is_empty());
+    assert!(rules.token_ids().any(|t| t == 5));
+    let logits = [0.5f32, 3.0, 1.0, 0.0, 2.0, -1.0, 0.25];
+    let ruled = |output: &[u32]| {
+        let mut row = logits.to_vec();
+        rules.apply(&mut row, output, &[]);
+        row
+    };
+    // Within the budget, only the bias applies.
+    assert_eq!(ruled(&[1, 2])[1], 3.0);
+    // Spent: the end token alone, whatever its logit (here biased away).
+    let spent = ruled(&[1, 2, 4]);
+    let best = spent
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .unwrap()
+        .0;
+    assert_eq!(best, 5);
+    assert_eq!(spent.iter().filter(|l| l.is_finite()).count(), 1);
+    // Once the reasoning has ended, the answer runs free.
+    assert_eq!(ruled(&[1, 2, 4, 5, 1])[1], 3.0);
+    assert_eq!(ruled(&[5, 1, 2, 4])[1], 3.0);
+}
+
 proptest! {
     /// Whatever the output and the bad words, the sampled token never completes one (the
     /// vocabulary is wider than the bad words, so they never leave it without a token).

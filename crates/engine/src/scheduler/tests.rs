@@ -9,6 +9,7 @@ fn scheduler(num_pages: usize, page_size: usize, budget: usize, max_seqs: usize)
             max_num_batched_tokens: budget,
             max_num_seqs: max_seqs,
             prefill_per_decode: 0,
+            policy: Default::default(),
         },
         KvManager::new(num_pages, page_size, true),
     )
@@ -174,6 +175,7 @@ fn prompt_tokens_per_step_are_capped_while_others_decode() {
             max_num_batched_tokens: 512,
             max_num_seqs: 64,
             prefill_per_decode: 2,
+            policy: Default::default(),
         },
         KvManager::new(256, 16, true),
     );
@@ -207,6 +209,7 @@ fn every_running_sequence_holds_its_own_state_slot_until_it_leaves() {
             max_num_batched_tokens: 64,
             max_num_seqs: 2,
             prefill_per_decode: 0,
+            policy: Default::default(),
         },
         KvManager::new(9, 4, true).with_state_slots(2, 0, 4),
     );
@@ -252,6 +255,7 @@ fn a_hybrid_restarts_from_the_deepest_snapshot_of_a_cached_prefix() {
             max_num_batched_tokens: 64,
             max_num_seqs: 2,
             prefill_per_decode: 0,
+            policy: Default::default(),
         },
         KvManager::new(32, 4, true).with_state_slots(2, 4, 8),
     );
@@ -308,6 +312,7 @@ fn drafts_stop_short_of_the_next_snapshot_point_and_a_saving_step_drafts_none() 
             max_num_batched_tokens: 64,
             max_num_seqs: 2,
             prefill_per_decode: 0,
+            policy: Default::default(),
         },
         KvManager::new(32, 4, true).with_state_slots(2, 4, 8),
     );
@@ -339,4 +344,59 @@ fn drafts_stop_short_of_the_next_snapshot_point_and_a_saving_step_drafts_none() 
         s.commit(&plan, &outcomes);
         s.check_accounting().unwrap();
     }
+}
+
+fn priority_scheduler(
+    num_pages: usize,
+    page_size: usize,
+    budget: usize,
+    max_seqs: usize,
+) -> Scheduler {
+    let mut s = scheduler(num_pages, page_size, budget, max_seqs);
+    s.config.policy = SchedulingPolicy::Priority;
+    s
+}
+
+fn with_priority(priority: i32) -> SamplingParams {
+    SamplingParams {
+        priority,
+        ..greedy(10)
+    }
+}
+
+#[test]
+fn by_priority_the_lowest_value_is_admitted_first_and_equals_keep_their_order() {
+    let mut s = priority_scheduler(64, 2, 100, 1);
+    for (id, priority) in [(1, 1), (2, 0), (3, 1), (4, -1), (5, 0)] {
+        add(&mut s, id, 2, with_priority(priority));
+    }
+    assert_eq!(
+        s.waiting().map(|w| w.id).collect::<Vec<_>>(),
+        vec![4, 2, 5, 1, 3]
+    );
+    // One seat: the first admitted is the most urgent.
+    assert_eq!(summary(&step(&mut s)), vec![(4, 0, 2)]);
+}
+
+#[test]
+fn by_priority_the_least_urgent_running_request_is_preempted_even_when_older() {
+    // 3 pages of 2 tokens. A (priority 5) is admitted first, then B (priority 0).
+    let mut s = priority_scheduler(3, 2, 100, 8);
+    add(&mut s, 1, 2, with_priority(5));
+    step(&mut s);
+    add(&mut s, 2, 2, with_priority(0));
+    step(&mut s);
+    // A has computed 3 tokens in 2 pages, B 2 in 1: the pool is full. A's next token fits its
+    // second page; B's needs a page, and A, the least urgent (though older), gives its pages
+    // up. B's chunk is planned after A's was, at the index B has once A left the list.
+    let plan = step(&mut s);
+    assert_eq!(summary(&plan), vec![(2, 2, 1)]);
+    assert_eq!(plan.chunks[0].index, 0);
+    assert_eq!(plan.counters.preemptions, 1);
+    assert_eq!(s.waiting().map(|w| w.id).collect::<Vec<_>>(), vec![1]);
+    assert_eq!(
+        s.running().iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![2]
+    );
+    assert_eq!(s.running()[0].tokens().len(), 4);
 }

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::config::SchedulingPolicy;
 use crate::engine_loop::EngineCore;
 use crate::kv::KvManager;
 use crate::request::{
@@ -30,6 +31,7 @@ pub struct Setup {
     pub window: Option<(usize, usize)>,
     /// A model with recurrent state: (snapshots kept, snapshot interval in tokens).
     pub recurrent: Option<(usize, usize)>,
+    pub policy: SchedulingPolicy,
 }
 
 impl Default for Setup {
@@ -43,6 +45,7 @@ impl Default for Setup {
             max_context: 4096,
             window: None,
             recurrent: None,
+            policy: SchedulingPolicy::Fcfs,
         }
     }
 }
@@ -118,6 +121,7 @@ impl Harness {
                 max_num_batched_tokens: setup.budget,
                 max_num_seqs: setup.max_seqs,
                 prefill_per_decode: 0,
+                policy: setup.policy,
             },
             kv,
         );

@@ -8,6 +8,22 @@ use super::heading;
 use crate::byte_size::parse_byte_size;
 
 /// Where the forward pass runs.
+/// `--scheduling-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchedulingPolicyArg {
+    Fcfs,
+    Priority,
+}
+
+impl From<SchedulingPolicyArg> for ferrite_engine::SchedulingPolicy {
+    fn from(arg: SchedulingPolicyArg) -> Self {
+        match arg {
+            SchedulingPolicyArg::Fcfs => Self::Fcfs,
+            SchedulingPolicyArg::Priority => Self::Priority,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Device {
     /// This machine's cores.
@@ -93,6 +109,12 @@ pub struct EngineArgs {
     /// [default: 3 on the CPU, 0 on CUDA]
     #[arg(long, help_heading = heading::ENGINE)]
     pub prefill_per_decode: Option<usize>,
+    /// Which waiting request runs first, and which running one gives its KV pages up when
+    /// they run short (vLLM's flag): `fcfs`, in order of arrival, the newest preempted first;
+    /// `priority`, by each request's `priority` field (lower first, then arrival), the least
+    /// urgent preempted first. Under `fcfs` a request with a nonzero `priority` is a 400.
+    #[arg(long, value_enum, default_value_t = SchedulingPolicyArg::Fcfs, help_heading = heading::ENGINE)]
+    pub scheduling_policy: SchedulingPolicyArg,
     /// Make a request's tokens independent of what shares its step (`--device cuda`; the CPU
     /// backend always is): every bf16 product sums in one fixed order whatever the batch,
     /// decode attention splits each sequence by its own length (docs/architecture.md, "Batch

@@ -3,6 +3,7 @@
 use clap::{Args, ValueEnum};
 
 use super::{heading, EngineArgs, VllmArgs};
+use crate::byte_size::parse_byte_size;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -22,6 +23,20 @@ pub struct ServeArgs {
     /// Requests allowed to wait for a slot; more are answered 503.
     #[arg(long, default_value_t = 1024, help_heading = heading::API)]
     pub max_waiting: usize,
+    /// Responses (/v1/responses) kept in memory for `previous_response_id`,
+    /// `GET /v1/responses/{id}` and `background`: at most this many, the oldest dropped first;
+    /// 0 keeps none (requests with `store: true` are then answered without being kept, and
+    /// `previous_response_id` and `background` are refused).
+    #[arg(long, value_name = "N", default_value_t = 4096, help_heading = heading::API)]
+    pub responses_store_capacity: usize,
+    /// Memory the stored responses may take, with their conversations (an agent's every turn
+    /// holds the whole conversation so far); past it the oldest are dropped. Sizes like 256MiB.
+    #[arg(long, value_name = "BYTES", default_value = "256MiB", value_parser = parse_byte_size,
+          help_heading = heading::API)]
+    pub responses_store_memory: usize,
+    /// Seconds a stored response is kept.
+    #[arg(long, value_name = "SECONDS", default_value_t = 3600, help_heading = heading::API)]
+    pub responses_store_ttl: u64,
     #[command(flatten)]
     pub chat: ChatFormatArgs,
     /// Names of the vLLM-defined series on /metrics: `ferrite` (ferrite:num_requests_waiting,

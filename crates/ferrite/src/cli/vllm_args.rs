@@ -13,6 +13,11 @@ pub struct VllmArgs {
     /// flag), e.g. to fix a GGUF whose embedded template is broken.
     #[arg(long, value_name = "FILE|TEMPLATE", help_heading = heading::MODEL)]
     pub chat_template: Option<String>,
+    /// Let a chat request carry its own template (`chat_template` in the body, vLLM's flag of
+    /// the same name). Off by default, as in vLLM: a template is a program the server runs,
+    /// and without this flag such a request is refused with a 400.
+    #[arg(long, help_heading = heading::API)]
+    pub trust_request_chat_template: bool,
     /// The seed of requests that send none (vLLM's `--seed`). vLLM seeds one random generator
     /// that unseeded requests share, so their draws depend on what ran before; ferrite has no
     /// such shared generator, so each unseeded request samples as if it sent `seed: N`

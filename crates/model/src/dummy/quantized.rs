@@ -209,7 +209,10 @@ mod tests {
     #[test]
     fn q4_k_m_of_a_hybrid_keeps_the_convolution_in_16_bits() {
         // The fixture's config, widened so that its products are whole Q4_K blocks.
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/arch/qwen3_5/config.json");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fixtures/arch/qwen3_5/config.json"
+        );
         let mut json: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let text = &mut json["text_config"];
@@ -228,9 +231,16 @@ mod tests {
         let weights = random_quantized(&config, "q4_k_m", 0).unwrap();
         let dtype = |name: &str| weights.tensors[name].dtype;
         let linear = (0..config.num_layers)
-            .find(|&l| weights.tensors.contains_key(&format!("blk.{l}.ssm_conv1d.weight")))
+            .find(|&l| {
+                weights
+                    .tensors
+                    .contains_key(&format!("blk.{l}.ssm_conv1d.weight"))
+            })
             .expect("a linear-attention layer");
-        assert_eq!(dtype(&format!("blk.{linear}.ssm_conv1d.weight")), DType::BF16);
+        assert_eq!(
+            dtype(&format!("blk.{linear}.ssm_conv1d.weight")),
+            DType::BF16
+        );
         assert_eq!(dtype(&format!("blk.{linear}.ssm_out.weight")), DType::Q4_K);
         // Tied embeddings: the one matrix is the token embedding's.
         assert_eq!(dtype("token_embd.weight"), DType::Q4_K);

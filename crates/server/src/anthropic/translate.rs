@@ -60,12 +60,14 @@ pub fn chat_turn(
         add_special_tokens: false,
         grammar: None,
         reasoning_effort: None,
+        ..ChatTurn::default()
     })
 }
 
 /// `thinking` as the `enable_thinking` template variable (Qwen3's and others' switch).
 /// `budget_tokens` is checked as Anthropic checks it (at least 1024, below `max_tokens`); the
-/// reasoning is not cut at the budget: `max_tokens` bounds the whole turn.
+/// route turns it into a logit rule that ends the reasoning at the budget
+/// (`routes::messages::thinking_budget`).
 fn template_kwargs(
     thinking: ThinkingConfig,
     max_tokens: Option<usize>,

@@ -1,5 +1,6 @@
 //! How the HTTP server is configured (the engine has its own `EngineConfig`).
 
+use crate::app::response_store::StoreLimits;
 use crate::observe::metrics::MetricNames;
 use crate::observe::request_log::RequestLogConfig;
 use crate::observe::traces::Tracer;
@@ -36,6 +37,10 @@ pub struct ServerConfig {
     pub tracer: Option<Arc<Tracer>>,
     /// CORS (`--allowed-origins` and its siblings); `None`: off.
     pub cors: Option<CorsConfig>,
+    /// Chat requests may carry their own template (`--trust-request-chat-template`).
+    pub trust_request_chat_template: bool,
+    /// The bounds of the stored responses (`--responses-store-capacity`, `-ttl`).
+    pub responses_store: StoreLimits,
 }
 
 /// CORS as vLLM's flags set it; `routes::cors` answers with it.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use ferrite_engine::{EngineHandle, RequestId};
 
 use crate::app::config::{CorsConfig, ServerConfig};
+use crate::app::response_store::ResponseStore;
 use crate::error::ApiError;
 use crate::observe::metrics::Metrics;
 use crate::observe::request_log::RequestLogConfig;
@@ -57,6 +58,13 @@ pub struct AppState {
     pub request_names: RequestNames,
     /// The model's fill-in-the-middle tokens (`suffix`); `None`: it has none.
     pub fim: Option<FimTokens>,
+    /// Chat requests may carry their own template (`--trust-request-chat-template`).
+    pub trust_request_chat_template: bool,
+    /// Stored responses (`/v1/responses`).
+    pub responses: ResponseStore,
+    /// The token that ends a think block (`</think>`), where the reasoning format has one:
+    /// what a thinking budget forces.
+    pub thinking_end: Option<u32>,
     next_id: AtomicU64,
 }
 
@@ -105,6 +113,11 @@ impl AppState {
             request_log: config.request_log,
             request_names: RequestNames::default(),
             fim: FimTokens::of(&model.tokenizer),
+            trust_request_chat_template: config.trust_request_chat_template,
+            responses: ResponseStore::new(config.responses_store),
+            thinking_end: reasoning_format
+                .and_then(|f| f.end_token())
+                .and_then(|t| model.tokenizer.token_to_id(t)),
             next_id: AtomicU64::new(1),
         }
     }

@@ -14,7 +14,7 @@ use super::submission::Submission;
 use super::submit::{submit, SubmitOptions, Submitted};
 use crate::app::state::AppState;
 use crate::error::ApiError;
-use crate::openai::chat::{template_inputs, ChatMessage};
+use crate::openai::chat::{request_template, template_inputs, ChatMessage};
 use crate::openai::sampling::ValidatedSampling;
 use crate::openai::structured::{GrammarRequest, RequestedGrammar};
 use crate::openai::tools::{ToolChoice, ToolChoiceMode, ToolSpec};
@@ -32,6 +32,10 @@ pub struct ChatTurn {
     pub parallel_tool_calls: Option<bool>,
     /// Extra chat-template variables (`enable_thinking`, ...).
     pub chat_template_kwargs: Option<Map<String, Value>>,
+    /// The request's own chat template (`--trust-request-chat-template`).
+    pub chat_template: Option<String>,
+    /// The template's `documents` variable.
+    pub documents: Option<Vec<Value>>,
     /// False when the client continues a partial assistant message.
     pub add_generation_prompt: bool,
     /// The final message is continued, not closed (assistant prefill).
@@ -80,6 +84,12 @@ pub async fn start_chat(
     // A harmony answer may reason before the constrained message: at most this many tokens.
     let analysis_tokens = analysis_budget(sampling.max_tokens);
     let mut chat_template_kwargs = turn.chat_template_kwargs.take();
+    let own_template = request_template(
+        state.trust_request_chat_template,
+        turn.chat_template.take(),
+        turn.documents.take(),
+        &mut chat_template_kwargs,
+    )?;
     apply_effort(
         turn.reasoning_effort.take(),
         state.template_reads_effort,
@@ -113,6 +123,7 @@ pub async fn start_chat(
         chat_template_kwargs,
     )?;
     inputs.continue_final_message = turn.continue_final_message;
+    inputs.template = own_template;
     inputs.add_special_tokens = turn.add_special_tokens;
     if state.harmony_template {
         harmony_messages(&mut inputs.messages);

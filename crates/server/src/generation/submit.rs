@@ -8,6 +8,8 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use ferrite_engine::SchedulingPolicy;
+
 use super::logit_rules::{check_vocabulary, tokenize_bad_words};
 use super::submission::{start_choices, Submission};
 use crate::app::state::AppState;
@@ -54,6 +56,7 @@ pub async fn submit<P: PromptTokens>(
     sampling: &mut ValidatedSampling,
     options: SubmitOptions,
 ) -> Result<Submitted<P>, ApiError> {
+    check_priority(sampling.params.priority, state.engine.scheduling_policy())?;
     let grammars = &state.grammars;
     let (prompt, constraint, bad_words) = tokio::join!(
         prompt,
@@ -83,4 +86,19 @@ pub async fn submit<P: PromptTokens>(
     let submission = Submission::concat(parts)
         .ok_or_else(|| ApiError::invalid_param("prompt", "the prompt is empty"))?;
     Ok(Submitted { prompt, submission })
+}
+
+/// A `priority` means something only under `--scheduling-policy priority`: elsewhere a nonzero
+/// one is refused rather than ignored (vLLM's rule).
+fn check_priority(priority: i32, policy: SchedulingPolicy) -> Result<(), ApiError> {
+    if priority != 0 && policy != SchedulingPolicy::Priority {
+        return Err(ApiError::invalid_param(
+            "priority",
+            format!(
+                "`priority` {priority} needs priority scheduling: start the server with \
+                 --scheduling-policy priority"
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -36,8 +36,19 @@ pub struct ChatRequest {
     pub function_call: Option<FunctionCallChoice>,
     /// vLLM's extension: more variables for the chat template (`enable_thinking`, ...).
     pub chat_template_kwargs: Option<Map<String, Value>>,
+    /// vLLM's: a chat template of the request's own, in place of the model's (only where the
+    /// server was started with `--trust-request-chat-template`).
+    pub chat_template: Option<String>,
+    /// vLLM's: documents for templates that render retrieval context (the template's
+    /// `documents` variable, as transformers' `apply_chat_template(documents=...)`).
+    pub documents: Option<Vec<Value>>,
     /// low, medium or high, for models whose template takes it (gpt-oss).
     pub reasoning_effort: Option<String>,
+    /// vLLM's: `n` beams searched instead of sampling (`generation::beam_search`).
+    #[serde(default)]
+    pub use_beam_search: bool,
+    /// vLLM's: beam scores divide by length to this power (beam search only; default 1).
+    pub length_penalty: Option<f64>,
     #[serde(flatten)]
     pub sampling: SamplingFields,
     /// `response_format`, `structured_outputs`, `guided_*`.
@@ -93,6 +104,35 @@ const KNOWN_ROLES: &[&str] = &[
     "tool",
     "function",
 ];
+
+/// The request's own chat template, where the server trusts requests with one
+/// (`--trust-request-chat-template`), and its `documents` moved into the template variables.
+pub fn request_template(
+    trusted: bool,
+    chat_template: Option<String>,
+    documents: Option<Vec<Value>>,
+    kwargs: &mut Option<Map<String, Value>>,
+) -> Result<Option<String>, ApiError> {
+    if chat_template.is_some() && !trusted {
+        return Err(ApiError::invalid_param(
+            "chat_template",
+            "this server does not run chat templates sent in requests; start it with \
+             --trust-request-chat-template to allow them (or --chat-template to replace the \
+             model's for every request)",
+        ));
+    }
+    if let Some(documents) = documents {
+        let vars = kwargs.get_or_insert_with(Map::new);
+        if vars.contains_key("documents") {
+            return Err(ApiError::invalid_param(
+                "documents",
+                "`documents` is given both as a field and in chat_template_kwargs",
+            ));
+        }
+        vars.insert("documents".into(), Value::Array(documents));
+    }
+    Ok(chat_template)
+}
 
 /// Turns the request's messages, tools and template variables into the template's inputs.
 pub fn template_inputs(

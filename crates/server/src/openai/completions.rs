@@ -27,6 +27,13 @@ pub struct CompletionRequest {
     /// Fill in the middle: the text after the completion; the prompt is the text before it
     /// (`text::fim`).
     pub suffix: Option<String>,
+    /// Candidates generated per prompt, of which the `n` best are returned (`best_of`).
+    pub best_of: Option<i64>,
+    /// vLLM's: `n` beams searched (`generation::beam_search`) instead of sampling.
+    #[serde(default)]
+    pub use_beam_search: bool,
+    /// vLLM's: beam scores divide by length to this power (beam search only; default 1).
+    pub length_penalty: Option<f64>,
     #[serde(flatten)]
     pub sampling: SamplingFields,
     /// `response_format`, `structured_outputs`, `guided_*`.
@@ -102,9 +109,9 @@ mod tests {
     #[test]
     fn unimplemented_fields_are_refused_by_name() {
         let req: CompletionRequest =
-            serde_json::from_str(r#"{"prompt": "hi", "best_of": 2, "user": "u"}"#).unwrap();
+            serde_json::from_str(r#"{"prompt": "hi", "verbosity": "low", "user": "u"}"#).unwrap();
         let e = req.refuse_unimplemented().unwrap_err();
-        assert_eq!(e.message, "`best_of` is not supported yet");
+        assert_eq!(e.message, "`verbosity` is not supported yet");
         let ok: CompletionRequest =
             serde_json::from_str(r#"{"prompt": "hi", "max_tokens": 3, "echo": true, "user": "u"}"#)
                 .unwrap();

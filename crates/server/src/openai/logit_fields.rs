@@ -52,6 +52,7 @@ impl LogitFields {
                 min_tokens,
                 allowed_token_ids,
                 bad_words: Vec::new(),
+                thinking_budget: None,
             },
             bad_words: bad_words.unwrap_or_default(),
         })

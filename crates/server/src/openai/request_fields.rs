@@ -28,24 +28,17 @@ pub const IGNORED_ON_PURPOSE: &[&str] = &[
 /// OpenAI and vLLM fields that ferrite knows but does not implement yet: refused with "not
 /// supported yet" rather than "unknown field", so the client knows it is not a typo.
 const NOT_YET: &[&str] = &[
-    "guided_decoding_backend",
     "audio",
     "modalities",
     "prediction",
     "web_search_options",
     "verbosity",
-    "best_of",
-    "use_beam_search",
-    "length_penalty",
     "logits_processors",
-    "documents",
-    "chat_template",
     "mm_processor_kwargs",
-    "priority",
 ];
 
 /// Refuses the first field of `rest` (the fields no typed field took) that is neither ignored on
-/// purpose nor `null` (a client that sends `"best_of": null` asks for nothing).
+/// purpose nor `null` (a client that sends `"prediction": null` asks for nothing).
 pub fn refuse_unimplemented(rest: &BTreeMap<String, Value>) -> Result<(), ApiError> {
     for (name, value) in rest {
         if value.is_null() || IGNORED_ON_PURPOSE.contains(&name.as_str()) {
@@ -82,11 +75,14 @@ mod tests {
     #[test]
     fn ignored_fields_and_nulls_pass_others_name_the_field() {
         assert!(refuse_unimplemented(&rest(json!({"user": "u", "metadata": {"a": "b"}}))).is_ok());
-        assert!(refuse_unimplemented(&rest(json!({"best_of": null}))).is_ok());
-        let e = refuse_unimplemented(&rest(json!({"best_of": 2}))).unwrap_err();
+        assert!(refuse_unimplemented(&rest(json!({"prediction": null}))).is_ok());
+        let e = refuse_unimplemented(&rest(
+            json!({"prediction": {"type": "content", "content": "x"}}),
+        ))
+        .unwrap_err();
         assert_eq!(e.status, 400);
-        assert_eq!(e.param.as_deref(), Some("best_of"));
-        assert_eq!(e.message, "`best_of` is not supported yet");
+        assert_eq!(e.param.as_deref(), Some("prediction"));
+        assert_eq!(e.message, "`prediction` is not supported yet");
         let typo = refuse_unimplemented(&rest(json!({"temprature": 0}))).unwrap_err();
         assert_eq!(typo.message, "unknown field `temprature`");
     }

@@ -77,6 +77,8 @@ pub struct SamplingFields {
     /// ferrite's extension: `false` keeps this request out of speculative decoding (its
     /// output distribution is the same either way).
     pub speculative_decoding: Option<bool>,
+    /// vLLM's: the request's place under `--scheduling-policy priority` (lower first).
+    pub priority: Option<i32>,
 }
 
 /// What a generation request asks for once validated (before the prompt length is known).
@@ -228,6 +230,7 @@ impl SamplingFields {
             logprobs,
             prompt_logprobs: None,
             allow_speculation: self.speculative_decoding.unwrap_or(true),
+            priority: self.priority.unwrap_or(0),
             // Set by the route from the structured-output fields.
             constraint: None,
         };

@@ -36,6 +36,9 @@ pub struct StructuredFields {
     pub guided_regex: Option<String>,
     pub guided_choice: Option<Vec<String>>,
     pub guided_grammar: Option<String>,
+    /// vLLM's per-request choice of constraint engine: ferrite has one, llguidance (vLLM's
+    /// `guidance`), which `auto` picks too; naming another is a 400.
+    pub guided_decoding_backend: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -73,6 +76,9 @@ struct StructuredOutputs {
 impl StructuredFields {
     /// The one grammar these fields ask for, if any.
     pub fn grammar(&self) -> Result<Option<RequestedGrammar>, ApiError> {
+        if let Some(backend) = &self.guided_decoding_backend {
+            check_backend(backend)?;
+        }
         let mut found: Vec<RequestedGrammar> = Vec::new();
         let mut push = |param, grammar| found.push(RequestedGrammar { grammar, param });
         if let Some(g) = self
@@ -115,6 +121,22 @@ impl StructuredFields {
         }
         Ok(found.pop())
     }
+}
+
+/// Backends by vLLM's names (options after a `:`, as in `guidance:disable-any-whitespace`,
+/// are vLLM's tuning of that backend and not read here).
+fn check_backend(backend: &str) -> Result<(), ApiError> {
+    let name = backend.split(':').next().unwrap_or_default();
+    if matches!(name, "auto" | "guidance" | "llguidance") {
+        return Ok(());
+    }
+    Err(ApiError::invalid_param(
+        "guided_decoding_backend",
+        format!(
+            "`{name}` is not available: ferrite's structured outputs run on llguidance \
+             (vLLM's `guidance` backend); ask for `guidance` or `auto`"
+        ),
+    ))
 }
 
 fn response_format(value: &Value) -> Result<Option<GrammarRequest>, ApiError> {
@@ -200,6 +222,27 @@ mod tests {
 
     fn fields(v: Value) -> StructuredFields {
         serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn the_backend_named_must_be_llguidance() {
+        for ok in [
+            "auto",
+            "guidance",
+            "guidance:disable-any-whitespace",
+            "llguidance",
+        ] {
+            let f = fields(json!({"guided_regex": "a+", "guided_decoding_backend": ok}));
+            assert_eq!(f.grammar().unwrap().unwrap().param, "guided_regex", "{ok}");
+        }
+        let f = fields(json!({"guided_regex": "a+", "guided_decoding_backend": "xgrammar"}));
+        let e = f.grammar().unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("guided_decoding_backend"));
+        assert!(
+            e.message.contains("`xgrammar` is not available"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

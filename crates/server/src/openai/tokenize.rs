@@ -21,6 +21,9 @@ pub enum TokenizeRequest {
         /// Rendered into the prompt as the chat endpoint renders them.
         tools: Option<Vec<ToolSpec>>,
         chat_template_kwargs: Option<Map<String, Value>>,
+        /// As chat's (`--trust-request-chat-template`).
+        chat_template: Option<String>,
+        documents: Option<Vec<Value>>,
     },
     Prompt {
         model: Option<String>,

@@ -26,6 +26,15 @@ const OPEN: &str = "<think>";
 const CLOSE: &str = "</think>";
 
 impl ReasoningFormat {
+    /// The text that ends the reasoning where it is one token of the vocabulary in practice
+    /// (`</think>`); gpt-oss ends its analysis channel with a header of several.
+    pub fn end_token(self) -> Option<&'static str> {
+        match self {
+            Self::Qwen3 | Self::DeepseekR1 => Some(CLOSE),
+            Self::OpenaiGptoss => None,
+        }
+    }
+
     /// The format a chat template's text implies, if it mentions think blocks at all.
     pub fn detect(template: &str) -> Option<Self> {
         if is_harmony_template(template) {

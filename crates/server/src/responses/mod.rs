@@ -1,5 +1,6 @@
-//! OpenAI's Responses API (`POST /v1/responses`), stateless: its wire format and its translation
-//! to and from the chat path every chat-shaped API shares (`crate::generation::chat_turn`).
+//! OpenAI's Responses API (`/v1/responses`): its wire format, its translation to and from the
+//! chat path every chat-shaped API shares (`crate::generation::chat_turn`). Finished responses
+//! are kept in `crate::app::response_store`.
 //!
 //! - [`request`]: the request body, refused fields, and the [`crate::generation::chat_turn::ChatTurn`] it asks for;
 //! - [`input`]: `input` items (messages, function calls and their outputs) as chat messages;

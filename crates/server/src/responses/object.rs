@@ -29,7 +29,7 @@ pub struct ResponseObject {
     pub text: TextConfig,
     pub tool_choice: ResponsesToolChoice,
     pub tools: Vec<FunctionTool>,
-    /// Nothing is stored, whatever the request's `store` said.
+    /// Kept for `previous_response_id` and `GET /v1/responses/{id}` (`responses::store`).
     pub store: bool,
     pub background: bool,
     pub truncation: &'static str,

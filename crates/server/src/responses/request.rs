@@ -1,13 +1,13 @@
-//! The `POST /v1/responses` body. Stateless: nothing is stored, so `previous_response_id` (and
-//! `background`, which needs a stored response to poll) is a 400 naming it, and `store` is
-//! accepted and ignored like the other bookkeeping fields of `openai::request_fields`.
-//! `truncation` takes `disabled` (what ferrite does) and `include` no value yet. Any other
-//! field not below is a 400 naming it, as on the chat route.
+//! The `POST /v1/responses` body. `store` (default true) keeps the response
+//! (`responses::store`), `previous_response_id` continues a stored one (the route looks its
+//! conversation up and hands it to [`ResponsesRequest::read`]), `background` runs it to be
+//! polled. `truncation` takes `disabled` (what ferrite does) and `include` no value yet. Any
+//! other field not below is a 400 naming it, as on the chat route.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::input::{chat_messages, Input};
 use super::object::ResponseSettings;
@@ -39,6 +39,8 @@ pub struct ResponsesRequest {
     pub reasoning: Option<Value>,
     pub previous_response_id: Option<String>,
     pub background: Option<bool>,
+    /// Keep the response (default true, as OpenAI's).
+    pub store: Option<bool>,
     /// Extra output to include: none of OpenAI's values can be honoured yet (each a 400).
     pub include: Option<Vec<String>>,
     /// `disabled` (OpenAI's default, what ferrite does); `auto` is a 400.
@@ -54,11 +56,19 @@ pub struct ReadRequest {
     pub turn: ChatTurn,
     pub sampling: ValidatedSampling,
     pub settings: ResponseSettings,
+    /// The conversation as input items: the stored one continued, then this input.
+    pub items: Vec<Value>,
+    pub background: bool,
 }
 
 impl ResponsesRequest {
-    /// Checks every field and translates the request to the chat path's terms.
-    pub fn read(self, defaults: &SamplingDefaults) -> Result<ReadRequest, ApiError> {
+    /// Checks every field and translates the request to the chat path's terms; `prior` is
+    /// the conversation `previous_response_id` continues (as input items).
+    pub fn read(
+        self,
+        defaults: &SamplingDefaults,
+        prior: Vec<Value>,
+    ) -> Result<ReadRequest, ApiError> {
         self.refuse_unsupported()?;
         let max_output_tokens = match self.max_output_tokens {
             Some(m) if m < 1 => {
@@ -81,7 +91,12 @@ impl ResponsesRequest {
         let input = self
             .input
             .ok_or_else(|| ApiError::invalid_param("input", "`input` is required"))?;
-        let messages = chat_messages(self.instructions.clone(), input)?;
+        let mut items = prior;
+        match input {
+            Input::Text(text) => items.push(json!({"role": "user", "content": text})),
+            Input::Items(more) => items.extend(more),
+        }
+        let messages = chat_messages(self.instructions.clone(), Input::Items(items.clone()))?;
         if messages.is_empty() {
             return Err(ApiError::invalid_param(
                 "input",
@@ -105,6 +120,7 @@ impl ResponsesRequest {
             add_special_tokens: false,
             grammar: self.text.grammar()?,
             reasoning_effort: requested_effort(self.reasoning.as_ref())?,
+            ..ChatTurn::default()
         };
         let settings = ResponseSettings {
             instructions: self.instructions,
@@ -120,22 +136,25 @@ impl ResponsesRequest {
             turn,
             sampling,
             settings,
+            items,
+            background: self.background == Some(true),
         })
     }
 
     fn refuse_unsupported(&self) -> Result<(), ApiError> {
-        if self.previous_response_id.is_some() {
-            return Err(ApiError::invalid_param(
-                "previous_response_id",
-                "`previous_response_id` is not supported: this server stores no responses; send \
-                 the whole conversation in `input`",
-            ));
-        }
         if self.background == Some(true) {
-            return Err(ApiError::invalid_param(
-                "background",
-                "`background` is not supported: this server stores no responses to poll",
-            ));
+            if self.store == Some(false) {
+                return Err(ApiError::invalid_param(
+                    "background",
+                    "`background` needs `store`: a background response is polled from the store",
+                ));
+            }
+            if self.stream {
+                return Err(ApiError::invalid_param(
+                    "background",
+                    "`background` with `stream` is not supported: poll GET /v1/responses/{id}",
+                ));
+            }
         }
         if let Some(value) = self.include.iter().flatten().next() {
             return Err(ApiError::invalid_param(
@@ -242,7 +261,7 @@ mod tests {
 
     fn read(body: Value) -> Result<ReadRequest, ApiError> {
         let req: ResponsesRequest = serde_json::from_value(body).unwrap();
-        req.read(&SamplingDefaults::default())
+        req.read(&SamplingDefaults::default(), Vec::new())
     }
 
     #[test]
@@ -292,6 +311,24 @@ mod tests {
     }
 
     #[test]
+    fn a_continuation_renders_the_stored_items_before_the_new_input() {
+        let req: ResponsesRequest =
+            serde_json::from_value(json!({"input": "and then?", "instructions": "Be brief."}))
+                .unwrap();
+        let prior = vec![
+            json!({"role": "user", "content": "once"}),
+            json!({"type": "message", "role": "assistant",
+                   "content": [{"type": "output_text", "text": "upon", "annotations": []}]}),
+        ];
+        let r = req.read(&SamplingDefaults::default(), prior).unwrap();
+        let roles: Vec<&str> = r.turn.messages.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "user"]);
+        // The instructions are this request's, not part of the kept conversation.
+        assert_eq!(r.items.len(), 3);
+        assert_eq!(r.items[2], json!({"role": "user", "content": "and then?"}));
+    }
+
+    #[test]
     fn a_full_request_becomes_a_chat_turn() {
         let r = read(
             json!({"model": "m", "input": "hi", "instructions": "Be brief.",
@@ -316,13 +353,10 @@ mod tests {
     }
 
     #[test]
-    fn stateful_and_unknown_fields_are_a_400_naming_them() {
+    fn unknown_fields_and_background_without_store_are_a_400_naming_them() {
         for (extra, param) in [
-            (
-                json!({"previous_response_id": "resp_1"}),
-                "previous_response_id",
-            ),
-            (json!({"background": true}), "background"),
+            (json!({"background": true, "store": false}), "background"),
+            (json!({"background": true, "stream": true}), "background"),
             (
                 json!({"reasoning": {"summary": "auto"}}),
                 "reasoning.summary",

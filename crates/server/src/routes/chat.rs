@@ -3,9 +3,11 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
 
 use super::answer::{respond, AnswerShape};
+use super::beam_answer::{self, beam_options, refuse_lone_length_penalty};
 use super::chat_stream::{finish_reason, ChatChunks};
 use super::request_id::adopt_body_request_id;
 use crate::app::state::AppState;
@@ -14,7 +16,7 @@ use crate::generation::chat_turn::{start_chat, ChatTurn, StartedChat};
 use crate::generation::reasoning_effort::RequestedEffort;
 use crate::generation::submission::ChoiceResult;
 use crate::json_body::JsonBody;
-use crate::openai::chat::ChatRequest;
+use crate::openai::chat::{request_template, template_inputs, ChatRequest};
 use crate::openai::legacy_functions::{modernize_messages, tool_fields};
 use crate::openai::logprobs::ChatLogprobs;
 use crate::openai::prompt_logprobs::PromptLogprobs;
@@ -48,12 +50,51 @@ pub async fn chat_completions(
     let mut messages = req.messages;
     modernize_messages(&mut messages);
     let mut sampling = req.sampling.validate(logprobs, &state.sampling_defaults)?;
+    if req.use_beam_search {
+        let conflicts = [
+            ("logprobs", logprobs.is_some()),
+            ("tools", tools.tools.as_ref().is_some_and(|t| !t.is_empty())),
+            ("response_format", req.structured.grammar()?.is_some()),
+            ("reasoning_effort", req.reasoning_effort.is_some()),
+        ];
+        let options = beam_options(&state, &sampling, req.length_penalty, None, &conflicts)?;
+        let mut kwargs = req.chat_template_kwargs;
+        let own_template = request_template(
+            state.trust_request_chat_template,
+            req.chat_template,
+            req.documents,
+            &mut kwargs,
+        )?;
+        let mut inputs = template_inputs(messages, add_generation_prompt, None, kwargs)?;
+        inputs.continue_final_message = continue_final_message;
+        inputs.add_special_tokens = req.add_special_tokens.unwrap_or(false);
+        inputs.template = own_template;
+        let prompt = state.tokenizers.render_chat_inputs(inputs).await?.ids;
+        let meta = ResponseMeta::new(
+            format!("chatcmpl-{}", state.client_request_id()),
+            state.model_name.clone(),
+        );
+        // The beams' text as generated: no reasoning or tool-call parsing.
+        let shape = Shape {
+            logprobs: false,
+            prompt_logprobs: None,
+            prompt_ids: sampling.return_token_ids.then(|| prompt.clone()),
+            output: OutputSpec::default(),
+            legacy_functions: false,
+        };
+        let prompts = [prompt];
+        let complete = beam_answer::answer(&state, &prompts, &sampling, options, meta, shape);
+        return Ok(Json(complete.await?).into_response());
+    }
+    refuse_lone_length_penalty(req.length_penalty)?;
     let turn = ChatTurn {
         messages,
         tools: tools.tools,
         tool_choice: tools.tool_choice,
         parallel_tool_calls: tools.parallel_tool_calls,
         chat_template_kwargs: req.chat_template_kwargs,
+        chat_template: req.chat_template,
+        documents: req.documents,
         add_generation_prompt,
         continue_final_message,
         add_special_tokens: req.add_special_tokens.unwrap_or(false),

@@ -3,12 +3,15 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
 
 use super::answer::{respond, AnswerShape, ChunkFormatter, ChunkPart};
+use super::beam_answer::{self, beam_options, refuse_lone_length_penalty};
 use super::request_id::adopt_body_request_id;
 use crate::app::state::AppState;
 use crate::error::ApiError;
+use crate::generation::best_of;
 use crate::generation::submission::ChoiceResult;
 use crate::generation::submit::{submit, PromptTokens, SubmitOptions, Submitted};
 use crate::json_body::JsonBody;
@@ -43,6 +46,13 @@ pub async fn completions(
         .map(|n| check_top_logprobs("logprobs", n))
         .transpose()?;
     let mut sampling = req.sampling.validate(logprobs, &state.sampling_defaults)?;
+    let n = sampling.n;
+    let best_of = best_of::candidates(req.best_of, n, sampling.stream)?;
+    if let Some(candidates) = best_of {
+        // Every candidate's token logprobs, to rank them by.
+        sampling.n = candidates;
+        sampling.params.logprobs.get_or_insert(0);
+    }
     let options = SubmitOptions {
         grammar: req.structured.grammar()?,
         default_max_tokens: Some(DEFAULT_MAX_TOKENS),
@@ -53,6 +63,7 @@ pub async fn completions(
         .truncate_prompt_tokens
         .map(|t| t.keep(state.engine.max_model_len()))
         .transpose()?;
+    let how_suffix = req.suffix.is_some();
     let how = Tokenize {
         echo: req.echo,
         add_special_tokens: req.add_special_tokens.unwrap_or(true),
@@ -60,6 +71,39 @@ pub async fn completions(
         suffix: fim_suffix(&state, req.suffix, req.echo, keep)?,
     };
     let prompts = tokenize(&state, req.prompt.into_prompts(), how);
+    if req.use_beam_search {
+        let conflicts = [
+            ("logprobs", logprobs.is_some()),
+            ("echo", req.echo),
+            ("suffix", how_suffix),
+            ("best_of", best_of.is_some()),
+            ("response_format", options.grammar.is_some()),
+        ];
+        let beam_options = beam_options(
+            &state,
+            &sampling,
+            req.length_penalty,
+            Some(DEFAULT_MAX_TOKENS),
+            &conflicts,
+        )?;
+        let prompts = prompts.await?;
+        let ids: Vec<Vec<u32>> = prompts.0.iter().map(|p| p.ids.clone()).collect();
+        let meta = ResponseMeta::new(
+            format!("cmpl-{}", state.client_request_id()),
+            state.model_name.clone(),
+        );
+        let shape = Shape {
+            n,
+            echo: false,
+            logprobs: None,
+            prompt_logprobs: None,
+            return_token_ids: sampling.return_token_ids,
+            prompts: prompts.0,
+        };
+        let complete = beam_answer::answer(&state, &ids, &sampling, beam_options, meta, shape);
+        return Ok(Json(complete.await?).into_response());
+    }
+    refuse_lone_length_penalty(req.length_penalty)?;
     let Submitted {
         prompt: TokenizedPrompts(prompts),
         submission,
@@ -69,13 +113,18 @@ pub async fn completions(
         state.model_name.clone(),
     );
     let shape = Shape {
-        n: sampling.n,
+        n,
         echo: req.echo,
         logprobs,
         prompt_logprobs: sampling.prompt_logprobs,
         return_token_ids: sampling.return_token_ids,
         prompts,
     };
+    if let Some(candidates) = best_of {
+        let (results, usage) = submission.collect().await?;
+        let best = best_of::keep_best(results, candidates, n);
+        return Ok(Json(shape.complete(meta, best, usage)).into_response());
+    }
     respond(submission, meta, &sampling, shape).await
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::app::state::AppState;
 use crate::error::ApiError;
 use crate::json_body::JsonBody;
-use crate::openai::chat::{prompt_ending, template_inputs};
+use crate::openai::chat::{prompt_ending, request_template, template_inputs};
 use crate::openai::legacy_functions::modernize_messages;
 use crate::openai::models::{ModelCard, ModelList};
 use crate::openai::tokenize::{
@@ -79,9 +79,17 @@ pub async fn tokenize(
             continue_final_message,
             add_special_tokens,
             tools,
-            chat_template_kwargs,
+            mut chat_template_kwargs,
+            chat_template,
+            documents,
         } => {
             state.check_model(model.as_deref())?;
+            let own_template = request_template(
+                state.trust_request_chat_template,
+                chat_template,
+                documents,
+                &mut chat_template_kwargs,
+            )?;
             let (add_generation_prompt, continue_final_message) =
                 prompt_ending(add_generation_prompt, continue_final_message)?;
             let mut messages = messages;
@@ -94,6 +102,7 @@ pub async fn tokenize(
             )?;
             inputs.continue_final_message = continue_final_message;
             inputs.add_special_tokens = add_special_tokens.unwrap_or(false);
+            inputs.template = own_template;
             state.tokenizers.render_chat_inputs(inputs).await?.ids
         }
     };

@@ -9,11 +9,14 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use ferrite_engine::ThinkingBudget;
 
 use super::messages_stream;
 use crate::anthropic::blocks::{assemble, BlockBuilder};
 use crate::anthropic::error::{AnthropicError, AnthropicJson};
-use crate::anthropic::request::{refuse_unimplemented, CountTokensRequest, MessagesRequest};
+use crate::anthropic::request::{
+    refuse_unimplemented, Conversation, CountTokensRequest, MessagesRequest, ThinkingConfig,
+};
 use crate::anthropic::response::{new_message_id, Message, StopReason, TokenCount};
 use crate::anthropic::translate::chat_turn;
 use crate::anthropic::turn_text::{TurnEnd, TurnText};
@@ -44,6 +47,7 @@ pub async fn create_message(
     // Matched by the detokenizer as stop strings, which reports the one that matched.
     sampling.stop = req.stop_sequences.unwrap_or_default();
     let reads_reasoning = state.reasoning_format.is_some();
+    sampling.params.logit_rules.thinking_budget = thinking_budget(&state, &req.conversation);
     let turn = chat_turn(req.conversation, sampling.max_tokens, reads_reasoning)?;
     let StartedChat { submission, output } = start_chat(&state, turn, &mut sampling).await?;
     let reply = Message::started(
@@ -114,4 +118,16 @@ async fn complete(
     }
     reply.content = assemble(&events);
     Ok(Json(reply).into_response())
+}
+
+/// `thinking.budget_tokens` as a logit rule: past the budget the model's `</think>` is forced,
+/// ending the thinking block (where the model's reasoning ends with one such token).
+fn thinking_budget(state: &AppState, conversation: &Conversation) -> Option<ThinkingBudget> {
+    match conversation.thinking {
+        Some(ThinkingConfig::Enabled { budget_tokens }) => Some(ThinkingBudget {
+            tokens: usize::try_from(budget_tokens).ok()?,
+            end: state.thinking_end?,
+        }),
+        _ => None,
+    }
 }

@@ -2,6 +2,7 @@
 
 mod answer;
 mod auth;
+mod beam_answer;
 pub mod chat;
 mod chat_stream;
 pub mod completions;
@@ -40,6 +41,14 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/completions", post(completions::completions))
         .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/responses", post(responses::create_response))
+        .route(
+            "/v1/responses/{id}",
+            get(responses::get_response).delete(responses::delete_response),
+        )
+        .route(
+            "/v1/responses/{id}/cancel",
+            post(responses::cancel_response),
+        )
         .route("/v1/messages", post(messages::create_message))
         .route("/v1/messages/count_tokens", post(messages::count_tokens))
         .route("/v1/models", get(info::models))

@@ -126,6 +126,8 @@ pub struct ChatInputs {
     /// The rendered text is tokenized with the tokenizer's own special tokens added (a BOS
     /// the template may already have written): vLLM's `add_special_tokens`, off for chat.
     pub add_special_tokens: bool,
+    /// A template of the request's own, rendered in place of the model's.
+    pub template: Option<String>,
 }
 
 impl ChatInputs {

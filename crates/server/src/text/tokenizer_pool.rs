@@ -144,14 +144,21 @@ impl TokenizerPool {
     }
 }
 
+/// Request templates (`chat_template` in the body) a worker keeps compiled: clients that send
+/// one tend to send the same one with every request.
+const REQUEST_TEMPLATES_KEPT: usize = 4;
+
 fn worker(model: TextModel, jobs: Arc<Mutex<Receiver<Job>>>) {
     let template = model.chat_template.as_deref().and_then(|src| {
         ChatTemplate::new(src, model.bos_token.as_deref(), model.eos_token.as_deref()).ok()
     });
+    // Most recently used last.
+    let mut request_templates: Vec<(String, ChatTemplate)> = Vec::new();
     let harmony = model
         .harmony_system()
         .cloned()
         .map(|system| (system, literal_tokenizer(&model.tokenizer)));
+    let specials = (model.bos_token.clone(), model.eos_token.clone());
     let tokenizer = model.tokenizer;
     loop {
         // Holding the lock only while waiting hands each job to exactly one idle worker.
@@ -169,18 +176,23 @@ fn worker(model: TextModel, jobs: Arc<Mutex<Receiver<Job>>>) {
                 let _ = reply.send(encode(&tokenizer, &text, add_special_tokens));
             }
             Job::Chat { inputs, reply } => {
-                let result = match (&harmony, &template) {
-                    (Some((system, literal)), _) => render_harmony(&inputs, system, literal),
+                let own = match inputs.template.as_deref() {
+                    Some(src) => match request_template(&mut request_templates, src, &specials) {
+                        Ok(t) => Some(t),
+                        Err(e) => {
+                            let _ = reply.send(Err(e));
+                            continue;
+                        }
+                    },
+                    None => None,
+                };
+                let result = match (own.or(template.as_ref()), &harmony) {
+                    (Some(t), _) if inputs.template.is_some() => {
+                        render_template(t, &inputs, &tokenizer)
+                    }
+                    (_, Some((system, literal))) => render_harmony(&inputs, system, literal),
                     (None, None) => Err(ApiError::bad_request(TemplateError::Missing.to_string())),
-                    (None, Some(t)) => t
-                        .render_inputs(&inputs)
-                        .map_err(|e| ApiError::bad_request(e.to_string()))
-                        // Templates write their own BOS/special tokens into the text, so the
-                        // tokenizer adds its own only when asked (`add_special_tokens`).
-                        .and_then(|text| {
-                            encode(&tokenizer, &text, inputs.add_special_tokens)
-                                .map(|ids| ChatPrompt { text, ids })
-                        }),
+                    (Some(t), None) => render_template(t, &inputs, &tokenizer),
                 };
                 let _ = reply.send(result);
             }
@@ -196,6 +208,45 @@ fn worker(model: TextModel, jobs: Arc<Mutex<Receiver<Job>>>) {
             }
         }
     }
+}
+
+/// The request's own template, compiled once and kept among the worker's last few.
+fn request_template<'a>(
+    kept: &'a mut Vec<(String, ChatTemplate)>,
+    src: &str,
+    (bos, eos): &(Option<String>, Option<String>),
+) -> Result<&'a ChatTemplate, ApiError> {
+    match kept.iter().position(|(s, _)| s == src) {
+        Some(i) => {
+            let entry = kept.remove(i);
+            kept.push(entry);
+        }
+        None => {
+            let compiled = ChatTemplate::new(src, bos.as_deref(), eos.as_deref())
+                .map_err(|e| ApiError::invalid_param("chat_template", e.to_string()))?;
+            if kept.len() == REQUEST_TEMPLATES_KEPT {
+                kept.remove(0);
+            }
+            kept.push((src.to_string(), compiled));
+        }
+    }
+    Ok(&kept.last().expect("just pushed").1)
+}
+
+/// The chat template's rendering of `inputs`, tokenized.
+fn render_template(
+    template: &ChatTemplate,
+    inputs: &ChatInputs,
+    tokenizer: &Tokenizer,
+) -> Result<ChatPrompt, ApiError> {
+    template
+        .render_inputs(inputs)
+        .map_err(|e| ApiError::bad_request(e.to_string()))
+        // Templates write their own BOS/special tokens into the text, so the tokenizer adds
+        // its own only when asked (`add_special_tokens`).
+        .and_then(|text| {
+            encode(tokenizer, &text, inputs.add_special_tokens).map(|ids| ChatPrompt { text, ids })
+        })
 }
 
 /// A copy of the tokenizer that reads special tokens' text as text: harmony's text pieces are
@@ -273,123 +324,4 @@ fn encode(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::testing::byte_level_tokenizer;
-    use serde_json::json;
-
-    fn model() -> TextModel {
-        TextModel {
-            tokenizer: byte_level_tokenizer(),
-            chat_template: Some(
-                "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}".into(),
-            ),
-            bos_token: None,
-            eos_token: Some("<|im_end|>".into()),
-            chat_renderer: ChatRenderer::Auto,
-            harmony: HarmonySystem::default(),
-        }
-    }
-
-    #[tokio::test]
-    async fn chat_prompts_parse_special_tokens_in_the_rendered_text() {
-        let pool = TokenizerPool::new(&model(), 2).unwrap();
-        let tok = byte_level_tokenizer();
-        let p = pool
-            .render_chat(vec![json!({"role": "user", "content": "hi"})], false)
-            .await
-            .unwrap();
-        assert_eq!(p.text, "<|im_start|>user\nhi<|im_end|>\n");
-        let start = tok.token_to_id("<|im_start|>").unwrap();
-        let end = tok.token_to_id("<|im_end|>").unwrap();
-        assert_eq!(p.ids.first(), Some(&start));
-        assert!(p.ids.contains(&end));
-        assert_eq!(tok.decode(&p.ids, false).unwrap(), p.text);
-    }
-
-    #[tokio::test]
-    async fn a_chat_prompt_gets_the_tokenizers_special_tokens_only_when_asked() {
-        let mut model = model();
-        let bos = model.tokenizer.token_to_id("<|endoftext|>").unwrap();
-        // A BOS in front of every text, as Llama's tokenizers add.
-        let processor: tokenizers::PostProcessorWrapper = serde_json::from_value(json!({
-            "type": "TemplateProcessing",
-            "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
-                {"Sequence": {"id": "A", "type_id": 0}}],
-            "pair": [{"Sequence": {"id": "A", "type_id": 0}}],
-            "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [bos],
-                "tokens": ["<|endoftext|>"]}}}))
-        .unwrap();
-        model.tokenizer.with_post_processor(Some(processor));
-        let pool = TokenizerPool::new(&model, 1).unwrap();
-        let mut inputs = ChatInputs::new(vec![json!({"role": "user", "content": "hi"})], false);
-        let plain = pool.render_chat_inputs(inputs.clone()).await.unwrap();
-        inputs.add_special_tokens = true;
-        let with = pool.render_chat_inputs(inputs).await.unwrap();
-        assert_eq!(with.ids[0], bos);
-        assert_eq!(with.ids[1..], plain.ids[..]);
-        let literal = literal_tokenizer(&model.tokenizer);
-        assert_eq!(
-            with_special_tokens(&literal, plain.ids.clone()).unwrap(),
-            with.ids
-        );
-    }
-
-    #[tokio::test]
-    async fn many_concurrent_jobs_all_get_their_own_answer() {
-        let pool = TokenizerPool::new(&model(), 2).unwrap();
-        let jobs = (0..50).map(|i| {
-            let pool = pool.clone();
-            async move { (i, pool.encode(format!("n{i}"), false).await.unwrap()) }
-        });
-        let tok = byte_level_tokenizer();
-        for (i, ids) in futures::future::join_all(jobs).await {
-            assert_eq!(tok.decode(&ids, false).unwrap(), format!("n{i}"));
-        }
-    }
-
-    #[tokio::test]
-    async fn a_harmony_template_gets_the_native_renderer_unless_the_flag_says_template() {
-        let tokenizer = Tokenizer::from_bytes(include_str!(
-            "../../tests/fixtures/harmony/o200k_harmony_subset.tokenizer.json"
-        ))
-        .unwrap();
-        let mut model = TextModel {
-            tokenizer,
-            chat_template: Some("{{ '<|channel|>' }}template".into()),
-            bos_token: None,
-            eos_token: None,
-            chat_renderer: ChatRenderer::Auto,
-            harmony: HarmonySystem {
-                date: Some("2026-01-02".into()),
-            },
-        };
-        let hi = || vec![json!({"role": "user", "content": "Hi!"})];
-        let pool = TokenizerPool::new(&model, 1).unwrap();
-        let p = pool.render_chat(hi(), true).await.unwrap();
-        assert!(p.text.contains("Current date: 2026-01-02\n"), "{}", p.text);
-        assert!(p
-            .text
-            .ends_with("<|start|>user<|message|>Hi!<|end|><|start|>assistant"));
-        assert_eq!(p.ids.first(), Some(&200006), "<|start|>");
-        let mut bad = vec![json!({"role": "tool", "tool_call_id": "x", "content": "r"})];
-        bad.extend(hi());
-        let err = pool.render_chat(bad, true).await.unwrap_err();
-        assert_eq!(err.param.as_deref(), Some("messages"));
-        model.chat_renderer = ChatRenderer::Template;
-        let pool = TokenizerPool::new(&model, 1).unwrap();
-        assert_eq!(
-            pool.render_chat(hi(), true).await.unwrap().text,
-            "<|channel|>template"
-        );
-    }
-
-    #[tokio::test]
-    async fn no_template_is_a_400() {
-        let mut m = model();
-        m.chat_template = None;
-        let pool = TokenizerPool::new(&m, 1).unwrap();
-        let err = pool.render_chat(vec![], true).await.unwrap_err();
-        assert_eq!(err.status, 400);
-    }
-}
+mod tests;

@@ -2,13 +2,14 @@
 //! eviction happen), page sizes 1 and 16, prefix caching on and off, with and without a
 //! sliding-window pool (as small as one sequence's window and step allow), with and without
 //! recurrent state (snapshots at random intervals), with and without speculative decoding (any
-//! proposer). The harness checks the page accounting after every step, and the fake model
+//! proposer), first-come-first-served or by random priorities. The harness checks the page accounting after every step, and the fake model
 //! checks every state it continues from; here we check nothing is lost or leaked at the end and
 //! that every request that ran to its end got exactly what the model oracle says.
 
 use proptest::prelude::*;
 
 use super::speculative::{proposer, Method};
+use crate::config::SchedulingPolicy;
 use crate::request::{FinishReason, RequestId, SamplingParams};
 use crate::speculative::Speculation;
 use crate::testing::fake_backend::expected_greedy;
@@ -24,6 +25,8 @@ enum Op {
         max_tokens: usize,
         seed: Option<u64>,
         prompt_logprobs: bool,
+        /// Used where the setup schedules by priority.
+        priority: i32,
     },
     Steps(usize),
     /// Abort the n-th request added so far (modulo), wherever it is.
@@ -32,9 +35,9 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => (0u32..3, 0usize..40, 1usize..20, 1usize..20, prop::option::of(0u64..4), 0..4)
-            .prop_map(|(prefix, shared, own, max_tokens, seed, one_in_4)| Op::Add {
-                prefix, shared, own, max_tokens, seed, prompt_logprobs: one_in_4 == 0
+        3 => (0u32..3, 0usize..40, 1usize..20, 1usize..20, prop::option::of(0u64..4), 0..4, -2i32..3)
+            .prop_map(|(prefix, shared, own, max_tokens, seed, one_in_4, priority)| Op::Add {
+                prefix, shared, own, max_tokens, seed, prompt_logprobs: one_in_4 == 0, priority
             }),
         3 => (1usize..6).prop_map(Op::Steps),
         1 => (0usize..64).prop_map(Op::Abort),
@@ -57,23 +60,31 @@ fn setup() -> impl Strategy<Value = Setup> {
         any::<bool>(),
         prop::option::of((1usize..40, 0usize..6)),
         prop::option::of((0usize..4, prop_oneof![Just(1usize), Just(16), Just(32)])),
+        prop_oneof![
+            Just(SchedulingPolicy::Fcfs),
+            Just(SchedulingPolicy::Priority)
+        ],
     )
         .prop_map(
-            |(page_size, pages16, budget, max_seqs, prefix_caching, window, recurrent)| Setup {
-                page_size,
-                // The same capacity in tokens whatever the page size: 48..192 tokens.
-                num_pages: pages16 * 16 / page_size,
-                budget,
-                max_seqs,
-                prefix_caching,
-                max_context: 4096,
-                // The least a sequence can run in: its window and a page either side, and
-                // a step's tokens; then a few to spare (the prefix cache keeps those).
-                window: window.map(|(tokens, spare)| {
-                    let least = (tokens - 1).div_ceil(page_size) + 2 + budget.div_ceil(page_size);
-                    (tokens, least + spare)
-                }),
-                recurrent,
+            |(page_size, pages16, budget, max_seqs, prefix_caching, window, recurrent, policy)| {
+                Setup {
+                    page_size,
+                    // The same capacity in tokens whatever the page size: 48..192 tokens.
+                    num_pages: pages16 * 16 / page_size,
+                    budget,
+                    max_seqs,
+                    prefix_caching,
+                    max_context: 4096,
+                    // The least a sequence can run in: its window and a page either side, and
+                    // a step's tokens; then a few to spare (the prefix cache keeps those).
+                    window: window.map(|(tokens, spare)| {
+                        let least =
+                            (tokens - 1).div_ceil(page_size) + 2 + budget.div_ceil(page_size);
+                        (tokens, least + spare)
+                    }),
+                    recurrent,
+                    policy,
+                }
             },
         )
 }
@@ -108,7 +119,7 @@ proptest! {
         let mut aborted = Vec::new();
         for op in ops {
             match op {
-                Op::Add { prefix, shared, own, max_tokens, seed, prompt_logprobs } => {
+                Op::Add { prefix, shared, own, max_tokens, seed, prompt_logprobs, priority } => {
                     let id = added.len() as RequestId;
                     let text = prompt(prefix, shared, own, id as u32);
                     let mut params = match seed {
@@ -119,6 +130,7 @@ proptest! {
                         },
                     };
                     params.prompt_logprobs = prompt_logprobs.then_some(1);
+                    params.priority = priority;
                     harness.add(request(id, text.clone(), params.clone()));
                     added.push((id, text, params));
                 }

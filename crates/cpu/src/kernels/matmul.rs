@@ -190,6 +190,11 @@ pub fn matmul_segments(isa: Isa, jobs: &mut [SegmentJob<'_>]) {
     ROUNDED.with(|p| *p.borrow_mut() = pool);
 }
 
+/// Rows of x up to which a bf16-path product of Q4_K/Q6_K takes `bf16_decode`: one. Measured
+/// on a Xeon with AMX (docs/performance.md, '2026-12-07 04:45 UTC'): 1.14-2.0x the exact
+/// kernels at one row, 0.78-1.06x at four, 0.72-0.84x at sixteen.
+const BF16_DECODE_MAX_ROWS: usize = 1;
+
 /// The kernel a product runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kernel {
@@ -211,7 +216,9 @@ fn kernel_of(isa: Isa, job: &SegmentJob<'_>) -> Kernel {
         ProductPath::Int8 => Kernel::Int8,
         ProductPath::Bf16 if job.m > fused_max_rows(isa) => Kernel::Bf16Tiles,
         ProductPath::Bf16
-            if bf16_decode::supports(job.matrix.dtype()) && bf16_decode::available() =>
+            if job.m <= BF16_DECODE_MAX_ROWS
+                && bf16_decode::supports(job.matrix.dtype())
+                && bf16_decode::available() =>
         {
             Kernel::Bf16Decode
         }

@@ -21,6 +21,7 @@ use crate::openai::tools::{ToolChoice, ToolChoiceMode, ToolSpec};
 use crate::output::assistant_output::{is_harmony, OutputSpec};
 use crate::output::harmony_grammar::{analysis_budget, harmony_lark, HarmonyAnswer};
 use crate::output::tool_calls::{forced_call_grammar, ToolCallFormat, ToolParsing};
+use crate::text::chat_template::ChatInputs;
 use crate::text::harmony_inputs::harmony_messages;
 
 /// What the model is asked for, whichever API asked.
@@ -46,6 +47,35 @@ pub struct ChatTurn {
     pub grammar: Option<RequestedGrammar>,
     /// `reasoning_effort` / `reasoning.effort`, for templates that take it.
     pub reasoning_effort: Option<RequestedEffort>,
+}
+
+/// The template's inputs for `turn` with `kwargs` as its variables: the request's own template
+/// (where the server trusts it) and `documents` taken in, gpt-oss's messages prepared for its
+/// template. Every chat-shaped answer renders its prompt from these (beam search too).
+pub fn turn_inputs(
+    state: &AppState,
+    turn: ChatTurn,
+    mut kwargs: Option<Map<String, Value>>,
+) -> Result<ChatInputs, ApiError> {
+    let own_template = request_template(
+        state.trust_request_chat_template,
+        turn.chat_template,
+        turn.documents,
+        &mut kwargs,
+    )?;
+    let mut inputs = template_inputs(
+        turn.messages,
+        turn.add_generation_prompt,
+        turn.tools.as_deref(),
+        kwargs,
+    )?;
+    inputs.continue_final_message = turn.continue_final_message;
+    inputs.template = own_template;
+    inputs.add_special_tokens = turn.add_special_tokens;
+    if state.harmony_template {
+        harmony_messages(&mut inputs.messages);
+    }
+    Ok(inputs)
 }
 
 /// The running turn: its engine requests and how their text is read.
@@ -84,12 +114,6 @@ pub async fn start_chat(
     // A harmony answer may reason before the constrained message: at most this many tokens.
     let analysis_tokens = analysis_budget(sampling.max_tokens);
     let mut chat_template_kwargs = turn.chat_template_kwargs.take();
-    let own_template = request_template(
-        state.trust_request_chat_template,
-        turn.chat_template.take(),
-        turn.documents.take(),
-        &mut chat_template_kwargs,
-    )?;
     apply_effort(
         turn.reasoning_effort.take(),
         state.template_reads_effort,
@@ -116,18 +140,7 @@ pub async fn start_chat(
             .map(|asked| harmony_final(asked, &turn, tools.as_ref(), state, analysis_tokens)),
         None => turn.grammar.take(),
     };
-    let mut inputs = template_inputs(
-        turn.messages,
-        turn.add_generation_prompt,
-        turn.tools.as_deref(),
-        chat_template_kwargs,
-    )?;
-    inputs.continue_final_message = turn.continue_final_message;
-    inputs.template = own_template;
-    inputs.add_special_tokens = turn.add_special_tokens;
-    if state.harmony_template {
-        harmony_messages(&mut inputs.messages);
-    }
+    let inputs = turn_inputs(state, turn, chat_template_kwargs)?;
     let render = state.tokenizers.render_chat_inputs(inputs);
     let options = SubmitOptions {
         grammar,

@@ -12,11 +12,11 @@ use super::chat_stream::{finish_reason, ChatChunks};
 use super::request_id::adopt_body_request_id;
 use crate::app::state::AppState;
 use crate::error::ApiError;
-use crate::generation::chat_turn::{start_chat, ChatTurn, StartedChat};
+use crate::generation::chat_turn::{start_chat, turn_inputs, ChatTurn, StartedChat};
 use crate::generation::reasoning_effort::RequestedEffort;
 use crate::generation::submission::ChoiceResult;
 use crate::json_body::JsonBody;
-use crate::openai::chat::{request_template, template_inputs, ChatRequest};
+use crate::openai::chat::ChatRequest;
 use crate::openai::legacy_functions::{modernize_messages, tool_fields};
 use crate::openai::logprobs::ChatLogprobs;
 use crate::openai::prompt_logprobs::PromptLogprobs;
@@ -58,17 +58,16 @@ pub async fn chat_completions(
             ("reasoning_effort", req.reasoning_effort.is_some()),
         ];
         let options = beam_options(&state, &sampling, req.length_penalty, None, &conflicts)?;
-        let mut kwargs = req.chat_template_kwargs;
-        let own_template = request_template(
-            state.trust_request_chat_template,
-            req.chat_template,
-            req.documents,
-            &mut kwargs,
-        )?;
-        let mut inputs = template_inputs(messages, add_generation_prompt, None, kwargs)?;
-        inputs.continue_final_message = continue_final_message;
-        inputs.add_special_tokens = req.add_special_tokens.unwrap_or(false);
-        inputs.template = own_template;
+        let turn = ChatTurn {
+            messages,
+            chat_template: req.chat_template,
+            documents: req.documents,
+            add_generation_prompt,
+            continue_final_message,
+            add_special_tokens: req.add_special_tokens.unwrap_or(false),
+            ..ChatTurn::default()
+        };
+        let inputs = turn_inputs(&state, turn, req.chat_template_kwargs)?;
         let prompt = state.tokenizers.render_chat_inputs(inputs).await?.ids;
         let meta = ResponseMeta::new(
             format!("chatcmpl-{}", state.client_request_id()),

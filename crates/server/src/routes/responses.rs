@@ -65,13 +65,12 @@ pub async fn create_response(
     response.store = store;
     response.background = background;
     let builder = OutputBuilder::new(&output);
-    let keep = store.then(|| (Arc::clone(&state), items));
     if background {
-        return Ok(Json(start_background(
-            &state, submission, response, builder, keep,
-        ))
-        .into_response());
+        // `read` refused background without store, and above, without a store to keep it.
+        let started = start_background(&state, submission, response, builder, items);
+        return Ok(Json(started).into_response());
     }
+    let keep = store.then(|| (Arc::clone(&state), items));
     if sampling.stream {
         return Ok(sse_response(submission, response, builder, keep));
     }
@@ -125,9 +124,8 @@ fn start_background(
     submission: Submission,
     response: ResponseObject,
     builder: OutputBuilder,
-    keep: Option<(Arc<AppState>, Vec<Value>)>,
+    items: Vec<Value>,
 ) -> ResponseObject {
-    let items = keep.map(|(_, items)| items).unwrap_or_default();
     // The task waits until the store holds its entry, so its finish always finds it.
     let (stored, wait) = tokio::sync::oneshot::channel::<()>();
     let task_state = Arc::clone(state);

@@ -176,23 +176,17 @@ fn worker(model: TextModel, jobs: Arc<Mutex<Receiver<Job>>>) {
                 let _ = reply.send(encode(&tokenizer, &text, add_special_tokens));
             }
             Job::Chat { inputs, reply } => {
-                let own = match inputs.template.as_deref() {
-                    Some(src) => match request_template(&mut request_templates, src, &specials) {
-                        Ok(t) => Some(t),
-                        Err(e) => {
-                            let _ = reply.send(Err(e));
-                            continue;
+                // A request's own template wins over the model's and over the harmony renderer.
+                let result = match inputs.template.as_deref() {
+                    Some(src) => request_template(&mut request_templates, src, &specials)
+                        .and_then(|t| render_template(t, &inputs, &tokenizer)),
+                    None => match (&harmony, &template) {
+                        (Some((system, literal)), _) => render_harmony(&inputs, system, literal),
+                        (None, Some(t)) => render_template(t, &inputs, &tokenizer),
+                        (None, None) => {
+                            Err(ApiError::bad_request(TemplateError::Missing.to_string()))
                         }
                     },
-                    None => None,
-                };
-                let result = match (own.or(template.as_ref()), &harmony) {
-                    (Some(t), _) if inputs.template.is_some() => {
-                        render_template(t, &inputs, &tokenizer)
-                    }
-                    (_, Some((system, literal))) => render_harmony(&inputs, system, literal),
-                    (None, None) => Err(ApiError::bad_request(TemplateError::Missing.to_string())),
-                    (Some(t), None) => render_template(t, &inputs, &tokenizer),
                 };
                 let _ = reply.send(result);
             }

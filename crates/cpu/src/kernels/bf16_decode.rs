@@ -1,5 +1,6 @@
-//! The bf16 path's products of few x rows (decode: at most `qgemm::fused_max_rows`) for the
-//! k-quant types of Q4_K_M files (Q4_K, Q6_K), on AVX-512 BF16's `vdpbf16ps`.
+//! The bf16 path's products of few x rows for the k-quant types of Q4_K_M files (Q4_K, Q6_K),
+//! on AVX-512 BF16's `vdpbf16ps`. `matmul` sends it one-row products (decode at batch 1): from
+//! four rows up the exact kernels are as fast or faster (`matmul::BF16_DECODE_MAX_ROWS`).
 //!
 //! AMX tiles (`bf16_gemm`) need every weight widened to bf16 in memory first, which costs more
 //! than a decode step's products; and the exact kernels (`qgemm`) spend most of a decode step

@@ -113,6 +113,29 @@ def test_a_trusted_request_brings_its_own_template_and_documents(recipe):
     assert both.value.body["param"] == "documents"
 
 
+def test_verbosity_reaches_a_template_that_reads_it(recipe):
+    url, _ = recipe
+    own = "{% if verbosity %}Verbosity: {{ verbosity }}\n{% endif %}Q: {{ messages[0].content }}\nA:"
+    body = {"messages": [{"role": "user", "content": "Why tides?"}], "max_tokens": 2,
+            "return_token_ids": True}
+    r = httpx.post(url + "/v1/chat/completions",
+                   json={**body, "chat_template": own, "verbosity": "low"}, timeout=60)
+    assert r.status_code == 200, r.text
+    ids = r.json()["prompt_token_ids"]
+    prompt = httpx.post(url + "/detokenize", json={"tokens": ids}, timeout=60).json()["prompt"]
+    assert prompt == "Verbosity: low\nQ: Why tides?\nA:"
+    # The server's template (the recipe's) has no `verbosity`: a 400 naming the field, on
+    # chat and on Responses; an unknown level too.
+    for path, extra, param in [
+        ("/v1/chat/completions", {"verbosity": "low"}, "verbosity"),
+        ("/v1/chat/completions", {"verbosity": "loud", "chat_template": own}, "verbosity"),
+        ("/v1/responses", {"text": {"verbosity": "low"}}, "text.verbosity"),
+    ]:
+        ask = body if path.endswith("completions") else {"input": "Why tides?"}
+        bad = httpx.post(url + path, json={**ask, **extra}, timeout=60)
+        assert bad.status_code == 400 and bad.json()["error"]["param"] == param, bad.text
+
+
 def test_one_request_id_in_body_headers_log_and_metrics(recipe):
     url, log_path = recipe
     body = {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 4}

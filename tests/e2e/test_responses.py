@@ -346,3 +346,25 @@ def test_a_background_response_is_polled_and_can_be_cancelled(client):
     assert cancelled.status == "cancelled"
     time.sleep(0.3)
     assert client.responses.retrieve(long.id).status == "cancelled"
+
+
+def test_a_stored_response_survives_a_thousand_others_within_the_bound(server):
+    # The default bound is 4,096 responses and 256 MiB: a thousand short ones later, the first is
+    # still there, whole.
+    from concurrent.futures import ThreadPoolExecutor
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    with httpx.Client(base_url=server.url, headers=headers, timeout=120) as h:
+        first = h.post("/v1/responses", json={"model": MODEL_NAME, "input": "Name a colour.",
+                                              "max_output_tokens": 8, "temperature": 0}).json()
+
+        def other(i):
+            r = h.post("/v1/responses", json={"model": MODEL_NAME, "input": f"Say {i}.",
+                                              "max_output_tokens": 1})
+            return r.status_code
+
+        with ThreadPoolExecutor(8) as pool:
+            codes = list(pool.map(other, range(1000)))
+        assert codes == [200] * 1000
+        again = h.get(f"/v1/responses/{first['id']}")
+        assert again.status_code == 200, again.text
+        assert again.json()["output"] == first["output"]

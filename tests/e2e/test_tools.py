@@ -26,7 +26,6 @@ ASK = [{"role": "user", "content": "What is the weather in Paris right now?"}]
 
 @pytest.mark.parametrize("field,value,says", [
     ("prediction", {"type": "content", "content": "x"}, "`prediction` is not supported yet"),
-    ("verbosity", "low", "`verbosity` is not supported yet"),
     ("temprature", 0.5, "unknown field `temprature`"),
 ])
 def test_an_unimplemented_field_is_a_400_naming_it(http, field, value, says):

@@ -105,7 +105,7 @@ extern "C" __global__ void gdn_recurrence(
     const float* __restrict__ norm_w, float* __restrict__ state, const i32* __restrict__ seq_row,
     const i32* __restrict__ seq_len, const i32* __restrict__ seq_slot,
     const i32* __restrict__ seq_fresh, i64 slot_stride, i64 layer_offset, bf16* __restrict__ out,
-    int key_heads, int value_heads, int dk, int dv, int tiled, float eps) {
+    int key_heads, int value_heads, int dk, int dv, int tiled, float eps, int tokenwise_max_len) {
     __shared__ float qk[2 * GDN_MAX_DK];
     __shared__ float scratch[32];
     const int h = blockIdx.x, s = blockIdx.y, j = threadIdx.x;
@@ -120,7 +120,8 @@ extern "C" __global__ void gdn_recurrence(
     const float a_h = decay_rate[h], dt_h = dt_bias[h], w_j = active ? norm_w[j] : 0.0f;
     const float q_scale = rsqrtf((float)dk);
     pdl_enter();
-    if (slot < 0) return;
+    // Longer sequences are gdn_chunked's.
+    if (slot < 0 || len > tokenwise_max_len) return;
     float* S = state + (i64)slot * slot_stride + layer_offset + (i64)h * dk * dv;
     float col[GDN_MAX_DK];
 #pragma unroll

@@ -93,7 +93,8 @@ extern "C" __global__ void __launch_bounds__(256) gdn_chunk_prep(
     const float* __restrict__ conv, const float* __restrict__ mixed, int ld, int b_col,
     int a_col, const float* __restrict__ decay_rate, const float* __restrict__ dt_bias,
     float* __restrict__ chunk, const i32* __restrict__ seq_row, const i32* __restrict__ seq_len,
-    const i32* __restrict__ seq_slot, int key_heads, int value_heads, int dk, int dv, int tiled) {
+    const i32* __restrict__ seq_slot, int key_heads, int value_heads, int dk, int dv, int tiled,
+    int tokenwise_max_len) {
     extern __shared__ float smem[];
     const int h = blockIdx.x, t0 = blockIdx.y * GDN_CHUNK, s = blockIdx.z;
     const int tid = threadIdx.x, lane = tid & 31;
@@ -109,7 +110,7 @@ extern "C" __global__ void __launch_bounds__(256) gdn_chunk_prep(
     float* B = G + GDN_CHUNK;
     const float a_h = decay_rate[h], dt_h = dt_bias[h];
     pdl_enter();
-    if (slot < 0 || t0 >= len) return;
+    if (slot < 0 || t0 >= len || len <= tokenwise_max_len) return;
     const int lc = min(GDN_CHUNK, len - t0);
     const i64 row = row0 + t0;
     if (tid < GDN_CHUNK) {
@@ -206,7 +207,8 @@ extern "C" __global__ void __launch_bounds__(256) gdn_chunked(
     float* __restrict__ conv, const float* __restrict__ chunk, float* __restrict__ state,
     const i32* __restrict__ seq_row, const i32* __restrict__ seq_len,
     const i32* __restrict__ seq_slot, const i32* __restrict__ seq_fresh, i64 slot_stride,
-    i64 layer_offset, int key_heads, int value_heads, int dk, int dv, int tiled) {
+    i64 layer_offset, int key_heads, int value_heads, int dk, int dv, int tiled,
+    int tokenwise_max_len) {
     extern __shared__ float smem[];
     const int h = blockIdx.x, col0 = blockIdx.y * GDN_SLICE, s = blockIdx.z;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -226,7 +228,8 @@ extern "C" __global__ void __launch_bounds__(256) gdn_chunked(
     float* G = Ps + GDN_CHUNK * GDN_CHUNK;
     float* B = G + GDN_CHUNK;
     pdl_enter();
-    if (slot < 0 || len == 0) return;
+    // Sequences of at most tokenwise_max_len tokens are gdn_recurrence's.
+    if (slot < 0 || len == 0 || len <= tokenwise_max_len) return;
     float* Sg = state + (i64)slot * slot_stride + layer_offset + (i64)h * dk * dv;
     // A thread has one column of the slice: rows warp * 8 .. + 8 of a chunk's tokens, and
     // rows warp, warp + 8, ... of S.

@@ -1,11 +1,11 @@
 //! The linear-attention kernels (kernels/gated_deltanet*.cu) against a naive step-by-step
 //! reference in f64 on the host: the causal convolution and the gated delta rule with its
-//! gated norm, for two sequences over seven steps (the first fresh, each later one continuing
+//! gated norm, for two sequences over nine steps (the first fresh, each later one continuing
 //! from the state the one before left in the slot, so the state carried is checked too):
 //! prompt steps that run the 64-token chunks (whole chunks, a chunk boundary inside a step,
-//! a 1-token sequence beside a long one, several convolution tiles) and decode steps that run
-//! the token-by-token kernel, in grouped and tiled value-head order, value heads narrower than
-//! a warp included.
+//! a 1- or 5-token sequence beside a long one, several convolution tiles) and short steps that
+//! run the token-by-token kernel, in grouped and tiled value-head order, value heads narrower
+//! than a warp included.
 
 mod common;
 
@@ -109,7 +109,20 @@ fn check_shape(s: Shape, seed: u64) {
     let eps = 1e-6f32;
     let slot_len = (s.taps - 1) * c + s.nv * s.dk * s.dv;
     // Two sequences' token counts per step; each step continues from the one before.
-    let steps: [[usize; 2]; 7] = [[7, 1], [3, 5], [1, 1], [150, 1], [1, 70], [1, 1], [64, 65]];
+    // Sequences of at most GDN_TOKENWISE_MAX_LEN (33) tokens run token by token, longer ones
+    // in chunks; [33, 34] straddles the line and [5, 100] puts a short multi-token sequence
+    // (a verification of drafts) beside a prompt chunk.
+    let steps: [[usize; 2]; 9] = [
+        [7, 1],
+        [3, 5],
+        [1, 1],
+        [150, 1],
+        [1, 70],
+        [33, 34],
+        [5, 100],
+        [1, 1],
+        [64, 65],
+    ];
     let mut host_state = vec![vec![0.0f64; slot_len]; 2];
     let state = poisoned::<f32>(&ctx, 2 * slot_len);
     let layer = GdnLayer {

@@ -3,11 +3,12 @@
 //! the state on the device (crate::state_rewind: the state before the step restored, the kept
 //! tokens' recorded projections run through the convolution and delta rule again). The oracle
 //! is the same backend without speculation: greedy tokens identical and log-probabilities
-//! within a rounding's reach (a verification step runs its tokens through the chunked delta
-//! rule where plain decoding runs them one by one), over batched prompts, a second turn that
-//! restores a snapshot and a repeated request whose drafts are kept to the end; drafts are
-//! both kept and rejected. Batch-invariant kernels and decode graphs (replays run before a
-//! graph's launch).
+//! within a rounding's reach, over batched prompts, a second turn that restores a snapshot and
+//! a repeated request whose drafts are kept to the end; drafts are both kept and rejected. The
+//! delta rule runs short sequences token by token in both runs; a verification's attention
+//! still rounds differently from a decode step's, so where the two runs part it must be at a
+//! near-tie (the choice within `NEAR_TIE` of the runner-up in either run), and no earlier than
+//! token 8. Batch-invariant kernels and decode graphs (replays run before a graph's launch).
 
 mod common;
 
@@ -23,6 +24,8 @@ use ferrite_engine::{
 use ferrite_model::load;
 
 const NEW_TOKENS: usize = 40;
+/// A choice whose log-probability is within this of the runner-up's may flip on rounding.
+const NEAR_TIE: f32 = 5e-3;
 
 fn core(arch: &str, speculate: bool) -> EngineCore {
     let dir = fixture_path("arch").join(arch);
@@ -91,10 +94,33 @@ fn check(arch: &str) {
     let got = conversation(&mut speculating, vocab);
     let mut worst = 0.0f32;
     for (i, (e, g)) in expected.iter().zip(&got).enumerate() {
-        assert_eq!(e.0, g.0, "{arch}: request {i}'s tokens");
         assert_eq!(e.2, g.2, "{arch}: request {i}'s cached tokens");
-        for (a, b) in e.1.iter().zip(&g.1) {
-            worst = worst.max((a - b).abs());
+        // Where the two runs part, both must have been at a near-tie: a verification step's
+        // attention runs its rows through the prefill kernel, plain decoding through the
+        // split-KV decode kernel, whose sums round differently (the delta rule itself runs
+        // token by token in both). Past that point the sequences differ and are not compared.
+        let at = e.0.iter().zip(&g.0).position(|(a, b)| a != b);
+        let same = at.unwrap_or(e.0.len().min(g.0.len()));
+        for j in 0..same {
+            worst = worst.max((e.1[j] - g.1[j]).abs());
+        }
+        if let Some(at) = at {
+            let margin = e.3[at].min(g.3[at]);
+            println!(
+                "{arch}: request {i} parts at token {at}: plain {} (logprob {:.5}, margin \
+                 {:.2e}), speculating {} (logprob {:.5}, margin {:.2e}); max |Δ logprob| \
+                 before it {worst:.2e}",
+                e.0[at], e.1[at], e.3[at], g.0[at], g.1[at], g.3[at]
+            );
+            assert!(
+                margin <= NEAR_TIE,
+                "{arch}: request {i} parts at token {at}, where the choice was clear (margin \
+                 {margin:.2e} > {NEAR_TIE:.0e})"
+            );
+            assert!(
+                at >= 8,
+                "{arch}: request {i} parts at token {at}, too early to say"
+            );
         }
     }
     let counters = &speculating

@@ -35,6 +35,7 @@ pub fn device_sampling(
                 && !has_penalties(params)
                 && !has_rules(params)
                 && params.logprobs.is_none()
+                && params.infill.is_none()
                 && (masks || sequence.constraint.is_none());
             let mask = || {
                 let constraint = sequence.constraint.as_ref()?;

@@ -25,6 +25,7 @@ pub mod sequence;
 pub mod setup;
 pub mod speculative;
 pub mod stats;
+pub mod token_pieces;
 
 #[cfg(test)]
 mod testing;

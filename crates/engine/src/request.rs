@@ -5,6 +5,7 @@ use std::time::Instant;
 use crate::constraint::Constraint;
 use crate::logit_rules::LogitRules;
 use crate::stats::{SpecSummary, StepStats};
+use crate::token_pieces::InfillSampling;
 
 pub type RequestId = u64;
 
@@ -49,6 +50,9 @@ pub struct SamplingParams {
     /// Scheduling priority under `SchedulingPolicy::Priority`: lower values are admitted
     /// first and preempted last (vLLM's `priority`; 0 by default).
     pub priority: i32,
+    /// llama.cpp's `infill` sampler after the other filters (`/infill`'s `samplers`). Such a
+    /// request is sampled on the host.
+    pub infill: Option<InfillSampling>,
 }
 
 impl SamplingParams {
@@ -80,6 +84,7 @@ impl Default for SamplingParams {
             allow_speculation: true,
             constraint: None,
             priority: 0,
+            infill: None,
         }
     }
 }

@@ -14,7 +14,9 @@ use rand::Rng;
 use crate::constraint::TokenMask;
 use crate::distribution::{Candidate, Distribution};
 use crate::request::SamplingParams;
+use crate::token_pieces::InfillSampling;
 
+mod infill;
 mod logprobs;
 
 pub use logprobs::{log_sum_exp, token_logprob};
@@ -72,6 +74,7 @@ impl Sampler {
             return argmax(&self.penalized);
         }
         self.filter_candidates(params);
+        self.apply_infill(params);
         let total: f64 = self.candidates.iter().map(|c| c.weight).sum();
         let mut threshold = rng.random::<f64>() * total;
         for candidate in &self.candidates {
@@ -145,7 +148,17 @@ impl Sampler {
     ) -> Vec<Candidate> {
         self.apply_penalties(logits, params, prompt, output);
         self.filter_candidates(params);
+        self.apply_infill(params);
         self.candidates.clone()
+    }
+
+    /// llama.cpp's `infill` sampler, after the other filters, for a request that asks.
+    fn apply_infill(&mut self, params: &SamplingParams) {
+        if let Some(InfillSampling(pieces)) = &params.infill {
+            let end_ids = params.end_token_ids(&self.eos_token_ids);
+            let end_of_text = self.eos_token_ids.first().copied();
+            infill::apply(&mut self.candidates, pieces, &end_ids, end_of_text);
+        }
     }
 
     /// `self.penalized`: the logits with the request's rules, then its penalties, applied.

@@ -15,6 +15,7 @@ pub mod app;
 pub mod error;
 mod generation;
 mod json_body;
+mod llama_server;
 pub mod observe;
 pub mod openai;
 pub mod ops;

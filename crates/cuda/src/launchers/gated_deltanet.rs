@@ -18,6 +18,13 @@ pub const GDN_MAX_TAPS: usize = 8;
 pub const GDN_MAX_DV: usize = 256;
 /// Tokens a convolution thread runs in order (`GDN_CONV_TILE`).
 const GDN_CONV_TILE: usize = 64;
+/// A sequence with at most this many tokens in a step goes through the delta rule token by
+/// token, however long the step's other sequences are: a decode step, a verification of
+/// drafts (the scored token and up to `MAX_SPEC_TOKENS` drafts) and the replay of the kept
+/// ones all then compute a token's state and output with the same arithmetic as plain
+/// decoding, so speculation leaves greedy output bit for bit as it was, and a decode row does
+/// not depend on a prompt chunk sharing its step. Longer ones take the 64-token chunks.
+pub const GDN_TOKENWISE_MAX_LEN: usize = ferrite_engine::MAX_SPEC_TOKENS + 1;
 
 /// The step's sequences as the linear layers see them (packed step metadata, i32 each) and
 /// where their state lives.
@@ -148,19 +155,20 @@ impl Kernels {
     }
 
     /// The gated delta rule and gated norm of every value head of every sequence: token by
-    /// token when no sequence has more than one token (decode), else in 64-token chunks, which
-    /// leaves the un-normalised outputs in `a.conv`'s v columns.
+    /// token for sequences of at most [`GDN_TOKENWISE_MAX_LEN`] tokens, in 64-token chunks for
+    /// longer ones (which leaves their un-normalised outputs in `a.conv`'s v columns). The
+    /// chunked path's norm writes every row of the step, so the token-by-token kernel runs
+    /// after it and overwrites its sequences' rows.
     pub fn gdn_delta_rule(
         &self,
         seqs: &GdnSequences,
         layer: &GdnLayer,
         a: &GdnRecurrenceArgs,
     ) -> anyhow::Result<()> {
-        if seqs.max_len <= 1 {
-            self.gdn_recurrence(seqs, layer, a)
-        } else {
-            self.gdn_chunked(seqs, layer, a)
+        if seqs.max_len > GDN_TOKENWISE_MAX_LEN {
+            self.gdn_chunked(seqs, layer, a)?;
         }
+        self.gdn_recurrence(seqs, layer, a)
     }
 
     fn gdn_chunked(
@@ -193,6 +201,7 @@ impl Kernels {
             dk: layer.dk,
             dv: layer.dv,
             tiled: i32::from(layer.tiled),
+            tokenwise_max_len: GDN_TOKENWISE_MAX_LEN as i32,
         };
         let shape = Shape {
             grid: (
@@ -219,6 +228,7 @@ impl Kernels {
             dk: layer.dk,
             dv: layer.dv,
             tiled: i32::from(layer.tiled),
+            tokenwise_max_len: GDN_TOKENWISE_MAX_LEN as i32,
         };
         let shape = Shape {
             grid: (
@@ -286,6 +296,7 @@ impl Kernels {
             dv: layer.dv,
             tiled: i32::from(layer.tiled),
             eps: a.eps,
+            tokenwise_max_len: GDN_TOKENWISE_MAX_LEN as i32,
         };
         let shape = Shape {
             grid: (layer.value_heads as u32, seqs.count as u32, 1),

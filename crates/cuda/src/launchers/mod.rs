@@ -36,6 +36,7 @@ pub use embedding::Lookup;
 pub use fp8_activation::FP8_BLOCK;
 pub use gated_deltanet::{
     GdnLayer, GdnRecurrenceArgs, GdnSequences, GDN_CHUNK_ROW, GDN_MAX_DK, GDN_MAX_DV, GDN_MAX_TAPS,
+    GDN_TOKENWISE_MAX_LEN,
 };
 pub use gemv::{gemv_split, tensor_core_k, LinearArgs, SKINNY_MAX_TOKENS};
 pub use launch::Kernels;

@@ -111,7 +111,7 @@ kernel_signatures! {
         conv: Ptr, mixed: Ptr, ld: Count, z_col: Count, b_col: Count, a_col: Count, decay_rate: Ptr,
         dt_bias: Ptr, norm_w: Ptr, state: Ptr, seq_row: Ptr, seq_len: Ptr, seq_slot: Ptr,
         seq_fresh: Ptr, slot_stride: U64, layer_offset: U64, out: Ptr, key_heads: Count,
-        value_heads: Count, dk: Count, dv: Count, tiled: I32, eps: F32,
+        value_heads: Count, dk: Count, dv: Count, tiled: I32, eps: F32, tokenwise_max_len: I32,
     }
     /// The newest convolution inputs of sequences longer than one of gdn_conv's tiles.
     GdnConvSave = kernel("gdn_conv_save") {
@@ -125,13 +125,13 @@ kernel_signatures! {
     GdnChunkPrep = kernel("gdn_chunk_prep") {
         conv: Ptr, mixed: Ptr, ld: Count, b_col: Count, a_col: Count, decay_rate: Ptr,
         dt_bias: Ptr, chunk: Ptr, seq_row: Ptr, seq_len: Ptr, seq_slot: Ptr, key_heads: Count,
-        value_heads: Count, dk: Count, dv: Count, tiled: I32,
+        value_heads: Count, dk: Count, dv: Count, tiled: I32, tokenwise_max_len: I32,
     }
     /// The gated delta rule of prompt chunks, 64 tokens at a time (the WY form).
     GdnChunked = kernel("gdn_chunked") {
         conv: Ptr, chunk: Ptr, state: Ptr, seq_row: Ptr, seq_len: Ptr, seq_slot: Ptr,
         seq_fresh: Ptr, slot_stride: U64, layer_offset: U64, key_heads: Count,
-        value_heads: Count, dk: Count, dv: Count, tiled: I32,
+        value_heads: Count, dk: Count, dv: Count, tiled: I32, tokenwise_max_len: I32,
     }
     /// The gated output norm of gdn_chunked's outputs, into bf16.
     GdnGatedNorm = kernel("gdn_gated_norm") {

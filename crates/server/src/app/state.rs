@@ -1,6 +1,8 @@
 //! What every handler shares.
 
 use crate::text::fim::FimTokens;
+use crate::text::token_text::TokenTexts;
+use ferrite_engine::token_pieces::{InfillSampling, TokenPieces};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -16,7 +18,7 @@ use crate::openai::sampling::SamplingDefaults;
 use crate::output::reasoning::ReasoningFormat;
 use crate::output::structured::Grammars;
 use crate::output::tool_calls::{is_harmony_template, ToolCallFormat};
-use crate::text::chat_template::template_reads_effort;
+use crate::text::chat_template::{template_reads_effort, template_reads_verbosity};
 use crate::text::detokenizer::Registry;
 use crate::text::tokenizer_pool::{TextModel, TokenizerPool};
 
@@ -48,6 +50,8 @@ pub struct AppState {
     /// The prompt takes a `reasoning_effort`: the harmony renderer, or a chat template with
     /// that variable (gpt-oss's).
     pub template_reads_effort: bool,
+    /// The chat template has a `verbosity` variable (`generation::verbosity`).
+    pub template_reads_verbosity: bool,
     /// Structured outputs' grammar compiler and cache.
     pub grammars: Grammars,
     /// CORS (`--allowed-origins` ...); `None`: no CORS headers, preflights unanswered.
@@ -58,6 +62,8 @@ pub struct AppState {
     pub request_names: RequestNames,
     /// The model's fill-in-the-middle tokens (`suffix`); `None`: it has none.
     pub fim: Option<FimTokens>,
+    /// Every token's text for llama.cpp's `infill` sampler (`/infill`), with FIM tokens only.
+    pub infill_sampling: Option<InfillSampling>,
     /// Chat requests may carry their own template (`--trust-request-chat-template`).
     pub trust_request_chat_template: bool,
     /// Stored responses (`/v1/responses`).
@@ -108,11 +114,17 @@ impl AppState {
             reasoning_format,
             harmony_template: !native_harmony && is_harmony_template(template),
             template_reads_effort: native_harmony || template_reads_effort(template),
+            template_reads_verbosity: !native_harmony && template_reads_verbosity(template),
             grammars,
             cors: config.cors.clone(),
             request_log: config.request_log,
             request_names: RequestNames::default(),
             fim: FimTokens::of(&model.tokenizer),
+            infill_sampling: FimTokens::of(&model.tokenizer).map(|_| {
+                let pieces = TokenTexts::new(&model.tokenizer)
+                    .all_pieces(&model.tokenizer, config.vocab_size);
+                InfillSampling(Arc::new(TokenPieces::new(pieces)))
+            }),
             trust_request_chat_template: config.trust_request_chat_template,
             responses: ResponseStore::new(config.responses_store),
             thinking_end: reasoning_format

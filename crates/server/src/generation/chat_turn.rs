@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use super::reasoning_effort::{apply_effort, RequestedEffort};
 use super::submission::Submission;
 use super::submit::{submit, SubmitOptions, Submitted};
+use super::verbosity::{apply_verbosity, RequestedVerbosity};
 use crate::app::state::AppState;
 use crate::error::ApiError;
 use crate::openai::chat::{request_template, template_inputs, ChatMessage};
@@ -21,6 +22,7 @@ use crate::openai::tools::{ToolChoice, ToolChoiceMode, ToolSpec};
 use crate::output::assistant_output::{is_harmony, OutputSpec};
 use crate::output::harmony_grammar::{analysis_budget, harmony_lark, HarmonyAnswer};
 use crate::output::tool_calls::{forced_call_grammar, ToolCallFormat, ToolParsing};
+use crate::text::chat_template::template_reads_verbosity;
 use crate::text::chat_template::ChatInputs;
 use crate::text::harmony_inputs::harmony_messages;
 
@@ -47,6 +49,8 @@ pub struct ChatTurn {
     pub grammar: Option<RequestedGrammar>,
     /// `reasoning_effort` / `reasoning.effort`, for templates that take it.
     pub reasoning_effort: Option<RequestedEffort>,
+    /// `verbosity` / `text.verbosity`, for templates that take it.
+    pub verbosity: Option<RequestedVerbosity>,
 }
 
 /// The template's inputs for `turn` with `kwargs` as its variables: the request's own template
@@ -117,6 +121,16 @@ pub async fn start_chat(
     apply_effort(
         turn.reasoning_effort.take(),
         state.template_reads_effort,
+        &mut chat_template_kwargs,
+    )?;
+    // The request's own template, where it sends one, is the one that must read it.
+    let reads_verbosity = match &turn.chat_template {
+        Some(template) => template_reads_verbosity(template),
+        None => state.template_reads_verbosity,
+    };
+    apply_verbosity(
+        turn.verbosity.take(),
+        reads_verbosity,
         &mut chat_template_kwargs,
     )?;
     let forced = forced_call(&turn, tools.as_ref(), state, analysis_tokens)?;

@@ -10,3 +10,4 @@ pub mod reasoning_effort;
 pub mod submission;
 pub mod submit;
 mod usage_counter;
+pub mod verbosity;

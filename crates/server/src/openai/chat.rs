@@ -44,6 +44,8 @@ pub struct ChatRequest {
     pub documents: Option<Vec<Value>>,
     /// low, medium or high, for models whose template takes it (gpt-oss).
     pub reasoning_effort: Option<String>,
+    /// OpenAI's: low, medium or high, for templates with a `verbosity` variable.
+    pub verbosity: Option<String>,
     /// vLLM's: `n` beams searched instead of sampling (`generation::beam_search`).
     #[serde(default)]
     pub use_beam_search: bool,

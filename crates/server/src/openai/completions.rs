@@ -109,9 +109,9 @@ mod tests {
     #[test]
     fn unimplemented_fields_are_refused_by_name() {
         let req: CompletionRequest =
-            serde_json::from_str(r#"{"prompt": "hi", "verbosity": "low", "user": "u"}"#).unwrap();
+            serde_json::from_str(r#"{"prompt": "hi", "prediction": {}, "user": "u"}"#).unwrap();
         let e = req.refuse_unimplemented().unwrap_err();
-        assert_eq!(e.message, "`verbosity` is not supported yet");
+        assert_eq!(e.message, "`prediction` is not supported yet");
         let ok: CompletionRequest =
             serde_json::from_str(r#"{"prompt": "hi", "max_tokens": 3, "echo": true, "user": "u"}"#)
                 .unwrap();

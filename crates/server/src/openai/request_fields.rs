@@ -32,7 +32,6 @@ const NOT_YET: &[&str] = &[
     "modalities",
     "prediction",
     "web_search_options",
-    "verbosity",
     "logits_processors",
     "mm_processor_kwargs",
 ];

@@ -231,6 +231,7 @@ impl SamplingFields {
             prompt_logprobs: None,
             allow_speculation: self.speculative_decoding.unwrap_or(true),
             priority: self.priority.unwrap_or(0),
+            infill: None,
             // Set by the route from the structured-output fields.
             constraint: None,
         };

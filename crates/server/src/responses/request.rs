@@ -15,6 +15,7 @@ use super::tools::{FunctionTool, ResponsesToolChoice, TextConfig};
 use crate::error::ApiError;
 use crate::generation::chat_turn::ChatTurn;
 use crate::generation::reasoning_effort::RequestedEffort;
+use crate::generation::verbosity::RequestedVerbosity;
 use crate::openai::request_fields::refuse_unimplemented;
 use crate::openai::sampling::{SamplingDefaults, SamplingFields, ValidatedSampling};
 
@@ -120,6 +121,10 @@ impl ResponsesRequest {
             add_special_tokens: false,
             grammar: self.text.grammar()?,
             reasoning_effort: requested_effort(self.reasoning.as_ref())?,
+            verbosity: self.text.verbosity.clone().map(|level| RequestedVerbosity {
+                level,
+                param: "text.verbosity",
+            }),
             ..ChatTurn::default()
         };
         let settings = ResponseSettings {
@@ -367,10 +372,6 @@ mod tests {
             ),
             (json!({"temprature": 1}), "temprature"),
             (json!({"max_output_tokens": 0}), "max_output_tokens"),
-            (
-                json!({"text": {"format": {"type": "json_object"}, "verbosity": "low"}}),
-                "text.verbosity",
-            ),
             (json!({"tools": [{"type": "file_search"}]}), "tools"),
             (json!({"tool_choice": {"type": "mcp"}}), "tool_choice"),
         ] {

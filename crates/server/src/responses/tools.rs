@@ -125,8 +125,8 @@ impl ResponsesToolChoice {
     }
 }
 
-/// `text`: the answer's format. `verbosity` is a hint for OpenAI's models with no meaning here,
-/// so it is refused rather than ignored.
+/// `text`: the answer's format, and `verbosity` for templates that read it
+/// (`generation::verbosity`).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TextConfig {
@@ -158,12 +158,6 @@ pub enum TextFormat {
 impl TextConfig {
     /// The output constraint `text.format` asks for.
     pub fn grammar(&self) -> Result<Option<RequestedGrammar>, ApiError> {
-        if self.verbosity.is_some() {
-            return Err(ApiError::invalid_param(
-                "text.verbosity",
-                "`text.verbosity` is not supported",
-            ));
-        }
         let grammar = match &self.format {
             TextFormat::Text => return Ok(None),
             TextFormat::JsonObject => any_object(),
@@ -270,11 +264,9 @@ mod tests {
             // Echoed as given.
             assert_eq!(serde_json::to_value(&config).unwrap(), text);
         }
+        // `verbosity` is the template's (`generation::verbosity`), not the grammar's.
         let verbose: TextConfig = serde_json::from_value(json!({"verbosity": "low"})).unwrap();
-        assert_eq!(
-            verbose.grammar().unwrap_err().param.as_deref(),
-            Some("text.verbosity")
-        );
+        assert!(verbose.grammar().unwrap().is_none());
         assert!(serde_json::from_value::<TextConfig>(json!({"format": {"type": "xml"}})).is_err());
     }
 }

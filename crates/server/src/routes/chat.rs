@@ -15,6 +15,7 @@ use crate::error::ApiError;
 use crate::generation::chat_turn::{start_chat, turn_inputs, ChatTurn, StartedChat};
 use crate::generation::reasoning_effort::RequestedEffort;
 use crate::generation::submission::ChoiceResult;
+use crate::generation::verbosity::RequestedVerbosity;
 use crate::json_body::JsonBody;
 use crate::openai::chat::ChatRequest;
 use crate::openai::legacy_functions::{modernize_messages, tool_fields};
@@ -56,6 +57,7 @@ pub async fn chat_completions(
             ("tools", tools.tools.as_ref().is_some_and(|t| !t.is_empty())),
             ("response_format", req.structured.grammar()?.is_some()),
             ("reasoning_effort", req.reasoning_effort.is_some()),
+            ("verbosity", req.verbosity.is_some()),
         ];
         let options = beam_options(&state, &sampling, req.length_penalty, None, &conflicts)?;
         let turn = ChatTurn {
@@ -101,6 +103,10 @@ pub async fn chat_completions(
         reasoning_effort: req.reasoning_effort.map(|effort| RequestedEffort {
             effort,
             param: "reasoning_effort",
+        }),
+        verbosity: req.verbosity.map(|level| RequestedVerbosity {
+            level,
+            param: "verbosity",
         }),
     };
     let StartedChat { submission, output } = start_chat(&state, turn, &mut sampling).await?;

@@ -8,6 +8,7 @@ mod chat_stream;
 pub mod completions;
 pub mod cors;
 mod event_pump;
+mod infill;
 pub mod info;
 pub mod messages;
 mod messages_stream;
@@ -53,6 +54,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/messages/count_tokens", post(messages::count_tokens))
         .route("/v1/models", get(info::models))
         .route("/v1/models/{*id}", get(info::model))
+        .route("/infill", post(infill::infill))
         .route("/tokenize", post(info::tokenize))
         .route("/detokenize", post(info::detokenize))
         .route_layer(middleware::from_fn_with_state(

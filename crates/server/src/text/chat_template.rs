@@ -159,6 +159,14 @@ pub fn template_reads_effort(template: &str) -> bool {
     template.contains(EFFORT_VARIABLE)
 }
 
+/// The variable OpenAI's `verbosity` sets (`generation::verbosity`).
+pub const VERBOSITY_VARIABLE: &str = "verbosity";
+
+/// Whether a chat template reads `verbosity`.
+pub fn template_reads_verbosity(template: &str) -> bool {
+    template.contains(VERBOSITY_VARIABLE)
+}
+
 /// OpenAI sends a call's arguments as a JSON string; templates write them with `tojson` and
 /// expect the object (as vLLM and transformers hand it), so a string holding JSON is parsed.
 fn arguments_as_object(call: &mut Value) {

@@ -16,12 +16,28 @@ const SPELLINGS: &[[&str; 3]] = &[
     ["<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"],
 ];
 
+/// Repository-level markers (repository name, file separator) of the same families, tried
+/// in order: Qwen2.5-Coder's, StarCoder2's. DeepSeek-Coder has none.
+const REPO_SPELLINGS: &[[&str; 2]] = &[
+    ["<|repo_name|>", "<|file_sep|>"],
+    ["<repo_name>", "<file_sep>"],
+];
+
 /// A model's FIM token ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FimTokens {
     pub prefix: u32,
     pub suffix: u32,
     pub middle: u32,
+    /// The repository-name and file-separator markers, where the vocabulary has both
+    /// (llama-server's `/infill` puts other files' text behind them).
+    pub repo: Option<RepoTokens>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RepoTokens {
+    pub name: u32,
+    pub file_sep: u32,
 }
 
 impl FimTokens {
@@ -32,6 +48,12 @@ impl FimTokens {
                 prefix: tokenizer.token_to_id(p)?,
                 suffix: tokenizer.token_to_id(s)?,
                 middle: tokenizer.token_to_id(m)?,
+                repo: REPO_SPELLINGS.iter().find_map(|[n, f]| {
+                    Some(RepoTokens {
+                        name: tokenizer.token_to_id(n)?,
+                        file_sep: tokenizer.token_to_id(f)?,
+                    })
+                }),
             })
         })
     }
@@ -60,6 +82,7 @@ mod tests {
             prefix: 1,
             suffix: 2,
             middle: 3,
+            repo: None,
         };
         assert_eq!(
             fim.prompt(&[0], &[10, 11], &[20]),

@@ -9,6 +9,7 @@ pub mod fim;
 pub mod harmony_inputs;
 pub mod harmony_render;
 pub mod incremental;
+pub mod infill_prompt;
 pub mod messages;
 pub mod prefill;
 pub mod stop_strings;

@@ -46,6 +46,18 @@ impl TokenTexts {
         }
     }
 
+    /// Every token's bytes, special tokens empty (as llama.cpp renders them without
+    /// specials): what the `infill` sampler compares.
+    pub fn all_pieces(&self, tokenizer: &Tokenizer, vocab_size: usize) -> Vec<Vec<u8>> {
+        let added = tokenizer.get_added_tokens_decoder();
+        (0..vocab_size as u32)
+            .map(|id| match added.get(&id) {
+                Some(token) if token.special => Vec::new(),
+                _ => self.get(tokenizer, id).bytes,
+            })
+            .collect()
+    }
+
     fn raw_bytes(&self, tokenizer: &Tokenizer, id: u32) -> Option<Vec<u8>> {
         let table = self.byte_of_char.as_ref()?;
         let piece = tokenizer.id_to_token(id)?;

@@ -1,6 +1,7 @@
 //! Times `matmul` on one random matrix of a real model's shape, for each ISA and a few batch
 //! sizes: `cargo run --release -p ferrite-cpu --example matmul_speed -- [DTYPE] [N] [K]
-//! [THREADS] [COPIES] [BATCH SIZES, comma-separated] [int8]` (`int8`: the opt-in int8 path).
+//! [THREADS] [COPIES] [BATCH SIZES, comma-separated] [int8|bf16]` (`int8`: the opt-in int8
+//! path; `bf16`: the bf16 path, AMX tiles above 16 rows and `bf16_decode` up to 16).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -47,11 +48,15 @@ fn main() {
         storage: Storage::Owned(Arc::new(bytes)),
     };
     let int8 = args.get(7).is_some_and(|a| a == "int8");
+    let bf16 = args.get(7).is_some_and(|a| a == "bf16");
     let matrices: Vec<QuantMatrix> = (0..copies)
         .map(|_| {
             let mut matrix = QuantMatrix::new(&tensor).expect("matrix");
             if int8 && !matrix.use_int8_activations() {
                 panic!("{dt:?} has no int8 path on this machine");
+            }
+            if bf16 && !matrix.use_bf16() {
+                panic!("{dt:?} has no bf16 path on this machine (AMX)");
             }
             matrix
         })
@@ -74,7 +79,11 @@ fn main() {
             let secs = t.elapsed().as_secs_f64() / reps as f64;
             println!(
                 "{dt:?}{} {n}x{k} {isa:?} m={m}: {:.3} ms, {:.2} GMAC/s, {:.1} GB/s of weights",
-                if int8 { " int8" } else { "" },
+                match (int8, bf16) {
+                    (true, _) => " int8",
+                    (_, true) => " bf16",
+                    _ => "",
+                },
                 secs * 1e3,
                 (m * n * k) as f64 / secs / 1e9,
                 (dt.row_bytes(k) * n) as f64 / secs / 1e9

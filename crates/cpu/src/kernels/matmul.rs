@@ -10,6 +10,7 @@ use std::cell::RefCell;
 use rayon::prelude::*;
 
 use super::bf16_activations::Bf16Activations;
+use super::bf16_decode;
 use super::bf16_gemm;
 use super::int8_gemm;
 use super::q8_activations::Q8Activations;
@@ -44,10 +45,10 @@ struct RoundedPool {
 
 /// Weight rows per task: small enough to spread over the threads, large enough to amortise
 /// the task's start.
-fn rows_per_task(isa: Isa, m: usize, k: usize, n: usize, path: ProductPath) -> usize {
-    if path == ProductPath::Bf16 {
+fn rows_per_task(isa: Isa, m: usize, k: usize, n: usize, kernel: Kernel) -> usize {
+    if kernel == Kernel::Bf16Tiles {
         // Whole groups of 16 weight rows (AMX tiles), a bf16 panel of about the f32 one's
-        // bytes, and for a decode-sized product several tasks per thread.
+        // bytes, and several tasks per thread where the matrix has few rows.
         let tasks = rayon::current_num_threads() * FUSED_TASKS_PER_THREAD;
         let most = (PANEL_BYTES / 2 / k.max(1)).clamp(32, 512);
         return n.div_ceil(tasks).clamp(16, most).next_multiple_of(16);
@@ -105,20 +106,20 @@ pub fn matmul_segments(isa: Isa, jobs: &mut [SegmentJob<'_>]) {
     // Each job's input as its matrix's path reads it, rounded once per distinct input (a
     // group's jobs share their x).
     let mut pool = ROUNDED.with(|pool| std::mem::take(&mut *pool.borrow_mut()));
-    // (input, rows, path) rounded so far, and where each went in its path's pool.
-    let mut done: Vec<((*const f32, usize, ProductPath), usize)> = Vec::new();
+    // (input, rows, kernel) rounded so far, and where each went in its kernel's pool.
+    let mut done: Vec<((*const f32, usize, Kernel), usize)> = Vec::new();
     let (mut int8_used, mut bf16_used) = (0, 0);
     let mut rounded_of_job = Vec::with_capacity(jobs.len());
     for job in jobs.iter() {
-        let path = effective_path(isa, job);
-        if job.m == 0 || path == ProductPath::Exact {
+        let kernel = kernel_of(isa, job);
+        if job.m == 0 || kernel == Kernel::Exact {
             rounded_of_job.push(None);
             continue;
         }
-        let (key, k) = ((job.x.as_ptr(), job.m, path), job.matrix.cols());
+        let (key, k) = ((job.x.as_ptr(), job.m, kernel), job.matrix.cols());
         let index = match done.iter().find(|d| d.0 == key) {
             Some(&(_, index)) => index,
-            None if path == ProductPath::Int8 => {
+            None if kernel == Kernel::Int8 => {
                 pool.int8
                     .resize_with(pool.int8.len().max(int8_used + 1), Default::default);
                 pool.int8[int8_used].quantize(job.x, job.m, k);
@@ -128,13 +129,18 @@ pub fn matmul_segments(isa: Isa, jobs: &mut [SegmentJob<'_>]) {
             None => {
                 pool.bf16
                     .resize_with(pool.bf16.len().max(bf16_used + 1), Default::default);
-                pool.bf16[bf16_used].convert(job.x, job.m, k);
+                let acts = &mut pool.bf16[bf16_used];
+                if kernel == Kernel::Bf16Decode {
+                    acts.convert_with_sums(job.x, job.m, k);
+                } else {
+                    acts.convert(job.x, job.m, k);
+                }
                 bf16_used += 1;
                 bf16_used - 1
             }
         };
         done.push((key, index));
-        rounded_of_job.push(Some((path, index)));
+        rounded_of_job.push(Some((kernel, index)));
     }
     let mut tasks = Vec::new();
     for (job, rounded) in jobs.iter_mut().zip(rounded_of_job) {
@@ -154,10 +160,11 @@ pub fn matmul_segments(isa: Isa, jobs: &mut [SegmentJob<'_>]) {
         };
         let acts = match rounded {
             None => Rounded::Exact,
-            Some((ProductPath::Int8, i)) => Rounded::Int8(&pool.int8[i]),
+            Some((Kernel::Int8, i)) => Rounded::Int8(&pool.int8[i]),
+            Some((Kernel::Bf16Decode, i)) => Rounded::Bf16Decode(&pool.bf16[i]),
             Some((_, i)) => Rounded::Bf16(&pool.bf16[i]),
         };
-        let step = rows_per_task(isa, m, k, n, effective_path(isa, job));
+        let step = rows_per_task(isa, m, k, n, kernel_of(isa, job));
         tasks.extend((0..n).step_by(step).map(|c0| Task {
             matrix: job.matrix,
             x: job.x,
@@ -171,6 +178,7 @@ pub fn matmul_segments(isa: Isa, jobs: &mut [SegmentJob<'_>]) {
     let run = |task: &Task<'_>| match task.acts {
         Rounded::Int8(acts) => int8_gemm::run(isa, task, acts),
         Rounded::Bf16(acts) => bf16_gemm::run(task, acts),
+        Rounded::Bf16Decode(acts) => bf16_decode::run(task, acts),
         Rounded::Exact => PANEL.with(|panel| qgemm::run(isa, task, &mut panel.borrow_mut())),
     };
     match tasks.len() {
@@ -182,13 +190,39 @@ pub fn matmul_segments(isa: Isa, jobs: &mut [SegmentJob<'_>]) {
     ROUNDED.with(|p| *p.borrow_mut() = pool);
 }
 
-/// The path a product takes: its matrix's, but products of few rows (decode) keep the exact
-/// fused kernels on the bf16 path: they read the quantized weights straight, where AMX would
-/// first have to widen every weight to bf16 in memory, which costs more than the products.
-fn effective_path(isa: Isa, job: &SegmentJob<'_>) -> ProductPath {
+/// Rows of x up to which a bf16-path product of Q4_K/Q6_K takes `bf16_decode`: one. Measured
+/// on a Xeon with AMX (docs/performance.md, '2026-12-07 04:45 UTC'): 1.14-2.0x the exact
+/// kernels at one row, 0.78-1.06x at four, 0.72-0.84x at sixteen.
+const BF16_DECODE_MAX_ROWS: usize = 1;
+
+/// The kernel a product runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kernel {
+    Exact,
+    Int8,
+    /// AMX tiles (`bf16_gemm`).
+    Bf16Tiles,
+    /// `vdpbf16ps` on the quants as they are (`bf16_decode`).
+    Bf16Decode,
+}
+
+/// The kernel of a product on its matrix's path. On the bf16 path, products of few rows
+/// (decode) do not take AMX tiles, which would first widen every weight to bf16 in memory at
+/// a cost above the products': the types `bf16_decode` knows take it, the others the exact
+/// fused kernels, which also read the quantized weights straight.
+fn kernel_of(isa: Isa, job: &SegmentJob<'_>) -> Kernel {
     match job.matrix.path() {
-        ProductPath::Bf16 if job.m <= fused_max_rows(isa) => ProductPath::Exact,
-        path => path,
+        ProductPath::Exact => Kernel::Exact,
+        ProductPath::Int8 => Kernel::Int8,
+        ProductPath::Bf16 if job.m > fused_max_rows(isa) => Kernel::Bf16Tiles,
+        ProductPath::Bf16
+            if job.m <= BF16_DECODE_MAX_ROWS
+                && bf16_decode::supports(job.matrix.dtype())
+                && bf16_decode::available() =>
+        {
+            Kernel::Bf16Decode
+        }
+        ProductPath::Bf16 => Kernel::Exact,
     }
 }
 

@@ -4,6 +4,7 @@ pub mod activation;
 mod amx;
 pub mod attention;
 pub mod bf16_activations;
+pub mod bf16_decode;
 pub mod bf16_gemm;
 pub mod int8_gemm;
 pub mod int8_support;

@@ -84,7 +84,10 @@ pub struct Task<'a> {
 #[derive(Clone, Copy)]
 pub enum Rounded<'a> {
     Exact,
+    /// Padded to AMX tiles (`bf16_gemm`).
     Bf16(&'a Bf16Activations),
+    /// Unpadded, with sums per 16 elements (`bf16_decode`).
+    Bf16Decode(&'a Bf16Activations),
     Int8(&'a Q8Activations),
 }
 

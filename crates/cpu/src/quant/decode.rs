@@ -212,7 +212,7 @@ pub(crate) unsafe fn k4_scale_bytes(scales: *const u8) -> (u64, u64) {
 /// Q4_K/Q5_K: the eight sub-block scales `d·sc` and mins `dmin·m` of a super-block, multiplied
 /// in one go; each is the same f32 product `scale_min_k4` and a scalar multiply give.
 #[inline(always)]
-unsafe fn k4_scales(scales: *const u8, d: f32, dmin: f32) -> ([f32; 8], [f32; 8]) {
+pub(crate) unsafe fn k4_scales(scales: *const u8, d: f32, dmin: f32) -> ([f32; 8], [f32; 8]) {
     let (sc, m) = k4_scale_bytes(scales);
     (widen8(sc, d), widen8(m, dmin))
 }

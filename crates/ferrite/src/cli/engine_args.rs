@@ -140,8 +140,10 @@ pub struct EngineArgs {
     pub int8_activations: bool,
     /// CPU: steps of more than 16 tokens (prompt processing, large batches) multiply on Intel
     /// AMX tiles in bf16: inputs and weights rounded to bf16, sums in f32 — 2-3x the exact
-    /// path's prompt speed. Decode-sized steps keep the exact kernels, so a request's logits
-    /// can depend on how many tokens share its step. Error against transformers float32:
+    /// path's prompt speed. One-token steps of Q4_K and Q6_K matrices round only the inputs
+    /// to bf16 (AVX-512 BF16 dot products on the weights' integer quants); other decode-sized
+    /// steps keep the exact kernels. A request's logits can depend on how many tokens share
+    /// its step. Error against transformers float32:
     /// mean |Δ logprob| 0.004-0.008 on the test models (exact: 0.0000; int8 activations:
     /// 0.010-0.036), measured in docs/performance.md. Needs AMX (Sapphire Rapids or later).
     /// [default: off]

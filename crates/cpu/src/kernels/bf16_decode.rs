@@ -136,7 +136,10 @@ mod x86 {
             let (ql, qh) = (p, p.add(128));
             let d = f16_at_ptr(p.add(208));
             let sc8 = _mm_loadu_si128(p.add(192) as *const __m128i);
-            let sc = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc8)), _mm512_set1_ps(d));
+            let sc = _mm512_mul_ps(
+                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc8)),
+                _mm512_set1_ps(d),
+            );
             let low4 = _mm512_set1_epi16(0x000F);
             let high2 = _mm512_set1_epi16(0x0030);
             let exponent = _mm512_set1_epi16(0x4300);
@@ -161,8 +164,22 @@ mod x86 {
                     // Lanes 0-7 hold elements 0..16 of the 32 (sub-block s), 8-15 the next.
                     let s = (8 * half + 2 * g) as i32;
                     let index = _mm512_set_epi32(
-                        s + 1, s + 1, s + 1, s + 1, s + 1, s + 1, s + 1, s + 1,
-                        s, s, s, s, s, s, s, s,
+                        s + 1,
+                        s + 1,
+                        s + 1,
+                        s + 1,
+                        s + 1,
+                        s + 1,
+                        s + 1,
+                        s + 1,
+                        s,
+                        s,
+                        s,
+                        s,
+                        s,
+                        s,
+                        s,
+                        s,
                     );
                     scales[4 * half + g] = _mm512_permutexvar_ps(index, sc);
                 }
@@ -201,7 +218,16 @@ mod x86 {
                         }
                     };
                 }
-                shapes!((1, 1), (2, 1), (3, 1), (4, 1), (1, 2), (2, 2), (3, 2), (4, 2));
+                shapes!(
+                    (1, 1),
+                    (2, 1),
+                    (3, 1),
+                    (4, 1),
+                    (1, 2),
+                    (2, 2),
+                    (3, 2),
+                    (4, 2)
+                );
                 r0 += rows;
             }
             c += cols;
@@ -231,7 +257,7 @@ mod x86 {
                     let xb = x[r].add(b * 256);
                     for v in 0..8 {
                         let xv: __m512bh = std::mem::transmute(_mm512_loadu_si512(
-                            xb.add(32 * v) as *const __m512i,
+                            xb.add(32 * v) as *const __m512i
                         ));
                         let dot = _mm512_dpbf16_ps(_mm512_setzero_ps(), w.quants[v], xv);
                         acc[j] = _mm512_fmadd_ps(dot, w.scales[v], acc[j]);
@@ -248,7 +274,6 @@ mod x86 {
         }
     }
 }
-
 
 #[cfg(test)]
 mod tests;

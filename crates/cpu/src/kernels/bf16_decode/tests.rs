@@ -85,9 +85,13 @@ fn products_are_bf16_x_times_the_exact_weights() {
                     for c in 0..rows {
                         let (xr, wr) = (&x[r * k..(r + 1) * k], &w[c * k..(c + 1) * k]);
                         let want: f64 = xr.iter().zip(wr).map(|(&a, &b)| round(a) * b as f64).sum();
-                        let exact: f64 = xr.iter().zip(wr).map(|(&a, &b)| a as f64 * b as f64).sum();
-                        let scale: f64 =
-                            xr.iter().zip(wr).map(|(&a, &b)| (a as f64 * b as f64).abs()).sum();
+                        let exact: f64 =
+                            xr.iter().zip(wr).map(|(&a, &b)| a as f64 * b as f64).sum();
+                        let scale: f64 = xr
+                            .iter()
+                            .zip(wr)
+                            .map(|(&a, &b)| (a as f64 * b as f64).abs())
+                            .sum();
                         let got = out[r * rows + c] as f64;
                         // f32 sums with the 128 offset: well inside x's own rounding (2⁻⁹).
                         assert!(
@@ -121,7 +125,13 @@ fn a_row_gives_the_same_bits_in_every_batch_of_up_to_16_rows() {
         // One-row products through matmul (which must take this kernel for them).
         let mut alone = vec![0.0f32; 16 * rows];
         for r in 0..16 {
-            matmul(detected_isa(), &x[r * k..], 1, &matrix, &mut alone[r * rows..]);
+            matmul(
+                detected_isa(),
+                &x[r * k..],
+                1,
+                &matrix,
+                &mut alone[r * rows..],
+            );
         }
         for (start, m) in [(0, 16), (3, 5), (1, 2), (6, 3), (8, 8), (2, 13)] {
             let part = kernel_product(&matrix, &x[start * k..(start + m) * k], m);

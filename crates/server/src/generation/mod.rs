@@ -9,5 +9,6 @@ pub mod logit_rules;
 pub mod reasoning_effort;
 pub mod submission;
 pub mod submit;
+pub mod template_level;
 mod usage_counter;
 pub mod verbosity;

@@ -6,12 +6,14 @@
 
 use serde_json::{Map, Value};
 
+use super::template_level::TemplateLevel;
 use crate::error::ApiError;
+use crate::text::chat_template::EFFORT_VARIABLE;
 
-/// The efforts gpt-oss was trained with (harmony's `ReasoningEffort`).
-const EFFORTS: [&str; 3] = ["low", "medium", "high"];
-
-use crate::text::chat_template::EFFORT_VARIABLE as VARIABLE;
+const EFFORT: TemplateLevel = TemplateLevel {
+    variable: EFFORT_VARIABLE,
+    lacking: "reasoning effort",
+};
 
 /// An effort a request asked for, with the field that asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,25 +30,12 @@ pub fn apply_effort(
     template_reads_it: bool,
     kwargs: &mut Option<Map<String, Value>>,
 ) -> Result<(), ApiError> {
-    let Some(RequestedEffort { effort, param }) = requested else {
-        return Ok(());
-    };
-    if !template_reads_it {
-        return Err(ApiError::invalid_param(
-            param,
-            format!("`{param}` is not supported by this model: its chat template has no reasoning effort"),
-        ));
+    match requested {
+        Some(RequestedEffort { effort, param }) => {
+            EFFORT.apply(effort, param, template_reads_it, kwargs)
+        }
+        None => Ok(()),
     }
-    if !EFFORTS.contains(&effort.as_str()) {
-        return Err(ApiError::invalid_param(
-            param,
-            format!("`{param}` must be one of low, medium, high; got {effort:?}"),
-        ));
-    }
-    kwargs
-        .get_or_insert_with(Map::new)
-        .insert(VARIABLE.into(), Value::String(effort));
-    Ok(())
 }
 
 #[cfg(test)]

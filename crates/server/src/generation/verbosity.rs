@@ -6,11 +6,14 @@
 
 use serde_json::{Map, Value};
 
+use super::template_level::TemplateLevel;
 use crate::error::ApiError;
+use crate::text::chat_template::VERBOSITY_VARIABLE;
 
-/// OpenAI's levels.
-const LEVELS: [&str; 3] = ["low", "medium", "high"];
-use crate::text::chat_template::VERBOSITY_VARIABLE as VARIABLE;
+const VERBOSITY: TemplateLevel = TemplateLevel {
+    variable: VERBOSITY_VARIABLE,
+    lacking: "`verbosity` variable",
+};
 
 /// A verbosity a request asked for, with the field that asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,28 +30,12 @@ pub fn apply_verbosity(
     template_reads_it: bool,
     kwargs: &mut Option<Map<String, Value>>,
 ) -> Result<(), ApiError> {
-    let Some(RequestedVerbosity { level, param }) = requested else {
-        return Ok(());
-    };
-    if !template_reads_it {
-        return Err(ApiError::invalid_param(
-            param,
-            format!(
-                "`{param}` is not supported by this model: its chat template has no \
-                 `verbosity` variable"
-            ),
-        ));
+    match requested {
+        Some(RequestedVerbosity { level, param }) => {
+            VERBOSITY.apply(level, param, template_reads_it, kwargs)
+        }
+        None => Ok(()),
     }
-    if !LEVELS.contains(&level.as_str()) {
-        return Err(ApiError::invalid_param(
-            param,
-            format!("`{param}` must be one of low, medium, high; got {level:?}"),
-        ));
-    }
-    kwargs
-        .get_or_insert_with(Map::new)
-        .insert(VARIABLE.into(), Value::String(level));
-    Ok(())
 }
 
 #[cfg(test)]

@@ -16,6 +16,19 @@ use crate::device_ptr::DevicePtr;
 /// Most taps of the convolution (`GDN_MAX_TAPS`); value heads of at most 256 dims.
 pub const GDN_MAX_TAPS: usize = 8;
 pub const GDN_MAX_DV: usize = 256;
+/// Rows of a state column one thread of `gdn_recurrence` keeps (`GDN_MAX_PART_ROWS`).
+const GDN_MAX_PART_ROWS: usize = GDN_MAX_DK / 4;
+
+/// Threads of a `gdn_recurrence` block for heads of `dk` keys and `dv` values: each column's
+/// rows split over 4 threads (2 past 128 values), at most 512 in all (the kernel's launch
+/// bound and `part_sum`); `None` where a thread would keep more than `GDN_MAX_PART_ROWS` rows.
+pub fn recurrence_block(dk: usize, dv: usize) -> Option<u32> {
+    let width = dv.next_multiple_of(32);
+    let parts = if width <= 128 { 4 } else { 2 };
+    (dk.div_ceil(parts) <= GDN_MAX_PART_ROWS && width * parts <= 512)
+        .then_some((width * parts) as u32)
+}
+
 /// Tokens a convolution thread runs in order (`GDN_CONV_TILE`).
 const GDN_CONV_TILE: usize = 64;
 /// A sequence with at most this many tokens in a step goes through the delta rule token by
@@ -298,9 +311,15 @@ impl Kernels {
             eps: a.eps,
             tokenwise_max_len: GDN_TOKENWISE_MAX_LEN as i32,
         };
+        let block = recurrence_block(layer.dk, layer.dv).ok_or_else(|| {
+            anyhow::anyhow!(
+                "the recurrence kernel takes key heads of <= 64 dims beside value heads of \
+                 more than 128"
+            )
+        })?;
         let shape = Shape {
             grid: (layer.value_heads as u32, seqs.count as u32, 1),
-            block: layer.dv.next_multiple_of(32) as u32,
+            block,
         };
         self.launch(shape, &params)
     }

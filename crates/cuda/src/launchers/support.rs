@@ -6,7 +6,7 @@ use ferrite_model::config::{Activation, MoeConfig};
 use ferrite_model::plan::{AttentionSpec, LinearAttentionSpec, Mixer, MlpSpec, ModelPlan};
 
 use super::attention::{HEAD_DIMS, MAX_GROUP};
-use super::gated_deltanet::{GDN_MAX_DK, GDN_MAX_DV, GDN_MAX_TAPS};
+use super::gated_deltanet::{recurrence_block, GDN_MAX_DK, GDN_MAX_DV, GDN_MAX_TAPS};
 use super::moe::{MOE_MAX_EXPERTS, MOE_MAX_K};
 
 /// Every layer of `plan` has kernels here: attention geometry (head size, query group), an
@@ -116,6 +116,13 @@ fn linear_attention(g: &LinearAttentionSpec) -> anyhow::Result<()> {
         g.key_head_dim <= GDN_MAX_DK && g.value_head_dim <= GDN_MAX_DV,
         "the CUDA linear-attention kernels take key heads of <= {GDN_MAX_DK} dims and value \
          heads of <= {GDN_MAX_DV}, not {} and {}",
+        g.key_head_dim,
+        g.value_head_dim
+    );
+    anyhow::ensure!(
+        recurrence_block(g.key_head_dim, g.value_head_dim).is_some(),
+        "the CUDA delta-rule kernel takes key heads of <= 64 dims beside value heads of more \
+         than 128, not {} and {}",
         g.key_head_dim,
         g.value_head_dim
     );

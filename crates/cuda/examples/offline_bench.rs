@@ -4,16 +4,18 @@
 //!
 //! usage: offline_bench PRESET NUM_REQUESTS INPUT_LEN OUTPUT_LEN [eager]
 //! environment: FERRITE_BENCH_QUANT=q4_k_m|TYPE (random GGUF-quantized weights),
-//! FERRITE_BENCH_SPEC=self|other|ngram|suffix and FERRITE_BENCH_SPEC_K=N (speculative decoding
-//! with a controlled acceptance rate). One request also reports its warm prefill.
+//! FERRITE_BENCH_SPEC=self|other|ngram|suffix|mtp and FERRITE_BENCH_SPEC_K=N (speculative
+//! decoding with a controlled acceptance rate; mtp: the model's own MTP layer, random like the
+//! rest, so its acceptance says nothing: its drafting and verifying cost per step is reported).
+//! One request also reports its warm prefill.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
 use ferrite_engine::{
-    build_engine_core, DraftModel, EngineConfig, EngineStats, GenerationRequest, NgramProposer,
-    Proposer, SamplingParams, SpecOptions, SuffixProposer,
+    build_engine_core, DraftModel, EngineConfig, EngineStats, GenerationRequest, MtpProposer,
+    NgramProposer, Proposer, SamplingParams, SpecOptions, SuffixProposer,
 };
 
 fn main() -> anyhow::Result<()> {
@@ -88,7 +90,9 @@ fn main() -> anyhow::Result<()> {
         eos_token_ids: Vec::new(),
         speculation: SpecOptions {
             num_tokens: spec_k,
-            adaptive: true,
+            // FERRITE_BENCH_SPEC_FIXED=1: always k drafts (a proposer's cost per step,
+            // whatever it earns).
+            adaptive: std::env::var("FERRITE_BENCH_SPEC_FIXED").map_or(true, |v| v != "1"),
             disable_by_batch_size: None,
         },
     };
@@ -127,6 +131,8 @@ fn main() -> anyhow::Result<()> {
     // there is no overlap yet) against the backend's forward call, over decode-only steps.
     let (mut host, mut forward, mut decode_steps) = (0.0f64, 0.0f64, 0usize);
     let mut most_running = 0;
+    // Steps that drafted: the proposer's time and the verifying forward pass's.
+    let (mut spec_steps, mut draft_s, mut verify_s) = (0usize, 0.0f64, 0.0f64);
     while core.has_work() {
         let step = core.step_with_stats();
         most_running = most_running.max(core.scheduler().num_running());
@@ -134,6 +140,11 @@ fn main() -> anyhow::Result<()> {
             host += (s.schedule + s.sample).as_secs_f64();
             forward += s.forward.as_secs_f64();
             decode_steps += 1;
+        }
+        if let Some(s) = step.stats.filter(|s| !s.draft.is_zero()) {
+            spec_steps += 1;
+            draft_s += s.draft.as_secs_f64();
+            verify_s += s.forward.as_secs_f64();
         }
         for out in step.outputs {
             generated += out.tokens.len();
@@ -169,11 +180,14 @@ fn main() -> anyhow::Result<()> {
     if let Some(spec) = core.speculation() {
         let c = &spec.counters;
         println!(
-            "RESULT spec={} drafted={} accepted={} rounds={}",
+            "RESULT spec={} drafted={} accepted={} rounds={} spec_steps={spec_steps} \
+             draft_ms_per_step={:.3} verify_ms_per_step={:.3}",
             spec.method(),
             c.num_draft_tokens,
             c.num_accepted_tokens,
-            c.num_drafts
+            c.num_drafts,
+            1e3 * draft_s / spec_steps.max(1) as f64,
+            1e3 * verify_s / spec_steps.max(1) as f64,
         );
     }
     if n == 1 {
@@ -216,7 +230,10 @@ fn speculative_proposer(
         Ok("other") => draft(1)?,
         Ok("ngram") => Box::new(NgramProposer::default()),
         Ok("suffix") => Box::new(SuffixProposer::new(Default::default())),
-        Ok(other) => anyhow::bail!("FERRITE_BENCH_SPEC={other}: self, other, ngram or suffix"),
+        Ok("mtp") => Box::new(MtpProposer::default()),
+        Ok(other) => {
+            anyhow::bail!("FERRITE_BENCH_SPEC={other}: self, other, ngram, suffix or mtp")
+        }
     };
     eprintln!(
         "speculative decoding: {} with up to {k} drafts",

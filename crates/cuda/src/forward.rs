@@ -20,12 +20,17 @@ use crate::expert_load::DeviceExpertLoad;
 use crate::gemm::Gemm;
 use crate::kv_cache::KvCache;
 use crate::launchers::{
-    AddRmsNormArgs, AttentionDims, AttentionMask, DecodeArgs, GdnLayer, GdnRecurrenceArgs,
-    GdnSequences, Kernels, Lookup, PrefillArgs, RmsNormRowsArgs, RopeKvArgs,
+    AddRmsNormArgs, AttentionDims, AttentionMask, DecodeArgs, Kernels, Lookup, PrefillArgs,
+    RmsNormRowsArgs, RopeKvArgs,
 };
 use crate::linear::Linear;
 use crate::step_inputs::{Offsets, StepInputs};
-use crate::weights::{AttentionWeights, LinearAttentionWeights, Mixer, Mlp, ModelWeights};
+mod linear_attention;
+mod mtp;
+
+pub use mtp::MtpRows;
+
+use crate::weights::{AttentionWeights, LayerWeights, Mixer, Mlp, ModelWeights};
 use crate::workspace::Workspace;
 
 /// Launch shape of one step: everything `enqueue_layers` needs besides device addresses.
@@ -87,123 +92,172 @@ impl Model<'_> {
         self.meta.offset(4 * offset)
     }
 
-    /// Every layer of the step; leaves the last layer's output in `x`, plus `delta` when the
-    /// returned `delta_pending` is true (pass it to [`Model::enqueue_logits`]).
-    pub fn enqueue_layers(&self, s: &StepShape) -> anyhow::Result<bool> {
-        let (c, k, ws, w) = (self.config, self.kernels, self.ws, self.weights);
-        let n = s.num_tokens;
-        let hidden = c.hidden_size;
-        let eps = w.norm.eps;
-        let o = s.offsets;
-        let linear = |x, w: &Linear, y| self.gemm.linear(k, x, w, y, n, ws.dequant);
-        let norm = |delta, bias, weight| AddRmsNormArgs {
+    /// y = x W^T for the step's `n` token rows (f32 out).
+    fn linear(&self, n: usize, x: DevicePtr, w: &Linear, y: DevicePtr) -> anyhow::Result<()> {
+        self.gemm.linear(self.kernels, x, w, y, n, self.ws.dequant)
+    }
+
+    /// y = input W^T as bf16 rows where cuBLAS writes them (prompt chunks) and the reader
+    /// takes them (`bf16_ok`), else f32; returns whether they are bf16.
+    fn rows_maybe_bf16(
+        &self,
+        n: usize,
+        input: DevicePtr,
+        w: &Linear,
+        y: DevicePtr,
+        bf16_ok: bool,
+    ) -> anyhow::Result<bool> {
+        if bf16_ok && self.gemm.linear_bf16(input, w, y, n)? {
+            return Ok(true);
+        }
+        self.linear(n, input, w, y)?;
+        Ok(false)
+    }
+
+    /// Projects `input` through `w` into the residual stream: added to `x` by cuBLAS, or
+    /// written to `delta` (returns whether it is pending there). A projection cuBLAS runs adds
+    /// itself in its epilogue, unless a post-norm must first scale it.
+    fn into_residual(
+        &self,
+        n: usize,
+        input: DevicePtr,
+        w: &Linear,
+        post_norm: bool,
+    ) -> anyhow::Result<bool> {
+        if !post_norm && self.gemm.linear_add(input, w, self.ws.x, n)? {
+            return Ok(false);
+        }
+        self.linear(n, input, w, self.ws.delta)?;
+        Ok(true)
+    }
+
+    /// The residual add (`delta`, `bias` when given) and RMSNorm of the step's `n` rows of `x`
+    /// into `xn`.
+    fn add_norm(
+        &self,
+        n: usize,
+        delta: Option<DevicePtr>,
+        bias: Option<DevicePtr>,
+        weight: DevicePtr,
+    ) -> anyhow::Result<()> {
+        let ws = self.ws;
+        self.kernels.add_rmsnorm(&AddRmsNormArgs {
             x: ws.x,
             delta,
             bias,
             weight,
             rows: None,
             out: ws.xn,
-            hidden,
-            eps,
+            hidden: self.config.hidden_size,
+            eps: self.weights.norm.eps,
             n,
-        };
-        // In place on f32 rows: `heads` rows of `dim` per token, `stride` floats apart.
-        let norm_rows = |x, weight, heads, stride, dim| {
-            k.rmsnorm_rows(&RmsNormRowsArgs {
-                x,
-                weight,
-                heads,
-                token_stride: stride,
-                dim,
-                eps,
-                n,
-            })
-        };
-        // y = input W^T as bf16 rows where cuBLAS writes them (prompt chunks) and the reader
-        // takes them (`bf16_ok`), else f32; returns whether they are bf16.
-        let rows_maybe_bf16 = |input, w: &Linear, y, bf16_ok: bool| -> anyhow::Result<bool> {
-            if bf16_ok && self.gemm.linear_bf16(input, w, y, n)? {
-                return Ok(true);
-            }
-            linear(input, w, y)?;
-            Ok(false)
-        };
-        // Whether `delta` holds a projection not yet added to the residual `x` (the next
-        // add_rmsnorm adds it). A projection cuBLAS runs adds itself in its epilogue instead,
-        // unless a post-norm must first scale it.
-        let mut delta_pending = false;
-        // Projects `input` through `w` into the residual stream: added to `x` by cuBLAS, or
-        // written to `delta` (returns whether it is pending there).
-        let into_residual = |input, w: &Linear, post_norm: bool| -> anyhow::Result<bool> {
-            if !post_norm && self.gemm.linear_add(input, w, ws.x, n)? {
-                return Ok(false);
-            }
-            linear(input, w, ws.delta)?;
-            Ok(true)
-        };
+        })
+    }
+
+    /// In place on f32 rows: `heads` rows of `dim` per token, `stride` floats apart.
+    fn norm_rows(
+        &self,
+        n: usize,
+        x: DevicePtr,
+        weight: DevicePtr,
+        heads: usize,
+        stride: usize,
+        dim: usize,
+    ) -> anyhow::Result<()> {
+        self.kernels.rmsnorm_rows(&RmsNormRowsArgs {
+            x,
+            weight,
+            heads,
+            token_stride: stride,
+            dim,
+            eps: self.weights.norm.eps,
+            n,
+        })
+    }
+
+    /// Every layer of the step; leaves the last layer's output in `x`, plus `delta` when the
+    /// returned `delta_pending` is true (pass it to [`Model::enqueue_logits`]).
+    pub fn enqueue_layers(&self, s: &StepShape) -> anyhow::Result<bool> {
+        let (c, k, ws, w) = (self.config, self.kernels, self.ws, self.weights);
         let lookup = Lookup {
-            tokens: self.meta(o.tokens),
+            tokens: self.meta(s.offsets.tokens),
             x: ws.x,
-            hidden,
+            hidden: c.hidden_size,
             scale: w.embedding_scale,
-            n,
+            n: s.num_tokens,
         };
         k.embed_tokens(&w.embed, &lookup)?;
+        let mut delta_pending = false;
         for (l, lw) in w.layers.iter().enumerate() {
-            let post_norm = lw.post_norms.is_some();
-            // The previous layer's down projection joins the residual here if still pending.
-            k.add_rmsnorm(&norm(delta_pending.then_some(ws.delta), None, lw.attn_norm))?;
-            // The output projection's bias joins the residual with the next norm (no post-norm
-            // has one: launchers::supports).
-            let mut output_bias = None;
-            match &lw.mixer {
-                Mixer::Attention(a) => {
-                    self.enqueue_attention(s, l, a, &rows_maybe_bf16, &norm_rows)?;
-                    delta_pending = into_residual(ws.attn, &a.wo, post_norm)?;
-                    output_bias = a.bo;
-                }
-                Mixer::LinearAttention(g) => {
-                    let out = self.enqueue_linear_attention(s, g)?;
-                    delta_pending = into_residual(out, &g.w_out, post_norm)?;
-                }
+            delta_pending = self.enqueue_layer(s, l, lw, delta_pending)?;
+        }
+        Ok(delta_pending)
+    }
+
+    /// Decoder layer `lw` (KV-cache layer `l`) over the residual stream `x`, whose last
+    /// projection is still in `delta` when `delta_pending`; returns the same of its own.
+    pub fn enqueue_layer(
+        &self,
+        s: &StepShape,
+        l: usize,
+        lw: &LayerWeights,
+        delta_pending: bool,
+    ) -> anyhow::Result<bool> {
+        let (ws, n, hidden) = (self.ws, s.num_tokens, self.config.hidden_size);
+        let post_norm = lw.post_norms.is_some();
+        // The previous layer's down projection joins the residual here if still pending.
+        self.add_norm(n, delta_pending.then_some(ws.delta), None, lw.attn_norm)?;
+        // The output projection's bias joins the residual with the next norm (no post-norm
+        // has one: launchers::supports).
+        let mut output_bias = None;
+        let mut delta_pending = match &lw.mixer {
+            Mixer::Attention(a) => {
+                self.enqueue_attention(s, l, a, false)?;
+                output_bias = a.bo;
+                self.into_residual(n, ws.attn, &a.wo, post_norm)?
             }
-            if let Some(post) = lw.post_norms {
-                norm_rows(ws.delta, post.attention, 1, hidden, hidden)?;
+            Mixer::LinearAttention(g) => {
+                let out = self.enqueue_linear_attention(s, g)?;
+                self.into_residual(n, out, &g.w_out, post_norm)?
             }
-            let delta = delta_pending.then_some(ws.delta);
-            k.add_rmsnorm(&norm(delta, output_bias, lw.ffn_norm))?;
-            match &lw.mlp {
-                Mlp::Dense {
-                    activation,
-                    gate_up,
-                    down,
-                } => {
-                    let bf16 = rows_maybe_bf16(ws.xn, gate_up, ws.gate_up, true)?;
-                    let inter = gate_up.rows / 2;
-                    k.gated_activation(*activation, ws.gate_up, bf16, ws.act, inter, n)?;
-                    delta_pending = into_residual(ws.act, down, post_norm)?;
-                }
-                Mlp::Sparse(moe) => {
-                    self.enqueue_moe(moe, n, l, self.meta(o.slots))?;
-                    delta_pending = true;
-                }
+        };
+        if let Some(post) = lw.post_norms {
+            self.norm_rows(n, ws.delta, post.attention, 1, hidden, hidden)?;
+        }
+        let delta = delta_pending.then_some(ws.delta);
+        self.add_norm(n, delta, output_bias, lw.ffn_norm)?;
+        match &lw.mlp {
+            Mlp::Dense {
+                activation,
+                gate_up,
+                down,
+            } => {
+                let bf16 = self.rows_maybe_bf16(n, ws.xn, gate_up, ws.gate_up, true)?;
+                let inter = gate_up.rows / 2;
+                self.kernels
+                    .gated_activation(*activation, ws.gate_up, bf16, ws.act, inter, n)?;
+                delta_pending = self.into_residual(n, ws.act, down, post_norm)?;
             }
-            if let Some(post) = lw.post_norms {
-                norm_rows(ws.delta, post.mlp, 1, hidden, hidden)?;
+            Mlp::Sparse(moe) => {
+                self.enqueue_moe(moe, n, l, self.meta(s.offsets.slots))?;
+                delta_pending = true;
             }
+        }
+        if let Some(post) = lw.post_norms {
+            self.norm_rows(n, ws.delta, post.mlp, 1, hidden, hidden)?;
         }
         Ok(delta_pending)
     }
 
     /// Softmax attention of layer `l` from the normed rows `ws.xn` into `ws.attn`: QKV GEMM,
-    /// [per-head Q/K RMSNorm], bias + RoPE + KV write, then decode and prefill attention.
-    fn enqueue_attention(
+    /// [per-head Q/K RMSNorm], bias + RoPE + KV write, then decode and prefill attention
+    /// (none with `kv_only`: the step's K and V are written, nothing reads them yet).
+    pub(crate) fn enqueue_attention(
         &self,
         s: &StepShape,
         l: usize,
         a: &AttentionWeights,
-        rows_maybe_bf16: &dyn Fn(DevicePtr, &Linear, DevicePtr, bool) -> anyhow::Result<bool>,
-        norm_rows: &dyn Fn(DevicePtr, DevicePtr, usize, usize, usize) -> anyhow::Result<()>,
+        kv_only: bool,
     ) -> anyhow::Result<()> {
         let (k, ws, spec) = (self.kernels, self.ws, &a.spec);
         let (n, o, page_size) = (s.num_tokens, s.offsets, self.kv.page_size);
@@ -226,14 +280,14 @@ impl Model<'_> {
         };
         // The per-head Q/K norms and the output gate read f32 rows.
         let f32_rows = a.qk_norm.is_some() || spec.output_gate;
-        let qkv_bf16 = rows_maybe_bf16(ws.xn, &a.wqkv, ws.qkv, !f32_rows)?;
+        let qkv_bf16 = self.rows_maybe_bf16(n, ws.xn, &a.wqkv, ws.qkv, !f32_rows)?;
         // Q, K, V (then the output gate) of each token.
         let qkv_rows = a.wqkv.rows;
         if let Some(qk) = a.qk_norm {
             // Q heads, then K heads, of each token's QKV row (no bias: launchers::supports).
             let k_part = ws.qkv.offset(4 * spec.q_dim());
-            norm_rows(ws.qkv, qk.q, spec.num_heads, qkv_rows, spec.head_dim)?;
-            norm_rows(k_part, qk.k, spec.num_kv_heads, qkv_rows, spec.head_dim)?;
+            self.norm_rows(n, ws.qkv, qk.q, spec.num_heads, qkv_rows, spec.head_dim)?;
+            self.norm_rows(n, k_part, qk.k, spec.num_kv_heads, qkv_rows, spec.head_dim)?;
         }
         k.rope_kv_write(&RopeKvArgs {
             dims,
@@ -252,6 +306,9 @@ impl Model<'_> {
             interleaved: spec.rope.style == RopeStyle::Interleaved,
             n,
         })?;
+        if kv_only {
+            return Ok(());
+        }
         if s.num_decodes > 0 {
             k.attention_decode(&DecodeArgs {
                 dims,
@@ -295,89 +352,6 @@ impl Model<'_> {
             k.sigmoid_gate_mul(ws.attn, gate, qkv_rows, spec.q_dim(), n)?;
         }
         Ok(())
-    }
-
-    /// Gated DeltaNet layer `g` from the normed rows `ws.xn`: the input projection (f32), the
-    /// convolution and the gated delta rule over each sequence's state slot; returns the bf16
-    /// rows the output projection reads.
-    fn enqueue_linear_attention(
-        &self,
-        s: &StepShape,
-        g: &LinearAttentionWeights,
-    ) -> anyhow::Result<DevicePtr> {
-        let (k, ws, o) = (self.kernels, self.ws, s.offsets);
-        let buffers = ws
-            .linear
-            .as_ref()
-            .ok_or_else(|| anyhow::anyhow!("no linear-attention buffers"))?;
-        let state = self
-            .state
-            .ok_or_else(|| anyhow::anyhow!("linear attention before init_state_slots"))?;
-        self.gemm
-            .linear(k, ws.xn, &g.w_in, buffers.mixed, s.num_tokens, ws.dequant)?;
-        if let Some(recording) = self.recording {
-            recording.record(g.state_offset, buffers.mixed)?;
-        }
-        let seqs = GdnSequences {
-            row: self.meta(o.seq_row),
-            len: self.meta(o.seq_len),
-            slot: self.meta(o.seq_slot),
-            fresh: self.meta(o.seq_fresh),
-            count: s.num_seqs,
-            tokens: s.num_tokens,
-            max_len: s.max_q_len,
-            state,
-            slot_stride: self.weights.state_len,
-        };
-        self.enqueue_gdn(&seqs, g, buffers.mixed, buffers.ld)?;
-        Ok(buffers.out)
-    }
-
-    /// The convolution and gated delta rule of layer `g` over `seqs`, from input projections
-    /// `mixed` (rows `ld` floats apart), into the workspace's linear-attention buffers.
-    pub(crate) fn enqueue_gdn(
-        &self,
-        seqs: &GdnSequences,
-        g: &LinearAttentionWeights,
-        mixed: DevicePtr,
-        ld: usize,
-    ) -> anyhow::Result<()> {
-        let (k, spec) = (self.kernels, &g.spec);
-        let buffers = self
-            .ws
-            .linear
-            .as_ref()
-            .ok_or_else(|| anyhow::anyhow!("no linear-attention buffers"))?;
-        let layer = GdnLayer {
-            key_heads: spec.num_key_heads,
-            value_heads: spec.num_value_heads,
-            dk: spec.key_head_dim,
-            dv: spec.value_head_dim,
-            taps: spec.conv_kernel,
-            tiled: spec.tiled_value_heads,
-            offset: g.state_offset,
-        };
-        k.gdn_conv(seqs, &layer, mixed, ld, g.conv, buffers.conv)?;
-        let channels = spec.conv_channels();
-        let value_dim = spec.value_dim();
-        k.gdn_delta_rule(
-            seqs,
-            &layer,
-            &GdnRecurrenceArgs {
-                conv: buffers.conv,
-                mixed,
-                ld,
-                z_col: channels,
-                b_col: channels + value_dim,
-                a_col: channels + value_dim + spec.num_value_heads,
-                decay_rate: g.decay_rate,
-                dt_bias: g.dt_bias,
-                norm: g.norm,
-                out: buffers.out,
-                chunk: buffers.chunk,
-                eps: self.weights.norm.eps,
-            },
-        )
     }
 
     /// LM head for `rows` token rows listed at packed offset `rows_at`: the final residual add

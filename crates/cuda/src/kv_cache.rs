@@ -36,7 +36,7 @@ pub fn bytes_per_token(c: &ModelConfig) -> usize {
 }
 
 /// Bytes of one token's K and V in one layer.
-fn token_bytes(c: &ModelConfig) -> usize {
+pub fn token_bytes(c: &ModelConfig) -> usize {
     2 * c.num_kv_heads * c.head_dim * 2
 }
 
@@ -63,12 +63,15 @@ fn is_windowed(c: &ModelConfig, layer: usize) -> bool {
 
 impl KvCache {
     /// `window_pages > 0`: the sliding-window layers keep that many pages of their own.
+    /// `extra_layers` full-attention layers of the config's KV shape follow the model's (a
+    /// multi-token-prediction layer's, KV-cache layer `num_layers`).
     pub fn new(
         stream: &Arc<CudaStream>,
         c: &ModelConfig,
         num_pages: usize,
         window_pages: usize,
         page_size: usize,
+        extra_layers: usize,
     ) -> anyhow::Result<KvCache> {
         anyhow::ensure!(page_size > 0 && num_pages > 0, "empty KV pool");
         let window_pages = if window(c).is_some() { window_pages } else { 0 };
@@ -80,15 +83,17 @@ impl KvCache {
             );
         }
         let region_of = |pages: usize| align_up(pages * page_size * token_bytes(c) / 2);
-        let windowed: Vec<bool> = (0..c.num_layers)
-            .map(|l| window_pages > 0 && is_windowed(c, l))
+        let layers = c.num_layers + extra_layers;
+        let decoder = |l: usize| l < c.num_layers;
+        let windowed: Vec<bool> = (0..layers)
+            .map(|l| window_pages > 0 && decoder(l) && is_windowed(c, l))
             .collect();
         let mut next = 0;
         let (mut k_at, mut region) = (Vec::new(), Vec::new());
-        for l in 0..c.num_layers {
+        for l in 0..layers {
             let bytes = region_of(if windowed[l] { window_pages } else { num_pages });
             region.push(bytes);
-            if c.is_linear_attention(l) {
+            if decoder(l) && c.is_linear_attention(l) {
                 k_at.push(None);
             } else {
                 k_at.push(Some(next));

@@ -4,16 +4,19 @@
 //! steps.
 
 mod collect;
+mod mtp;
 mod state;
 
 use std::sync::Arc;
 
 use ferrite_engine::{
     validate_batch, Backend, BackendError, BatchLimits, DeviceSampling, ExpertLoad, ForwardOutput,
-    KvWindow, SampledOutput, SeqBatch,
+    KvWindow, MtpDraftStep, SampledOutput, SeqBatch,
 };
 use ferrite_model::config::ModelConfig;
-use ferrite_model::plan::ModelPlan;
+use ferrite_model::dummy::dummy_mtp;
+use ferrite_model::plan::{ModelPlan, MtpSpec};
+use ferrite_model::tensor_names::LayerTensor;
 
 use crate::buffer::{upload, DeviceBuffer};
 use crate::device::Gpu;
@@ -22,7 +25,7 @@ use crate::forward::{Model, StepShape};
 use crate::gemm::Gemm;
 use crate::graphs::{ladder, DecodeGraphs};
 use crate::kernel_sources::has_prebuilt_cubins;
-use crate::kv_cache::{self, bytes_per_token, KvCache};
+use crate::kv_cache::{self, bytes_per_token, token_bytes, KvCache};
 use crate::launchers::{decode_splits, supports, Kernels, SampleParams};
 use crate::state_rewind::StateRewind;
 use crate::step_inputs::StepInputs;
@@ -66,6 +69,10 @@ pub struct CudaBackend {
     state: Option<(DeviceBuffer, usize)>,
     /// What rewinding speculative steps takes (`init_state_rewind`).
     rewind: Option<StateRewind>,
+    /// `enable_mtp` was called: the KV cache has the MTP layer's, and every step catches it up.
+    mtp_enabled: bool,
+    /// MTP drafting's buffers (`init_kv_cache` after `enable_mtp`).
+    mtp: Option<mtp::MtpState>,
     ws: Workspace,
     weights: ModelWeights,
     gemm: Gemm,
@@ -101,7 +108,15 @@ impl CudaBackend {
         let kernels = Kernels::load(&gpu.stream)?;
         let decode_slots = kernels.decode_slots(config.head_dim, gpu.sm_count)?;
         let gemm = Gemm::new(&gpu.stream, options.batch_invariant)?;
-        let weights = ModelWeights::load(&gpu.stream, &kernels, &plan, &source)?;
+        // The multi-token-prediction layer, where the weights have one.
+        let mtp = match &source {
+            WeightSource::Dummy { .. } => dummy_mtp(&config),
+            WeightSource::Host(w) => MtpSpec::of(&config).filter(|m| {
+                w.tensors
+                    .contains_key(&LayerTensor::NextnEhProj.of(m.index()))
+            }),
+        };
+        let weights = ModelWeights::load(&gpu.stream, &kernels, &plan, mtp.as_ref(), &source)?;
         drop(source);
         let graph_top = ladder(options.max_num_seqs, options.cuda_graph_max_bs)
             .last()
@@ -154,6 +169,8 @@ impl CudaBackend {
             meta: None,
             state: None,
             rewind: None,
+            mtp_enabled: false,
+            mtp: None,
             ws,
             weights,
             gemm,
@@ -218,6 +235,7 @@ impl CudaBackend {
         let slots = self.decode_slots;
         let kv_heads = self.config.num_kv_heads;
         let invariant = self.options.batch_invariant;
+        let mtp = self.mtp_enabled;
         let (graphs, report) = DecodeGraphs::capture(
             &gpu.stream,
             &sizes,
@@ -229,7 +247,12 @@ impl CudaBackend {
                 }
                 let shape =
                     StepShape::of(&inputs, decode_splits(bs, kv_heads, slots, None, invariant));
-                let delta_pending = model.enqueue_layers(&shape)?;
+                let mut delta_pending = model.enqueue_layers(&shape)?;
+                if mtp {
+                    // The MTP catch-up after the graph reads every row's final residual.
+                    model.fold_residual(bs, delta_pending)?;
+                    delta_pending = false;
+                }
                 model.enqueue_logits(inputs.offsets.logit_rows, bs, delta_pending)
             },
         )?;
@@ -321,7 +344,13 @@ impl CudaBackend {
                 let recording = self.recording(&rewinds);
                 let mut model = self.model()?;
                 model.recording = recording.as_ref().map(|r| r as _);
-                let delta_pending = model.enqueue_layers(&shape).map_err(err)?;
+                let mut delta_pending = model.enqueue_layers(&shape).map_err(err)?;
+                if self.mtp_enabled {
+                    model
+                        .fold_residual(inputs.num_tokens, delta_pending)
+                        .map_err(err)?;
+                    delta_pending = false;
+                }
                 let mut c0 = 0;
                 while c0 < total {
                     let c1 = (c0 + chunk).min(total);
@@ -333,6 +362,7 @@ impl CudaBackend {
                 }
             }
         }
+        self.mtp_catch_up(batch).map_err(err)?;
         // Snapshots saved after the step (the layers are done once the logits came back).
         self.copy_states(batch, |c| c.save_to.map(|to| (to, false)))
             .map_err(err)?;
@@ -349,7 +379,12 @@ impl Backend for CudaBackend {
     }
 
     fn kv_bytes_per_token(&self) -> usize {
-        bytes_per_token(&self.config)
+        let mtp = if self.mtp_enabled {
+            token_bytes(&self.config)
+        } else {
+            0
+        };
+        bytes_per_token(&self.config) + mtp
     }
 
     fn kv_window(&self) -> Option<KvWindow> {
@@ -383,6 +418,7 @@ impl Backend for CudaBackend {
             num_pages,
             window_pages,
             page_size,
+            usize::from(self.mtp_enabled),
         )
         .map_err(err)?;
         tracing::info!(
@@ -400,6 +436,10 @@ impl Backend for CudaBackend {
         let entries = 4 * cap.tokens + 10 * cap.seqs + cap.tokens.max(cap.logit_rows) + 2 * pages;
         let meta = DeviceBuffer::new(&self.gpu.stream, entries * 4).map_err(err)?;
         self.meta = Some((meta, entries));
+        if self.mtp_enabled {
+            let slots = self.state.as_ref().map_or(0, |(_, slots)| *slots);
+            self.alloc_mtp(slots).map_err(err)?;
+        }
         if !self.options.enforce_eager {
             self.capture_graphs().map_err(err)?;
         }
@@ -420,6 +460,7 @@ impl Backend for CudaBackend {
             seconds = started.elapsed().as_secs_f64(),
             "warmed up the prefill shapes"
         );
+        self.reset_mtp();
         if let Some(load) = &mut self.expert_load {
             load.reset(&self.gpu.stream).map_err(err)?;
         }
@@ -450,10 +491,32 @@ impl Backend for CudaBackend {
         Ok(())
     }
 
+    fn has_mtp(&self) -> bool {
+        self.weights.mtp.is_some()
+    }
+
     fn enable_mtp(&mut self) -> Result<(), BackendError> {
-        Err(BackendError(
-            "MTP drafting (--speculative mtp) runs on the CPU backend only so far".into(),
-        ))
+        if self.weights.mtp.is_none() {
+            return Err(BackendError(
+                "the checkpoint has no multi-token-prediction layer (mtp.* tensors)".into(),
+            ));
+        }
+        if self.kv.is_some() {
+            return Err(BackendError(
+                "enable_mtp must come before init_kv_cache".into(),
+            ));
+        }
+        if self.kv_window().is_some() {
+            return Err(BackendError(
+                "MTP drafting with a sliding-window KV pool is not supported".into(),
+            ));
+        }
+        self.mtp_enabled = true;
+        Ok(())
+    }
+
+    fn mtp_draft(&mut self, steps: &[MtpDraftStep<'_>]) -> Result<ForwardOutput, BackendError> {
+        self.mtp_draft_steps(steps)
     }
 
     fn state_rewind_bytes_per_sequence(&self, step_tokens: usize) -> Option<usize> {

@@ -19,6 +19,7 @@ mod gated_deltanet;
 mod gemv;
 mod launch;
 mod moe;
+mod mtp;
 mod names;
 mod quant;
 mod rmsnorm;
@@ -44,6 +45,7 @@ pub use moe::{
     moe_chunk, moe_max_items, ExpertActivation, ExpertCounters, ExpertFormat, ExpertMatrix,
     MoeDownArgs, MoeGateUpArgs, MoeRouting, MOE_CHUNKS, MOE_MAX_EXPERTS, MOE_MAX_K,
 };
+pub use mtp::MtpInputArgs;
 pub use names::GEMV_MAX_TOKENS;
 pub use quant::QuantGemvArgs;
 pub use rmsnorm::{AddRmsNormArgs, RmsNormRowsArgs};

@@ -201,6 +201,18 @@ kernel_signatures! {
         bias: NullablePtr, split: Count,
     }
 
+    // mtp.cu
+
+    /// A multi-token-prediction layer's input rows from embeddings and hidden states.
+    MtpInput = kernel("mtp_input") {
+        emb: Ptr, step_rows: Ptr, ring: Ptr, src: Ptr, first_norm: Ptr, output_norm_w: Ptr,
+        head_norm_w: Ptr, enorm_w: Ptr, hnorm_w: Ptr, out: Ptr, hidden: Count, eps: F32,
+    }
+    /// Rows of f32 copied between two buffers by row index.
+    CopyRows = kernel("copy_rows") {
+        src: Ptr, src_rows: Ptr, dst: Ptr, dst_rows: Ptr, hidden: Count,
+    }
+
     // quant_dequant.cu
 
     /// Rows of a quantized matrix into bf16, by format; unused planes NULL.

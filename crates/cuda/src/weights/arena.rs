@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use ferrite_model::plan::{Mixer, MlpSpec, ModelPlan};
+use ferrite_model::plan::{Mixer, MlpSpec, ModelPlan, TensorRole, TensorSpec};
 
 use crate::buffer::{DeviceBuffer, Layout};
 use crate::launchers::{ExpertFormat, ExpertMatrix};
@@ -240,21 +240,36 @@ fn vector_regions(plan: &ModelPlan) -> Vec<(String, usize)> {
 }
 
 impl Arena {
-    /// Where every tensor of `plan` goes, each file matrix stored as
-    /// `format_of(tensor name, k)` says and each expert stack as `stack_format(name)`.
+    /// Where every tensor of `plan` and the `outer` tensors beside its layers (an MTP
+    /// layer's input projection and norms: a linear layer of their own or a vector each) go,
+    /// each file matrix stored as `format_of(tensor name, k)` says and each expert stack as
+    /// `stack_format(name)`.
     pub fn new(
         plan: &ModelPlan,
+        outer: &[TensorSpec],
         format_of: &dyn Fn(&str, usize) -> MatrixFormat,
         stack_format: &dyn Fn(&str) -> ExpertFormat,
     ) -> anyhow::Result<Arena> {
         let mut layout = Layout::new();
         let mut vectors = HashMap::new();
-        for (name, elems) in vector_regions(plan) {
+        let outer_vectors = outer
+            .iter()
+            .filter(|t| t.role != TensorRole::Matrix)
+            .map(|t| (t.name.clone(), t.len()));
+        for (name, elems) in vector_regions(plan).into_iter().chain(outer_vectors) {
             vectors.insert(name, layout.take(elems * 4));
         }
         let mut linears = HashMap::new();
         let mut matrices = HashMap::new();
-        for source in linear_sources(plan)? {
+        let outer_matrices = outer
+            .iter()
+            .filter(|t| t.role == TensorRole::Matrix)
+            .map(|t| LinearSource {
+                name: t.name.clone(),
+                k: t.cols(),
+                tensors: vec![(t.name.clone(), t.rows())],
+            });
+        for source in linear_sources(plan)?.into_iter().chain(outer_matrices) {
             let (linear, k, sources) = (source.name, source.k, source.tensors);
             let mut parts: Vec<PartPlan> = Vec::new();
             let mut row = 0;
@@ -373,6 +388,7 @@ mod tests {
         let bf16_stacks = |_: &str| ExpertFormat::Bf16;
         let arena = Arena::new(
             &model,
+            &[],
             &|name, _k| {
                 if name.ends_with("attn_v.weight") {
                     MatrixFormat::Quant(QuantType::Q8_0)
@@ -418,13 +434,39 @@ mod tests {
             let config = ferrite_model::load::hf_config(&text).unwrap();
             let model = ModelPlan::new(&config).unwrap();
             let mxfp4 = |_: &str| ExpertFormat::Mxfp4;
-            let arena = Arena::new(&model, &|_, _| MatrixFormat::Bf16, &mxfp4).unwrap();
+            let arena = Arena::new(&model, &[], &|_, _| MatrixFormat::Bf16, &mxfp4).unwrap();
             for t in model.tensors() {
                 let placed = arena.matrices.contains_key(&t.name)
                     || arena.experts.contains_key(&t.name)
                     || arena.vector_slot(&model, &t.name).is_some();
                 assert!(placed, "{arch}: no place for {}", t.name);
             }
+        }
+    }
+
+    /// A multi-token-prediction layer placed as one more layer of the plan, its projection
+    /// and norms beside it: each of its tensors has a place, the projection a linear layer of
+    /// its own.
+    #[test]
+    fn every_tensor_of_an_mtp_layer_has_a_place() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/arch");
+        for arch in ["qwen3_5", "qwen3_5_moe"] {
+            let text = std::fs::read_to_string(root.join(arch).join("config.json")).unwrap();
+            let config = ferrite_model::load::hf_config(&text).unwrap();
+            let mtp = ferrite_model::plan::MtpSpec::of(&config).unwrap();
+            let mut model = ModelPlan::new(&config).unwrap();
+            model.layers.push(mtp.layer.clone());
+            let bf16 = |_: &str| ExpertFormat::Bf16;
+            let outer = mtp.outer_tensors();
+            let arena = Arena::new(&model, &outer, &|_, _| MatrixFormat::Bf16, &bf16).unwrap();
+            for t in mtp.tensors() {
+                let placed = arena.matrices.contains_key(&t.name)
+                    || arena.experts.contains_key(&t.name)
+                    || arena.vector_slot(&model, &t.name).is_some();
+                assert!(placed, "{arch}: no place for {}", t.name);
+            }
+            let proj = &outer[0].name;
+            assert_eq!(arena.linears[proj].k, 2 * config.hidden_size);
         }
     }
 }

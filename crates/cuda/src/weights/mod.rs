@@ -12,6 +12,7 @@
 //! `FERRITE_CUDA_WIDEN_QUANT=1` widens quantized files to bf16 as before (for A/B timing).
 
 mod arena;
+mod assemble;
 mod moe;
 mod upload;
 
@@ -19,19 +20,18 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 use ferrite_model::config::Activation;
-use ferrite_model::dummy::plan_inits;
+use ferrite_model::dummy::{mtp_inits, plan_inits};
 use ferrite_model::plan::{
-    self, AttentionSpec, LinearAttentionSpec, MlpSpec, ModelPlan, NormSpec, TensorRole,
+    self, AttentionSpec, LinearAttentionSpec, ModelPlan, MtpSpec, NormSpec, TensorRole,
 };
 use ferrite_model::weights as host;
 
 use crate::buffer::{upload, DeviceBuffer};
 use crate::device_ptr::DevicePtr;
-use crate::launchers::{DummyFormat, ExpertFormat, ExpertMatrix, Kernels, FP8_BLOCK};
-use crate::linear::{Linear, Matrix, MatrixFormat, Part};
+use crate::launchers::{DummyFormat, ExpertFormat, Kernels, FP8_BLOCK};
+use crate::linear::{Linear, Matrix, MatrixFormat};
 use crate::quant::QuantType;
 use arena::Arena;
-use ferrite_model::tensor_names::{LayerTensor, OUTPUT_NORM};
 pub use moe::{MoeBiases, MoeWeights, SharedExpertWeights};
 use upload::{upload_matrix, upload_vector};
 
@@ -142,6 +142,21 @@ pub struct ModelWeights {
     /// f32 values of one sequence's recurrent state over every linear-attention layer (0
     /// without them).
     pub state_len: usize,
+    /// The multi-token-prediction layer, when the source has one.
+    pub mtp: Option<MtpWeights>,
+}
+
+/// A multi-token-prediction layer (`plan::MtpSpec` has the math): its input projection and
+/// norms, its decoder layer (KV-cache layer `index`), its output norm.
+#[derive(Debug, Clone)]
+pub struct MtpWeights {
+    pub index: usize,
+    /// [hidden, 2 hidden]: over [enorm(embedding); hnorm(hidden state)].
+    pub eh_proj: Linear,
+    pub enorm: DevicePtr,
+    pub hnorm: DevicePtr,
+    pub head_norm: DevicePtr,
+    pub layer: LayerWeights,
 }
 
 /// How a file tensor is kept on the device.
@@ -162,21 +177,34 @@ fn shift_of(plan: &ModelPlan, role: TensorRole) -> f32 {
 }
 
 impl ModelWeights {
-    /// Every tensor of `model`, from `source`.
+    /// Every tensor of `model` and of its multi-token-prediction layer `mtp` (when the
+    /// source has one), from `source`.
     pub fn load(
         stream: &Arc<CudaStream>,
         kernels: &Kernels,
         model: &ModelPlan,
+        mtp: Option<&MtpSpec>,
         source: &WeightSource,
     ) -> anyhow::Result<ModelWeights> {
         let widen = std::env::var("FERRITE_CUDA_WIDEN_QUANT").is_ok_and(|v| v == "1");
+        // The MTP layer is placed as one more layer of the plan, its projection and norms
+        // beside it.
+        let mut placed = model.clone();
+        let mut outer = Vec::new();
+        if let Some(mtp) = mtp {
+            placed.layers.push(mtp.layer.clone());
+            outer = mtp.outer_tensors();
+        }
         let plan = match source {
             // Dummy weights are bf16 throughout (MXFP4 experts too).
             WeightSource::Dummy { .. } => {
-                Arena::new(model, &|_, _| MatrixFormat::Bf16, &|_| ExpertFormat::Bf16)?
+                Arena::new(&placed, &outer, &|_, _| MatrixFormat::Bf16, &|_| {
+                    ExpertFormat::Bf16
+                })?
             }
             WeightSource::Host(weights) => Arena::new(
-                model,
+                &placed,
+                &outer,
                 &|name, k| {
                     weights
                         .get(name)
@@ -190,7 +218,8 @@ impl ModelWeights {
             WeightSource::Dummy { seed } => *seed,
             WeightSource::Host(_) => 0, // only the names and shapes are used
         };
-        for init in plan_inits(model, seed) {
+        let mtp_tensors = mtp.map(|m| mtp_inits(model, m, seed)).unwrap_or_default();
+        for init in plan_inits(model, seed).into_iter().chain(mtp_tensors) {
             let shift = shift_of(model, init.role);
             if let Some(at) = plan.experts.get(&init.name) {
                 let stack = at.on(&arena);
@@ -236,7 +265,7 @@ impl ModelWeights {
                 continue;
             }
             let at = plan
-                .vector_slot(model, &init.name)
+                .vector_slot(&placed, &init.name)
                 .ok_or_else(|| anyhow::anyhow!("no place for `{}`", init.name))?;
             match source {
                 WeightSource::Dummy { .. } => {
@@ -257,7 +286,7 @@ impl ModelWeights {
                 }
             }
         }
-        for layer in &model.layers {
+        for layer in &placed.layers {
             match &layer.mixer {
                 plan::Mixer::Attention(a) => {
                     let at = plan.vectors[&format!("blk.{}.rope_inv_freq", layer.index)];
@@ -276,152 +305,7 @@ impl ModelWeights {
             }
         }
         stream.synchronize()?;
-        Self::assemble(model, &plan, arena)
-    }
-
-    /// The device addresses of every tensor, from the arena's plan.
-    fn assemble(
-        model: &ModelPlan,
-        plan: &Arena,
-        arena: DeviceBuffer,
-    ) -> anyhow::Result<ModelWeights> {
-        let vector = |name: &str| -> anyhow::Result<DevicePtr> {
-            let at = plan.vectors.get(name);
-            Ok(arena.at(*at.ok_or_else(|| anyhow::anyhow!("no place for `{name}`"))?))
-        };
-        let linear = |name: &str| -> anyhow::Result<Linear> {
-            let lp = plan
-                .linears
-                .get(name)
-                .ok_or_else(|| anyhow::anyhow!("no linear layer `{name}`"))?;
-            let parts = lp.parts.iter().map(|p| {
-                let mut planes = [None; 3];
-                for (slot, &at) in planes.iter_mut().zip(&p.planes) {
-                    *slot = Some(arena.at(at));
-                }
-                let matrix = Matrix {
-                    format: p.format,
-                    planes,
-                };
-                Part {
-                    row0: p.row0,
-                    rows: p.rows,
-                    matrix,
-                }
-            });
-            Ok(Linear {
-                rows: lp.rows,
-                k: lp.k,
-                parts: parts.collect(),
-            })
-        };
-        let stack = |name: &str| -> anyhow::Result<ExpertMatrix> {
-            let at = plan.experts.get(name);
-            Ok(at
-                .ok_or_else(|| anyhow::anyhow!("no expert stack `{name}`"))?
-                .on(&arena))
-        };
-        let mut layers = Vec::with_capacity(model.layers.len());
-        let mut state_len = 0;
-        for spec in &model.layers {
-            let l = spec.index;
-            let n = |p: &str| format!("blk.{l}.{p}");
-            let both = |a: LayerTensor, b: LayerTensor| -> anyhow::Result<(DevicePtr, DevicePtr)> {
-                Ok((vector(&a.of(l))?, vector(&b.of(l))?))
-            };
-            let mixer = match &spec.mixer {
-                plan::Mixer::Attention(a) => Mixer::Attention(Box::new(AttentionWeights {
-                    spec: a.clone(),
-                    wqkv: linear(&n("attn_qkv"))?,
-                    bqkv: a
-                        .qkv_bias
-                        .then(|| vector(&n("attn_qkv_bias")))
-                        .transpose()?,
-                    qk_norm: if a.qk_norm {
-                        let (q, k) = both(LayerTensor::AttnQNorm, LayerTensor::AttnKNorm)?;
-                        Some(QkNormWeights { q, k })
-                    } else {
-                        None
-                    },
-                    wo: linear(&n("attn_output"))?,
-                    bo: a
-                        .output_bias
-                        .then(|| vector(&LayerTensor::AttnOutputBias.of(l)))
-                        .transpose()?,
-                    sinks: a
-                        .sinks
-                        .then(|| vector(&LayerTensor::AttnSinks.of(l)))
-                        .transpose()?,
-                    inv_freq: vector(&n("rope_inv_freq"))?,
-                })),
-                plan::Mixer::LinearAttention(g) => {
-                    let state_offset = state_len;
-                    state_len += g.state_len();
-                    Mixer::LinearAttention(Box::new(LinearAttentionWeights {
-                        spec: g.clone(),
-                        w_in: linear(&n("ssm_in"))?,
-                        conv: vector(&LayerTensor::SsmConv1d.of(l))?,
-                        dt_bias: vector(&LayerTensor::SsmDtBias.of(l))?,
-                        decay_rate: vector(&LayerTensor::SsmA.of(l))?,
-                        norm: vector(&LayerTensor::SsmNorm.of(l))?,
-                        w_out: linear(&n("ssm_out"))?,
-                        state_offset,
-                    }))
-                }
-            };
-            let mlp = match &spec.mlp {
-                MlpSpec::Gated { activation, .. } => Mlp::Dense {
-                    activation: *activation,
-                    gate_up: linear(&n("ffn_gate_up"))?,
-                    down: linear(&n("ffn_down"))?,
-                },
-                MlpSpec::Experts { activation, moe } => Mlp::Sparse(Box::new(
-                    MoeWeights::assemble(moe, *activation, l, &linear, &stack, &vector)?,
-                )),
-            };
-            layers.push(LayerWeights {
-                attn_norm: vector(&LayerTensor::AttnNorm.of(l))?,
-                mixer,
-                ffn_norm: vector(&LayerTensor::FfnNorm.of(l))?,
-                mlp,
-                post_norms: if spec.post_norms {
-                    let (attention, mlp) =
-                        both(LayerTensor::PostAttentionNorm, LayerTensor::PostFfwNorm)?;
-                    Some(PostNormWeights { attention, mlp })
-                } else {
-                    None
-                },
-            });
-        }
-        let embed_linear = linear("token_embd")?;
-        let embed = match embed_linear.parts.as_slice() {
-            [only] => only.matrix,
-            _ => anyhow::bail!("the embedding table must be one matrix"),
-        };
-        let lm_head = if model.tied_output {
-            embed_linear
-        } else {
-            linear("output")?
-        };
-        let largest_quantized = plan
-            .linears
-            .values()
-            .flat_map(|lp| lp.parts.iter().map(move |p| (lp.k, p)))
-            .filter(|(_, p)| matches!(p.format, MatrixFormat::Quant(_)))
-            .map(|(k, p)| p.rows * k * 2)
-            .max()
-            .unwrap_or(0);
-        Ok(ModelWeights {
-            embed,
-            layers,
-            output_norm: vector(OUTPUT_NORM)?,
-            norm: model.norm,
-            embedding_scale: model.embedding_scale,
-            lm_head,
-            largest_quantized,
-            state_len,
-            arena,
-        })
+        assemble::model_weights(model, mtp, &plan, arena)
     }
 
     pub fn bytes(&self) -> usize {

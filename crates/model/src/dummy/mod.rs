@@ -120,12 +120,22 @@ const DECAY_SCALE: f32 = 0.25;
 pub fn tensor_inits(config: &ModelConfig, seed: u64) -> Vec<TensorInit> {
     let plan = ModelPlan::of(config);
     let mut inits = plan_inits(&plan, seed);
-    if config.arch == Arch::Qwen3_5 {
-        if let Some(mtp) = MtpSpec::of(config) {
-            inits.extend(spec_inits(&plan, mtp.tensors(), seed));
-        }
+    if let Some(mtp) = dummy_mtp(config) {
+        inits.extend(mtp_inits(&plan, &mtp, seed));
     }
     inits
+}
+
+/// The multi-token-prediction layer random weights of `config` carry: the Qwen hybrids'.
+pub fn dummy_mtp(config: &ModelConfig) -> Option<MtpSpec> {
+    (config.arch == Arch::Qwen3_5)
+        .then(|| MtpSpec::of(config))
+        .flatten()
+}
+
+/// [`tensor_inits`] of an MTP layer's tensors (`plan::MtpSpec::tensors`).
+pub fn mtp_inits(plan: &ModelPlan, mtp: &MtpSpec, seed: u64) -> Vec<TensorInit> {
+    spec_inits(plan, mtp.tensors(), seed)
 }
 
 /// [`tensor_inits`] of a plan already made (the decoder's tensors only).

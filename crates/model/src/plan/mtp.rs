@@ -41,9 +41,19 @@ impl MtpSpec {
 
     /// Its tensors: the input projection and norms, the layer's, the output norm.
     pub fn tensors(&self) -> Vec<TensorSpec> {
+        let mut out = self.outer_tensors();
+        let head_norm = out.pop();
+        out.extend(self.layer.tensors());
+        out.extend(head_norm);
+        out
+    }
+
+    /// Its tensors outside the decoder layer: the input projection `[hidden, 2 hidden]`, the
+    /// two input norms, the output norm (last).
+    pub fn outer_tensors(&self) -> Vec<TensorSpec> {
         let (hidden, l) = (self.layer.hidden_size, self.layer.index);
         let norm = |t: LayerTensor| TensorSpec::new(t.of(l), vec![hidden], TensorRole::Norm);
-        let mut out = vec![
+        vec![
             TensorSpec::new(
                 LayerTensor::NextnEhProj.of(l),
                 vec![hidden, 2 * hidden],
@@ -51,9 +61,7 @@ impl MtpSpec {
             ),
             norm(LayerTensor::NextnEnorm),
             norm(LayerTensor::NextnHnorm),
-        ];
-        out.extend(self.layer.tensors());
-        out.push(norm(LayerTensor::NextnSharedHeadNorm));
-        out
+            norm(LayerTensor::NextnSharedHeadNorm),
+        ]
     }
 }

@@ -35,6 +35,7 @@ run_tests attention 90
 run_tests parity 300
 run_tests moe 300
 run_tests fixture_parity 120
+run_tests mtp 120
 fi
 
 bench() {  # label, limit, args...

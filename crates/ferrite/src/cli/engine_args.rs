@@ -215,7 +215,7 @@ pub enum SpecMethod {
     /// and this server's recent outputs (no model), as long as they are likely to be kept.
     Suffix,
     /// The model's own multi-token-prediction layer (the `mtp.*` tensors Qwen3.5 / Qwen3.6
-    /// checkpoints ship), run beside it; CPU backend.
+    /// checkpoints ship), run beside it (CPU and CUDA).
     Mtp,
 }
 

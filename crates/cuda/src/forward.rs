@@ -117,7 +117,7 @@ impl Model<'_> {
     /// Projects `input` through `w` into the residual stream: added to `x` by cuBLAS, or
     /// written to `delta` (returns whether it is pending there). A projection cuBLAS runs adds
     /// itself in its epilogue, unless a post-norm must first scale it.
-    fn into_residual(
+    fn add_projection(
         &self,
         n: usize,
         input: DevicePtr,
@@ -214,11 +214,11 @@ impl Model<'_> {
             Mixer::Attention(a) => {
                 self.enqueue_attention(s, l, a, false)?;
                 output_bias = a.bo;
-                self.into_residual(n, ws.attn, &a.wo, post_norm)?
+                self.add_projection(n, ws.attn, &a.wo, post_norm)?
             }
             Mixer::LinearAttention(g) => {
                 let out = self.enqueue_linear_attention(s, g)?;
-                self.into_residual(n, out, &g.w_out, post_norm)?
+                self.add_projection(n, out, &g.w_out, post_norm)?
             }
         };
         if let Some(post) = lw.post_norms {
@@ -236,7 +236,7 @@ impl Model<'_> {
                 let inter = gate_up.rows / 2;
                 self.kernels
                     .gated_activation(*activation, ws.gate_up, bf16, ws.act, inter, n)?;
-                delta_pending = self.into_residual(n, ws.act, down, post_norm)?;
+                delta_pending = self.add_projection(n, ws.act, down, post_norm)?;
             }
             Mlp::Sparse(moe) => {
                 self.enqueue_moe(moe, n, l, self.meta(s.offsets.slots))?;

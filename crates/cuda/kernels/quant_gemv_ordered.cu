@@ -1,10 +1,13 @@
-// The batch-invariant product of 1..8 tokens on a quantized matrix (the GGUF types, FP8):
+// The batch-invariant product of 1..64 tokens on a quantized matrix (the GGUF types, FP8):
 // y[t, r] = sum_k W[r, k] x[t, k] with W's values exactly what quant_dequant.cu writes (the
 // host dequantizer's, rounded to bf16) and the sums in bf16_order.cuh's order. From 9 tokens a
 // quantized matrix is dequantized into a bf16 scratch and multiplied by gemv_mma.cu or
 // tile_mma.cu, which sum in the same order: so a token's row is the same whether it ran alone
-// or batched. (quant_gemv.cu and quant_gemv_mma.cu, faster, sum raw integers run by run and
-// scale afterwards: their rows differ from the dequantized product's in the last bits.)
+// or batched. (quant_gemv.cu and quant_gemv_mma.cu, faster at one token, sum raw integers run
+// by run and scale afterwards: their rows differ from the dequantized product's in the last
+// bits.) Beyond one token it is also the default path's product up to 64 tokens: the weights
+// are decoded once per block of k for every group of 8 tokens, where quant_gemv.cu decodes
+// them per token on the CUDA cores and the slabs write and read a bf16 copy.
 //
 // A warp takes 16 rows. For each 128-element block of k, its lanes decode the block's units of
 // the 16 rows as the dequantizer does (each unit's groups with constant group numbers) into the
@@ -56,7 +59,10 @@ __device__ __forceinline__ void decode_block(const Planes& p, int rows, int k, i
     }
 }
 
-template <class Q, int SPLIT>
+// GROUPS: most groups of 8 tokens (the mma's columns) a launch takes: 1, or 8 (64 tokens,
+// SKINNY_MAX_TOKENS) for the wide kernels, whose accumulators cost registers the 1-group
+// kernels keep free for occupancy.
+template <class Q, int SPLIT, int GROUPS>
 __device__ __forceinline__ void ordered_qgemv(const Planes p, const bf16* __restrict__ x,
                                               float* __restrict__ y, int rows, int k, int ldy,
                                               int n) {
@@ -66,39 +72,62 @@ __device__ __forceinline__ void ordered_qgemv(const Planes p, const bf16* __rest
     const SkinnyTile<SPLIT, 16> tile(nb);
     const int g = tile.g, t = tile.t;
     uint4* mine = s_tile[tile.warp];
-    const bool has_x = g < n;
-    const uint4* xg = reinterpret_cast<const uint4*>(x + (i64)(has_x ? g : 0) * k) + 4 * t;
-    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    // Tokens in groups of 8 (the mma's columns), each decoded block of weights used by all.
+    const int groups = (n + 7) / 8;
+    float c[GROUPS][4];
+#pragma unroll
+    for (int q = 0; q < GROUPS; ++q) c[q][0] = c[q][1] = c[q][2] = c[q][3] = 0.0f;
     pdl_enter();
     for (int b = tile.b_begin; b < tile.b_end; ++b) {
         decode_block<Q>(p, rows, k, tile.row0, b, mine, tile.lane);
         __syncwarp();
         const bool lane_has = 128 * b + 32 * t < k;
-        uint4 w0[4], w8[4], xv[4];
+        uint4 w0[4], w8[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             w0[i] = mine[g * 16 + ordered_swizzle(g, 4 * t + i)];
             w8[i] = mine[(g + 8) * 16 + ordered_swizzle(g + 8, 4 * t + i)];
-            xv[i] = has_x && lane_has ? __ldg(xg + 16 * b + i) : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
-        for (int j = 0; j < 8; ++j) bf16_order_step(c, w0, w8, xv, j);
+        for (int q = 0; q < GROUPS; ++q) {
+            if (q >= groups) break;
+            const int tok = 8 * q + g;
+            const bool has_x = tok < n && lane_has;
+            const uint4* xg = reinterpret_cast<const uint4*>(x + (i64)(tok < n ? tok : 0) * k) + 4 * t;
+            uint4 xv[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) xv[i] = has_x ? __ldg(xg + 16 * b + i) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+            for (int j = 0; j < 8; ++j) bf16_order_step(c[q], w0, w8, xv, j);
+        }
         __syncwarp();
     }
-    s_part[tile.warp][g][2 * t] = c[0];
-    s_part[tile.warp][g][2 * t + 1] = c[1];
-    s_part[tile.warp][g + 8][2 * t] = c[2];
-    s_part[tile.warp][g + 8][2 * t + 1] = c[3];
-    // The split's partials in order from 0.0f, times 1.0 (exact): bf16_order.cuh's total.
-    tile.store(s_part, y, rows, ldy, n, 1.0f);
+#pragma unroll
+    for (int q = 0; q < GROUPS; ++q) {
+        if (q >= groups) break;
+        // The previous group's partials are read by the first warp of each tile first.
+        if (q > 0) __syncthreads();
+        s_part[tile.warp][g][2 * t] = c[q][0];
+        s_part[tile.warp][g][2 * t + 1] = c[q][1];
+        s_part[tile.warp][g + 8][2 * t] = c[q][2];
+        s_part[tile.warp][g + 8][2 * t + 1] = c[q][3];
+        // The split's partials in order from 0.0f, times 1.0 (exact): bf16_order.cuh's total.
+        tile.store(s_part, y + (i64)8 * q * ldy, rows, ldy, n - 8 * q, 1.0f);
+    }
 }
 
-// grid = ceil(rows / (16 * 8 / SPLIT)), block = 256; n <= 8, k % 32 == 0.
+// grid = ceil(rows / (16 * 8 / SPLIT)), block = 256; n <= 8 (qgemv_ordered_*) or <= 64
+// (qgemv_ordered_wide_*), k % 32 == 0.
 #define ORDERED_QGEMV(TYPE, NAME, SPLIT)                                                           \
     extern "C" __global__ void __launch_bounds__(256) qgemv_ordered_##NAME##_s##SPLIT(             \
         const unsigned char* p0, const unsigned char* p1, const unsigned char* p2,                 \
         const bf16* __restrict__ x, float* __restrict__ y, int rows, int k, int ldy, int n) {      \
-        ordered_qgemv<TYPE, SPLIT>(Planes{p0, p1, p2}, x, y, rows, k, ldy, n);                     \
+        ordered_qgemv<TYPE, SPLIT, 1>(Planes{p0, p1, p2}, x, y, rows, k, ldy, n);                  \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(256) qgemv_ordered_wide_##NAME##_s##SPLIT(        \
+        const unsigned char* p0, const unsigned char* p1, const unsigned char* p2,                 \
+        const bf16* __restrict__ x, float* __restrict__ y, int rows, int k, int ldy, int n) {      \
+        ordered_qgemv<TYPE, SPLIT, 8>(Planes{p0, p1, p2}, x, y, rows, k, ldy, n);                  \
     }
 #define ORDERED_QGEMVS(TYPE, NAME)                                                        \
     ORDERED_QGEMV(TYPE, NAME, 1) ORDERED_QGEMV(TYPE, NAME, 2) ORDERED_QGEMV(TYPE, NAME, 4) \

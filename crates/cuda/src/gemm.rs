@@ -12,7 +12,9 @@
 //!
 //! Quantized matrices (crate::quant) go through their own GEMV kernels, which dequantize in
 //! registers (one token on a Q4_K or Q6_K matrix: through the tensor cores, see
-//! kernels/quant_gemv_mma.cu); for larger batches a slab of rows at a time is dequantized into a bf16 scratch
+//! kernels/quant_gemv_mma.cu); 2..=64 tokens through kernels/quant_gemv_ordered.cu (each
+//! block of weights decoded into shared memory once, the tokens' products on the tensor
+//! cores); for larger batches a slab of rows at a time is dequantized into a bf16 scratch
 //! buffer and multiplied by cuBLAS, so no bf16 copy of the model is ever resident. FP8
 //! matrices above 8 tokens with batch invariance off go to Hopper's FP8 tensor cores instead
 //! (crate::fp8_gemm, activations quantized per token; `FERRITE_FP8_GEMM=0` keeps the slabs).
@@ -26,7 +28,9 @@ use cudarc::driver::CudaStream;
 use crate::buffer::DeviceBuffer;
 use crate::device_ptr::DevicePtr;
 use crate::fp8_gemm::Fp8Gemm;
-use crate::launchers::{tensor_core_k, Kernels, LinearArgs, QuantGemvArgs, GEMV_MAX_TOKENS};
+use crate::launchers::{
+    tensor_core_k, Kernels, LinearArgs, QuantGemvArgs, GEMV_MAX_TOKENS, SKINNY_MAX_TOKENS,
+};
 use crate::linear::{Linear, MatrixFormat};
 use crate::quant::QuantType;
 
@@ -124,8 +128,13 @@ impl Gemm {
                     };
                     self.bf16_product(kernels, &args)?;
                 }
+                // Several tokens (all, under batch invariance) on the tensor cores, each
+                // block of weights decoded once for all of them: the CUDA-core GEMVs decode per
+                // token, the slabs write and read a bf16 copy (FP8 has kernels of its own).
                 (MatrixFormat::Quant(format), _, _)
-                    if n <= GEMV_MAX_TOKENS && self.batch_invariant && tensor_core_k(k) =>
+                    if n <= SKINNY_MAX_TOKENS
+                        && tensor_core_k(k)
+                        && (self.batch_invariant || (n > 1 && format != QuantType::Fp8)) =>
                 {
                     kernels.qgemv_ordered(&QuantGemvArgs {
                         format,

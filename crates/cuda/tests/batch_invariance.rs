@@ -5,8 +5,9 @@
 //!   product of n tokens equals the row of the same token computed alone, for n from 1 to 300,
 //!   and the tile kernel forced onto 1..8 tokens equals the skinny one; both within f32
 //!   rounding of an f64 reference.
-//! - The quantized matrices, every device format: 1..8 tokens (quant_gemv_ordered.cu) and more
-//!   (dequantized slabs, then the bf16 products) bit-identical row for row.
+//! - The quantized matrices, every device format: 1..64 tokens (quant_gemv_ordered.cu, its
+//!   wide kernels past 8) and more (dequantized slabs, then the bf16 products) bit-identical
+//!   row for row.
 //! - Whole models on dummy weights: a sequence's logits, prompt whole and alone then decoded
 //!   alone, equal bit for bit its logits with the prompt in chunks beside other sequences'
 //!   chunks and decodes (graphs on, so decodes alone replay a one-sequence graph and batched

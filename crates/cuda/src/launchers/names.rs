@@ -285,6 +285,30 @@ pub(super) fn ordered_qgemv_name(q: QuantType, split_index: usize) -> &'static s
     &ORDERED_QGEMV_NAMES[index * QGEMV_SPLITS.len() + split_index]
 }
 
+/// quant_gemv_ordered.cu's kernels for 9..64 tokens, as [`ORDERED_QGEMV_NAMES`].
+static ORDERED_WIDE_QGEMV_NAMES: LazyLock<Vec<String>> = LazyLock::new(|| {
+    QuantType::ALL
+        .iter()
+        .flat_map(|q| {
+            QGEMV_SPLITS
+                .iter()
+                .map(move |split| format!("qgemv_ordered_wide_{}_s{split}", q.kernel_suffix()))
+        })
+        .collect()
+});
+
+pub(super) fn ordered_wide_qgemv_names() -> Vec<&'static str> {
+    ORDERED_WIDE_QGEMV_NAMES
+        .iter()
+        .map(String::as_str)
+        .collect()
+}
+
+pub(super) fn ordered_wide_qgemv_name(q: QuantType, split_index: usize) -> &'static str {
+    let index = QuantType::ALL.iter().position(|&t| t == q).unwrap_or(0);
+    &ORDERED_WIDE_QGEMV_NAMES[index * QGEMV_SPLITS.len() + split_index]
+}
+
 /// The CUDA-core GEMV of `q` for `n` tokens (at most `q.cuda_core_gemv_tokens()`).
 pub(super) fn qgemv_name(q: QuantType, n: usize, split_index: usize) -> &'static str {
     let (start, _) = type_names(q);

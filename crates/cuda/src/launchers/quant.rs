@@ -3,14 +3,14 @@
 //! (crate::quant).
 
 use super::embedding::Lookup;
-use super::gemv::bf16_order_split_index;
+use super::gemv::{bf16_order_split_index, SKINNY_MAX_TOKENS};
 use super::launch::{grid1, Kernels};
 use super::names::{
-    ordered_qgemv_name, qdequant_name, qembed_name, qgemv_name, FP8_MMA_NAMES, GEMV_MAX_TOKENS,
-    QGEMV_SPLITS, QMMA_NAMES,
+    ordered_qgemv_name, ordered_wide_qgemv_name, qdequant_name, qembed_name, qgemv_name,
+    FP8_MMA_NAMES, GEMV_MAX_TOKENS, QGEMV_SPLITS, QMMA_NAMES,
 };
 use super::signatures::{
-    Fp8GemvMma, Qdequant, Qembed, Qgemv, QgemvMmaQ4K, QgemvMmaQ6K, QgemvOrdered,
+    Fp8GemvMma, Qdequant, Qembed, Qgemv, QgemvMmaQ4K, QgemvMmaQ6K, QgemvOrdered, QgemvOrderedWide,
 };
 use crate::device_ptr::DevicePtr;
 use crate::quant::QuantType;
@@ -109,32 +109,53 @@ impl Kernels {
         self.launch(grid1(rows.div_ceil(rows_per_block), 256), &params)
     }
 
-    /// The batch-invariant product of `a.n` <= 8 tokens (quant_gemv_ordered.cu): the
+    /// The batch-invariant product of `a.n` <= 64 tokens (quant_gemv_ordered.cu): the
     /// dequantizer's bf16 values summed in bf16_order.cuh's order, as the dequantized slab's
-    /// product of more tokens is; k % 32 == 0.
+    /// product of more tokens is; k % 32 == 0. Each block of weights is decoded once for all
+    /// the tokens (the wide kernels beyond 8).
     pub fn qgemv_ordered(&self, a: &QuantGemvArgs) -> anyhow::Result<()> {
         anyhow::ensure!(
-            (1..=GEMV_MAX_TOKENS).contains(&a.n) && a.k.is_multiple_of(32),
-            "the ordered quantized product takes 1..=8 tokens and k % 32 == 0, not n = {}, k = {}",
+            (1..=SKINNY_MAX_TOKENS).contains(&a.n) && a.k.is_multiple_of(32),
+            "the ordered quantized product takes 1..={SKINNY_MAX_TOKENS} tokens and k % 32 == \
+             0, not n = {}, k = {}",
             a.n,
             a.k
         );
         let split_index = bf16_order_split_index(a.k);
         let rows_per_block = 16 * 8 / QGEMV_SPLITS[split_index];
+        let grid = grid1(a.rows.div_ceil(rows_per_block), 256);
         let [p0, p1, p2] = a.planes;
-        let params = QgemvOrdered {
-            kernel: ordered_qgemv_name(a.format, split_index),
+        let (x, y, rows, k, ldy, n) = (a.x, a.y, a.rows, a.k, a.ldy, a.n);
+        if n <= GEMV_MAX_TOKENS {
+            let kernel = ordered_qgemv_name(a.format, split_index);
+            let params = QgemvOrdered {
+                kernel,
+                p0,
+                p1,
+                p2,
+                x,
+                y,
+                rows,
+                k,
+                ldy,
+                n,
+            };
+            return self.launch(grid, &params);
+        }
+        let kernel = ordered_wide_qgemv_name(a.format, split_index);
+        let params = QgemvOrderedWide {
+            kernel,
             p0,
             p1,
             p2,
-            x: a.x,
-            y: a.y,
-            rows: a.rows,
-            k: a.k,
-            ldy: a.ldy,
-            n: a.n,
+            x,
+            y,
+            rows,
+            k,
+            ldy,
+            n,
         };
-        self.launch(grid1(a.rows.div_ceil(rows_per_block), 256), &params)
+        self.launch(grid, &params)
     }
 
     /// One token's product on a Q4_K or Q6_K matrix through the tensor cores

@@ -252,6 +252,13 @@ kernel_signatures! {
         p0: NullablePtr, p1: NullablePtr, p2: NullablePtr, x: Ptr, y: Ptr, rows: Count,
         k: Count, ldy: Count, n: Count,
     }
+    /// The same product for 9..64 tokens (groups of 8 sharing each decoded block).
+    QgemvOrderedWide = family(
+        "qgemv_ordered_wide_{NAME}_s{SPLIT}", names::ordered_wide_qgemv_names
+    ) {
+        p0: NullablePtr, p1: NullablePtr, p2: NullablePtr, x: Ptr, y: Ptr, rows: Count,
+        k: Count, ldy: Count, n: Count,
+    }
 
     // rmsnorm.cu
 

@@ -1,7 +1,7 @@
 //! The quantized-weight kernels against the host dequantizer (ferrite_model::dequant, exact
 //! against the GGUF reference): dequantization to bf16 and the embedding lookup bit for bit,
-//! the GEMVs (1..8 tokens, both splits) to f32 rounding, and the Gemm's slab path (dequantize
-//! + cuBLAS) for a larger batch, every device format.
+//! the GEMVs (1..8 tokens, both splits) to f32 rounding, and the Gemm's products of more tokens
+//! (bf16-rounded weights: the ordered kernels, FP8's own), every device format.
 
 mod common;
 
@@ -19,6 +19,9 @@ fn quantized_kernels_match_the_host_dequantizer() {
         return;
     };
     let gemm = Gemm::new(stream(&ctx), true).unwrap();
+    // The default Gemm: 2..64 tokens through quant_gemv_ordered.cu (FP8 through its own
+    // kernels), beyond them the slabs.
+    let fast = Gemm::new(stream(&ctx), false).unwrap();
     for q in QuantType::ALL {
         for &(rows, k) in &[(96usize, 512usize), (40, 4608)] {
             let (_bufs, m, host) = matrix(&ctx, q, rows, k, 3);
@@ -65,9 +68,10 @@ fn quantized_kernels_match_the_host_dequantizer() {
                 assert!(same, "{q:?}: embedding row {row} differs");
             }
 
-            // Products: GEMV for 1..=8 tokens, the slab path for 24; y rows 3 apart from the
-            // part's width (a part of a wider output).
-            for n in [1usize, 2, 3, 5, 8, 24] {
+            // Products: GEMV for 1..=8 tokens, the Gemm for 24 and 40 (both Gemms: the ordered
+            // kernels' wide variants); y rows 3 apart from the part's width (a part of a wider
+            // output).
+            for n in [1usize, 2, 3, 5, 8, 24, 40] {
                 let mut r = rng(n as u64);
                 let x = random(&mut r, n * k, 1.0);
                 let xb = to_bf16(&x);
@@ -85,6 +89,8 @@ fn quantized_kernels_match_the_host_dequantizer() {
                     })
                     .collect();
                 let y = poisoned::<f32>(&ctx, n * ldy);
+                let keep: Vec<usize> = (0..n * ldy).filter(|i| i % ldy < rows).collect();
+                let want_kept: Vec<f64> = keep.iter().map(|&i| want[i]).collect();
                 if n <= 8 {
                     ctx.kernels
                         .qgemv(&QuantGemvArgs {
@@ -109,11 +115,20 @@ fn quantized_kernels_match_the_host_dequantizer() {
                     };
                     gemm.linear(&ctx.kernels, xd.ptr(), &lin, y.ptr(), n, s)
                         .unwrap();
+                    // (FP8's default product quantizes the activations too: its own test.)
+                    if q != QuantType::Fp8 {
+                        let y2 = poisoned::<f32>(&ctx, n * ldy);
+                        fast.linear(&ctx.kernels, xd.ptr(), &lin, y2.ptr(), n, s)
+                            .unwrap();
+                        let got = read_f32(&ctx, &y2, n * ldy);
+                        let got: Vec<f32> = keep.iter().map(|&i| got[i]).collect();
+                        let what = format!("{q:?} {rows}x{k} n={n} default");
+                        check(&what, &got, &want_kept, 1e-2);
+                    }
                 }
                 let got = read_f32(&ctx, &y, n * ldy);
-                let keep: Vec<usize> = (0..n * ldy).filter(|i| i % ldy < rows).collect();
                 let got: Vec<f32> = keep.iter().map(|&i| got[i]).collect();
-                let want: Vec<f64> = keep.iter().map(|&i| want[i]).collect();
+                let want = want_kept;
                 // The slab path multiplies bf16-rounded weights.
                 let tol = if n <= 8 { 1e-5 } else { 1e-2 };
                 check(&format!("{q:?} {rows}x{k} n={n}"), &got, &want, tol);

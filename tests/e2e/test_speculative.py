@@ -102,6 +102,17 @@ def test_a_predicted_output_gives_the_same_text_and_counts_its_drafts(plain, spe
         assert wrong.choices[0].message.content == text
     # The answer as its own prediction: most of it comes from kept drafts.
     assert kept >= total // 2, (kept, total)
+    # A stop string ends the answer in the server, before the engine's last output: the drafts
+    # kept until then are still counted.
+    text = want[0]
+    at = next(i for i in range(len(text) // 2, len(text) - 6)
+              if text[i] == " " and text.find(text[i:i + 6]) == i)
+    stopped = client.chat.completions.create(
+        model=MODEL_NAME, messages=[{"role": "user", "content": PROMPTS[0]}], temperature=0,
+        max_tokens=48, stop=[text[at:at + 6]], prediction={"type": "content", "content": text})
+    assert stopped.choices[0].message.content == text[:at]
+    assert stopped.choices[0].finish_reason == "stop"
+    assert stopped.usage.completion_tokens_details.accepted_prediction_tokens > 0
     # Without a speculative method, a prediction could change nothing: a 400 naming it.
     r = httpx.post(plain.url + "/v1/chat/completions", json={
         "model": MODEL_NAME, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,

@@ -79,3 +79,20 @@ pub fn random_tensor(
         storage: Storage::Owned(Arc::new(bytes)),
     }
 }
+
+/// A random 37-row matrix of `dtype` with `k` columns made ready for the bf16 kernels
+/// (`QuantMatrix::use_bf16`), and its exact weights.
+#[cfg(target_arch = "x86_64")]
+pub fn bf16_matrix(
+    dtype: DType,
+    k: usize,
+    seed: u64,
+) -> (crate::kernels::quant_matrix::QuantMatrix, Vec<f32>) {
+    let rows = 37;
+    let tensor = random_tensor(&mut rng(seed), dtype, rows, k, 1.0);
+    let mut matrix = crate::kernels::quant_matrix::QuantMatrix::new(&tensor).unwrap();
+    assert!(matrix.use_bf16());
+    let mut w = vec![0.0; rows * k];
+    matrix.dequantize_rows(0, rows, &mut w);
+    (matrix, w)
+}

@@ -154,7 +154,7 @@ fn sample_next(
         tokens: vec![token],
         logprobs,
         finish,
-        speculation: finish.and(sequence.spec.summary()),
+        speculation: sequence.spec.summary(),
     };
     let outcome = ChunkOutcome {
         accepted_drafts: 0,

@@ -45,8 +45,9 @@ pub struct SamplingParams {
     /// Let the engine decode this request speculatively when it is configured to (the output
     /// distribution is the same either way; opting out only changes speed).
     pub allow_speculation: bool,
-    /// Structured outputs: only tokens the constraint allows may be sampled. Such a request
-    /// is sampled on the host and not decoded speculatively.
+    /// Structured outputs: only tokens the constraint allows may be sampled (on the device
+    /// where the backend applies token masks, else on the host); speculative drafts are
+    /// checked against it too.
     pub constraint: Option<Constraint>,
     /// Scheduling priority under `SchedulingPolicy::Priority`: lower values are admitted
     /// first and preempted last (vLLM's `priority`; 0 by default).
@@ -149,7 +150,9 @@ pub struct EngineOutput {
     /// One per entry of `tokens` when `logprobs` was asked for.
     pub logprobs: Vec<TokenLogprob>,
     pub finish: Option<FinishReason>,
-    /// With the finish of a request that was decoded speculatively: how it went.
+    /// How the request's speculative decoding has gone so far (running totals, once it has
+    /// speculated; with its finish, the whole request's): a request a stop string ends in the
+    /// server still reports its drafts.
     pub speculation: Option<SpecSummary>,
 }
 

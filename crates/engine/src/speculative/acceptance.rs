@@ -61,7 +61,8 @@ pub fn accept_drafts(
         tokens: Vec::with_capacity(emitted.len()),
         logprobs: Vec::new(),
         finish: None,
-        speculation: None,
+        // This round's verdict is recorded: the running totals include it.
+        speculation: sequence.spec.summary(),
     };
     for (j, &token) in emitted.iter().enumerate() {
         output.tokens.push(token);
@@ -88,7 +89,6 @@ pub fn accept_drafts(
             }
         }
         if output.finish.is_some() {
-            output.speculation = sequence.spec.summary();
             break;
         }
     }

@@ -95,6 +95,8 @@ impl AppState {
             true => Some(ReasoningFormat::OpenaiGptoss),
             false => ReasoningFormat::detect(template),
         });
+        // A model with FIM tokens gets /infill and llama.cpp's infill sampler.
+        let fim = FimTokens::of(&model.tokenizer);
         Self {
             engine,
             tokenizers,
@@ -119,8 +121,8 @@ impl AppState {
             cors: config.cors.clone(),
             request_log: config.request_log,
             request_names: RequestNames::default(),
-            fim: FimTokens::of(&model.tokenizer),
-            infill_sampling: FimTokens::of(&model.tokenizer).map(|_| {
+            fim,
+            infill_sampling: fim.map(|_| {
                 let pieces = TokenTexts::new(&model.tokenizer)
                     .all_pieces(&model.tokenizer, config.vocab_size);
                 InfillSampling(Arc::new(TokenPieces::new(pieces)))

@@ -12,8 +12,10 @@ pub(super) struct UsageCounter {
     completion_tokens: usize,
     /// Per choice, from the delta that carries the prompt.
     cached_tokens: Vec<usize>,
-    /// (kept, drafted) drafts of a request with a `prediction`; `None`: no prediction.
-    predicted: Option<(usize, usize)>,
+    /// Per choice, (kept, drafted) drafts so far of a request with a `prediction` (each
+    /// delta carries its choice's running totals, so a choice a stop string ends still
+    /// counts its drafts); `None`: no prediction.
+    predicted: Option<Vec<(usize, usize)>>,
 }
 
 impl UsageCounter {
@@ -29,7 +31,7 @@ impl UsageCounter {
 
     /// The request drafts from a `prediction`: the usage counts them.
     pub(super) fn with_prediction(mut self, predicted: bool) -> Self {
-        self.predicted = predicted.then_some((0, 0));
+        self.predicted = predicted.then(|| vec![(0, 0); self.cached_tokens.len()]);
         self
     }
 
@@ -39,8 +41,7 @@ impl UsageCounter {
         self.completion_tokens += other.completion_tokens;
         self.cached_tokens.extend(other.cached_tokens);
         if let (Some(mine), Some(theirs)) = (&mut self.predicted, other.predicted) {
-            mine.0 += theirs.0;
-            mine.1 += theirs.1;
+            mine.extend(theirs);
         }
     }
 
@@ -49,9 +50,9 @@ impl UsageCounter {
         if let (Some(p), Some(cached)) = (&delta.prompt, self.cached_tokens.get_mut(choice)) {
             *cached = p.num_cached_tokens;
         }
-        if let (Some(predicted), Some(s)) = (&mut self.predicted, delta.speculation) {
-            predicted.0 += s.accepted;
-            predicted.1 += s.drafted;
+        let predicted = self.predicted.as_mut().and_then(|p| p.get_mut(choice));
+        if let (Some(predicted), Some(s)) = (predicted, delta.speculation) {
+            *predicted = (s.accepted, s.drafted);
         }
     }
 
@@ -59,7 +60,9 @@ impl UsageCounter {
         let n = self.choices_per_prompt.max(1);
         let cached = self.cached_tokens.iter().step_by(n).sum();
         Usage {
-            completion_tokens_details: self.predicted.map(|(kept, drafted)| {
+            completion_tokens_details: self.predicted.as_ref().map(|choices| {
+                let kept: usize = choices.iter().map(|c| c.0).sum();
+                let drafted: usize = choices.iter().map(|c| c.1).sum();
                 CompletionTokensDetails {
                     accepted_prediction_tokens: kept,
                     rejected_prediction_tokens: drafted - kept,
@@ -67,5 +70,42 @@ impl UsageCounter {
             }),
             ..Usage::new(self.prompt_tokens, self.completion_tokens, cached)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ferrite_engine::SpecSummary;
+
+    use super::*;
+
+    fn delta(tokens: usize, drafted: usize, accepted: usize) -> Delta {
+        Delta {
+            text: String::new(),
+            token_ids: vec![1; tokens],
+            logprobs: Vec::new(),
+            prompt: None,
+            finish: None,
+            stop_reason: None,
+            speculation: Some(SpecSummary {
+                rounds: 1,
+                drafted,
+                accepted,
+            }),
+        }
+    }
+
+    /// Each delta carries its choice's running totals: the latest counts, per choice, and a
+    /// choice cut short (no final engine output) still reports what it drafted.
+    #[test]
+    fn predicted_drafts_are_each_choices_latest_totals() {
+        let mut usage = UsageCounter::new(10, 2).with_prediction(true);
+        usage.observe(0, &delta(3, 4, 2));
+        usage.observe(0, &delta(2, 8, 5));
+        usage.observe(1, &delta(1, 3, 3));
+        let details = usage.usage().completion_tokens_details.unwrap();
+        assert_eq!(details.accepted_prediction_tokens, 5 + 3);
+        assert_eq!(details.rejected_prediction_tokens, (8 - 5) + (3 - 3));
+        assert_eq!(usage.usage().completion_tokens, 6);
     }
 }

@@ -31,9 +31,16 @@ const NOT_YET: &[&str] = &[
     "audio",
     "modalities",
     "web_search_options",
-    "logits_processors",
     "mm_processor_kwargs",
 ];
+
+/// Fields ferrite refuses by design, each with why and what to use instead.
+const REFUSED: &[(&str, &str)] = &[(
+    "logits_processors",
+    "per-request logits processors are Python callables named by qualified name, which ferrite \
+     (a Rust server) cannot run; vLLM V1 refuses them too. `logit_bias`, `allowed_token_ids`, \
+     `bad_words`, `min_tokens` and structured outputs shape the distribution instead",
+)];
 
 /// Refuses the first field of `rest` (the fields no typed field took) that is neither ignored on
 /// purpose nor `null` (a client that sends `"prediction": null` asks for nothing).
@@ -49,10 +56,11 @@ pub fn refuse_unimplemented(rest: &BTreeMap<String, Value>) -> Result<(), ApiErr
 
 /// The 400 for a field ferrite does not act on.
 pub fn unimplemented_field(name: &str) -> ApiError {
-    let message = if NOT_YET.contains(&name) {
-        format!("`{name}` is not supported yet")
-    } else {
-        format!("unknown field `{name}`")
+    let refused = REFUSED.iter().find(|(field, _)| *field == name);
+    let message = match refused {
+        Some((_, why)) => format!("`{name}` is not supported: {why}"),
+        None if NOT_YET.contains(&name) => format!("`{name}` is not supported yet"),
+        None => format!("unknown field `{name}`"),
     };
     ApiError {
         code: Some("unsupported_parameter"),
@@ -77,7 +85,11 @@ mod tests {
         let e = refuse_unimplemented(&rest(json!({"logits_processors": ["a.B"]}))).unwrap_err();
         assert_eq!(e.status, 400);
         assert_eq!(e.param.as_deref(), Some("logits_processors"));
-        assert_eq!(e.message, "`logits_processors` is not supported yet");
+        assert!(e
+            .message
+            .starts_with("`logits_processors` is not supported: per-request logits processors"));
+        let later = refuse_unimplemented(&rest(json!({"audio": {"voice": "x"}}))).unwrap_err();
+        assert_eq!(later.message, "`audio` is not supported yet");
         let typo = refuse_unimplemented(&rest(json!({"temprature": 0}))).unwrap_err();
         assert_eq!(typo.message, "unknown field `temprature`");
     }

@@ -69,7 +69,8 @@ pub struct Delta {
     /// The stop string or stop token id that finished the request (with `Finish::Stop`), if
     /// one did.
     pub stop_reason: Option<MatchedStop>,
-    /// With the engine's last output of a speculated request: its drafts, kept and not.
+    /// A speculated request's drafts so far, kept and not (running totals: the latest delta's
+    /// are the request's).
     pub speculation: Option<SpecSummary>,
 }
 

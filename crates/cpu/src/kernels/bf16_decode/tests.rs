@@ -13,7 +13,7 @@ use super::super::qgemm::{OutMatrix, Rounded, Task};
 use super::super::quant_matrix::QuantMatrix;
 use super::{available, run};
 use crate::simd::detected_isa;
-use crate::testing::{random_tensor, random_vec, rng};
+use crate::testing::{bf16_matrix, random_vec, rng};
 
 /// `x · matrixᵀ` for `m` rows of x by the kernel itself, all columns in one task.
 fn kernel_product(matrix: &QuantMatrix, x: &[f32], m: usize) -> Vec<f32> {
@@ -47,18 +47,6 @@ fn here() -> bool {
         eprintln!("skipped: no AMX tiles or no AVX-512 BF16 on this machine");
     }
     ok
-}
-
-/// A 37-row matrix (pairs of rows and a last single one) on the bf16 path, with its exact
-/// f32 rows.
-fn bf16_matrix(dtype: DType, k: usize, seed: u64) -> (QuantMatrix, Vec<f32>) {
-    let rows = 37;
-    let tensor = random_tensor(&mut rng(seed), dtype, rows, k, 1.0);
-    let mut matrix = QuantMatrix::new(&tensor).unwrap();
-    assert!(matrix.use_bf16());
-    let mut w = vec![0.0; rows * k];
-    matrix.dequantize_rows(0, rows, &mut w);
-    (matrix, w)
 }
 
 #[test]

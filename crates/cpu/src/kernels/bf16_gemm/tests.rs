@@ -10,7 +10,7 @@ use super::super::matmul::matmul;
 use super::super::quant_matrix::QuantMatrix;
 use super::available;
 use crate::simd::detected_isa;
-use crate::testing::{random_tensor, random_vec, rng};
+use crate::testing::{bf16_matrix, random_tensor, random_vec, rng};
 
 const TYPES: [DType; 7] = [
     DType::Q4_0,
@@ -21,18 +21,6 @@ const TYPES: [DType; 7] = [
     DType::BF16,
     DType::F32,
 ];
-
-/// A 37-row matrix (two whole groups of 16 and a partial one) on the bf16 path, with its
-/// exact f32 rows.
-fn bf16_matrix(dtype: DType, k: usize, seed: u64) -> (QuantMatrix, Vec<f32>) {
-    let rows = 37;
-    let tensor = random_tensor(&mut rng(seed), dtype, rows, k, 1.0);
-    let mut matrix = QuantMatrix::new(&tensor).unwrap();
-    assert!(matrix.use_bf16());
-    let mut w = vec![0.0; rows * k];
-    matrix.dequantize_rows(0, rows, &mut w);
-    (matrix, w)
-}
 
 #[test]
 fn products_are_the_bf16_inputs_summed_in_f32() {

@@ -109,10 +109,10 @@ mod tests {
     #[test]
     fn unimplemented_fields_are_refused_by_name() {
         let req: CompletionRequest =
-            serde_json::from_str(r#"{"prompt": "hi", "logits_processors": [], "user": "u"}"#)
+            serde_json::from_str(r#"{"prompt": "hi", "mm_processor_kwargs": {}, "user": "u"}"#)
                 .unwrap();
         let e = req.refuse_unimplemented().unwrap_err();
-        assert_eq!(e.message, "`logits_processors` is not supported yet");
+        assert_eq!(e.message, "`mm_processor_kwargs` is not supported yet");
         let ok: CompletionRequest =
             serde_json::from_str(r#"{"prompt": "hi", "max_tokens": 3, "echo": true, "user": "u"}"#)
                 .unwrap();

@@ -293,20 +293,8 @@ impl Model {
             })?;
             rows.extend_from_slice(row);
         }
-        let tokens: Vec<[u32; 1]> = steps.iter().map(|s| [s.token]).collect();
-        let batch: Vec<SeqBatch<'_>> = steps
-            .iter()
-            .zip(&tokens)
-            .map(|(s, t)| SeqBatch {
-                tokens: t,
-                start_pos: s.position,
-                block_table: s.block_table,
-                window_table: &[],
-                state_slot: None,
-                state_copy: Default::default(),
-                logits: LogitsRequest::Last,
-            })
-            .collect();
+        let tokens = MtpDraftStep::tokens(steps);
+        let batch = MtpDraftStep::batch(steps, &tokens);
         let (out, logits) = self.mtp_pass(isa, mtp, kv, &batch, &rows, true, ws)?;
         for (step, row) in steps.iter().zip(out.chunks_exact(hidden)) {
             if let Some(own) = state.own.get_mut(step.state_slot as usize) {

@@ -84,6 +84,31 @@ pub struct MtpDraftStep<'a> {
     pub from_target: bool,
 }
 
+impl<'a> MtpDraftStep<'a> {
+    /// The steps' tokens, each a one-token sequence for [`MtpDraftStep::batch`].
+    pub fn tokens(steps: &[MtpDraftStep<'_>]) -> Vec<[u32; 1]> {
+        steps.iter().map(|s| [s.token]).collect()
+    }
+
+    /// The steps as the batch a backend's MTP pass runs: each step's token (`tokens`, from
+    /// [`MtpDraftStep::tokens`]) at its position, over its pages, its logits row asked for.
+    pub fn batch(steps: &[MtpDraftStep<'a>], tokens: &'a [[u32; 1]]) -> Vec<SeqBatch<'a>> {
+        steps
+            .iter()
+            .zip(tokens)
+            .map(|(s, t)| SeqBatch {
+                tokens: t,
+                start_pos: s.position,
+                block_table: s.block_table,
+                window_table: &[],
+                state_slot: None,
+                state_copy: Default::default(),
+                logits: LogitsRequest::Last,
+            })
+            .collect()
+    }
+}
+
 /// The shape of the KV pool a batch is checked against by [`validate_batch`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchLimits {

@@ -105,21 +105,6 @@ impl CudaBackend {
         };
         let (copy_at, copies) = (2 * n, index.copy_src.len());
         anyhow::ensure!(copy_at + 2 * copies <= m.index_cap, "MTP index overflow");
-        if n == 0 {
-            // Nothing to pair: only the rows to keep.
-            put(at(copy_at), &index.copy_src)?;
-            put(at(copy_at + copies), &index.copy_dst)?;
-            let hidden = self.config.hidden_size;
-            let (x, ring) = (self.ws.x, m.ring.ptr());
-            return self.kernels.copy_rows(
-                x,
-                at(copy_at),
-                ring,
-                at(copy_at + copies),
-                hidden,
-                copies,
-            );
-        }
         put(at(0), &index.src)?;
         put(at(n), &index.first_norm)?;
         put(at(copy_at), &index.copy_src)?;
@@ -133,6 +118,11 @@ impl CudaBackend {
             copies,
             input: m.input.ptr(),
         };
+        if n == 0 {
+            // Nothing to pair: only the rows to keep.
+            let model = self.model().map_err(|e| anyhow::anyhow!(e.0))?;
+            return model.copy_to_ring(&rows);
+        }
         self.inputs.build(pairs, &[], kv.page_size, None, false);
         let Some((meta, meta_cap)) = &self.meta else {
             anyhow::bail!("MTP pass before init_kv_cache");
@@ -253,20 +243,8 @@ impl CudaBackend {
         for step in steps {
             m.own[step.state_slot as usize] = true;
         }
-        let tokens: Vec<[u32; 1]> = steps.iter().map(|s| [s.token]).collect();
-        let batch: Vec<SeqBatch<'_>> = steps
-            .iter()
-            .zip(&tokens)
-            .map(|(s, t)| SeqBatch {
-                tokens: t,
-                start_pos: s.position,
-                block_table: s.block_table,
-                window_table: &[],
-                state_slot: None,
-                state_copy: Default::default(),
-                logits: LogitsRequest::Last,
-            })
-            .collect();
+        let tokens = MtpDraftStep::tokens(steps);
+        let batch = MtpDraftStep::batch(steps, &tokens);
         let mut out = SampledOutput {
             forward: ForwardOutput {
                 logits: Vec::with_capacity(steps.len() * self.config.vocab_size),

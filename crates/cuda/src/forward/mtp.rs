@@ -4,8 +4,6 @@
 //! of the layer's attention alone (the catch-up after a target step) or the whole layer, its
 //! output norm and the LM head (a draft step).
 
-use ferrite_model::config::ModelConfig;
-
 use super::{Model, StepShape};
 use crate::device_ptr::DevicePtr;
 use crate::launchers::{Lookup, MtpInputArgs};
@@ -50,9 +48,8 @@ impl Model<'_> {
         rows: &MtpRows,
         draft: bool,
     ) -> anyhow::Result<()> {
-        let (c, k, ws, w): (&ModelConfig, _, _, _) =
-            (self.config, self.kernels, self.ws, self.weights);
-        let (n, hidden) = (s.num_tokens, c.hidden_size);
+        let (k, ws, w) = (self.kernels, self.ws, self.weights);
+        let (n, hidden) = (s.num_tokens, self.config.hidden_size);
         // The pairs' token embeddings, beside the residual rows they pair with.
         k.embed_tokens(
             &w.embed,
@@ -97,7 +94,8 @@ impl Model<'_> {
         self.linear(n, ws.xn, &w.lm_head, ws.logits)
     }
 
-    fn copy_to_ring(&self, rows: &MtpRows) -> anyhow::Result<()> {
+    /// The rows `rows` names copied from the residual stream into the ring.
+    pub fn copy_to_ring(&self, rows: &MtpRows) -> anyhow::Result<()> {
         let hidden = self.config.hidden_size;
         self.kernels.copy_rows(
             self.ws.x,

@@ -10,6 +10,9 @@ use thiserror::Error;
 use crate::constraint::DeviceMask;
 use crate::stats::ExpertLoad;
 
+mod mtp_step;
+pub use mtp_step::MtpDraftStep;
+
 #[derive(Debug, Error)]
 #[error("backend: {0}")]
 pub struct BackendError(pub String);
@@ -65,48 +68,6 @@ pub struct StateCopy {
     /// any of the step's positions, until the sequence's next step (which says by its
     /// `start_pos` how many tokens were kept). Never together with `save_to`.
     pub rewindable: bool,
-}
-
-/// One draft step of the model's own multi-token-prediction layer ([`Backend::mtp_draft`]):
-/// the pair (`token`, the hidden state at `position`) written at `position` of the layer's
-/// K/V, scored for the token at `position + 2`.
-#[derive(Debug, Clone, Copy)]
-pub struct MtpDraftStep<'a> {
-    /// The sequence's state slot (where its hidden states are kept).
-    pub state_slot: u32,
-    /// The sequence's token at `position + 1`.
-    pub token: u32,
-    pub position: usize,
-    /// KV pages of the sequence, covering `position`.
-    pub block_table: &'a [u32],
-    /// The hidden state is the model's own (after its last step; the first draft step), else
-    /// the MTP layer's output of this sequence's previous draft step.
-    pub from_target: bool,
-}
-
-impl<'a> MtpDraftStep<'a> {
-    /// The steps' tokens, each a one-token sequence for [`MtpDraftStep::batch`].
-    pub fn tokens(steps: &[MtpDraftStep<'_>]) -> Vec<[u32; 1]> {
-        steps.iter().map(|s| [s.token]).collect()
-    }
-
-    /// The steps as the batch a backend's MTP pass runs: each step's token (`tokens`, from
-    /// [`MtpDraftStep::tokens`]) at its position, over its pages, its logits row asked for.
-    pub fn batch(steps: &[MtpDraftStep<'a>], tokens: &'a [[u32; 1]]) -> Vec<SeqBatch<'a>> {
-        steps
-            .iter()
-            .zip(tokens)
-            .map(|(s, t)| SeqBatch {
-                tokens: t,
-                start_pos: s.position,
-                block_table: s.block_table,
-                window_table: &[],
-                state_slot: None,
-                state_copy: Default::default(),
-                logits: LogitsRequest::Last,
-            })
-            .collect()
-    }
 }
 
 /// The shape of the KV pool a batch is checked against by [`validate_batch`].

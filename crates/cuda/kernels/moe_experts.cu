@@ -5,15 +5,19 @@
 //                      per work item; act SwiGLU, or gpt-oss's clamped SwiGLU
 //   moe_down_{FMT}     y[row] = W_down[e] act[row] + b_down[e], the same way
 //
-// with the weights bf16 or MXFP4 (FMT; mxfp4.cuh decodes them to bf16 in registers, exactly)
-// and the biases optional (gpt-oss has them, f32). These are gemv_mma.cu's skinny tensor-core
+// with the weights bf16, MXFP4 (mxfp4.cuh decodes them to bf16 in registers, exactly) or a
+// GGUF block type (Q8_0, Q4_K, Q5_K, Q6_K: quant_pieces.cuh decodes them to the bf16 the
+// loader would widen them to) -- FMT -- and the biases optional (gpt-oss has them, f32). These are gemv_mma.cu's skinny tensor-core
 // product with an expert per work item: a warp takes 16 weight rows, the mma's columns are the
 // item's rows (tokens, 8 per fragment), and each weight is read once per item. A row's sum
 // order depends on k and the split alone, never on how many other rows share its expert or
 // step: a token's output does not depend on which other tokens were routed with it. k need only
-// be a multiple of 8 (of 32 for MXFP4): the last 128-element block is zero-filled past k.
+// be a multiple of 8 (of 32 for MXFP4 and Q8_0, 256 for the K-quants): the last 128-element
+// block is zero-filled past k.
+#define QUANT_EXACT_ROUNDING
 #include "common.cuh"
 #include "quant.cuh"
+#include "quant_pieces.cuh"
 #include "mma.cuh"
 #include "mxfp4.cuh"
 #include "expert_activation.cuh"
@@ -64,6 +68,26 @@ struct Mxfp4Rows {
     }
     __device__ __forceinline__ static void words(const Raw& raw, uint4 (&out)[4]) {
         mxfp4_words(raw.qs, raw.e, out);
+    }
+};
+
+// GGUF block types: lane t's 32 elements of k-block b are piece 4 b + t of its row.
+template <class P>
+struct QuantRows {
+    using Raw = typename P::Raw;
+    Planes planes;
+    struct Row {
+        Planes p;
+        int t;
+    };
+    __device__ __forceinline__ Row row(i64 r, int k, int t) const {
+        return {P::at_row(planes, r, k), t};
+    }
+    __device__ __forceinline__ static void load(Raw& raw, const Row& row, int b, bool ok) {
+        P::load(raw, row.p, 4 * b + row.t, ok);
+    }
+    __device__ __forceinline__ static void words(const Raw& raw, uint4 (&out)[4]) {
+        P::words(raw, out);
     }
 };
 
@@ -246,7 +270,8 @@ __device__ __forceinline__ void moe_down(W down, int rows, const bf16* __restric
 // Items of up to 8 (NF = 1, decode) or 32 rows (NF = 4, prefill: each weight read from L2 a
 // quarter as often). gate/up: grid = (ceil(width / (8 * 8 / SPLIT)), max_items); down: grid =
 // (ceil(rows / (16 * 8 / SPLIT)), max_items); block = 256 (8 warps). The `*_e` planes are
-// MXFP4's exponents (NULL for bf16).
+// a format's second plane: MXFP4's exponents, Q8_0's quants (its first plane is the scales),
+// Q6_K's f16 scales (NULL for bf16, Q4_K and Q5_K).
 #define MOE_PRODUCT_KERNELS(FMT, W, WEIGHTS, SPLIT, NF, ROWS)                                    \
     extern "C" __global__ void __launch_bounds__(256) moe_gate_up_##FMT##_s##SPLIT##_r##ROWS(    \
         const void* __restrict__ gate, const unsigned char* __restrict__ gate_e,               \
@@ -276,5 +301,15 @@ __device__ __forceinline__ void moe_down(W down, int rows, const bf16* __restric
     MOE_PRODUCT_KERNELS(FMT, W, WEIGHTS, 2, 4, 32) \
     MOE_PRODUCT_KERNELS(FMT, W, WEIGHTS, 4, 4, 32) \
     MOE_PRODUCT_KERNELS(FMT, W, WEIGHTS, 8, 4, 32)
+#define QUANT_WEIGHTS(PIECES, values, exps) \
+    (QuantRows<PIECES>{Planes{reinterpret_cast<const unsigned char*>(values), exps, nullptr}})
+#define Q8_0_WEIGHTS(values, exps) QUANT_WEIGHTS(Q8_0Pieces, values, exps)
+#define Q4_K_WEIGHTS(values, exps) QUANT_WEIGHTS(Q4KPieces, values, exps)
+#define Q5_K_WEIGHTS(values, exps) QUANT_WEIGHTS(Q5KPieces, values, exps)
+#define Q6_K_WEIGHTS(values, exps) QUANT_WEIGHTS(Q6KPieces, values, exps)
 MOE_PRODUCT_FORMAT(bf16, Bf16Rows, BF16_WEIGHTS)
 MOE_PRODUCT_FORMAT(mxfp4, Mxfp4Rows, MXFP4_WEIGHTS)
+MOE_PRODUCT_FORMAT(q8_0, QuantRows<Q8_0Pieces>, Q8_0_WEIGHTS)
+MOE_PRODUCT_FORMAT(q4_k, QuantRows<Q4KPieces>, Q4_K_WEIGHTS)
+MOE_PRODUCT_FORMAT(q5_k, QuantRows<Q5KPieces>, Q5_K_WEIGHTS)
+MOE_PRODUCT_FORMAT(q6_k, QuantRows<Q6KPieces>, Q6_K_WEIGHTS)

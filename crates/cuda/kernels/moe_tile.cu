@@ -9,14 +9,17 @@
 //                           and up sums meet in one lane's accumulators (c0/c2, c1/c3)
 //   moe_tile_down_{FMT}     y[row] = W_down[e] act[row] + b_down[e]
 //
-// Weights bf16 (copied by cp.async) or MXFP4 (loaded into registers while the previous block's
-// products run, decoded exactly by mxfp4.cuh and stored as bf16). The sums follow
+// Weights bf16 (copied by cp.async), MXFP4 or a GGUF block type (loaded into registers while
+// the previous block's products run, decoded by mxfp4.cuh / quant_pieces.cuh to the bf16 the
+// skinny kernels see and stored). The sums follow
 // bf16_order.cuh with the skinny kernels' split (the launcher passes it), so every output is
 // bit for bit the one moe_experts.cu gives, whatever the item size: a token's result does not
 // depend on the step it ran in. grid = (tiles of the outputs, work items), block = 256,
 // dynamic shared memory = tile_mma's three stages.
+#define QUANT_EXACT_ROUNDING
 #include "tile_core.cuh"
 #include "mxfp4.cuh"
+#include "quant_pieces.cuh"
 #include "expert_activation.cuh"
 
 // Which stack row tile row r (< 128) of a block reads; false past the stack's rows.
@@ -83,6 +86,35 @@ struct Mxfp4Stacks {
             const int p = threadIdx.x + TILE_THREADS * q, r = p >> 2, blk = p & 3;
             uint4 words[4];
             mxfp4_words(codes[q], exps[q], words);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) *tile_chunk(s, r, 4 * blk + i) = words[i];
+        }
+    }
+};
+
+// GGUF block-type stacks (quant_pieces.cuh): as MXFP4's, two (tile row, 32-element piece)
+// pairs a thread, loaded at issue and decoded into the stage at land.
+template <class P>
+struct QuantStacks {
+    Planes m0, m1;  // matrix 0's and 1's planes
+    typename P::Raw raw[2];
+    template <class Map>
+    __device__ __forceinline__ void issue(uint4*, int b, const Map& map, int k) {
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const int p = threadIdx.x + TILE_THREADS * q, r = p >> 2, piece = 4 * b + (p & 3);
+            int m;
+            i64 row;
+            const bool ok = map.at(r, m, row) && 32 * piece < k;
+            P::load(raw[q], P::at_row(m ? m1 : m0, row, k), piece, ok);
+        }
+    }
+    __device__ __forceinline__ void land(uint4* s) {
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const int p = threadIdx.x + TILE_THREADS * q, r = p >> 2, blk = p & 3;
+            uint4 words[4];
+            P::words(raw[q], words);
 #pragma unroll
             for (int i = 0; i < 4; ++i) *tile_chunk(s, r, 4 * blk + i) = words[i];
         }
@@ -216,5 +248,16 @@ __device__ __forceinline__ void moe_tile_down(W w, int rows, const bf16* __restr
     (Bf16Stacks{reinterpret_cast<const bf16*>(a), reinterpret_cast<const bf16*>(b)})
 #define MXFP4_STACKS(a, a_e, b, b_e)                                                  \
     (Mxfp4Stacks{reinterpret_cast<const uint4*>(a), reinterpret_cast<const uint4*>(b), a_e, b_e})
+#define QUANT_STACKS(PIECES, a, a_e, b, b_e)                                      \
+    (QuantStacks<PIECES>{Planes{reinterpret_cast<const unsigned char*>(a), a_e, nullptr}, \
+                         Planes{reinterpret_cast<const unsigned char*>(b), b_e, nullptr}})
+#define Q8_0_STACKS(a, a_e, b, b_e) QUANT_STACKS(Q8_0Pieces, a, a_e, b, b_e)
+#define Q4_K_STACKS(a, a_e, b, b_e) QUANT_STACKS(Q4KPieces, a, a_e, b, b_e)
+#define Q5_K_STACKS(a, a_e, b, b_e) QUANT_STACKS(Q5KPieces, a, a_e, b, b_e)
+#define Q6_K_STACKS(a, a_e, b, b_e) QUANT_STACKS(Q6KPieces, a, a_e, b, b_e)
 MOE_TILE_KERNELS(bf16, BF16_STACKS)
 MOE_TILE_KERNELS(mxfp4, MXFP4_STACKS)
+MOE_TILE_KERNELS(q8_0, Q8_0_STACKS)
+MOE_TILE_KERNELS(q4_k, Q4_K_STACKS)
+MOE_TILE_KERNELS(q5_k, Q5_K_STACKS)
+MOE_TILE_KERNELS(q6_k, Q6_K_STACKS)

@@ -8,17 +8,20 @@
 //! - whole random-weight models, CPU against CUDA on the same weights (the parity tests'
 //!   tolerances, graphs and eager): qwen3_moe's top-k with normalised weights and Q/K norm,
 //!   qwen2_moe's shared expert beside a dense layer, mixtral's top-2 with widths that are not
-//!   whole 128-element blocks, and 64 experts routed 8 at a time.
+//!   whole 128-element blocks, 64 experts routed 8 at a time, and GGUF-quantized expert stacks
+//!   kept in their blocks on the device (tests/moe_quant.rs checks their kernels).
 
 mod common;
 
-use common::compare::{compare_backends, Run};
+use common::compare::{compare_backends, compare_backends_on, Run};
 use common::experts::RoutingBuffers;
 use common::{dev, poisoned, read_f32, read_i32, rng, Ctx};
 use ferrite_cuda::launchers::{
     ExpertActivation, ExpertCounters, ExpertFormat, ExpertMatrix, MoeDownArgs, MoeGateUpArgs,
 };
 use ferrite_model::config::{Arch, BlockVariant, ModelConfig, MoeConfig, RopeStyle};
+use ferrite_model::dummy::{generate, quantized::quantize_matrices};
+use ferrite_model::weights::DType;
 use half::bf16;
 use rand::Rng;
 
@@ -139,7 +142,7 @@ fn run_kernels(ctx: &Ctx, inp: &Inputs, n: usize, chunk: usize) -> KernelRun {
     let bf16_stack = |b: &ferrite_cuda::buffer::DeviceBuffer| ExpertMatrix {
         format: ExpertFormat::Bf16,
         values: b.ptr(),
-        exponents: None,
+        second_plane: None,
     };
     let gate_up = MoeGateUpArgs {
         gate: bf16_stack(&gate),
@@ -315,4 +318,31 @@ fn mixtral_top2_matches_the_cpu() {
 fn sixty_four_experts_top8_match_the_cpu() {
     let c = moe_model(Arch::Qwen3, 2, experts(64, 8, 128, true, 2));
     compare_backends(&c, &run(16, false));
+}
+
+/// Q4_K gate, Q5_K up and Q6_K down stacks (a Q4_K_M-like mix), then Q8_0 throughout, the rest
+/// of the model bf16: the CPU on the file bytes against CUDA with the stacks kept quantized,
+/// graphs and eager. Block scales of 0.02, as parity.rs's quantized models.
+#[test]
+fn quantized_expert_stacks_match_the_cpu() {
+    let mut c = moe_model(Arch::Qwen3, 2, experts(8, 2, 256, true, 2));
+    c.block.qk_norm = true;
+    let mix = |name: &str| {
+        Some(match name {
+            n if n.contains("ffn_gate_exps") => DType::Q4_K,
+            n if n.contains("ffn_up_exps") => DType::Q5_K,
+            n if n.contains("ffn_down_exps") => DType::Q6_K,
+            _ => return None,
+        })
+    };
+    let q8 = |name: &str| name.contains("_exps").then_some(DType::Q8_0);
+    for pick in [&mix as &dyn Fn(&str) -> Option<DType>, &q8] {
+        let weights = quantize_matrices(&generate(&c, 5), pick, 0.02, 17);
+        assert!(weights
+            .tensors
+            .values()
+            .any(|t| t.dtype != DType::BF16 && t.shape.len() == 3));
+        compare_backends_on(&c, &run(16, false), Some(weights.clone()));
+        compare_backends_on(&c, &run(16, true), Some(weights));
+    }
 }

@@ -34,7 +34,7 @@ fn mxfp4_experts_with_biases_match_the_host_and_their_bf16_decoding_bit_for_bit(
         let want: Vec<i32> = host_route(&layer, t).iter().map(|c| c.0 as i32).collect();
         assert_eq!(&ids[t * k..(t + 1) * k], &want[..], "token {t}'s experts");
     }
-    let decoded = [&layer.gate, &layer.up, &layer.down].map(|b| decode(b));
+    let decoded = [&layer.gate, &layer.up, &layer.down].map(|b| decode(layer.dtype, b));
     let want: Vec<f64> = (0..TOKENS)
         .flat_map(|t| host_mlp(&layer, &decoded, t))
         .collect();

@@ -31,7 +31,7 @@ fn tiled_expert_products_match_the_host_and_the_skinny_kernels_bit_for_bit() {
     let layer = random_layer(41, DIMS, TOKENS);
     let hidden = DIMS.hidden;
     let (tiled, _) = run_layer(&ctx, &layer, ExpertFormat::Mxfp4, TOKENS, 128);
-    let decoded = [&layer.gate, &layer.up, &layer.down].map(|b| decode(b));
+    let decoded = [&layer.gate, &layer.up, &layer.down].map(|b| decode(layer.dtype, b));
     // Every 7th token against the host (the f64 reference is slow in debug builds).
     let picked: Vec<usize> = (0..TOKENS).step_by(7).collect();
     let want: Vec<f64> = picked

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use cudarc::driver::{sys, sys::CUfunction, CudaFunction, CudaModule, CudaStream};
 
 use super::names::{
-    decode_shared_bytes, gdn_chunk_prep_shared_bytes, gdn_chunked_shared_bytes, prefill_tile,
-    DECODE_NAMES, GDN_MAX_DK, MOE_TILE_DOWN_NAMES, MOE_TILE_GATE_UP_NAMES, PREFILL_NAMES,
-    TILE_MMA_SHARED_BYTES,
+    decode_shared_bytes, gdn_chunk_prep_shared_bytes, gdn_chunked_shared_bytes,
+    moe_tile_down_names, moe_tile_gate_up_names, prefill_tile, DECODE_NAMES, GDN_MAX_DK,
+    PREFILL_NAMES, TILE_MMA_SHARED_BYTES,
 };
 use super::signatures::{
     GdnChunkPrep, GdnChunked, KernelParams, Signature, TileMmaBf16, MAX_PARAMS, SIGNATURES,
@@ -91,10 +91,10 @@ impl Kernels {
                 (GdnChunked::NAME, gdn_chunked_shared_bytes(GDN_MAX_DK)),
             ])
             .chain(
-                MOE_TILE_GATE_UP_NAMES
-                    .iter()
-                    .chain(&MOE_TILE_DOWN_NAMES)
-                    .map(|&name| (name, TILE_MMA_SHARED_BYTES)),
+                moe_tile_gate_up_names()
+                    .into_iter()
+                    .chain(moe_tile_down_names())
+                    .map(|name| (name, TILE_MMA_SHARED_BYTES)),
             );
         for (name, bytes) in large_shared {
             let f = functions.get(name).ok_or_else(|| {

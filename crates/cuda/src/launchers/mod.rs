@@ -13,6 +13,7 @@
 mod attention;
 mod dummy_init;
 mod embedding;
+mod expert_format;
 mod fp8_activation;
 mod gated_activation;
 mod gated_deltanet;
@@ -34,6 +35,7 @@ pub use attention::{
 };
 pub use dummy_init::DummyFormat;
 pub use embedding::Lookup;
+pub use expert_format::{ExpertFormat, ExpertMatrix, EXPERT_QUANT_TYPES};
 pub use fp8_activation::FP8_BLOCK;
 pub use gated_deltanet::{
     GdnLayer, GdnRecurrenceArgs, GdnSequences, GDN_CHUNK_ROW, GDN_MAX_DK, GDN_MAX_DV, GDN_MAX_TAPS,
@@ -42,8 +44,8 @@ pub use gated_deltanet::{
 pub use gemv::{gemv_split, tensor_core_k, LinearArgs, SKINNY_MAX_TOKENS};
 pub use launch::Kernels;
 pub use moe::{
-    moe_chunk, moe_max_items, ExpertActivation, ExpertCounters, ExpertFormat, ExpertMatrix,
-    MoeDownArgs, MoeGateUpArgs, MoeRouting, MOE_CHUNKS, MOE_MAX_EXPERTS, MOE_MAX_K,
+    moe_chunk, moe_max_items, ExpertActivation, ExpertCounters, MoeDownArgs, MoeGateUpArgs,
+    MoeRouting, MOE_CHUNKS, MOE_MAX_EXPERTS, MOE_MAX_K,
 };
 pub use mtp::MtpInputArgs;
 pub use names::GEMV_MAX_TOKENS;

@@ -1,10 +1,11 @@
-//! Launchers of kernels/moe.cu and moe_experts.cu: a mixture-of-experts MLP's routing,
-//! grouping, expert products (bf16 or MXFP4 weights) and combination, each grid fixed by the
+//! Launchers of kernels/moe.cu, moe_experts.cu and moe_tile.cu: a mixture-of-experts MLP's
+//! routing, grouping, expert products (bf16, MXFP4 or GGUF block-type weights) and combination, each grid fixed by the
 //! token count so that decode graphs capture them.
 
+use super::expert_format::{ExpertFormat, ExpertMatrix};
 use super::launch::{grid1, Kernels, Shape};
 use super::names::{
-    MOE_DOWN_NAMES, MOE_GATE_UP_NAMES, MOE_TILE_DOWN_NAMES, MOE_TILE_GATE_UP_NAMES, QGEMV_SPLITS,
+    moe_down_name, moe_gate_up_name, moe_tile_down_name, moe_tile_gate_up_name, QGEMV_SPLITS,
     TILE_MMA_ROWS, TILE_MMA_SHARED_BYTES,
 };
 use super::quant::split_index;
@@ -75,41 +76,6 @@ pub struct ExpertCounters {
     pub slots: DevicePtr,
 }
 
-/// How an expert stack's weights are stored on the device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExpertFormat {
-    Bf16,
-    /// MXFP4 blocks of 32 (gpt-oss; kernels/mxfp4.cuh) in two planes: 16 code bytes a block,
-    /// then an exponent byte a block.
-    Mxfp4,
-}
-
-impl ExpertFormat {
-    /// The bytes of its planes (values, exponents) for a stack of `elements` weights.
-    pub fn plane_bytes(self, elements: usize) -> [usize; 2] {
-        match self {
-            ExpertFormat::Bf16 => [2 * elements, 0],
-            ExpertFormat::Mxfp4 => [elements / 2, elements / 32],
-        }
-    }
-
-    fn index(self) -> usize {
-        match self {
-            ExpertFormat::Bf16 => 0,
-            ExpertFormat::Mxfp4 => 1,
-        }
-    }
-}
-
-/// An expert stack `[experts, rows, k]` on the device.
-#[derive(Debug, Clone, Copy)]
-pub struct ExpertMatrix {
-    pub format: ExpertFormat,
-    pub values: DevicePtr,
-    /// MXFP4's exponent plane; `None` for bf16.
-    pub exponents: Option<DevicePtr>,
-}
-
 /// The experts' activation: SwiGLU, or gpt-oss's clamped SwiGLU with its alpha and limit.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ExpertActivation {
@@ -172,10 +138,10 @@ fn expert_grid(
     chunk: usize,
 ) -> anyhow::Result<(usize, usize, Shape)> {
     let variant = chunk_index(chunk)?;
-    anyhow::ensure!(k.is_multiple_of(8), "expert products need k % 8 == 0");
     anyhow::ensure!(
-        format != ExpertFormat::Mxfp4 || k.is_multiple_of(32),
-        "MXFP4 expert products need k % 32 == 0"
+        k.is_multiple_of(format.k_multiple()),
+        "{format:?} expert products need k % {} == 0, k is {k}",
+        format.k_multiple()
     );
     let split = product_split(outputs.div_ceil(tile), k);
     let outputs_per_block = if chunk == TILE_CHUNK {
@@ -274,11 +240,11 @@ impl Kernels {
         };
         if chunk == TILE_CHUNK {
             let params = MoeTileGateUp {
-                kernel: MOE_TILE_GATE_UP_NAMES[format.index()],
+                kernel: moe_tile_gate_up_name(format.index()?),
                 gate: a.gate.values,
-                gate_e: a.gate.exponents,
+                gate_e: a.gate.second_plane,
                 up: a.up.values,
-                up_e: a.up.exponents,
+                up_e: a.up.second_plane,
                 width: a.width,
                 x: a.x,
                 token_of_row: r.token_of_row,
@@ -295,11 +261,11 @@ impl Kernels {
             return self.launch_with_shared(shape, TILE_MMA_SHARED_BYTES, &params);
         }
         let params = MoeGateUp {
-            kernel: MOE_GATE_UP_NAMES[format.index()][variant][split],
+            kernel: moe_gate_up_name(format.index()?, variant, split),
             gate: a.gate.values,
-            gate_e: a.gate.exponents,
+            gate_e: a.gate.second_plane,
             up: a.up.values,
-            up_e: a.up.exponents,
+            up_e: a.up.second_plane,
             width: a.width,
             x: a.x,
             token_of_row: r.token_of_row,
@@ -339,9 +305,9 @@ impl Kernels {
         )?;
         if chunk == TILE_CHUNK {
             let params = MoeTileDown {
-                kernel: MOE_TILE_DOWN_NAMES[format.index()],
+                kernel: moe_tile_down_name(format.index()?),
                 down: a.down.values,
-                down_e: a.down.exponents,
+                down_e: a.down.second_plane,
                 rows: a.rows,
                 act: a.act,
                 items: r.items,
@@ -353,9 +319,9 @@ impl Kernels {
             return self.launch_with_shared(shape, TILE_MMA_SHARED_BYTES, &params);
         }
         let params = MoeDown {
-            kernel: MOE_DOWN_NAMES[format.index()][variant][split],
+            kernel: moe_down_name(format.index()?, variant, split),
             down: a.down.values,
-            down_e: a.down.exponents,
+            down_e: a.down.second_plane,
             rows: a.rows,
             act: a.act,
             items: r.items,

@@ -4,78 +4,48 @@
 
 use std::sync::LazyLock;
 
+use super::expert_format::ExpertFormat;
 use crate::quant::QuantType;
 
-/// The mixture-of-experts products (moe_experts.cu) by weight format (`moe::ExpertFormat`),
-/// item size (`moe::MOE_CHUNKS`) and split (`QGEMV_SPLITS`).
-pub(super) const MOE_GATE_UP_NAMES: [[[&str; 4]; 2]; 2] = [
-    [
-        [
-            "moe_gate_up_bf16_s1_r8",
-            "moe_gate_up_bf16_s2_r8",
-            "moe_gate_up_bf16_s4_r8",
-            "moe_gate_up_bf16_s8_r8",
-        ],
-        [
-            "moe_gate_up_bf16_s1_r32",
-            "moe_gate_up_bf16_s2_r32",
-            "moe_gate_up_bf16_s4_r32",
-            "moe_gate_up_bf16_s8_r32",
-        ],
-    ],
-    [
-        [
-            "moe_gate_up_mxfp4_s1_r8",
-            "moe_gate_up_mxfp4_s2_r8",
-            "moe_gate_up_mxfp4_s4_r8",
-            "moe_gate_up_mxfp4_s8_r8",
-        ],
-        [
-            "moe_gate_up_mxfp4_s1_r32",
-            "moe_gate_up_mxfp4_s2_r32",
-            "moe_gate_up_mxfp4_s4_r32",
-            "moe_gate_up_mxfp4_s8_r32",
-        ],
-    ],
-];
+/// The mixture-of-experts products (moe_experts.cu) by weight format (`ExpertFormat::ALL`),
+/// item size (`moe::MOE_CHUNKS` but the tiles' 128) and split (`QGEMV_SPLITS`): gate/up's names
+/// then down's, each table format-major.
+static MOE_NAMES: LazyLock<[Vec<String>; 2]> = LazyLock::new(|| {
+    ["moe_gate_up", "moe_down"].map(|kind| {
+        let mut names = Vec::new();
+        for format in ExpertFormat::ALL {
+            for rows in [8, 32] {
+                for split in QGEMV_SPLITS {
+                    let f = format.kernel_suffix();
+                    names.push(format!("{kind}_{f}_s{split}_r{rows}"));
+                }
+            }
+        }
+        names
+    })
+});
 
-pub(super) fn moe_gate_up_names() -> Vec<&'static str> {
-    MOE_GATE_UP_NAMES.as_flattened().as_flattened().to_vec()
+fn moe_name(kind: usize, format: usize, variant: usize, split: usize) -> &'static str {
+    &MOE_NAMES[kind][(format * 2 + variant) * QGEMV_SPLITS.len() + split]
 }
 
-pub(super) const MOE_DOWN_NAMES: [[[&str; 4]; 2]; 2] = [
-    [
-        [
-            "moe_down_bf16_s1_r8",
-            "moe_down_bf16_s2_r8",
-            "moe_down_bf16_s4_r8",
-            "moe_down_bf16_s8_r8",
-        ],
-        [
-            "moe_down_bf16_s1_r32",
-            "moe_down_bf16_s2_r32",
-            "moe_down_bf16_s4_r32",
-            "moe_down_bf16_s8_r32",
-        ],
-    ],
-    [
-        [
-            "moe_down_mxfp4_s1_r8",
-            "moe_down_mxfp4_s2_r8",
-            "moe_down_mxfp4_s4_r8",
-            "moe_down_mxfp4_s8_r8",
-        ],
-        [
-            "moe_down_mxfp4_s1_r32",
-            "moe_down_mxfp4_s2_r32",
-            "moe_down_mxfp4_s4_r32",
-            "moe_down_mxfp4_s8_r32",
-        ],
-    ],
-];
+/// gate/up's skinny product for format `format` (its index in `ExpertFormat::ALL`), item-size
+/// variant `variant` (8 or 32 rows) and split index `split`.
+pub(super) fn moe_gate_up_name(format: usize, variant: usize, split: usize) -> &'static str {
+    moe_name(0, format, variant, split)
+}
+
+/// down's, as `moe_gate_up_name`.
+pub(super) fn moe_down_name(format: usize, variant: usize, split: usize) -> &'static str {
+    moe_name(1, format, variant, split)
+}
+
+pub(super) fn moe_gate_up_names() -> Vec<&'static str> {
+    MOE_NAMES[0].iter().map(String::as_str).collect()
+}
 
 pub(super) fn moe_down_names() -> Vec<&'static str> {
-    MOE_DOWN_NAMES.as_flattened().as_flattened().to_vec()
+    MOE_NAMES[1].iter().map(String::as_str).collect()
 }
 
 /// Largest token count the GEMV kernels take.
@@ -156,17 +126,30 @@ pub(super) fn gemv_mma_names() -> Vec<&'static str> {
 }
 
 /// The experts' tiled products for large steps (moe_tile.cu) by weight format
-/// (`moe::ExpertFormat`): gate/up, then down. Their split is a parameter.
-pub(super) const MOE_TILE_GATE_UP_NAMES: [&str; 2] =
-    ["moe_tile_gate_up_bf16", "moe_tile_gate_up_mxfp4"];
-pub(super) const MOE_TILE_DOWN_NAMES: [&str; 2] = ["moe_tile_down_bf16", "moe_tile_down_mxfp4"];
+/// (`ExpertFormat::ALL`): gate/up's, then down's. Their split is a parameter.
+static MOE_TILE_NAMES: LazyLock<[Vec<String>; 2]> = LazyLock::new(|| {
+    ["moe_tile_gate_up", "moe_tile_down"].map(|kind| {
+        ExpertFormat::ALL
+            .iter()
+            .map(|f| format!("{kind}_{}", f.kernel_suffix()))
+            .collect()
+    })
+});
+
+pub(super) fn moe_tile_gate_up_name(format: usize) -> &'static str {
+    &MOE_TILE_NAMES[0][format]
+}
+
+pub(super) fn moe_tile_down_name(format: usize) -> &'static str {
+    &MOE_TILE_NAMES[1][format]
+}
 
 pub(super) fn moe_tile_gate_up_names() -> Vec<&'static str> {
-    MOE_TILE_GATE_UP_NAMES.to_vec()
+    MOE_TILE_NAMES[0].iter().map(String::as_str).collect()
 }
 
 pub(super) fn moe_tile_down_names() -> Vec<&'static str> {
-    MOE_TILE_DOWN_NAMES.to_vec()
+    MOE_TILE_NAMES[1].iter().map(String::as_str).collect()
 }
 
 /// The dynamic shared memory of the batch-invariant bf16 product for many tokens

@@ -50,12 +50,12 @@ pub(super) struct Arena {
     pub experts: HashMap<String, StackPlan>,
 }
 
-/// An expert stack's format and the arena offsets of its planes (values; MXFP4's exponents).
+/// An expert stack's format and the arena offsets of its planes (`ExpertMatrix`'s two).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct StackPlan {
     pub format: ExpertFormat,
     pub values: usize,
-    pub exponents: Option<usize>,
+    pub second_plane: Option<usize>,
 }
 
 impl StackPlan {
@@ -64,7 +64,7 @@ impl StackPlan {
         ExpertMatrix {
             format: self.format,
             values: arena.at(self.values),
-            exponents: self.exponents.map(|at| arena.at(at)),
+            second_plane: self.second_plane.map(|at| arena.at(at)),
         }
     }
 }
@@ -329,11 +329,11 @@ impl Arena {
             .into_iter()
             .map(|(name, elements)| {
                 let format = stack_format(&name);
-                let [values, exponents] = format.plane_bytes(elements);
+                let [values, second] = format.plane_bytes(elements);
                 let stack = StackPlan {
                     format,
                     values: layout.take(values),
-                    exponents: (exponents > 0).then(|| layout.take(exponents)),
+                    second_plane: (second > 0).then(|| layout.take(second)),
                 };
                 (name, stack)
             })

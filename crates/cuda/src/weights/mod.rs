@@ -9,7 +9,8 @@
 //! RoPE frequencies from its spec.
 //! `--load-format dummy` draws bf16 weights directly on the device with the same formula as
 //! the host generator (ferrite_model::dummy), without materialising them on the host.
-//! `FERRITE_CUDA_WIDEN_QUANT=1` widens quantized files to bf16 as before (for A/B timing).
+//! `FERRITE_CUDA_WIDEN_QUANT=1` widens quantized files (matrices and expert stacks) to bf16 as
+//! before (for A/B timing).
 
 mod arena;
 mod assemble;
@@ -210,7 +211,7 @@ impl ModelWeights {
                         .get(name)
                         .map_or(MatrixFormat::Bf16, |t| device_format(t, k, widen))
                 },
-                &|name| moe::stack_format(weights.tensors.get(name).map(|t| t.dtype)),
+                &|name| moe::stack_format(weights.tensors.get(name).map(|t| t.dtype), widen),
             )?,
         };
         let arena = DeviceBuffer::new(stream, plan.layout.bytes())?;

@@ -1,8 +1,9 @@
 //! A mixture-of-experts layer's weights on the device: the router and qwen2_moe's shared
 //! expert as linear layers, and the experts as three stacks `[experts, rows, cols]` (gate,
 //! up, down) that one launch indexes by expert (kernels/moe_experts.cu). MXFP4 experts
-//! (gpt-oss) stay MXFP4, cut into a code plane and an exponent plane; other quantized GGUF
-//! experts are widened to bf16 at load. gpt-oss's router and expert biases are f32 vectors.
+//! (gpt-oss) stay MXFP4, cut into a code plane and an exponent plane; GGUF experts of the
+//! block types with expert kernels (Q8_0, Q4_K, Q5_K, Q6_K) stay in their blocks, cut into
+//! crate::quant's planes; other quantized ones are widened to bf16 at load. gpt-oss's router and expert biases are f32 vectors.
 
 use cudarc::driver::CudaStream;
 use ferrite_model::config::{Activation, MoeConfig, CLAMPED_SWIGLU_ALPHA, CLAMPED_SWIGLU_LIMIT};
@@ -110,12 +111,9 @@ impl MoeWeights {
     }
 }
 
-/// How a stack is kept on the device: MXFP4 files stay MXFP4, everything else becomes bf16.
-pub(super) fn stack_format(dtype: Option<DType>) -> ExpertFormat {
-    match dtype {
-        Some(DType::Mxfp4) => ExpertFormat::Mxfp4,
-        _ => ExpertFormat::Bf16,
-    }
+/// How a stack is kept on the device (`widen`: block types as bf16 all the same).
+pub(super) fn stack_format(dtype: Option<DType>, widen: bool) -> ExpertFormat {
+    dtype.map_or(ExpertFormat::Bf16, |d| ExpertFormat::for_file(d, widen))
 }
 
 /// A stacked MXFP4 tensor (17-byte blocks: exponent, 16 code bytes) into its two planes.
@@ -165,7 +163,7 @@ pub(super) fn upload_stack(
             "`{name}` has shape {:?}, the config says {shape:?}",
             stacked.shape
         );
-        if let (ExpertFormat::Mxfp4, Some(exponents)) = (dst.format, dst.exponents) {
+        if let (ExpertFormat::Mxfp4, Some(exponents)) = (dst.format, dst.second_plane) {
             return upload_mxfp4(stream, [dst.values, exponents], name, stacked);
         }
         let as_matrix = WeightTensor {
@@ -173,7 +171,14 @@ pub(super) fn upload_stack(
             shape: vec![experts * rows, cols],
             storage: stacked.storage.clone(),
         };
-        return upload_matrix(stream, &[dst.values], MatrixFormat::Bf16, 0, &as_matrix);
+        let (planes, format) = match dst.format {
+            ExpertFormat::Quant(q) => {
+                ([Some(dst.values), dst.second_plane], MatrixFormat::Quant(q))
+            }
+            _ => ([Some(dst.values), None], MatrixFormat::Bf16),
+        };
+        let planes: Vec<DevicePtr> = planes.into_iter().flatten().collect();
+        return upload_matrix(stream, &planes, format, 0, &as_matrix);
     }
     anyhow::ensure!(
         dst.format == ExpertFormat::Bf16,

@@ -1,6 +1,6 @@
-//! The expert tests' shared pieces (moe.rs, moe_mxfp4.rs, moe_tile.rs): random MXFP4 blocks and
-//! their host decoding, expert stacks on the device in either format, a step's routing
-//! buffers, and one routed MLP step
+//! The expert tests' shared pieces (moe.rs, moe_mxfp4.rs, moe_tile.rs, moe_quant.rs): random
+//! MXFP4 or GGUF blocks and their host decoding, expert stacks on the device in any format, a
+//! step's routing buffers, and one routed MLP step
 //! through the four kernels (route + group, gate/up, down, combine) at a given item size.
 
 use ferrite_cuda::buffer::DeviceBuffer;
@@ -8,6 +8,7 @@ use ferrite_cuda::launchers::{
     moe_max_items, ExpertActivation, ExpertFormat, ExpertMatrix, MoeDownArgs, MoeGateUpArgs,
     MoeRouting,
 };
+use ferrite_cuda::quant::split_planes;
 use ferrite_model::config::{CLAMPED_SWIGLU_ALPHA, CLAMPED_SWIGLU_LIMIT};
 use ferrite_model::dequant::dequantize_row;
 use ferrite_model::weights::DType;
@@ -36,22 +37,31 @@ pub fn mxfp4_blocks(g: &mut rand::rngs::StdRng, elements: usize, e0: u8) -> Vec<
     out
 }
 
-/// The host's reference decoding of MXFP4 blocks.
-pub fn decode(blocks: &[u8]) -> Vec<f32> {
-    let mut out = vec![0.0f32; blocks.len() / 17 * 32];
-    dequantize_row(DType::Mxfp4, blocks, &mut out);
+/// The host's reference decoding of blocks of `dtype`.
+pub fn decode(dtype: DType, blocks: &[u8]) -> Vec<f32> {
+    let f = ferrite_model::quant::format(dtype);
+    let mut out = vec![0.0f32; blocks.len() / f.block_bytes * f.block_len];
+    dequantize_row(dtype, blocks, &mut out);
     out
 }
 
-/// Device stacks of one set of blocks: MXFP4 planes, or the decoded weights as bf16.
+/// Device stacks of one set of blocks of `dtype`: MXFP4's or a GGUF type's planes, or the
+/// decoded weights as bf16.
 pub fn stack(
     ctx: &Ctx,
+    dtype: DType,
     blocks: &[u8],
     format: ExpertFormat,
     keep: &mut Vec<DeviceBuffer>,
 ) -> ExpertMatrix {
-    let (values, exponents) = match format {
-        ExpertFormat::Bf16 => (dev(ctx, &super::to_bf16(&decode(blocks))), None),
+    let (values, second) = match format {
+        ExpertFormat::Bf16 => (dev(ctx, &super::to_bf16(&decode(dtype, blocks))), None),
+        ExpertFormat::Quant(q) => {
+            assert_eq!(q.dtype(), dtype);
+            let mut planes = split_planes(q, blocks).into_iter().map(|p| dev(ctx, &p));
+            let first = planes.next().expect("a first plane");
+            (first, planes.next())
+        }
         ExpertFormat::Mxfp4 => {
             let codes: Vec<u8> = blocks
                 .chunks_exact(17)
@@ -64,10 +74,10 @@ pub fn stack(
     let matrix = ExpertMatrix {
         format,
         values: values.ptr(),
-        exponents: exponents.as_ref().map(|e| e.ptr()),
+        second_plane: second.as_ref().map(|e| e.ptr()),
     };
     keep.push(values);
-    keep.extend(exponents);
+    keep.extend(second);
     matrix
 }
 
@@ -111,9 +121,12 @@ pub struct Dims {
     pub top_k: usize,
 }
 
-/// A gpt-oss-style expert layer (MXFP4 blocks, router and expert biases) and its tokens.
+/// A gpt-oss-style expert layer (MXFP4 or GGUF blocks, router and expert biases) and its
+/// tokens.
 pub struct Layer {
     pub dims: Dims,
+    /// The stacks' block type.
+    pub dtype: DType,
     pub logits: Vec<f32>,
     pub router_bias: Vec<f32>,
     /// bf16 values, as f32.
@@ -148,6 +161,7 @@ pub fn random_layer(seed: u64, dims: Dims, tokens: usize) -> Layer {
     let mut g = super::rng(seed + 1);
     Layer {
         dims,
+        dtype: DType::Mxfp4,
         logits,
         router_bias,
         x,
@@ -159,6 +173,27 @@ pub fn random_layer(seed: u64, dims: Dims, tokens: usize) -> Layer {
             alpha: CLAMPED_SWIGLU_ALPHA,
             limit: CLAMPED_SWIGLU_LIMIT,
         },
+    }
+}
+
+/// `layer` with its stacks replaced by random blocks of `dtype` (GGUF types: weights of about
+/// 2^-4 for gate/up and 2^-5 for down, as `random_layer`'s).
+pub fn with_blocks(layer: Layer, dtype: DType, seed: u64) -> Layer {
+    let Dims {
+        hidden,
+        width,
+        experts,
+        ..
+    } = layer.dims;
+    let blocks = |rows: usize, cols: usize, scale: f32, key: u64| {
+        ferrite_model::dummy::quantized::random_blocks(dtype, experts * rows, cols, scale, key)
+    };
+    Layer {
+        dtype,
+        gate: blocks(width, hidden, 0.0625, seed),
+        up: blocks(width, hidden, 0.0625, seed + 1),
+        down: blocks(hidden, width, 0.03125, seed + 2),
+        ..layer
     }
 }
 
@@ -181,9 +216,9 @@ pub fn run_layer(
     let routed = n * top_k;
     let mut keep = Vec::new();
     let (gate, up, down) = (
-        stack(ctx, &layer.gate, format, &mut keep),
-        stack(ctx, &layer.up, format, &mut keep),
-        stack(ctx, &layer.down, format, &mut keep),
+        stack(ctx, layer.dtype, &layer.gate, format, &mut keep),
+        stack(ctx, layer.dtype, &layer.up, format, &mut keep),
+        stack(ctx, layer.dtype, &layer.down, format, &mut keep),
     );
     let logits = dev(ctx, &layer.logits[..n * experts]);
     let router_bias = dev(ctx, &layer.router_bias);

@@ -77,7 +77,8 @@ pub fn scheme_type(scheme: &str, name: &str, layers: usize) -> anyhow::Result<DT
             .strip_prefix("blk.")
             .and_then(|r| r.split('.').next())
             .and_then(|l| l.parse::<usize>().ok());
-        let wide = name.contains("attn_v.") || name.contains("ffn_down.");
+        // As llama-quantize: every down projection (dense, experts' and shared expert's).
+        let wide = name.contains("attn_v.") || name.contains("ffn_down");
         return Ok(match layer {
             Some(l) if wide && more_bits(l, layers) => DType::Q6_K,
             _ => DType::Q4_K,
@@ -89,8 +90,8 @@ pub fn scheme_type(scheme: &str, name: &str, layers: usize) -> anyhow::Result<DT
         .ok_or_else(|| anyhow::anyhow!("unknown quantization scheme `{scheme}`"))
 }
 
-/// `weights` with every matrix (2-D tensor) replaced by random blocks of `pick(name)`'s type
-/// (`None`: left as it is). Vectors (norms, biases) stay.
+/// `weights` with every matrix (2-D tensor) and expert stack (3-D) replaced by random blocks of
+/// `pick(name)`'s type (`None`: left as it is). Vectors (norms, biases) stay.
 pub fn quantize_matrices(
     weights: &ModelWeights,
     pick: &dyn Fn(&str) -> Option<DType>,
@@ -100,11 +101,12 @@ pub fn quantize_matrices(
     let mut out = weights.clone();
     for (name, t) in &weights.tensors {
         let Some(dtype) = pick(name) else { continue };
-        if t.shape.len() != 2 {
+        if !matches!(t.shape.len(), 2 | 3) {
             continue;
         }
         let key = super::tensor_key(seed, name);
-        let bytes = random_blocks(dtype, t.rows(), t.cols(), scale, key);
+        let rows = t.shape[..t.shape.len() - 1].iter().product();
+        let bytes = random_blocks(dtype, rows, t.cols(), scale, key);
         let tensor = WeightTensor {
             dtype,
             shape: t.shape.clone(),
@@ -116,7 +118,7 @@ pub fn quantize_matrices(
 }
 
 /// Random quantized weights of `config`'s shapes in `scheme` (see [`scheme_type`]): norms from
-/// the dummy generator, matrices as random blocks (but for `fp8` the embedding and output
+/// the dummy generator, matrices and expert stacks as random blocks (but for `fp8` the embedding and output
 /// projection, drawn in bf16 as an FP8 checkpoint keeps them).
 pub fn random_quantized(
     config: &ModelConfig,
@@ -130,11 +132,12 @@ pub fn random_quantized(
         // FP8 checkpoints keep the embedding and the output projection in 16 bits.
         let stays_bf16 =
             scheme == "fp8" && matches!(&*init.name, "token_embd.weight" | "output.weight");
-        // A matrix whose rows are not whole blocks (a linear layer's 4-tap convolution) stays
-        // in 16 bits, as llama-quantize leaves it.
-        let whole_blocks = init.shape.len() == 2
+        // A matrix or expert stack whose rows are not whole blocks (a linear layer's 4-tap
+        // convolution) stays in 16 bits, as llama-quantize leaves it.
+        let cols = init.shape.last().copied().unwrap_or(0);
+        let whole_blocks = matches!(init.shape.len(), 2 | 3)
             && scheme_type(scheme, &init.name, config.num_layers)
-                .is_ok_and(|dtype| init.shape[1] % dtype.block_len() == 0);
+                .is_ok_and(|dtype| cols % dtype.block_len() == 0);
         if whole_blocks && !stays_bf16 {
             matrices.push((init.name.clone(), init.shape.clone()));
         } else {
@@ -152,7 +155,12 @@ pub fn random_quantized(
     for (name, shape) in matrices {
         let dtype = scheme_type(scheme, &name, config.num_layers)?;
         let key = super::tensor_key(seed, &name);
-        let bytes = random_blocks(dtype, shape[0], shape[1], super::MATRIX_SCALE, key);
+        // Expert stacks [experts, rows, cols] as experts x rows rows.
+        let (cols, rows) = (
+            shape[shape.len() - 1],
+            shape[..shape.len() - 1].iter().product(),
+        );
+        let bytes = random_blocks(dtype, rows, cols, super::MATRIX_SCALE, key);
         let tensor = WeightTensor {
             dtype,
             shape,

@@ -47,7 +47,7 @@ build() {
   (cd "$W/llama.cpp" &&
     cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
       -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF \
-      -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_WEBUI=OFF -DLLAMA_BUILD_UI=OFF \
+      -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_WEBUI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_APP=OFF \
       -DLLAMA_USE_PREBUILT_UI=OFF >"$OUT/llama-cmake.log" 2>&1 &&
     cmake --build build -j 16 --target llama-bench llama-quantize llama-server >>"$OUT/llama-cmake.log" 2>&1) ||
     { say "llama.cpp build failed"; tail -30 "$OUT/llama-cmake.log"; return 1; }

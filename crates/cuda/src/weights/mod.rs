@@ -211,7 +211,7 @@ impl ModelWeights {
                         .get(name)
                         .map_or(MatrixFormat::Bf16, |t| device_format(t, k, widen))
                 },
-                &|name| moe::stack_format(weights.tensors.get(name).map(|t| t.dtype), widen),
+                &|name| moe::stack_format(weights, name, widen),
             )?,
         };
         let arena = DeviceBuffer::new(stream, plan.layout.bytes())?;

@@ -111,9 +111,29 @@ impl MoeWeights {
     }
 }
 
-/// How a stack is kept on the device (`widen`: block types as bf16 all the same).
-pub(super) fn stack_format(dtype: Option<DType>, widen: bool) -> ExpertFormat {
-    dtype.map_or(ExpertFormat::Bf16, |d| ExpertFormat::for_file(d, widen))
+/// How stack `name` of `weights` is kept on the device (`widen`: block types as bf16 all the
+/// same). gate and up run in one kernel, which reads both in one format: when their files'
+/// types differ, both are widened to bf16.
+pub(super) fn stack_format(weights: &HostWeights, name: &str, widen: bool) -> ExpertFormat {
+    let format = |name: &str| {
+        let dtype = weights.tensors.get(name).map(|t| t.dtype);
+        dtype.map_or(ExpertFormat::Bf16, |d| ExpertFormat::for_file(d, widen))
+    };
+    let (gate, up) = (
+        LayerTensor::FfnGateExps.suffix(),
+        LayerTensor::FfnUpExps.suffix(),
+    );
+    let sibling = if name.ends_with(gate) {
+        Some(name.replace(gate, up))
+    } else if name.ends_with(up) {
+        Some(name.replace(up, gate))
+    } else {
+        None
+    };
+    match sibling {
+        Some(other) if format(&other) != format(name) => ExpertFormat::Bf16,
+        _ => format(name),
+    }
 }
 
 /// A stacked MXFP4 tensor (17-byte blocks: exponent, 16 code bytes) into its two planes.

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # The speed tables against llama.cpp on the device: llama.cpp's CUDA build and ferrite on the
 # same random-weight GGUF file of a real model's shape. Models: 27b and 35b (issue 37: the real
-# Qwen3.5-27B and Qwen3.6-35B-A3B shapes; bench/gpu/hybrid/gguf_random_hybrid.py writes Q8_0 in
-# llama.cpp's qwen35 / qwen35moe layout, llama-quantize makes Q4_K_M from it) and 20b (issue
+# Qwen3.5-27B and Qwen3.6-35B-A3B shapes; bench/gpu/hybrid/gguf_random_hybrid.py --q4_k_m
+# writes Q4_K_M in llama.cpp's qwen35 / qwen35moe layout with llama-quantize's choice of types;
+# until 2026-12-07 it wrote Q8_0 and llama-quantize made Q4_K_M from it) and 20b (issue
 # 38: gpt-oss-20b; bench/gpu/gpt_oss/gguf_random_gpt_oss.py writes llama.cpp's MXFP4 layout,
-# used as written). Carry .gpu-peer-hybrid/ (bench/gpu/prepare_llamacpp_peer.sh: llama.cpp
-# ec562eb's sources, the stripped ferrite binary). Work files live in /root/w, so the stages
+# used as written). Carry .gpu-peer-hybrid/ (bench/gpu/prepare_llamacpp_peer.sh: llama.cpp's
+# sources -- its LLAMA_VERSION file says which -- and the stripped ferrite binary). Work files live in /root/w, so the stages
 # can be split over calls on a warm machine; each stage skips what an earlier call finished.
 # Results go to $OUT.
 #   bash bench/gpu/vs_llamacpp.sh build files:27b speed:27b clean:27b files:20b ...
 # Stages: build (llama-bench, llama-quantize, llama-server), files:M (M's file, written while
-# llama.cpp builds when it has not yet; a Q8_0 intermediate deleted after: two models' pairs do
-# not fit the disk at once), speed:M (llama-bench pp4096/tg128 vs ferrite bench-model),
+# llama.cpp builds when it has not yet), speed:M (llama-bench pp4096/tg128 vs ferrite bench-model),
 # serve:M (64 concurrent streams of 512 in, 128 out: llama-server -np 64 vs ferrite serve,
 # `ferrite bench` as the client), clean:M.
 set -u
@@ -56,14 +56,14 @@ build() {
 
 # Writes model M's random file to $2 while llama.cpp builds (the writer needs only gguf-py).
 write_random() {
-  local m=$1 dst=$2 writer vocab pid
+  local m=$1 dst=$2 extra=${3:-} writer vocab pid
   case $m in
-    20b) writer=bench/gpu/gpt_oss/gguf_random_gpt_oss.py vocab=fixtures/arch/gpt_oss_mxfp4/model.gguf ;;
+    20b) writer=bench/gpu/gpt_oss/gguf_random_gpt_oss.py vocab=fixtures/arch/gpt_oss_mxfp4/model.gguf extra= ;;
     *) writer=bench/gpu/hybrid/gguf_random_hybrid.py vocab=fixtures/arch/qwen3_5/model.gguf ;;
   esac
   [ -d "$W/llama.cpp" ] || tar -xJf "$P/llama.cpp.tar.xz" -C "$W"
   say "writing $dst"
-  (PYTHONPATH="$W/llama.cpp/gguf-py" python3 "$writer" "$(config_of "$m")" "$vocab" "$dst.tmp" \
+  (PYTHONPATH="$W/llama.cpp/gguf-py" python3 "$writer" "$(config_of "$m")" "$vocab" "$dst.tmp" $extra \
     2>>"$OUT/gguf-$m.log" && mv "$dst.tmp" "$dst") &
   pid=$!
   build
@@ -72,21 +72,12 @@ write_random() {
 }
 
 files() {
-  local m=$1 q8="$W/$1-Q8_0.gguf" q4
+  local m=$1 q4
   q4=$(model_file "$m")
   [ -f "$q4" ] && return 0
-  if [ "$m" = 20b ]; then
-    # gpt-oss runs as written (MXFP4 experts): no quantizing.
-    write_random "$m" "$q4" || return 1
-    say "$q4: $(stat -c %s "$q4") bytes"
-    return 0
-  fi
-  [ -f "$q8" ] || write_random "$m" "$q8" || return 1
-  build || return 1
-  say "quantizing $q4"
-  "$LB/llama-quantize" --allow-requantize "$q8" "$q4.tmp" Q4_K_M 16 >"$OUT/quantize-$m.log" 2>&1 &&
-    mv "$q4.tmp" "$q4" || { say "quantize failed"; tail -5 "$OUT/quantize-$m.log"; return 1; }
-  rm -f "$q8"
+  # gpt-oss runs as written (MXFP4 experts); the hybrids' writer makes Q4_K_M directly
+  # (gguf_random_hybrid.py --q4_k_m: no Q8_0 intermediate, no llama-quantize pass).
+  write_random "$m" "$q4" --q4_k_m || return 1
   say "$q4: $(stat -c %s "$q4") bytes"
 }
 

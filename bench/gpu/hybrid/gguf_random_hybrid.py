@@ -3,7 +3,7 @@ llama.cpp's converter writes (`qwen35`, `qwen35moe`: the tensor names, shapes an
 of fixtures/arch/qwen3_5*/model.gguf, which that converter made), for running ferrite and
 llama.cpp side by side on one file.
 
-    gguf_random_hybrid.py CONFIG.json VOCAB.gguf OUT.gguf
+    gguf_random_hybrid.py CONFIG.json VOCAB.gguf OUT.gguf [--q4_k_m]
 
 CONFIG: a transformers config (`text_config` or flat) of `qwen3_5` or `qwen3_5_moe`. VOCAB: a
 GGUF whose tokenizer fields are copied, its token list padded with unused tokens up to the
@@ -12,6 +12,12 @@ deviation about 0.02): a real checkpoint's bf16 copy would not fit the device's 
 its quantized one, and `llama-quantize --allow-requantize OUT Q4_K_M` makes the Q4_K_M file
 from this one as it would from F16. Vectors are F32: norms near 1, A = -uniform(1, 16) as
 transformers' initialisation of A_log draws, dt_bias 1. Needs numpy and llama.cpp's gguf-py.
+
+`--q4_k_m` writes the Q4_K_M file directly instead (no Q8_0 intermediate and no llama-quantize
+pass: minutes of device time for a 35B model): random Q4_K blocks, Q6_K where llama.cpp's
+Q4_K_M puts them (the output projection; attn_v and every ffn_down* in its "more bits"
+layers), Q8_0 for rows that are not whole 256-element blocks. Random scales are small
+(weights of a few hundredths); the speed of a product does not depend on its values.
 """
 import json
 import sys
@@ -20,6 +26,13 @@ import numpy as np
 import gguf
 
 Q8_0_BLOCK, Q8_0_BYTES = 32, 34
+# Elements and bytes of a block of each type the writer emits.
+BLOCKS = {"q8": (32, 34), "q4_k": (256, 144), "q6_k": (256, 210)}
+GGML_TYPES = {
+    "q8": gguf.GGMLQuantizationType.Q8_0,
+    "q4_k": gguf.GGMLQuantizationType.Q4_K,
+    "q6_k": gguf.GGMLQuantizationType.Q6_K,
+}
 UNUSED_TOKEN = 5  # llama.cpp's LLAMA_TOKEN_TYPE_UNUSED
 
 
@@ -46,7 +59,21 @@ class Tensors:
     def vector(self, name, shape, kind):
         self.items.append((name, tuple(shape), kind))
 
+    def blocks(self, shape, kind):
+        """Random blocks of a K-quant type (kind `q4_k` or `q6_k`), valid and finite."""
+        elements, size = BLOCKS[kind]
+        blocks = int(np.prod(shape)) // elements
+        out = np.frombuffer(self.rng.bytes(blocks * size), dtype=np.uint8).reshape(blocks, size).copy()
+        if kind == "q4_k":  # d, dmin (f16), 12 bytes of 6-bit scales and mins, 128 of nibbles
+            out[:, 0:2] = np.frombuffer(np.float16(2e-4).tobytes(), dtype=np.uint8)
+            out[:, 2:4] = np.frombuffer(np.float16(2e-4).tobytes(), dtype=np.uint8)
+        else:  # ql 128, qh 64, 16 int8 scales, d (f16)
+            out[:, 208:210] = np.frombuffer(np.float16(1e-5).tobytes(), dtype=np.uint8)
+        return out.reshape(*shape[:-1], shape[-1] // elements * size)
+
     def data(self, shape, kind):
+        if kind in ("q4_k", "q6_k"):
+            return self.blocks(shape, kind)
         if kind == "q8":
             count = int(np.prod(shape))
             blocks = count // Q8_0_BLOCK
@@ -190,13 +217,36 @@ def stream_tensors(w, tensors, out, total):
     print(f"{out}: {len(tensors.items)} tensors, {total / 1e9:.2f} GB", file=sys.stderr)
 
 
+def more_bits(i, n):
+    """llama.cpp's choice of Q6_K over Q4_K for some attn_v / ffn_down tensors in Q4_K_M."""
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def q4_k_m_kinds(tensors, layers):
+    """Each Q8_0 matrix's type in Q4_K_M (see the module doc)."""
+    attn_v = [name for name, _, _ in tensors.items if name.endswith(".attn_v.weight")]
+    for j, (name, shape, kind) in enumerate(tensors.items):
+        if kind != "q8" or shape[-1] % 256:
+            continue
+        layer = int(name.split(".")[1]) if name.startswith("blk.") else None
+        wide = name == "output.weight"
+        if name.endswith(".attn_v.weight"):
+            wide = more_bits(attn_v.index(name), len(attn_v))
+        elif ".ffn_down" in name:
+            wide = more_bits(layer, layers)
+        tensors.items[j] = (name, shape, "q6_k" if wide else "q4_k")
+
+
 def main():
     config_path, vocab_path, out = sys.argv[1:4]
     c = text_config(config_path)
     arch, kv, tensors = build(c)
+    q4_k_m = "--q4_k_m" in sys.argv[4:]
+    if q4_k_m:
+        q4_k_m_kinds(tensors, c["num_hidden_layers"])
     w = gguf.GGUFWriter(out, arch)
     w.add_name(f"random {arch} {c['hidden_size']}x{c['num_hidden_layers']}")
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M if q4_k_m else gguf.LlamaFileType.MOSTLY_Q8_0)
     for key, (value, kind) in kv.items():
         if kind == "u32":
             w.add_uint32(key, value)
@@ -207,11 +257,12 @@ def main():
     copy_tokenizer(gguf.GGUFReader(vocab_path), w, c["vocab_size"])
     total = 0
     for name, shape, kind in tensors.items:
-        if kind == "q8":
-            nbytes = int(np.prod(shape)) // Q8_0_BLOCK * Q8_0_BYTES
-            byte_shape = (*shape[:-1], shape[-1] // Q8_0_BLOCK * Q8_0_BYTES)
+        if kind in BLOCKS:
+            elements, size = BLOCKS[kind]
+            nbytes = int(np.prod(shape)) // elements * size
+            byte_shape = (*shape[:-1], shape[-1] // elements * size)
             w.add_tensor_info(name, byte_shape, np.dtype(np.uint8), nbytes,
-                              raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+                              raw_dtype=GGML_TYPES[kind])
         else:
             nbytes = int(np.prod(shape)) * 4
             w.add_tensor_info(name, shape, np.dtype(np.float32), nbytes)

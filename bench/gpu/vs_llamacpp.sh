@@ -41,7 +41,7 @@ STREAMS=${STREAMS:-64} IN=${IN:-512} GEN=${GEN:-128} REQUESTS=${REQUESTS:-128}
 SLOT_CTX=${SLOT_CTX:-2048}
 
 build() {
-  [ -x "$LB/llama-server" ] && return 0
+  [ -x "$LB/llama-bench" ] && return 0
   say "building llama.cpp (CUDA, sm_90)"
   [ -d "$W/llama.cpp" ] || tar -xJf "$P/llama.cpp.tar.xz" -C "$W"
   (cd "$W/llama.cpp" &&
@@ -49,8 +49,13 @@ build() {
       -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF \
       -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_WEBUI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_APP=OFF \
       -DLLAMA_USE_PREBUILT_UI=OFF >"$OUT/llama-cmake.log" 2>&1 &&
-    cmake --build build -j 16 --target llama-bench llama-quantize llama-server >>"$OUT/llama-cmake.log" 2>&1) ||
+    cmake --build build -j 16 --target llama-bench llama-quantize >>"$OUT/llama-cmake.log" 2>&1) ||
     { say "llama.cpp build failed"; tail -30 "$OUT/llama-cmake.log"; return 1; }
+  # llama-server apart: 0c1e57098's needs scripts/ui-assets.cmake, which packs without
+  # scripts/ lack; the speed stage does not need it (NO_SERVER=1 skips it).
+  [ -n "${NO_SERVER:-}" ] && return 0
+  (cd "$W/llama.cpp" && cmake --build build -j 16 --target llama-server >>"$OUT/llama-cmake.log" 2>&1) ||
+    say "llama-server not built (serve:M needs it)"
   say "llama.cpp built ($(cat "$W/llama.cpp/LLAMA_VERSION" 2>/dev/null || echo ec562eb))"
 }
 

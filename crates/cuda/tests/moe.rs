@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::compare::{compare_backends, compare_backends_on, Run};
+use common::compare::{compare_and_report_apart, compare_backends, Run};
 use common::experts::RoutingBuffers;
 use common::{dev, poisoned, read_f32, read_i32, rng, Ctx};
 use ferrite_cuda::launchers::{
@@ -21,9 +21,10 @@ use ferrite_cuda::launchers::{
 };
 use ferrite_model::config::{Arch, BlockVariant, ModelConfig, MoeConfig, RopeStyle};
 use ferrite_model::dummy::{generate, quantized::quantize_matrices};
-use ferrite_model::weights::DType;
+use ferrite_model::weights::{DType, ModelWeights, Storage, WeightTensor};
 use half::bf16;
 use rand::Rng;
+use std::sync::Arc;
 
 const HIDDEN: usize = 256;
 const WIDTH: usize = 96; // not a whole 128-element block: the last block is zero-filled
@@ -320,10 +321,35 @@ fn sixty_four_experts_top8_match_the_cpu() {
     compare_backends(&c, &run(16, false));
 }
 
+/// `weights` with every quantized expert stack replaced by the bf16 values the device computes
+/// with: the host dequantizer's weights rounded to bf16 (kernels/quant_pieces.cuh).
+fn stacks_as_bf16(weights: &ModelWeights) -> ModelWeights {
+    let mut out = weights.clone();
+    for (name, t) in &weights.tensors {
+        if t.shape.len() != 3 || t.dtype == DType::BF16 {
+            continue;
+        }
+        let values: Vec<u8> = ferrite_model::dequant::dequantize(t)
+            .iter()
+            .flat_map(|&v| bf16::from_f32(v).to_le_bytes())
+            .collect();
+        let tensor = WeightTensor {
+            dtype: DType::BF16,
+            shape: t.shape.clone(),
+            storage: Storage::Owned(Arc::new(values)),
+        };
+        out.tensors.insert(name.clone(), tensor);
+    }
+    out
+}
+
 /// Q4_K gate and up with Q6_K down (Q4_K_M's mix), Q5_K gate and up with Q8_0 down, and gate
-/// and up of different types (both widened to bf16: one kernel reads both), the rest of the
-/// model bf16: the CPU on the file bytes against CUDA with the stacks kept quantized, graphs
-/// and eager. Block scales of 0.02, as parity.rs's quantized models.
+/// and up of different types (both widened to bf16 at load: one kernel reads both), the rest
+/// of the model bf16: CUDA with the quantized stacks (kept in their blocks, or widened) against
+/// the CPU on the values the device is specified to compute with -- the host's dequantization
+/// rounded to bf16 -- graphs and eager. (Against the CPU's exact f32 weights the bf16 rounding
+/// alone flips this random model's expert choices past the outlier allowance: measured
+/// 2026-12-07, 5+ decode rows off by up to 0.25.)
 #[test]
 fn quantized_expert_stacks_match_the_cpu() {
     let mut c = moe_model(Arch::Qwen3, 2, experts(8, 2, 256, true, 2));
@@ -342,8 +368,11 @@ fn quantized_expert_stacks_match_the_cpu() {
                 _ => return None,
             })
         };
-        let weights = quantize_matrices(&generate(&c, 5), &pick, 0.02, 17);
-        compare_backends_on(&c, &run(16, false), Some(weights.clone()));
-        compare_backends_on(&c, &run(16, true), Some(weights));
+        let file = quantize_matrices(&generate(&c, 5), &pick, 0.02, 17);
+        let values = stacks_as_bf16(&file);
+        for eager in [false, true] {
+            let broke = compare_and_report_apart(&c, &run(16, eager), values.clone(), file.clone());
+            assert!(broke.is_empty(), "{}", broke.join("\n"));
+        }
     }
 }

@@ -11,7 +11,9 @@
 
 mod common;
 
-use common::experts::{decode, host_mlp, host_route, random_layer, run_layer, same_bits, Dims};
+use common::experts::{
+    assert_same_as_bf16_at_every_size, decode, host_mlp, host_route, random_layer, run_layer, Dims,
+};
 use ferrite_cuda::launchers::ExpertFormat;
 
 const DIMS: Dims = Dims {
@@ -39,24 +41,5 @@ fn mxfp4_experts_with_biases_match_the_host_and_their_bf16_decoding_bit_for_bit(
         .flat_map(|t| host_mlp(&layer, &decoded, t))
         .collect();
     common::check("mxfp4 experts vs f64 host", &all, &want, 2e-3);
-    let hidden = DIMS.hidden;
-    for (n, chunk) in [
-        (TOKENS, 8),
-        (TOKENS, 32),
-        (TOKENS, 128),
-        (1, 8),
-        (9, 32),
-        (9, 128),
-    ] {
-        let (mx, _) = run_layer(&ctx, &layer, ExpertFormat::Mxfp4, n, chunk);
-        let (bf, _) = run_layer(&ctx, &layer, ExpertFormat::Bf16, n, chunk);
-        assert!(
-            same_bits(&mx, &bf),
-            "{n} tokens, items of {chunk}: MXFP4 and its bf16 decoding differ"
-        );
-        assert!(
-            same_bits(&mx, &all[..n * hidden]),
-            "{n} tokens, items of {chunk}: differ from 40 tokens'"
-        );
-    }
+    assert_same_as_bf16_at_every_size(&ctx, &layer, ExpertFormat::Mxfp4, &all);
 }

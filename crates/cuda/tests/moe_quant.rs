@@ -12,7 +12,8 @@
 mod common;
 
 use common::experts::{
-    decode, host_mlp, random_layer, run_layer, same_bits, with_blocks, Dims, Layer,
+    assert_same_as_bf16_at_every_size, decode, host_mlp, random_layer, run_layer, with_blocks,
+    Dims, Layer,
 };
 use ferrite_cuda::launchers::{ExpertFormat, EXPERT_QUANT_TYPES};
 use ferrite_cuda::quant::QuantType;
@@ -53,7 +54,6 @@ fn quantized_experts_match_their_bf16_decoding_bit_for_bit_and_the_host() {
     for (i, q) in EXPERT_QUANT_TYPES.into_iter().enumerate() {
         let layer = layer_of(q, 50 + 20 * i as u64);
         let format = ExpertFormat::Quant(q);
-        let hidden = layer.dims.hidden;
         let (all, _) = run_layer(&ctx, &layer, format, TOKENS, 8);
         let decoded = [&layer.gate, &layer.up, &layer.down]
             .map(|b| common::bf16_round(&decode(layer.dtype, b)));
@@ -61,24 +61,6 @@ fn quantized_experts_match_their_bf16_decoding_bit_for_bit_and_the_host() {
             .flat_map(|t| host_mlp(&layer, &decoded, t))
             .collect();
         common::check(&format!("{q:?} experts vs f64 host"), &all, &want, 2e-3);
-        for (n, chunk) in [
-            (TOKENS, 8),
-            (TOKENS, 32),
-            (TOKENS, 128),
-            (1, 8),
-            (9, 32),
-            (9, 128),
-        ] {
-            let (quant, _) = run_layer(&ctx, &layer, format, n, chunk);
-            let (bf, _) = run_layer(&ctx, &layer, ExpertFormat::Bf16, n, chunk);
-            assert!(
-                same_bits(&quant, &bf),
-                "{q:?}, {n} tokens, items of {chunk}: the blocks and their bf16 decoding differ"
-            );
-            assert!(
-                same_bits(&quant, &all[..n * hidden]),
-                "{q:?}, {n} tokens, items of {chunk}: differ from 40 tokens'"
-            );
-        }
+        assert_same_as_bf16_at_every_size(&ctx, &layer, format, &all);
     }
 }

@@ -94,6 +94,30 @@ pub fn compare_and_report(
     run: &Run,
     host: Option<ModelWeights>,
 ) -> Vec<String> {
+    let seed = 5;
+    let cpu_weights = host.clone().unwrap_or_else(|| generate(config, seed));
+    let source = host.map_or(WeightSource::Dummy { seed }, WeightSource::Host);
+    compare_apart(config, run, cpu_weights, source)
+}
+
+/// As `compare_and_report`, the CPU running `cpu_weights` and CUDA `gpu_weights`: the same
+/// model in two encodings (a quantized file on the device, the values the device computes
+/// with on the CPU).
+pub fn compare_and_report_apart(
+    config: &ModelConfig,
+    run: &Run,
+    cpu_weights: ModelWeights,
+    gpu_weights: ModelWeights,
+) -> Vec<String> {
+    compare_apart(config, run, cpu_weights, WeightSource::Host(gpu_weights))
+}
+
+fn compare_apart(
+    config: &ModelConfig,
+    run: &Run,
+    cpu_weights: ModelWeights,
+    source: WeightSource,
+) -> Vec<String> {
     let mut failures = Vec::new();
     let Run {
         page_size, eager, ..
@@ -101,11 +125,8 @@ pub fn compare_and_report(
     let Some(_) = super::gpu("parity") else {
         return failures;
     };
-    let seed = 5;
-    let cpu_weights = host.clone().unwrap_or_else(|| generate(config, seed));
     let mut cpu = CpuBackend::new(config.clone(), cpu_weights, 2).unwrap();
     let options = super::fixtures::test_options(eager, run.batch_invariant);
-    let source = host.map_or(WeightSource::Dummy { seed }, WeightSource::Host);
     let mut gpu = CudaBackend::new(config.clone(), source, options).unwrap();
     let num_pages = 4096 / page_size;
     // A hybrid: a recurrent-state slot per sequence, allocated before the KV caches.

@@ -269,6 +269,37 @@ pub fn run_layer(
     )
 }
 
+/// `format`'s outputs of `layer` against the same stacks decoded to bf16, and against `all` (the
+/// first `TOKENS` tokens' outputs in `format`), bit for bit, for steps of 40, 9 and 1 tokens in
+/// every item size: the decoding is exact and no sum depends on the step.
+pub fn assert_same_as_bf16_at_every_size(
+    ctx: &Ctx,
+    layer: &Layer,
+    format: ExpertFormat,
+    all: &[f32],
+) {
+    let tokens = all.len() / layer.dims.hidden;
+    for (n, chunk) in [
+        (tokens, 8),
+        (tokens, 32),
+        (tokens, 128),
+        (1, 8),
+        (9, 32),
+        (9, 128),
+    ] {
+        let (out, _) = run_layer(ctx, layer, format, n, chunk);
+        let (bf, _) = run_layer(ctx, layer, ExpertFormat::Bf16, n, chunk);
+        assert!(
+            same_bits(&out, &bf),
+            "{format:?}, {n} tokens, items of {chunk}: the blocks and their bf16 decoding differ"
+        );
+        assert!(
+            same_bits(&out, &all[..n * layer.dims.hidden]),
+            "{format:?}, {n} tokens, items of {chunk}: differ from {tokens} tokens'"
+        );
+    }
+}
+
 /// Whether two outputs are the same bit for bit.
 pub fn same_bits(a: &[f32], b: &[f32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())

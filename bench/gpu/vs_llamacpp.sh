@@ -6,8 +6,9 @@
 # until 2026-12-07 it wrote Q8_0 and llama-quantize made Q4_K_M from it) and 20b (issue
 # 38: gpt-oss-20b; bench/gpu/gpt_oss/gguf_random_gpt_oss.py writes llama.cpp's MXFP4 layout,
 # used as written). Carry .gpu-peer-hybrid/ (bench/gpu/prepare_llamacpp_peer.sh: llama.cpp's
-# sources -- its LLAMA_VERSION file says which -- and the stripped ferrite binary). Work files live in /root/w, so the stages
-# can be split over calls on a warm machine; each stage skips what an earlier call finished.
+# sources -- its LLAMA_VERSION file says which -- and the stripped ferrite binary). Work files
+# live in /root/w, so the stages can be split over calls on a warm machine; each stage skips what
+# an earlier call finished.
 # Results go to $OUT.
 #   bash bench/gpu/vs_llamacpp.sh build files:27b speed:27b clean:27b files:20b ...
 # Stages: build (llama-bench, llama-quantize, llama-server), files:M (M's file, written while

@@ -1,6 +1,6 @@
 //! Launchers of kernels/moe.cu, moe_experts.cu and moe_tile.cu: a mixture-of-experts MLP's
-//! routing, grouping, expert products (bf16, MXFP4 or GGUF block-type weights) and combination, each grid fixed by the
-//! token count so that decode graphs capture them.
+//! routing, grouping, expert products (bf16, MXFP4 or GGUF block-type weights) and
+//! combination, each grid fixed by the token count so that decode graphs capture them.
 
 use super::expert_format::{ExpertFormat, ExpertMatrix};
 use super::launch::{grid1, Kernels, Shape};

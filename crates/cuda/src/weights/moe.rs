@@ -3,7 +3,8 @@
 //! up, down) that one launch indexes by expert (kernels/moe_experts.cu). MXFP4 experts
 //! (gpt-oss) stay MXFP4, cut into a code plane and an exponent plane; GGUF experts of the
 //! block types with expert kernels (Q8_0, Q4_K, Q5_K, Q6_K) stay in their blocks, cut into
-//! crate::quant's planes; other quantized ones are widened to bf16 at load. gpt-oss's router and expert biases are f32 vectors.
+//! crate::quant's planes; other quantized ones are widened to bf16 at load. gpt-oss's router
+//! and expert biases are f32 vectors.
 
 use cudarc::driver::CudaStream;
 use ferrite_model::config::{Activation, MoeConfig, CLAMPED_SWIGLU_ALPHA, CLAMPED_SWIGLU_LIMIT};
@@ -191,13 +192,14 @@ pub(super) fn upload_stack(
             shape: vec![experts * rows, cols],
             storage: stacked.storage.clone(),
         };
-        let (planes, format) = match dst.format {
-            ExpertFormat::Quant(q) => {
-                ([Some(dst.values), dst.second_plane], MatrixFormat::Quant(q))
-            }
-            _ => ([Some(dst.values), None], MatrixFormat::Bf16),
+        let format = match dst.format {
+            ExpertFormat::Quant(q) => MatrixFormat::Quant(q),
+            _ => MatrixFormat::Bf16,
         };
-        let planes: Vec<DevicePtr> = planes.into_iter().flatten().collect();
+        let planes: Vec<DevicePtr> = [Some(dst.values), dst.second_plane]
+            .into_iter()
+            .flatten()
+            .collect();
         return upload_matrix(stream, &planes, format, 0, &as_matrix);
     }
     anyhow::ensure!(

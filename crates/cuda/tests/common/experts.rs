@@ -186,7 +186,7 @@ pub fn with_blocks(layer: Layer, dtype: DType, seed: u64) -> Layer {
         ..
     } = layer.dims;
     let blocks = |rows: usize, cols: usize, scale: f32, key: u64| {
-        ferrite_model::dummy::quantized::random_blocks(dtype, experts * rows, cols, scale, key)
+        super::quant::random_blocks(dtype, experts * rows, cols, scale, key)
     };
     Layer {
         dtype,

@@ -90,6 +90,21 @@ pub fn scheme_type(scheme: &str, name: &str, layers: usize) -> anyhow::Result<DT
         .ok_or_else(|| anyhow::anyhow!("unknown quantization scheme `{scheme}`"))
 }
 
+/// A tensor of `shape` (a matrix, or an expert stack [experts, rows, cols] as experts x rows
+/// rows) in random blocks of `dtype` with weights of about `scale`.
+fn random_tensor(dtype: DType, shape: Vec<usize>, scale: f32, key: u64) -> WeightTensor {
+    let (rows, cols) = match shape.split_last() {
+        Some((&cols, outer)) => (outer.iter().product(), cols),
+        None => (0, 0),
+    };
+    let bytes = random_blocks(dtype, rows, cols, scale, key);
+    WeightTensor {
+        dtype,
+        shape,
+        storage: Storage::Owned(Arc::new(bytes)),
+    }
+}
+
 /// `weights` with every matrix (2-D tensor) and expert stack (3-D) replaced by random blocks of
 /// `pick(name)`'s type (`None`: left as it is). Vectors (norms, biases) stay.
 pub fn quantize_matrices(
@@ -105,21 +120,15 @@ pub fn quantize_matrices(
             continue;
         }
         let key = super::tensor_key(seed, name);
-        let rows = t.shape[..t.shape.len() - 1].iter().product();
-        let bytes = random_blocks(dtype, rows, t.cols(), scale, key);
-        let tensor = WeightTensor {
-            dtype,
-            shape: t.shape.clone(),
-            storage: Storage::Owned(Arc::new(bytes)),
-        };
+        let tensor = random_tensor(dtype, t.shape.clone(), scale, key);
         out.tensors.insert(name.clone(), tensor);
     }
     out
 }
 
 /// Random quantized weights of `config`'s shapes in `scheme` (see [`scheme_type`]): norms from
-/// the dummy generator, matrices and expert stacks as random blocks (but for `fp8` the embedding and output
-/// projection, drawn in bf16 as an FP8 checkpoint keeps them).
+/// the dummy generator, matrices and expert stacks as random blocks (but for `fp8` the
+/// embedding and output projection, drawn in bf16 as an FP8 checkpoint keeps them).
 pub fn random_quantized(
     config: &ModelConfig,
     scheme: &str,
@@ -155,17 +164,7 @@ pub fn random_quantized(
     for (name, shape) in matrices {
         let dtype = scheme_type(scheme, &name, config.num_layers)?;
         let key = super::tensor_key(seed, &name);
-        // Expert stacks [experts, rows, cols] as experts x rows rows.
-        let (cols, rows) = (
-            shape[shape.len() - 1],
-            shape[..shape.len() - 1].iter().product(),
-        );
-        let bytes = random_blocks(dtype, rows, cols, super::MATRIX_SCALE, key);
-        let tensor = WeightTensor {
-            dtype,
-            shape,
-            storage: Storage::Owned(Arc::new(bytes)),
-        };
+        let tensor = random_tensor(dtype, shape, super::MATRIX_SCALE, key);
         vectors.tensors.insert(name, tensor);
     }
     Ok(vectors)

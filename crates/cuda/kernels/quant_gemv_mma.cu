@@ -34,7 +34,10 @@
 #include "quant.cuh"
 #include "mma.cuh"
 
-#define QMMA_MAX_BLOCKS 64  // k <= 16,384
+// k <= 22,528: the Qwen3.5-27B shape's MLP down product (k = 17,408) fits, with the Q4_K
+// kernel's staging at 48,392 bytes of the 49,152 static shared memory allows (registers, not
+// shared memory, hold these kernels at two blocks an SM).
+#define QMMA_MAX_BLOCKS 88
 #define QMMA_ZERO_SLOT (QMMA_MAX_BLOCKS * 64)
 
 // Two nibbles (bits 0-3 and 16-19 of v) as a bf16 pair, exact: into the mantissa of 128, less

@@ -174,8 +174,12 @@ impl Gemm {
                         scratch,
                     )? => {}
                 (MatrixFormat::Quant(format), _, _) => {
-                    // A slab of rows at a time through the scratch buffer.
-                    let slab = (scratch.bytes / (2 * k)).max(1);
+                    // A slab of rows at a time through the scratch buffer, a multiple of
+                    // SLAB_ROW_MULTIPLE: an odd slab (256 MiB / 10,240 bytes = 26,214 rows of
+                    // a 5,120-wide matrix) leaves the next slab's output 8-byte aligned, and
+                    // cuBLAS then runs sm_80's align2 kernels (2026-12-07 profile of the 27B
+                    // shape's prefill: its MLP products at ~265 TFLOP/s).
+                    let slab = slab_rows(scratch.bytes, k);
                     let mut r0 = 0;
                     while r0 < part.rows {
                         let rows = slab.min(part.rows - r0);
@@ -366,5 +370,43 @@ enum Epilogue {
 impl Drop for Gemm {
     fn drop(&mut self) {
         let _ = unsafe { cublas::destroy_handle(self.handle) };
+    }
+}
+
+/// Rows the dequantizing scratch holds at a time: whole multiples of SLAB_ROW_MULTIPLE (the
+/// slabs' outputs stay 512-byte aligned and their row counts tile evenly), or what fits.
+const SLAB_ROW_MULTIPLE: usize = 128;
+
+fn slab_rows(scratch_bytes: usize, k: usize) -> usize {
+    let fits = (scratch_bytes / (2 * k)).max(1);
+    if fits >= SLAB_ROW_MULTIPLE {
+        fits / SLAB_ROW_MULTIPLE * SLAB_ROW_MULTIPLE
+    } else {
+        fits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slabs_are_whole_multiples_that_fit() {
+        // The 27B shape's 5,120-wide matrices in the 256 MiB scratch: 26,214 rows fit.
+        assert_eq!(slab_rows(256 << 20, 5120), 26_112);
+        for (bytes, k) in [
+            (256usize << 20, 4096usize),
+            (1 << 20, 17_408),
+            (3000, 1000),
+            (10, 64),
+        ] {
+            let fits = (bytes / (2 * k)).max(1);
+            let rows = slab_rows(bytes, k);
+            assert!(
+                rows >= 1 && rows <= fits,
+                "{bytes} bytes, k {k}: {rows} of {fits}"
+            );
+            assert!(fits < SLAB_ROW_MULTIPLE || rows % SLAB_ROW_MULTIPLE == 0);
+        }
     }
 }

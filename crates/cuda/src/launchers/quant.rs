@@ -62,8 +62,9 @@ fn qgemv_split_index(rows: usize, units: usize, n: usize) -> usize {
 }
 
 /// Largest k of the tensor-core GEMVs (quant_gemv_mma.cu stages x in static shared memory,
-/// 64 blocks of 256).
-const QMMA_MAX_K: usize = 64 * 256;
+/// QMMA_MAX_BLOCKS = 88 blocks of 256). Beyond it the CUDA-core GEMV runs, at ~1.3-1.6 TB/s
+/// where these reach ~2.5 (2026-12-07, the 27B shape's down products, k = 17,408).
+const QMMA_MAX_K: usize = 88 * 256;
 
 /// The tensor-core GEMV's split over its 16-row tiles: every warp keeps at least two
 /// 256-element blocks of k.

@@ -112,22 +112,53 @@ pub fn compare_and_report_apart(
     compare_apart(config, run, cpu_weights, WeightSource::Host(gpu_weights))
 }
 
+/// As `compare_and_report_apart`, both sides on the device: CUDA on `reference_weights` (the
+/// values another encoding is specified to compute with, e.g. quantized stacks decoded to
+/// bf16) is the reference for CUDA on `gpu_weights`. Where this holds and the CPU comparison
+/// does not, the difference is between the backends, not in the encoding's kernels.
+pub fn compare_on_device_apart(
+    config: &ModelConfig,
+    run: &Run,
+    reference_weights: ModelWeights,
+    gpu_weights: ModelWeights,
+) -> Vec<String> {
+    if super::gpu("parity").is_none() {
+        return Vec::new();
+    }
+    let options = super::fixtures::test_options(run.eager, run.batch_invariant);
+    let reference = WeightSource::Host(reference_weights);
+    let mut reference = CudaBackend::new(config.clone(), reference, options.clone()).unwrap();
+    let gpu = WeightSource::Host(gpu_weights);
+    let mut gpu = CudaBackend::new(config.clone(), gpu, options).unwrap();
+    compare_with(config, run, &mut reference, &mut gpu)
+}
+
 fn compare_apart(
     config: &ModelConfig,
     run: &Run,
     cpu_weights: ModelWeights,
     source: WeightSource,
 ) -> Vec<String> {
+    if super::gpu("parity").is_none() {
+        return Vec::new();
+    }
+    let mut cpu = CpuBackend::new(config.clone(), cpu_weights, 2).unwrap();
+    let options = super::fixtures::test_options(run.eager, run.batch_invariant);
+    let mut gpu = CudaBackend::new(config.clone(), source, options).unwrap();
+    compare_with(config, run, &mut cpu, &mut gpu)
+}
+
+/// The step loop: `reference` (the CPU, or another CUDA backend) against `gpu`.
+fn compare_with(
+    config: &ModelConfig,
+    run: &Run,
+    cpu: &mut dyn Backend,
+    gpu: &mut CudaBackend,
+) -> Vec<String> {
     let mut failures = Vec::new();
     let Run {
         page_size, eager, ..
     } = *run;
-    let Some(_) = super::gpu("parity") else {
-        return failures;
-    };
-    let mut cpu = CpuBackend::new(config.clone(), cpu_weights, 2).unwrap();
-    let options = super::fixtures::test_options(eager, run.batch_invariant);
-    let mut gpu = CudaBackend::new(config.clone(), source, options).unwrap();
     let num_pages = 4096 / page_size;
     // A hybrid: a recurrent-state slot per sequence, allocated before the KV caches.
     let hybrid = gpu.state_bytes_per_sequence() > 0;

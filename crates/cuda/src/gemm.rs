@@ -179,7 +179,7 @@ impl Gemm {
                     // a 5,120-wide matrix) leaves the next slab's output 8-byte aligned, and
                     // cuBLAS then runs sm_80's align2 kernels (2026-12-07 profile of the 27B
                     // shape's prefill: its MLP products at ~265 TFLOP/s).
-                    let slab = slab_rows(scratch.bytes, k);
+                    let slab = slab_rows(scratch.bytes, k, part.rows);
                     let mut r0 = 0;
                     while r0 < part.rows {
                         let rows = slab.min(part.rows - r0);
@@ -373,13 +373,16 @@ impl Drop for Gemm {
     }
 }
 
-/// Rows the dequantizing scratch holds at a time: whole multiples of SLAB_ROW_MULTIPLE (the
-/// slabs' outputs stay 512-byte aligned and their row counts tile evenly), or what fits.
+/// Rows of a `rows`-row matrix the dequantizing scratch takes at a time: all of them when they
+/// fit, else whole multiples of SLAB_ROW_MULTIPLE (the slabs' outputs stay 512-byte aligned
+/// and their row counts tile evenly), or what fits.
 const SLAB_ROW_MULTIPLE: usize = 128;
 
-fn slab_rows(scratch_bytes: usize, k: usize) -> usize {
+fn slab_rows(scratch_bytes: usize, k: usize, rows: usize) -> usize {
     let fits = (scratch_bytes / (2 * k)).max(1);
-    if fits >= SLAB_ROW_MULTIPLE {
+    if fits >= rows {
+        rows
+    } else if fits >= SLAB_ROW_MULTIPLE {
         fits / SLAB_ROW_MULTIPLE * SLAB_ROW_MULTIPLE
     } else {
         fits
@@ -392,8 +395,10 @@ mod tests {
 
     #[test]
     fn slabs_are_whole_multiples_that_fit() {
-        // The 27B shape's 5,120-wide matrices in the 256 MiB scratch: 26,214 rows fit.
-        assert_eq!(slab_rows(256 << 20, 5120), 26_112);
+        // The 27B shape's gate/up (34,816 x 5,120) in the 256 MiB scratch: 26,214 rows fit.
+        assert_eq!(slab_rows(256 << 20, 5120, 34_816), 26_112);
+        // A matrix that fits goes whole, whatever its row count.
+        assert_eq!(slab_rows(256 << 20, 5120, 26_000), 26_000);
         for (bytes, k) in [
             (256usize << 20, 4096usize),
             (1 << 20, 17_408),
@@ -401,7 +406,7 @@ mod tests {
             (10, 64),
         ] {
             let fits = (bytes / (2 * k)).max(1);
-            let rows = slab_rows(bytes, k);
+            let rows = slab_rows(bytes, k, usize::MAX);
             assert!(
                 rows >= 1 && rows <= fits,
                 "{bytes} bytes, k {k}: {rows} of {fits}"

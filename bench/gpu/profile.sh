@@ -7,8 +7,10 @@
 #                        (decode-kernels: the kernels alone)
 #   profile.sh prefill   a 4,096-token prefill of each of $SHAPES (default the 1.5B and 8B
 #                        shapes): the warm prefill with graphs, then the kernels of the last
-#                        (warm) forward pass of an eager run; with PEER=path/to/hf_prefill.py
-#                        the transformers peer in the same call (issue 16 item 2)
+#                        (warm) forward pass of an eager run (NCU_SKIP / NCU_COUNT: a launch
+#                        window for models too large to profile whole); with
+#                        PEER=path/to/hf_prefill.py the transformers peer in the same call
+#                        (issue 16 item 2)
 #   profile.sh moe-decode  the same for a batch-1 decode step of Qwen3-30B-A3B's shape and
 #                        of its dense twin (issue 13)
 #   profile.sh decode-shapes  batch-1 decode of each of $SHAPES (presets or config files, e.g.
@@ -58,7 +60,13 @@ if [ "$PHASE" = prefill ]; then
     echo "== $shape: offline_bench 1 4096 1 (graphs): first request and warm"
     b $G/$BIN "$shape" 1 4096 1
     # One request, then three warm ones: the last forward pass is a warm 4,096-token prefill.
-    kernels "prefill-$shape" "${NCU_LIMIT:-300}" "" -1 "$shape" 1 4096 1 eager
+    # On a large model every kernel under ncu adds up past the limit: NCU_SKIP / NCU_COUNT
+    # narrow the window (the backend's warm-up of eight prefill shapes comes first; the
+    # 27B shape's passes are ~1,230 launches each).
+    window=""
+    [ -n "${NCU_SKIP:-}" ] && window="--launch-skip $NCU_SKIP"
+    [ -n "${NCU_COUNT:-}" ] && window="$window --launch-count $NCU_COUNT"
+    kernels "prefill-$shape" "${NCU_LIMIT:-300}" "$window" -1 "$shape" 1 4096 1 eager
     if [ -n "${PEER:-}" ]; then
       peer_shape=$shape; [ "$shape" = llama-3.1-8b ] && peer_shape=llama3.1-8b
       echo "== transformers peer $peer_shape 4096"

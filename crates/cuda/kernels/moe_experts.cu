@@ -8,8 +8,9 @@
 // with the weights bf16, MXFP4 (mxfp4.cuh decodes them to bf16 in registers, exactly) or a
 // GGUF block type (Q8_0, Q4_K, Q5_K, Q6_K: quant_pieces.cuh decodes them to the bf16 the
 // loader would widen them to) -- FMT -- and the biases optional (gpt-oss has them, f32).
-// These are gemv_mma.cu's skinny tensor-core product with an expert per work item: a warp takes 16 weight rows, the mma's columns are the
-// item's rows (tokens, 8 per fragment), and each weight is read once per item. A row's sum
+// These are gemv_mma.cu's skinny tensor-core product with an expert per work item: a warp
+// takes 16 weight rows, the mma's columns are the item's rows (tokens, 8 per fragment), and
+// each weight is read once per item. A row's sum
 // order depends on k and the split alone, never on how many other rows share its expert or
 // step: a token's output does not depend on which other tokens were routed with it. k need only
 // be a multiple of 8 (of 32 for MXFP4 and Q8_0, 256 for the K-quants): the last 128-element

@@ -373,11 +373,12 @@ impl Drop for Gemm {
     }
 }
 
-/// Rows of a `rows`-row matrix the dequantizing scratch takes at a time: all of them when they
-/// fit, else whole multiples of SLAB_ROW_MULTIPLE (the slabs' outputs stay 512-byte aligned
-/// and their row counts tile evenly), or what fits.
+/// What a slab too small for a whole matrix is cut to a multiple of: its outputs stay 512-byte
+/// aligned and the row counts tile evenly.
 const SLAB_ROW_MULTIPLE: usize = 128;
 
+/// Rows of a `rows`-row matrix the dequantizing scratch takes at a time: all of them when they
+/// fit, else whole multiples of SLAB_ROW_MULTIPLE, or what fits.
 fn slab_rows(scratch_bytes: usize, k: usize, rows: usize) -> usize {
     let fits = (scratch_bytes / (2 * k)).max(1);
     if fits >= rows {

@@ -125,12 +125,15 @@ pub fn compare_on_device_apart(
     if super::gpu("parity").is_none() {
         return Vec::new();
     }
-    let options = super::fixtures::test_options(run.eager, run.batch_invariant);
-    let reference = WeightSource::Host(reference_weights);
-    let mut reference = CudaBackend::new(config.clone(), reference, options.clone()).unwrap();
-    let gpu = WeightSource::Host(gpu_weights);
-    let mut gpu = CudaBackend::new(config.clone(), gpu, options).unwrap();
+    let mut reference = cuda(config, run, WeightSource::Host(reference_weights));
+    let mut gpu = cuda(config, run, WeightSource::Host(gpu_weights));
     compare_with(config, run, &mut reference, &mut gpu)
+}
+
+/// The CUDA backend a comparison runs: `run`'s graphs and batch invariance, the test options.
+fn cuda(config: &ModelConfig, run: &Run, source: WeightSource) -> CudaBackend {
+    let options = super::fixtures::test_options(run.eager, run.batch_invariant);
+    CudaBackend::new(config.clone(), source, options).unwrap()
 }
 
 fn compare_apart(
@@ -143,8 +146,7 @@ fn compare_apart(
         return Vec::new();
     }
     let mut cpu = CpuBackend::new(config.clone(), cpu_weights, 2).unwrap();
-    let options = super::fixtures::test_options(run.eager, run.batch_invariant);
-    let mut gpu = CudaBackend::new(config.clone(), source, options).unwrap();
+    let mut gpu = cuda(config, run, source);
     compare_with(config, run, &mut cpu, &mut gpu)
 }
 
@@ -152,7 +154,7 @@ fn compare_apart(
 fn compare_with(
     config: &ModelConfig,
     run: &Run,
-    cpu: &mut dyn Backend,
+    reference: &mut dyn Backend,
     gpu: &mut CudaBackend,
 ) -> Vec<String> {
     let mut failures = Vec::new();
@@ -163,10 +165,10 @@ fn compare_with(
     // A hybrid: a recurrent-state slot per sequence, allocated before the KV caches.
     let hybrid = gpu.state_bytes_per_sequence() > 0;
     if hybrid {
-        cpu.init_state_slots(run.lens.len()).unwrap();
+        reference.init_state_slots(run.lens.len()).unwrap();
         gpu.init_state_slots(run.lens.len()).unwrap();
     }
-    cpu.init_kv_cache(num_pages, page_size).unwrap();
+    reference.init_kv_cache(num_pages, page_size).unwrap();
     gpu.init_kv_cache(num_pages, page_size).unwrap();
 
     let prompt = |len: usize, salt: u32| {
@@ -223,7 +225,7 @@ fn compare_with(
             break;
         }
         let wide = batch.iter().map(|s| s.tokens.len()).sum::<usize>() > 8;
-        let a = cpu.forward(&batch).unwrap();
+        let a = reference.forward(&batch).unwrap();
         let b = gpu.forward(&batch).unwrap();
         let lasts: Vec<bool> = batch
             .iter()
@@ -266,13 +268,14 @@ fn compare_with(
             let ta = ferrite_engine::sampler::argmax(ra);
             let tb = ferrite_engine::sampler::argmax(rb);
             if ta != tb {
-                // Allowed only when the CPU's top two are within the tolerance of each other.
+                // Allowed only when the reference's top two are within the tolerance of each
+                // other.
                 let gap = (ra[ta as usize] - ra[tb as usize]).abs();
                 let bar = near_tie_gap(run.max_rel_err);
                 if gap >= bar {
                     failures.push(format!(
-                        "{:?} step {steps} seq {i} (position {}): greedy CPU {ta} vs CUDA {tb}, \
-                         CPU logit gap {gap} >= {bar}",
+                        "{:?} step {steps} seq {i} (position {}): greedy reference {ta} vs CUDA {tb}, \
+                         reference logit gap {gap} >= {bar}",
                         config.arch,
                         end - 1
                     ));

@@ -55,8 +55,11 @@ def main():
     if not starts:
         sys.exit("no embedding launch (embedding_gather, qembed_*): not a ferrite CUDA forward")
     passes = [launches[a:b] for a, b in zip(starts, starts[1:] + [len(launches)])]
-    print(f"{len(launches)} launches, {len(passes)} forward passes; totals (ms):",
-          " ".join(f"{sum(t for _, _, t in p) / 1e3:.2f}" for p in passes))
+    # A pass's embedding grid grows with its tokens: it tells a decode step of many sequences
+    # from a warm-up or prompt pass the launch window may have caught instead (on 2026-12-07
+    # a "64-sequence decode" profile turned out to be the 9-token warm-up pass).
+    print(f"{len(launches)} launches, {len(passes)} forward passes; totals (ms) [embedding grid]:",
+          " ".join(f"{sum(t for _, _, t in p) / 1e3:.2f} [{p[0][1]}]" for p in passes))
     p = passes[which]
     total = sum(t for _, _, t in p)
     by_name = defaultdict(lambda: [0, 0.0])

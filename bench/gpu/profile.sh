@@ -88,8 +88,12 @@ if [ "$PHASE" = decode-shapes ]; then
     name=$(basename "$shape" .json)
     echo "== $name: offline_bench 1 128 256 (graphs)"
     b $G/$BIN "$shape" 1 128 256
-    kernels "decode-$name" "${NCU_LIMIT:-300}" "--launch-skip ${NCU_SKIP:-9000} --launch-count ${NCU_COUNT:-2500}" -2 \
-      "$shape" 1 16 40 eager
+    # The backend's warm-up runs a prefill of each chunk size first (~7,000-10,000 launches
+    # on the 27B and 35B-A3B shapes, whose passes are 600-1,200 launches): 14,000 lands in
+    # the decode steps of the larger shapes too (9,000 caught the 27B's 9-token warm-up
+    # pass); the totals line's embedding grids tell the passes apart.
+    kernels "decode-$name" "${NCU_LIMIT:-300}" "--launch-skip ${NCU_SKIP:-14000} --launch-count ${NCU_COUNT:-2500}" -2 \
+      "$shape" 1 16 60 eager
   done
 fi
 

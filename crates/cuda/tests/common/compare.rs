@@ -274,8 +274,8 @@ fn compare_with(
                 let bar = near_tie_gap(run.max_rel_err);
                 if gap >= bar {
                     failures.push(format!(
-                        "{:?} step {steps} seq {i} (position {}): greedy reference {ta} vs CUDA {tb}, \
-                         reference logit gap {gap} >= {bar}",
+                        "{:?} step {steps} seq {i} (position {}): greedy reference {ta} vs \
+                         CUDA {tb}, reference logit gap {gap} >= {bar}",
                         config.arch,
                         end - 1
                     ));

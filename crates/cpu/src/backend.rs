@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use ferrite_engine::{
-    Backend, BackendError, ExpertLoad, ForwardOutput, KvWindow, MtpDraftStep, SeqBatch,
+    Backend, BackendError, ExpertLoad, ForwardOutput, HeadDraftStep, KvWindow, SeqBatch,
 };
 use ferrite_model::config::ModelConfig;
 use ferrite_model::plan::{Mixer, MlpSpec, ModelPlan};
@@ -12,11 +12,13 @@ use ferrite_model::plan::{Mixer, MlpSpec, ModelPlan};
 // tensors in the form the forward pass reads).
 use ferrite_model::weights::ModelWeights as LoadedWeights;
 
+use crate::draft_head::{DraftHead, HeadState};
+use crate::eagle3::Eagle3Weights;
 use crate::kernels::int8_gemm;
 use crate::kv_cache::{KvCache, KvShape};
 use crate::model::{Model, Workspace};
 use crate::model_weights::ModelWeights;
-use crate::mtp::{MtpState, MtpWeights};
+use crate::mtp::MtpWeights;
 use crate::recurrent_state::{self, StateCache};
 use crate::simd::{detected_isa, Isa};
 
@@ -29,10 +31,14 @@ pub struct CpuBackend {
     window_pages: usize,
     /// The linear-attention layers' state per slot, for a hybrid model.
     state: Option<StateCache>,
-    /// The checkpoint's multi-token-prediction layer, and the hidden states it continues
-    /// from once `enable_mtp` turned it on.
-    mtp: Option<MtpWeights>,
-    mtp_state: Option<MtpState>,
+    /// The draft head (the checkpoint's MTP layer, or an EAGLE-3 head given with
+    /// `with_eagle3`), and the hidden rows it continues from once `enable_draft_head` turned
+    /// it on.
+    head: Option<DraftHead>,
+    head_state: Option<HeadState>,
+    /// State slots the engine gave (`init_state_slots`): the recurrent state's, or only
+    /// seats for the head's rows on a model without recurrent state.
+    slots: usize,
     pool: rayon::ThreadPool,
     isa: Isa,
     workspace: Workspace,
@@ -75,7 +81,7 @@ impl CpuBackend {
         let plan = ModelPlan::new(&config)?;
         supports(&plan)?;
         let model_weights = ModelWeights::new(&plan, &weights)?;
-        let mtp = MtpWeights::load(&config, &plan, &weights)?;
+        let head = MtpWeights::load(&config, &plan, &weights)?.map(DraftHead::Mtp);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("ferrite-cpu-{i}"))
@@ -92,12 +98,38 @@ impl CpuBackend {
             kv: None,
             window_pages: 0,
             state: None,
-            mtp,
-            mtp_state: None,
+            head,
+            head_state: None,
+            slots: 0,
             pool,
             isa,
             workspace: Workspace::default(),
         })
+    }
+
+    /// Drafts with `head`, an EAGLE-3 head trained for this model (`--speculative eagle3`),
+    /// in place of the checkpoint's own MTP layer if it has one.
+    pub fn with_eagle3(mut self, head: &ferrite_model::load::Eagle3Head) -> anyhow::Result<Self> {
+        let config = self.model.config();
+        let spec = &head.spec;
+        if spec.hidden_size() != config.hidden_size {
+            anyhow::bail!(
+                "EAGLE-3 heads narrower or wider than the model ({} vs {}) are not supported",
+                spec.hidden_size(),
+                config.hidden_size
+            );
+        }
+        if spec.norm != self.plan.norm {
+            anyhow::bail!(
+                "the EAGLE-3 head's norms ({:?}) differ from the model's ({:?}): not supported",
+                spec.norm,
+                self.plan.norm
+            );
+        }
+        let weights = Eagle3Weights::load(head)?;
+        self.model.add_rope_of(&weights.spec.layer);
+        self.head = Some(DraftHead::Eagle3(Box::new(weights)));
+        Ok(self)
     }
 
     /// Logits for token ids `0..n` only (see `Model::limit_logits`); the vocabulary the
@@ -154,10 +186,10 @@ impl CpuBackend {
                 Mixer::Attention(_) | Mixer::LinearAttention(_) => None,
             })
             .chain(
-                self.mtp
+                self.head
                     .as_ref()
-                    .filter(|_| self.mtp_state.is_some())
-                    .map(|m| Some(m.kv_shape())),
+                    .filter(|_| self.head_state.is_some())
+                    .map(|h| Some(h.kv_shape())),
             )
             .collect()
     }
@@ -264,46 +296,57 @@ impl Backend for CpuBackend {
     }
 
     fn init_state_slots(&mut self, slots: usize) -> Result<(), BackendError> {
-        self.state = Some(StateCache::new(&self.plan, slots)?);
-        if let Some(mtp_state) = &mut self.mtp_state {
-            *mtp_state = MtpState::new(slots);
+        // A model without recurrent state gets slots only as seats for the head's rows.
+        if self.state_bytes_per_sequence() > 0 {
+            self.state = Some(StateCache::new(&self.plan, slots)?);
+        }
+        self.slots = slots;
+        if let Some(head_state) = &mut self.head_state {
+            *head_state = HeadState::new(slots);
         }
         Ok(())
     }
 
-    fn has_mtp(&self) -> bool {
-        self.mtp.is_some()
+    fn has_draft_head(&self) -> bool {
+        self.head.is_some()
     }
 
-    fn enable_mtp(&mut self) -> Result<(), BackendError> {
-        if self.mtp.is_none() {
+    fn enable_draft_head(&mut self) -> Result<(), BackendError> {
+        if self.head.is_none() {
             return Err(BackendError(
-                "the checkpoint has no multi-token-prediction layer (mtp.* tensors)".into(),
+                "no draft head: the checkpoint has no multi-token-prediction layer (mtp.* \
+                 tensors) and no EAGLE-3 head was given"
+                    .into(),
             ));
         }
         if self.kv.is_some() {
             return Err(BackendError(
-                "enable_mtp must come before init_kv_cache".into(),
+                "enable_draft_head must come before init_kv_cache".into(),
             ));
         }
-        // Hidden states are kept per state slot; slots come with `init_state_slots`.
-        let slots = self.state.as_ref().map_or(0, StateCache::num_slots);
-        self.mtp_state = Some(MtpState::new(slots));
+        // Hidden rows are kept per state slot; slots come with `init_state_slots`.
+        self.head_state = Some(HeadState::new(self.slots));
         Ok(())
     }
 
-    fn mtp_draft(&mut self, steps: &[MtpDraftStep<'_>]) -> Result<ForwardOutput, BackendError> {
-        let (Some(kv), Some(mtp), Some(mtp_state)) =
-            (self.kv.as_mut(), self.mtp.as_ref(), self.mtp_state.as_mut())
-        else {
+    fn draft_head_needs_slots(&self) -> bool {
+        self.head_state.is_some()
+    }
+
+    fn head_draft(&mut self, steps: &[HeadDraftStep<'_>]) -> Result<ForwardOutput, BackendError> {
+        let (Some(kv), Some(head), Some(head_state)) = (
+            self.kv.as_mut(),
+            self.head.as_ref(),
+            self.head_state.as_mut(),
+        ) else {
             return Err(BackendError(
-                "mtp_draft before enable_mtp and init_kv_cache".into(),
+                "head_draft before enable_draft_head and init_kv_cache".into(),
             ));
         };
         let (model, isa, ws) = (&self.model, self.isa, &mut self.workspace);
         let logits = self
             .pool
-            .install(|| model.mtp_draft(isa, mtp, kv, mtp_state, steps, ws))?;
+            .install(|| model.head_draft(isa, head, kv, head_state, steps, ws))?;
         Ok(ForwardOutput {
             logits,
             vocab_size: model.logits_vocab(),
@@ -316,13 +359,13 @@ impl Backend for CpuBackend {
             .as_mut()
             .ok_or_else(|| BackendError("forward called before init_kv_cache".into()))?;
         let (model, isa, workspace) = (&self.model, self.isa, &mut self.workspace);
-        let state = self.state.as_mut();
-        let mtp = self.mtp.as_ref().zip(self.mtp_state.as_mut());
-        workspace.keep_hidden = mtp.is_some();
+        let (state, slots) = (self.state.as_mut(), self.slots);
+        let head = self.head.as_ref().zip(self.head_state.as_mut());
+        workspace.capture = head.as_ref().map(|(h, _)| h.capture()).unwrap_or_default();
         self.pool.install(|| {
-            let out = model.forward(isa, kv, state, batch, workspace)?;
-            if let Some((mtp, mtp_state)) = mtp {
-                model.mtp_catch_up(isa, mtp, kv, mtp_state, batch, workspace)?;
+            let out = model.forward(isa, kv, state, slots, batch, workspace)?;
+            if let Some((head, head_state)) = head {
+                model.head_catch_up(isa, head, kv, head_state, batch, workspace)?;
             }
             Ok(out)
         })

@@ -8,6 +8,8 @@
 
 mod attention_layer;
 mod backend;
+mod draft_head;
+mod eagle3;
 pub mod kernels;
 pub mod kv_cache;
 mod linear_attention;

@@ -75,9 +75,21 @@ pub struct Workspace {
     per_layer_inputs: Vec<f32>,
     per_layer: PerLayerScratch,
     beside: BesideScratch,
-    /// Set: keep every row's final hidden state (after the final norm) in `hidden`.
-    pub keep_hidden: bool,
+    /// What of the step's rows a draft head reads, kept in `hidden`.
+    pub capture: HiddenCapture,
     pub hidden: Vec<f32>,
+}
+
+/// Hidden states a forward pass keeps for a draft head, a row per token of the step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HiddenCapture {
+    #[default]
+    Nothing,
+    /// The final hidden state, after the final norm (an MTP layer's input).
+    Final,
+    /// The residual stream at the input of these three layers, side by side (an EAGLE-3
+    /// head's `fc` input).
+    LayerInputs([usize; 3]),
 }
 
 fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
@@ -148,11 +160,20 @@ impl Model {
     /// none of the model's layers has).
     pub(crate) fn rope_of(&self, layer: &ferrite_model::plan::LayerSpec) -> Option<usize> {
         match &layer.mixer {
-            ferrite_model::plan::Mixer::Attention(a) => self
-                .ropes
-                .iter()
-                .position(|r| r.inv_freq() == a.rope.inv_freq),
+            ferrite_model::plan::Mixer::Attention(a) => {
+                self.ropes.iter().position(|r| r.is(&a.rope))
+            }
             ferrite_model::plan::Mixer::LinearAttention(_) => None,
+        }
+    }
+
+    /// Makes `layer`'s RoPE one of the model's (a draft head's own), if none is already.
+    pub(crate) fn add_rope_of(&mut self, layer: &ferrite_model::plan::LayerSpec) {
+        if let ferrite_model::plan::Mixer::Attention(a) = &layer.mixer {
+            if !self.ropes.iter().any(|r| r.is(&a.rope)) {
+                self.ropes
+                    .push(Rope::new(a.rope.inv_freq.clone(), a.rope.style));
+            }
         }
     }
 
@@ -182,14 +203,14 @@ impl Model {
     fn validate(
         &self,
         kv: &KvCache,
-        state: Option<&StateCache>,
+        slots: usize,
         batch: &[SeqBatch<'_>],
     ) -> Result<(), BackendError> {
         let limits = BatchLimits {
             vocab_size: self.config.vocab_size,
             num_pages: kv.num_pages(),
             page_size: kv.page_size(),
-            state_slots: state.map_or(0, StateCache::num_slots),
+            state_slots: slots,
             window_pages: kv.window_pages(),
         };
         validate_batch(batch, limits)
@@ -222,16 +243,19 @@ impl Model {
         self.weights.lm_head = self.weights.lm_head.first_rows(self.logits_vocab);
     }
 
-    /// The step `batch` over the pages in `kv` and, for a hybrid, the recurrent `state`.
+    /// The step `batch` over the pages in `kv` and, for a hybrid, the recurrent `state`;
+    /// `slots` is how many state slots the batch may name (the recurrent state's, or the
+    /// seats of a draft head's rows on a model without one).
     pub fn forward(
         &self,
         isa: Isa,
         kv: &mut KvCache,
         mut state: Option<&mut StateCache>,
+        slots: usize,
         batch: &[SeqBatch<'_>],
         ws: &mut Workspace,
     ) -> Result<ForwardOutput, BackendError> {
-        self.validate(kv, state.as_deref(), batch)?;
+        self.validate(kv, slots, batch)?;
         if let Some(state) = state.as_deref_mut() {
             state.begin_step(batch)?;
         }
@@ -291,7 +315,18 @@ impl Model {
             tokens: &tokens,
         };
         let mut result = Ok(());
+        if let HiddenCapture::LayerInputs(_) = ws.capture {
+            sized(&mut ws.hidden, n * 3 * hidden);
+        }
         for (layer_index, layer) in self.weights.layers.iter().enumerate() {
+            if let HiddenCapture::LayerInputs(layers) = ws.capture {
+                for j in (0..3).filter(|&j| layers[j] == layer_index) {
+                    let rows = ws.hidden.chunks_exact_mut(3 * hidden);
+                    for (dst, src) in rows.zip(x[..n * hidden].chunks_exact(hidden)) {
+                        dst[j * hidden..(j + 1) * hidden].copy_from_slice(src);
+                    }
+                }
+            }
             let rope = self.layer_rope[layer_index];
             result = self.run_layer(
                 isa,
@@ -301,6 +336,7 @@ impl Model {
                 state.as_deref_mut(),
                 &step,
                 &layout,
+                None,
                 ws,
             );
             if result.is_err() {
@@ -312,7 +348,7 @@ impl Model {
         result?;
         let x = &ws.x[..n * hidden];
         let eps = self.norm.eps;
-        if ws.keep_hidden {
+        if ws.capture == HiddenCapture::Final {
             // Every row's final hidden state (after the final norm), for a drafting head.
             let hidden_rows = sized(&mut ws.hidden, n * hidden);
             for (dst, src) in hidden_rows

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use common::{log_softmax_at, repo_root};
 use ferrite_cpu::CpuBackend;
 use ferrite_engine::{
-    build_engine_core, Backend, EngineConfig, EngineStats, GenerationRequest, LogitsRequest,
-    MtpDraftStep, MtpProposer, SamplingParams, SeqBatch, SpecOptions, StateCacheOptions,
+    build_engine_core, Backend, EngineConfig, EngineStats, GenerationRequest, HeadDraftStep,
+    HeadProposer, LogitsRequest, SamplingParams, SeqBatch, SpecOptions, StateCacheOptions,
 };
 use ferrite_model::load;
 
@@ -31,8 +31,8 @@ fn reference() -> serde_json::Value {
 #[test]
 fn the_mtp_layer_matches_transformers() {
     let mut b = backend();
-    assert!(b.has_mtp(), "the fixture has an MTP layer");
-    b.enable_mtp().unwrap();
+    assert!(b.has_draft_head(), "the fixture has an MTP layer");
+    b.enable_draft_head().unwrap();
     b.init_state_slots(1).unwrap();
     let page_size = 4;
     b.init_kv_cache(64, page_size).unwrap();
@@ -57,7 +57,7 @@ fn the_mtp_layer_matches_transformers() {
             }])
             .unwrap();
             let out = b
-                .mtp_draft(&[MtpDraftStep {
+                .head_draft(&[HeadDraftStep {
                     state_slot: 0,
                     token: ids[p + 1],
                     position: p,
@@ -105,7 +105,7 @@ fn greedy_output_with_mtp_drafts_is_plain_greedy_output() {
                 disable_by_batch_size: None,
             },
         };
-        let proposer = mtp.then(|| Box::new(MtpProposer::default()) as _);
+        let proposer = mtp.then(|| Box::new(HeadProposer::mtp()) as _);
         let stats = Arc::new(EngineStats::default());
         let mut core = build_engine_core(&config, Box::new(backend()), proposer, stats).unwrap();
         let prompts: Vec<Vec<u32>> = (0..3u32)

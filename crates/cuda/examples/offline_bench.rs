@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use ferrite_cuda::{CudaBackend, CudaOptions, WeightSource};
 use ferrite_engine::{
-    build_engine_core, DraftModel, EngineConfig, EngineStats, GenerationRequest, MtpProposer,
+    build_engine_core, DraftModel, EngineConfig, EngineStats, GenerationRequest, HeadProposer,
     NgramProposer, Proposer, SamplingParams, SpecOptions, SuffixProposer,
 };
 
@@ -230,7 +230,7 @@ fn speculative_proposer(
         Ok("other") => draft(1)?,
         Ok("ngram") => Box::new(NgramProposer::default()),
         Ok("suffix") => Box::new(SuffixProposer::new(Default::default())),
-        Ok("mtp") => Box::new(MtpProposer::default()),
+        Ok("mtp") => Box::new(HeadProposer::mtp()),
         Ok(other) => {
             anyhow::bail!("FERRITE_BENCH_SPEC={other}: self, other, ngram, suffix or mtp")
         }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use common::fixtures::{fixture_path, test_options};
 use ferrite_cuda::{CudaBackend, WeightSource};
 use ferrite_engine::{
-    build_engine_core, EngineConfig, EngineCore, EngineStats, MtpProposer, Proposer, SpecOptions,
+    build_engine_core, EngineConfig, EngineCore, EngineStats, HeadProposer, Proposer, SpecOptions,
     StateCacheOptions, SuffixProposer,
 };
 use ferrite_model::load;
@@ -178,5 +178,5 @@ fn mtp_drafts_on_the_device_keep_greedy_output() {
     let Some(_) = common::gpu("mtp speculation") else {
         return;
     };
-    check("qwen3_5", Box::new(MtpProposer::default()), false);
+    check("qwen3_5", Box::new(HeadProposer::mtp()), false);
 }

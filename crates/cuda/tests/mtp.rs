@@ -10,7 +10,7 @@ mod common;
 use common::fixtures::{fixture_path, ids, test_options};
 use ferrite_cpu::CpuBackend;
 use ferrite_cuda::{CudaBackend, WeightSource};
-use ferrite_engine::{Backend, LogitsRequest, MtpDraftStep, SeqBatch};
+use ferrite_engine::{Backend, HeadDraftStep, LogitsRequest, SeqBatch};
 use ferrite_model::load;
 
 /// Mean |Δ logprob| CUDA (bf16) may keep from the CPU (f32) per draft row: this fixture's
@@ -55,7 +55,7 @@ fn drafts(b: &mut dyn Backend, ids: &[u32], p: usize, pages: &[u32]) -> [Vec<f32
     .unwrap();
     let mut step = |i: usize| {
         let out = b
-            .mtp_draft(&[MtpDraftStep {
+            .head_draft(&[HeadDraftStep {
                 state_slot: 0,
                 token: ids[p + 1 + i],
                 position: p + i,
@@ -85,8 +85,8 @@ fn the_mtp_layer_on_cuda_matches_the_cpu() {
     .unwrap();
     let page_size = 4;
     for b in [&mut cpu as &mut dyn Backend, &mut cuda] {
-        assert!(b.has_mtp(), "the fixture has an MTP layer");
-        b.enable_mtp().unwrap();
+        assert!(b.has_draft_head(), "the fixture has an MTP layer");
+        b.enable_draft_head().unwrap();
         b.init_state_slots(1).unwrap();
         b.init_kv_cache(64, page_size).unwrap();
     }

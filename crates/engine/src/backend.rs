@@ -10,8 +10,8 @@ use thiserror::Error;
 use crate::constraint::DeviceMask;
 use crate::stats::ExpertLoad;
 
-mod mtp_step;
-pub use mtp_step::MtpDraftStep;
+mod head_step;
+pub use head_step::HeadDraftStep;
 
 #[derive(Debug, Error)]
 #[error("backend: {0}")]
@@ -68,6 +68,9 @@ pub struct StateCopy {
     /// any of the step's positions, until the sequence's next step (which says by its
     /// `start_pos` how many tokens were kept). Never together with `save_to`.
     pub rewindable: bool,
+    /// The sequence's first step since it took `state_slot`: whatever the slot keeps beside
+    /// recurrent state (a draft head's hidden rows) is another sequence's, not carried over.
+    pub first_in_slot: bool,
 }
 
 /// The shape of the KV pool a batch is checked against by [`validate_batch`].
@@ -328,22 +331,31 @@ pub trait Backend: Send {
             "this backend cannot rewind recurrent state".into(),
         ))
     }
-    /// Whether the model carries a multi-token-prediction layer the backend runs
-    /// (`--speculative mtp`).
-    fn has_mtp(&self) -> bool {
+    /// Whether the backend has a draft head to run: the checkpoint's multi-token-prediction
+    /// layer (`--speculative mtp`) or an EAGLE-3 head it was given (`--speculative eagle3`).
+    fn has_draft_head(&self) -> bool {
         false
     }
-    /// Run the MTP layer from now on: its K/V (one layer more in `kv_bytes_per_token`)
-    /// follows every step, ready for [`Backend::mtp_draft`]. Called before `init_kv_cache`.
-    fn enable_mtp(&mut self) -> Result<(), BackendError> {
+    /// Run the draft head from now on: its K/V (one layer more in `kv_bytes_per_token`)
+    /// follows every step, ready for [`Backend::head_draft`]. Called before `init_kv_cache`.
+    fn enable_draft_head(&mut self) -> Result<(), BackendError> {
         Err(BackendError(
-            "this model has no multi-token-prediction layer this backend runs".into(),
+            "this backend has no draft head (no multi-token-prediction layer in the \
+             checkpoint, no EAGLE-3 head given)"
+                .into(),
         ))
     }
-    /// Draft steps of the MTP layer, one logits row each, in order.
-    fn mtp_draft(&mut self, steps: &[MtpDraftStep<'_>]) -> Result<ForwardOutput, BackendError> {
+    /// Whether the enabled draft head keeps hidden rows per sequence in state slots on a model
+    /// without recurrent state: the engine then gives every running sequence a slot
+    /// (`init_state_slots`), without the snapshots that would turn prefix caching off.
+    fn draft_head_needs_slots(&self) -> bool {
+        false
+    }
+    /// Draft steps of the draft head, one logits row each (over the whole vocabulary), in
+    /// order.
+    fn head_draft(&mut self, steps: &[HeadDraftStep<'_>]) -> Result<ForwardOutput, BackendError> {
         let _ = steps;
-        Err(BackendError("no multi-token-prediction layer".into()))
+        Err(BackendError("no draft head".into()))
     }
     /// Write the K/V of every token in `batch` into its pages and return the requested logits.
     fn forward(&mut self, batch: &[SeqBatch<'_>]) -> Result<ForwardOutput, BackendError>;
@@ -419,7 +431,7 @@ mod tests {
             state_copy: StateCopy {
                 restore_from,
                 save_to,
-                rewindable: false,
+                ..StateCopy::default()
             },
             ..seq(Some(0))
         };

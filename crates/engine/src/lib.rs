@@ -31,8 +31,8 @@ pub mod token_pieces;
 mod testing;
 
 pub use backend::{
-    validate_batch, Backend, BackendError, BatchLimits, DeviceSampling, ForwardOutput, KvWindow,
-    LogitsRequest, MtpDraftStep, SampledOutput, SeqBatch, StateCopy,
+    validate_batch, Backend, BackendError, BatchLimits, DeviceSampling, ForwardOutput,
+    HeadDraftStep, KvWindow, LogitsRequest, SampledOutput, SeqBatch, StateCopy,
 };
 pub use config::{EngineConfig, SchedulingPolicy, SpecOptions, StateCacheOptions, MAX_SPEC_TOKENS};
 pub use constraint::{
@@ -49,7 +49,7 @@ pub use request::{
 };
 pub use setup::{build_engine_core, size_kv_pool};
 pub use speculative::{
-    DraftModel, MtpProposer, NgramConfig, NgramProposer, Proposer, SuffixConfig, SuffixProposer,
+    DraftModel, HeadProposer, NgramConfig, NgramProposer, Proposer, SuffixConfig, SuffixProposer,
 };
 pub use stats::{
     EngineStats, ExpertLoad, SpecCounters, SpecStats, SpecSummary, StepCounters, StepStats,

@@ -264,6 +264,7 @@ impl Scheduler {
                         restore_from: sequence.state_restore,
                         save_to: sequence.state_save,
                         rewindable: chunk.drafts > 0 && sequence.state_slot.is_some(),
+                        first_in_slot: sequence.fresh_slot,
                     },
                     logits: chunk.logits,
                 }
@@ -281,6 +282,9 @@ impl Scheduler {
     /// take out the sequences that finished (their pages released). `outcomes` has one entry
     /// per chunk of `plan`.
     pub fn commit(&mut self, plan: &StepPlan, outcomes: &[ChunkOutcome]) {
+        for chunk in &plan.chunks {
+            self.running[chunk.index].fresh_slot = false;
+        }
         for chunk in plan.chunks.iter().filter(|c| c.drafts == 0) {
             self.running[chunk.index].num_computed = chunk.start + chunk.len;
             self.publish(chunk.index);

@@ -57,8 +57,11 @@ pub struct Sequence {
     pub window_table: Vec<PageId>,
     /// Leading pages of `block_table` already handed to the prefix cache.
     pub num_published_pages: usize,
-    /// The recurrent-state slot of a model with linear-attention layers, while running.
+    /// The state slot while running: a model with linear-attention layers keeps its recurrent
+    /// state there, a draft head its hidden rows.
     pub state_slot: Option<SlotId>,
+    /// `state_slot` was just taken: the next step is the sequence's first in it.
+    pub fresh_slot: bool,
     /// The pinned snapshot the next step restores into `state_slot` (a prefix-cache hit).
     pub state_restore: Option<SlotId>,
     /// The reserved snapshot slot the next step saves the state into (its end is due).
@@ -105,6 +108,7 @@ impl Sequence {
             window_table: Vec::new(),
             num_published_pages: 0,
             state_slot: None,
+            fresh_slot: false,
             state_restore: None,
             state_save: None,
             rng,

@@ -167,7 +167,8 @@ pub fn build_engine_core(
     let speculating = proposer.as_ref().map(|p| p.kv_bytes_per_token());
     let sizes = size_kv_pool(config, backend.as_ref(), speculating)?;
     let (num_pages, max_model_len) = (sizes.num_pages, sizes.max_model_len);
-    let state_slots = if backend.state_bytes_per_sequence() > 0 {
+    let recurrent = backend.state_bytes_per_sequence() > 0;
+    let state_slots = if recurrent {
         let step_tokens = spec.num_tokens + 1;
         if proposer.is_some()
             && backend
@@ -203,6 +204,10 @@ pub fn build_engine_core(
             backend.init_state_rewind(config.max_num_seqs, step_tokens)?;
         }
         (config.max_num_seqs, snapshots)
+    } else if backend.draft_head_needs_slots() {
+        // A slot per seat for the draft head's rows; no recurrent state, no snapshots.
+        backend.init_state_slots(config.max_num_seqs)?;
+        (config.max_num_seqs, 0)
     } else {
         (0, 0)
     };
@@ -235,7 +240,7 @@ pub fn build_engine_core(
             prefill_per_decode: config.prefill_per_decode,
             policy: config.scheduling_policy,
         },
-        kv_manager(config, &sizes, state_slots),
+        kv_manager(config, &sizes, state_slots, recurrent),
     );
     let mut core = EngineCore::new(
         scheduler,
@@ -250,21 +255,27 @@ pub fn build_engine_core(
     Ok(core)
 }
 
+/// The KV manager: `state_slots` (seats, snapshots) hold recurrent state when `recurrent`,
+/// else only a draft head's rows (seats without snapshots: prefix caching stays on).
 fn kv_manager(
     config: &EngineConfig,
     sizes: &KvPoolSizes,
     state_slots: (usize, usize),
+    recurrent: bool,
 ) -> KvManager {
     let kv = KvManager::new(
         sizes.num_pages,
         config.page_size,
         config.enable_prefix_caching,
-    )
-    .with_state_slots(
-        state_slots.0,
-        state_slots.1,
-        config.state_cache.snapshot_interval,
     );
+    let kv = match recurrent {
+        true => kv.with_state_slots(
+            state_slots.0,
+            state_slots.1,
+            config.state_cache.snapshot_interval,
+        ),
+        false => kv.with_seat_slots(state_slots.0),
+    };
     match sizes.window {
         Some((window, pages)) => kv.with_window_pages(window, pages),
         None => kv,

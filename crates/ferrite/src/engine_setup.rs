@@ -10,8 +10,9 @@ use ferrite_engine::{
     MAX_SPEC_TOKENS,
 };
 use ferrite_engine::{
-    DraftModel, MtpProposer, NgramConfig, NgramProposer, Proposer, SuffixConfig, SuffixProposer,
+    DraftModel, HeadProposer, NgramConfig, NgramProposer, Proposer, SuffixConfig, SuffixProposer,
 };
+use ferrite_model::config::ModelConfig;
 
 use crate::cli::{Device, EngineArgs, LoadFormat, Quantization, SpecArgs, SpecMethod};
 use crate::model_source::{self, LoadedModel};
@@ -102,6 +103,30 @@ impl Built {
         })
     }
 
+    /// Gives the backend the EAGLE-3 head `--draft-model` names, read for `target`.
+    fn with_eagle3(self, target: &ModelConfig, args: &EngineArgs) -> anyhow::Result<Built> {
+        let spec =
+            args.speculation.draft_model.as_deref().context(
+                "--speculative eagle3 needs --draft-model (the head's directory or hub id)",
+            )?;
+        let files = model_source::resolve(Some(spec), None, args.download_dir.as_deref())?;
+        let model_source::ModelFiles::Dir { dir, .. } = files else {
+            bail!("an EAGLE-3 head is a Hugging Face directory or hub id, not a GGUF file");
+        };
+        let head = ferrite_model::load::eagle3_dir(&dir, target, args.map_pages())
+            .with_context(|| format!("loading the EAGLE-3 head {spec}"))?;
+        tracing::info!(
+            head = spec,
+            aux_layers = ?head.spec.options.aux_layers,
+            draft_vocab = head.spec.options.draft_vocab,
+            "speculative decoding with an EAGLE-3 head"
+        );
+        Ok(match self {
+            Built::Cpu(cpu) => Built::Cpu(cpu.with_eagle3(&head)?),
+            Built::Cuda(_) => bail!("--speculative eagle3 runs on --device cpu only for now"),
+        })
+    }
+
     fn vocab_size(&self) -> usize {
         match self {
             Built::Cpu(b) => b.vocab_size(),
@@ -136,7 +161,10 @@ impl Built {
 pub fn start_engine(model: &mut LoadedModel, args: &EngineArgs) -> anyhow::Result<RunningEngine> {
     let allow_long = crate::context_limit::allowed_by_env();
     crate::context_limit::check(args.max_model_len, &model.config, allow_long)?;
-    let built = Built::new(model, args)?;
+    let mut built = Built::new(model, args)?;
+    if args.speculation.speculative == Some(SpecMethod::Eagle3) {
+        built = built.with_eagle3(&model.config, args)?;
+    }
     let vocab_size = built.vocab_size();
     let proposer = build_proposer(args, vocab_size)?;
     let kv_cache_memory_bytes = built.kv_cache_bytes(args)?;
@@ -195,7 +223,7 @@ pub fn build_proposer(
     let spec: &SpecArgs = &args.speculation;
     let Some(method) = spec.speculative else {
         if spec.draft_model.is_some() || spec.draft_vocab.is_some() {
-            bail!("--draft-model and --draft-vocab need --speculative draft");
+            bail!("--draft-model needs --speculative draft or eagle3, --draft-vocab draft");
         }
         return Ok(None);
     };
@@ -221,7 +249,14 @@ pub fn build_proposer(
             }
             // The engine readies the model for it (Proposer::prepare_target), and says so if
             // the checkpoint has no MTP layer.
-            Box::new(MtpProposer::default())
+            Box::new(HeadProposer::mtp())
+        }
+        SpecMethod::Eagle3 => {
+            if spec.draft_vocab.is_some() {
+                bail!("--draft-vocab is for --speculative draft (a head has its own vocabulary)");
+            }
+            // start_engine gave the backend the head --draft-model names.
+            Box::new(HeadProposer::eagle3())
         }
         SpecMethod::Ngram => {
             if spec.draft_model.is_some() || spec.draft_vocab.is_some() {

@@ -144,6 +144,9 @@ impl LinearAttentionSpec {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct AttentionSpec {
+    /// Width of the rows the Q, K, V (and output gate) projections read: the hidden size, or
+    /// twice it in an EAGLE-3 head's layer (its input is [embedding; hidden state]).
+    pub input_width: usize,
     pub num_heads: usize,
     pub num_kv_heads: usize,
     pub head_dim: usize,
@@ -318,12 +321,13 @@ impl ModelPlan {
 }
 
 impl LayerSpec {
-    fn of(c: &ModelConfig, layer: usize) -> LayerSpec {
+    pub(crate) fn of(c: &ModelConfig, layer: usize) -> LayerSpec {
         let attention = c.attention(layer);
         let linear = c.linear_attention.as_ref().filter(|l| l.is_linear(layer));
         let mixer = match linear {
             Some(l) => Mixer::LinearAttention(LinearAttentionSpec::of(l)),
             None => Mixer::Attention(AttentionSpec {
+                input_width: c.hidden_size,
                 num_heads: c.num_heads,
                 num_kv_heads: c.num_kv_heads_at(layer),
                 head_dim: c.head_dim_at(layer),
@@ -401,9 +405,11 @@ impl AttentionSpec {
 #[error("the layer plan has no tensor `{0}`")]
 pub struct MissingTensor(String);
 
+pub mod eagle3;
 mod mtp;
 mod tensors;
 #[cfg(test)]
 mod tests;
 
+pub use eagle3::{default_aux_layers, Eagle3Options, Eagle3Spec};
 pub use mtp::MtpSpec;

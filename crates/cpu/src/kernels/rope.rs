@@ -21,6 +21,11 @@ impl Rope {
         &self.inv_freq
     }
 
+    /// Whether this is the RoPE `spec` describes.
+    pub fn is(&self, spec: &ferrite_model::plan::RopeSpec) -> bool {
+        self.inv_freq == spec.inv_freq && self.style == spec.style
+    }
+
     /// Fills `cos_sin` (`rotary_dim` long: cos then sin of each frequency) for `position`.
     pub fn table(&self, position: usize, cos_sin: &mut [f32]) {
         let half = self.inv_freq.len();

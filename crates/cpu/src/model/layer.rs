@@ -21,6 +21,8 @@ impl Model {
     /// One decoder layer (`layer`: its index, weights and RoPE, an index of `self.ropes`) over
     /// the step's rows `x` (`[n, hidden]`, `n` the tokens of `step`): the mixer, the MLP, their
     /// norms and residual adds. The RoPE tables are `ws.cos_sin` as `layout` lays them out.
+    /// The mixer reads `mixer_input` where given (an EAGLE-3 head's layer, whose attention
+    /// reads more than its residual stream), else `x` after the layer's first norm.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn run_layer(
         &self,
@@ -31,13 +33,20 @@ impl Model {
         state: Option<&mut StateCache>,
         step: &StepTokens<'_, '_>,
         layout: &[(usize, usize)],
+        mixer_input: Option<&[f32]>,
         ws: &mut Workspace,
     ) -> Result<(), BackendError> {
         let hidden = self.config.hidden_size;
         let n = x.len() / hidden;
         let eps = self.norm.eps;
         let normed = sized(&mut ws.normed, n * hidden);
-        rms_norm(isa, x, &layer.attn_norm, eps, normed);
+        let input: &[f32] = match mixer_input {
+            Some(input) => input,
+            None => {
+                rms_norm(isa, x, &layer.attn_norm, eps, normed);
+                &*normed
+            }
+        };
         let proj = sized(&mut ws.proj, n * hidden);
         // (a linear-attention layer has no rope: its entry is never read)
         let (rope_at, rope_width) = layout.get(rope).copied().unwrap_or_default();
@@ -53,7 +62,7 @@ impl Model {
                     tables: &ws.cos_sin[rope_at..rope_at + n * rope_width],
                     width: rope_width,
                 },
-                normed,
+                input,
                 n,
                 eps,
                 &mut ws.attention,
@@ -68,7 +77,7 @@ impl Model {
                     layer_index,
                     state,
                     step.batch,
-                    normed,
+                    input,
                     n,
                     eps,
                     &mut ws.linear,

@@ -11,7 +11,7 @@ mod step;
 use std::sync::Arc;
 
 use ferrite_engine::{
-    Backend, BackendError, DeviceSampling, ExpertLoad, ForwardOutput, KvWindow, MtpDraftStep,
+    Backend, BackendError, DeviceSampling, ExpertLoad, ForwardOutput, HeadDraftStep, KvWindow,
     SampledOutput, SeqBatch,
 };
 use ferrite_model::config::ModelConfig;
@@ -70,9 +70,9 @@ pub struct CudaBackend {
     state: Option<(DeviceBuffer, usize)>,
     /// What rewinding speculative steps takes (`init_state_rewind`).
     rewind: Option<StateRewind>,
-    /// `enable_mtp` was called: the KV cache has the MTP layer's, and every step catches it up.
+    /// `enable_draft_head` was called: the KV cache has the MTP layer's, and every step catches it up.
     mtp_enabled: bool,
-    /// MTP drafting's buffers (`init_kv_cache` after `enable_mtp`).
+    /// MTP drafting's buffers (`init_kv_cache` after `enable_draft_head`).
     mtp: Option<mtp::MtpState>,
     ws: Workspace,
     weights: ModelWeights,
@@ -345,11 +345,11 @@ impl Backend for CudaBackend {
         Ok(())
     }
 
-    fn has_mtp(&self) -> bool {
+    fn has_draft_head(&self) -> bool {
         self.weights.mtp.is_some()
     }
 
-    fn enable_mtp(&mut self) -> Result<(), BackendError> {
+    fn enable_draft_head(&mut self) -> Result<(), BackendError> {
         if self.weights.mtp.is_none() {
             return Err(BackendError(
                 "the checkpoint has no multi-token-prediction layer (mtp.* tensors)".into(),
@@ -357,7 +357,7 @@ impl Backend for CudaBackend {
         }
         if self.kv.is_some() {
             return Err(BackendError(
-                "enable_mtp must come before init_kv_cache".into(),
+                "enable_draft_head must come before init_kv_cache".into(),
             ));
         }
         if self.kv_window().is_some() {
@@ -369,7 +369,7 @@ impl Backend for CudaBackend {
         Ok(())
     }
 
-    fn mtp_draft(&mut self, steps: &[MtpDraftStep<'_>]) -> Result<ForwardOutput, BackendError> {
+    fn head_draft(&mut self, steps: &[HeadDraftStep<'_>]) -> Result<ForwardOutput, BackendError> {
         self.mtp_draft_steps(steps)
     }
 

@@ -9,7 +9,7 @@
 //! next step starts inside it) and the MTP layer's own output of its last draft step.
 
 use ferrite_engine::{
-    BackendError, ForwardOutput, LogitsRequest, MtpDraftStep, SampledOutput, SeqBatch,
+    BackendError, ForwardOutput, HeadDraftStep, LogitsRequest, SampledOutput, SeqBatch,
     MAX_SPEC_TOKENS,
 };
 
@@ -94,7 +94,7 @@ impl CudaBackend {
         draft: bool,
     ) -> anyhow::Result<()> {
         let (Some(m), Some(kv), Some(mtp)) = (&self.mtp, &self.kv, &self.weights.mtp) else {
-            anyhow::bail!("MTP pass before enable_mtp and init_kv_cache");
+            anyhow::bail!("MTP pass before enable_draft_head and init_kv_cache");
         };
         let n: usize = pairs.iter().map(|p| p.tokens.len()).sum();
         let stream = &self.gpu.stream;
@@ -205,12 +205,12 @@ impl CudaBackend {
     /// Draft steps of the MTP layer, one logits row each.
     pub(super) fn mtp_draft_steps(
         &mut self,
-        steps: &[MtpDraftStep<'_>],
+        steps: &[HeadDraftStep<'_>],
     ) -> Result<ForwardOutput, BackendError> {
         let err = |e: anyhow::Error| BackendError(format!("cuda: {e:#}"));
         self.gpu.bind().map_err(err)?;
         let Some(m) = &mut self.mtp else {
-            return Err(BackendError("mtp_draft before enable_mtp".into()));
+            return Err(BackendError("mtp_draft before enable_draft_head".into()));
         };
         let mut index = PassIndex::default();
         for (i, step) in steps.iter().enumerate() {
@@ -243,8 +243,8 @@ impl CudaBackend {
         for step in steps {
             m.own[step.state_slot as usize] = true;
         }
-        let tokens = MtpDraftStep::tokens(steps);
-        let batch = MtpDraftStep::batch(steps, &tokens);
+        let tokens = HeadDraftStep::tokens(steps);
+        let batch = HeadDraftStep::batch(steps, &tokens);
         let mut out = SampledOutput {
             forward: ForwardOutput {
                 logits: Vec::with_capacity(steps.len() * self.config.vocab_size),

@@ -85,6 +85,14 @@ impl KvManager {
         self
     }
 
+    /// Gives every running sequence one of `seats` slots for what a backend keeps per
+    /// sequence beside its pages (a draft head's hidden rows); no state snapshots, and prefix
+    /// caching as it was.
+    pub fn with_seat_slots(mut self, seats: usize) -> Self {
+        self.state_slots = StateSlots::new(seats);
+        self
+    }
+
     /// Whether sequences restore state snapshots at prefix hits and save them on the way.
     pub fn keeps_snapshots(&self) -> bool {
         self.state_slots.capacity() > 0 && self.snapshots.capacity() > 0

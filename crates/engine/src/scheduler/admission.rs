@@ -88,6 +88,7 @@ impl Scheduler {
             sequence.block_table.extend(fresh);
             sequence.window_table = window_table;
             sequence.state_slot = state_slot;
+            sequence.fresh_slot = state_slot.is_some();
             sequence.state_restore = restore;
             if !sequence.prompt_info_sent() {
                 sequence.num_cached_tokens = sequence.num_computed;

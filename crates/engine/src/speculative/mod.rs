@@ -3,8 +3,8 @@
 
 pub mod acceptance;
 pub mod constrained;
+pub mod draft_head;
 pub mod draft_model;
-pub mod mtp;
 pub mod ngram;
 pub mod policy;
 pub mod prediction;
@@ -16,8 +16,8 @@ pub mod verify;
 
 pub use crate::distribution::Distribution;
 pub use acceptance::accept_drafts;
+pub use draft_head::HeadProposer;
 pub use draft_model::DraftModel;
-pub use mtp::MtpProposer;
 pub use ngram::NgramConfig;
 pub use proposer::{DraftRequest, Drafts, NgramProposer, Proposer};
 pub use speculation::Speculation;

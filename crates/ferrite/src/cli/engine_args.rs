@@ -217,6 +217,10 @@ pub enum SpecMethod {
     /// The model's own multi-token-prediction layer (the `mtp.*` tensors Qwen3.5 / Qwen3.6
     /// checkpoints ship), run beside it (CPU and CUDA).
     Mtp,
+    /// An EAGLE-3 head trained for the model (--draft-model: its directory or hub id, in the
+    /// EAGLE / SpecForge or the speculators layout), reading three of the model's hidden
+    /// states (CPU; CUDA not yet).
+    Eagle3,
 }
 
 impl SpecMethod {
@@ -226,7 +230,7 @@ impl SpecMethod {
         match self {
             SpecMethod::Ngram | SpecMethod::Draft => 4,
             // One layer run again for each further draft: later drafts are kept less often.
-            SpecMethod::Mtp => 3,
+            SpecMethod::Mtp | SpecMethod::Eagle3 => 3,
             SpecMethod::Suffix => 24,
         }
     }
@@ -240,7 +244,8 @@ pub struct SpecArgs {
     /// Decode speculatively with this proposer [default: off].
     #[arg(long, value_enum)]
     pub speculative: Option<SpecMethod>,
-    /// Drafts per sequence and step, at most [default: 4; 24 for suffix].
+    /// Drafts per sequence and step, at most [default: 4; 3 for mtp and eagle3; 24 for
+    /// suffix].
     #[arg(long)]
     pub num_speculative_tokens: Option<usize>,
     /// Always draft --num-speculative-tokens tokens, instead of choosing 0..=K each step by
@@ -248,7 +253,8 @@ pub struct SpecArgs {
     #[arg(long)]
     pub speculative_fixed_k: bool,
     /// The draft model for `--speculative draft`: a GGUF file, a Hugging Face directory or a hub
-    /// id, sharing the model's vocabulary.
+    /// id, sharing the model's vocabulary; for `--speculative eagle3`, the head's directory or
+    /// hub id.
     #[arg(long)]
     pub draft_model: Option<String>,
     /// `--speculative draft`: the draft model scores only the first N token ids (BPE ids run

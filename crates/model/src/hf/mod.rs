@@ -4,6 +4,7 @@
 //! family's (`crate::arch`); `crate::load` puts the two together.
 
 mod config;
+mod eagle3;
 pub mod fp8;
 mod gemma4_fields;
 mod generation;
@@ -12,13 +13,14 @@ mod moe_config;
 mod mxfp4;
 mod names;
 mod rope_config;
-mod safetensors;
+pub(crate) mod safetensors;
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 pub use self::config::{HfConfig, HfTranslation};
+pub use self::eagle3::{eagle3_config, Eagle3Config};
 pub use self::gemma4_fields::Gemma4Fields;
 pub use self::generation::{
     generation_defaults_from_json, load_generation_defaults, GenerationDefaults,
@@ -90,6 +92,11 @@ pub fn read_tensors(
                 Stored::Fp8(t) => fp8_weights.push((hf_name, t)),
                 Stored::Bytes(t) => {
                     bytes.insert(hf_name, t);
+                }
+                Stored::Ints(_) => {
+                    return Err(HfError::Weights(format!(
+                        "`{hf_name}` holds integers, not weights: a model checkpoint has none"
+                    )))
                 }
             }
         }

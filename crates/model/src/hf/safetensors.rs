@@ -18,6 +18,9 @@ pub enum Stored {
     Fp8(Fp8Tensor),
     /// u8 bytes: an MXFP4 tensor's `_blocks` or `_scales` (hf::mxfp4).
     Bytes(Fp8Tensor),
+    /// Integers (i64, i32) or booleans (as 0 and 1), read out: an EAGLE-3 head's vocabulary
+    /// maps. No weight of a model is one.
+    Ints(Vec<i64>),
 }
 
 /// The safetensors files of a model directory: those the index names, else `model.safetensors`,
@@ -105,6 +108,8 @@ pub fn read_file(path: &Path, pages: MapPages) -> Result<Vec<(String, Stored)>, 
                 Stored::Fp8(Fp8Tensor { shape, storage })
             } else if view.dtype() == Dtype::U8 {
                 Stored::Bytes(Fp8Tensor { shape, storage })
+            } else if let Some(ints) = ints_of(view.dtype(), data) {
+                Stored::Ints(ints)
             } else {
                 Stored::Tensor(WeightTensor {
                     dtype: dtype_of(view.dtype(), &name)?,
@@ -115,4 +120,20 @@ pub fn read_file(path: &Path, pages: MapPages) -> Result<Vec<(String, Stored)>, 
             Ok((name, stored))
         })
         .collect()
+}
+
+/// The values of an i64, i32 or bool tensor's little-endian bytes; `None` for other types.
+fn ints_of(dtype: Dtype, data: &[u8]) -> Option<Vec<i64>> {
+    Some(match dtype {
+        Dtype::I64 => data
+            .chunks_exact(8)
+            .map(|b| i64::from_le_bytes(b.try_into().expect("chunks of 8")))
+            .collect(),
+        Dtype::I32 => data
+            .chunks_exact(4)
+            .map(|b| i32::from_le_bytes(b.try_into().expect("chunks of 4")).into())
+            .collect(),
+        Dtype::BOOL => data.iter().map(|&b| i64::from(b != 0)).collect(),
+        _ => return None,
+    })
 }

@@ -19,12 +19,12 @@ impl LayerSpec {
                 let (q_dim, kv_dim, hd) = (a.q_dim(), a.kv_dim(), a.head_dim);
                 // A layer reading another's K/V has no K/V projections (or K norm) of its own.
                 let own_kv = a.kv_source.is_none();
-                out.push(spec(T::AttnQ, vec![q_dim, hidden], Matrix));
+                out.push(spec(T::AttnQ, vec![q_dim, a.input_width], Matrix));
                 if own_kv {
-                    out.push(spec(T::AttnK, vec![kv_dim, hidden], Matrix));
+                    out.push(spec(T::AttnK, vec![kv_dim, a.input_width], Matrix));
                 }
                 if own_kv && !a.values_are_keys {
-                    out.push(spec(T::AttnV, vec![kv_dim, hidden], Matrix));
+                    out.push(spec(T::AttnV, vec![kv_dim, a.input_width], Matrix));
                 }
                 if a.qk_norm {
                     out.push(spec(T::AttnQNorm, vec![hd], Norm));
@@ -38,7 +38,7 @@ impl LayerSpec {
                     out.push(spec(T::AttnVBias, vec![kv_dim], Bias));
                 }
                 if a.output_gate {
-                    out.push(spec(T::AttnOutputGate, vec![q_dim, hidden], Matrix));
+                    out.push(spec(T::AttnOutputGate, vec![q_dim, a.input_width], Matrix));
                 }
                 if a.sinks {
                     out.push(spec(T::AttnSinks, vec![a.num_heads], Bias));

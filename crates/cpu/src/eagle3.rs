@@ -7,7 +7,7 @@ use ferrite_engine::{BackendError, SeqBatch};
 use ferrite_model::load::Eagle3Head;
 use ferrite_model::plan::{eagle3 as names, Eagle3Spec, Mixer};
 
-use crate::draft_head::pass_tokens;
+use crate::head_layer::pass_tokens;
 use crate::kernels::matmul::matmul;
 use crate::kernels::norm::rms_norm;
 use crate::kernels::quant_matrix::{load_matrix, QuantMatrix};

@@ -10,6 +10,7 @@ mod attention_layer;
 mod backend;
 mod draft_head;
 mod eagle3;
+mod head_layer;
 pub mod kernels;
 pub mod kv_cache;
 mod linear_attention;

@@ -9,7 +9,7 @@ use ferrite_model::plan::{Mixer, ModelPlan, MtpSpec};
 use ferrite_model::tensor_names::LayerTensor;
 use ferrite_model::weights::ModelWeights as LoadedWeights;
 
-use crate::draft_head::pass_tokens;
+use crate::head_layer::pass_tokens;
 use crate::kernels::matmul::matmul;
 use crate::kernels::norm::rms_norm;
 use crate::kernels::quant_matrix::{load_matrix, QuantMatrix};

@@ -178,11 +178,7 @@ impl CpuBackend {
             .layers
             .iter()
             .map(|l| match &l.mixer {
-                Mixer::Attention(a) if a.kv_source.is_none() => Some(KvShape {
-                    num_kv_heads: a.num_kv_heads,
-                    head_dim: a.head_dim,
-                    window: a.window,
-                }),
+                Mixer::Attention(a) if a.kv_source.is_none() => Some(KvShape::of(a)),
                 Mixer::Attention(_) | Mixer::LinearAttention(_) => None,
             })
             .chain(

@@ -65,11 +65,7 @@ impl Eagle3Weights {
     /// The K/V geometry of its attention.
     pub fn kv_shape(&self) -> KvShape {
         match &self.spec.layer.mixer {
-            Mixer::Attention(a) => KvShape {
-                num_kv_heads: a.num_kv_heads,
-                head_dim: a.head_dim,
-                window: a.window,
-            },
+            Mixer::Attention(a) => KvShape::of(a),
             Mixer::LinearAttention(_) => unreachable!("Eagle3Spec::new checks for attention"),
         }
     }

@@ -20,6 +20,15 @@ pub struct KvShape {
 }
 
 impl KvShape {
+    /// The geometry of an attention layer's K/V.
+    pub fn of(a: &ferrite_model::plan::AttentionSpec) -> KvShape {
+        KvShape {
+            num_kv_heads: a.num_kv_heads,
+            head_dim: a.head_dim,
+            window: a.window,
+        }
+    }
+
     /// Floats of one token's K (or V): every KV head.
     pub fn width(&self) -> usize {
         self.num_kv_heads * self.head_dim

@@ -81,7 +81,7 @@ impl CpuBackend {
         let plan = ModelPlan::new(&config)?;
         supports(&plan)?;
         let model_weights = ModelWeights::new(&plan, &weights)?;
-        let head = MtpWeights::load(&config, &plan, &weights)?.map(DraftHead::Mtp);
+        let head = MtpWeights::load(&config, &plan, &weights)?.map(|m| DraftHead::Mtp(Box::new(m)));
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("ferrite-cpu-{i}"))

@@ -27,7 +27,7 @@ const KEPT_ROWS: usize = 64;
 
 #[derive(Debug)]
 pub enum DraftHead {
-    Mtp(MtpWeights),
+    Mtp(Box<MtpWeights>),
     Eagle3(Box<Eagle3Weights>),
 }
 

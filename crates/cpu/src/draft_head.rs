@@ -48,14 +48,15 @@ impl DraftHead {
         }
     }
 
-    /// The target rows of `n` tokens from what the forward pass captured.
-    fn target_rows(&self, isa: Isa, captured: &[f32], n: usize, hidden: usize) -> Vec<f32> {
+    /// The target rows of `n` tokens made from what the forward pass captured, where the head
+    /// does not read the captured rows themselves (`None`: MTP reads them as they are).
+    fn target_rows(&self, isa: Isa, captured: &[f32], n: usize, hidden: usize) -> Option<Vec<f32>> {
         match self {
-            DraftHead::Mtp(_) => captured[..n * hidden].to_vec(),
+            DraftHead::Mtp(_) => None,
             DraftHead::Eagle3(e) => {
                 let mut rows = vec![0.0f32; n * hidden];
                 matmul(isa, &captured[..n * e.fc_width()], n, e.fc(), &mut rows);
-                rows
+                Some(rows)
             }
         }
     }
@@ -121,7 +122,11 @@ impl Model {
     ) -> Result<(), BackendError> {
         let hidden = self.config().hidden_size;
         let n: usize = batch.iter().map(|s| s.tokens.len()).sum();
-        let step_rows = head.target_rows(isa, &ws.hidden, n, hidden);
+        // The captured rows are taken out of the workspace for the pass (which borrows the
+        // rest of it) and put back after.
+        let captured = std::mem::take(&mut ws.hidden);
+        let made = head.target_rows(isa, &captured, n, hidden);
+        let step_rows = made.as_deref().unwrap_or(&captured[..n * hidden]);
         let mut pairs: Vec<SeqBatch<'_>> = Vec::new();
         let mut rows: Vec<f32> = Vec::new();
         let mut first_row = 0;
@@ -162,8 +167,9 @@ impl Model {
             let keep = if len <= KEPT_ROWS { 0 } else { len - 1 };
             state.target[slot] = Some((s + keep, own[keep * hidden..].to_vec()));
         }
-        self.head_pass(isa, head, kv, &pairs, &rows, false, ws)
-            .map(|_| ())
+        let result = self.head_pass(isa, head, kv, &pairs, &rows, false, ws);
+        ws.hidden = captured;
+        result.map(|_| ())
     }
 
     /// Draft steps: each request's pair at its position, from the target's row there or the

@@ -40,14 +40,17 @@ impl Model {
     ) -> Result<(), BackendError> {
         let (n, eps) = (tokens.len(), self.norm_eps());
         let positions: Vec<usize> = tokens.iter().map(|&(_, pos)| pos).collect();
-        let layout = rope::table_layout(self.ropes(), n);
-        let width = layout.iter().map(|(_, w)| n * w).sum();
-        ws.cos_sin.resize(ws.cos_sin.len().max(width), 0.0);
-        rope::fill_tables(self.ropes(), &layout, &positions, &mut ws.cos_sin[..width]);
-        let step = StepTokens { batch, tokens };
         let rope = self
             .rope_of(spec)
             .ok_or_else(|| BackendError("the draft head's RoPE is none of the model's".into()))?;
+        // The layout of every RoPE, the table of the head's alone.
+        let layout = rope::table_layout(self.ropes(), n);
+        let width = layout.iter().map(|(_, w)| n * w).sum();
+        ws.cos_sin.resize(ws.cos_sin.len().max(width), 0.0);
+        let at = rope..rope + 1;
+        let (ropes, tables) = (&self.ropes()[at.clone()], &layout[at]);
+        rope::fill_tables(ropes, tables, &positions, &mut ws.cos_sin[..width]);
+        let step = StepTokens { batch, tokens };
         if whole {
             let layer = (spec.index, layer, rope);
             return self.run_layer(isa, layer, x, kv, None, &step, &layout, mixer_input, ws);

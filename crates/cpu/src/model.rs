@@ -45,6 +45,9 @@ pub struct Model {
     weights: ModelWeights,
     /// The distinct RoPE frequency sets (one, or gemma3's local and global) ...
     ropes: Vec<Rope>,
+    /// How many of `ropes` the decoder's layers use (the rest are draft heads' own, left out
+    /// of the decoder's steps).
+    decoder_ropes: usize,
     /// ... and which one each layer uses.
     layer_rope: Vec<usize>,
     /// Token ids the LM head scores: the vocabulary, or its first ids (`limit_logits`).
@@ -139,6 +142,7 @@ impl Model {
             expert_load,
             config,
             weights,
+            decoder_ropes: ropes.len(),
             ropes,
             layer_rope,
         }
@@ -293,9 +297,10 @@ impl Model {
         }
         ws.positions.clear();
         ws.positions.extend(ws.tokens.iter().map(|&(_, pos)| pos));
-        let layout = rope::table_layout(&self.ropes, n);
+        let ropes = &self.ropes[..self.decoder_ropes];
+        let layout = rope::table_layout(ropes, n);
         let cos_sin = sized(&mut ws.cos_sin, layout.iter().map(|(_, w)| n * w).sum());
-        rope::fill_tables(&self.ropes, &layout, &ws.positions, cos_sin);
+        rope::fill_tables(ropes, &layout, &ws.positions, cos_sin);
         if let Some(tables) = &self.weights.per_layer {
             let ids = ws
                 .tokens

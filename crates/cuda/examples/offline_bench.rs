@@ -4,9 +4,11 @@
 //!
 //! usage: offline_bench PRESET NUM_REQUESTS INPUT_LEN OUTPUT_LEN [eager]
 //! environment: FERRITE_BENCH_QUANT=q4_k_m|TYPE (random GGUF-quantized weights),
-//! FERRITE_BENCH_SPEC=self|other|ngram|suffix|mtp and FERRITE_BENCH_SPEC_K=N (speculative
-//! decoding with a controlled acceptance rate; mtp: the model's own MTP layer, random like the
-//! rest, so its acceptance says nothing: its drafting and verifying cost per step is reported).
+//! FERRITE_BENCH_SPEC=self|other|ngram|suffix|mtp|eagle3 and FERRITE_BENCH_SPEC_K=N
+//! (speculative decoding with a controlled acceptance rate; mtp: the model's own MTP layer,
+//! eagle3: a random EAGLE-3 head of the model's shape (ferrite_model::dummy::dummy_eagle3),
+//! random like the rest, so their acceptance says nothing: the drafting and verifying cost
+//! per step is reported).
 //! One request also reports its warm prefill.
 
 use std::sync::Arc;
@@ -60,7 +62,12 @@ fn main() -> anyhow::Result<()> {
         }
         Err(_) => WeightSource::Dummy { seed: 0 },
     };
-    let backend = CudaBackend::new(config.clone(), source, options.clone())?;
+    let mut backend = CudaBackend::new(config.clone(), source, options.clone())?;
+    if std::env::var("FERRITE_BENCH_SPEC").as_deref() == Ok("eagle3") {
+        // A random EAGLE-3 head of the model's shape, loaded before the KV budget is taken.
+        let head = ferrite_model::dummy::dummy_eagle3(&config, 1)?;
+        backend = backend.with_eagle3(&head)?;
+    }
     // FERRITE_BENCH_SPEC=self|other|ngram|suffix: speculative decoding with a controlled
     // acceptance rate. `self` drafts with the same random weights as the target (every draft
     // accepted), `other` with other random weights of the same shape (almost none accepted);
@@ -231,8 +238,9 @@ fn speculative_proposer(
         Ok("ngram") => Box::new(NgramProposer::default()),
         Ok("suffix") => Box::new(SuffixProposer::new(Default::default())),
         Ok("mtp") => Box::new(HeadProposer::mtp()),
+        Ok("eagle3") => Box::new(HeadProposer::eagle3()),
         Ok(other) => {
-            anyhow::bail!("FERRITE_BENCH_SPEC={other}: self, other, ngram, suffix or mtp")
+            anyhow::bail!("FERRITE_BENCH_SPEC={other}: self, other, ngram, suffix, mtp or eagle3")
         }
     };
     eprintln!(

@@ -25,10 +25,14 @@ use crate::launchers::{
 };
 use crate::linear::Linear;
 use crate::step_inputs::{Offsets, StepInputs};
+mod capture;
+mod eagle3;
+mod head_rows;
 mod linear_attention;
 mod mtp;
 
-pub use mtp::MtpRows;
+pub use capture::Capture;
+pub use head_rows::HeadRows;
 
 use crate::weights::{AttentionWeights, LayerWeights, Mixer, Mlp, ModelWeights};
 use crate::workspace::Workspace;
@@ -78,6 +82,8 @@ pub struct Model<'a> {
     /// Records the input projections of the step's rewindable sequences at each
     /// linear-attention layer (crate::state_rewind).
     pub recording: Option<&'a dyn InputRecorder>,
+    /// Keeps the inputs of the layers an EAGLE-3 head reads.
+    pub capture: Option<Capture>,
 }
 
 /// Keeps what a linear-attention layer's step computed from its inputs, before the layer
@@ -204,19 +210,41 @@ impl Model<'_> {
         delta_pending: bool,
     ) -> anyhow::Result<bool> {
         let (ws, n, hidden) = (self.ws, s.num_tokens, self.config.hidden_size);
-        let post_norm = lw.post_norms.is_some();
         // The previous layer's down projection joins the residual here if still pending.
         self.add_norm(n, delta_pending.then_some(ws.delta), None, lw.attn_norm)?;
+        // x is now the layer's input, what an EAGLE-3 head may read of it.
+        if let Some(c) = &self.capture {
+            c.layer_input(self.kernels, l, ws.x, hidden, n)?;
+        }
+        self.enqueue_layer_from(s, l, lw, None)
+    }
+
+    /// Layer `lw` from its mixer on, the residual stream in `x`: the mixer reads the normed
+    /// rows `xn`, or `mixer_input` (bf16 rows of the attention's input width: an EAGLE-3
+    /// head's). Returns whether its last projection is pending in `delta`.
+    pub fn enqueue_layer_from(
+        &self,
+        s: &StepShape,
+        l: usize,
+        lw: &LayerWeights,
+        mixer_input: Option<DevicePtr>,
+    ) -> anyhow::Result<bool> {
+        let (ws, n, hidden) = (self.ws, s.num_tokens, self.config.hidden_size);
+        let post_norm = lw.post_norms.is_some();
         // The output projection's bias joins the residual with the next norm (no post-norm
         // has one: launchers::supports).
         let mut output_bias = None;
         let mut delta_pending = match &lw.mixer {
             Mixer::Attention(a) => {
-                self.enqueue_attention(s, l, a, false)?;
+                self.enqueue_attention(s, l, a, mixer_input.unwrap_or(ws.xn), false)?;
                 output_bias = a.bo;
                 self.add_projection(n, ws.attn, &a.wo, post_norm)?
             }
             Mixer::LinearAttention(g) => {
+                anyhow::ensure!(
+                    mixer_input.is_none(),
+                    "a linear-attention layer reads its normed rows only"
+                );
                 let out = self.enqueue_linear_attention(s, g)?;
                 self.add_projection(n, out, &g.w_out, post_norm)?
             }
@@ -249,14 +277,16 @@ impl Model<'_> {
         Ok(delta_pending)
     }
 
-    /// Softmax attention of layer `l` from the normed rows `ws.xn` into `ws.attn`: QKV GEMM,
-    /// [per-head Q/K RMSNorm], bias + RoPE + KV write, then decode and prefill attention
-    /// (none with `kv_only`: the step's K and V are written, nothing reads them yet).
+    /// Softmax attention of layer `l` from the bf16 rows `input` (the normed rows `ws.xn`
+    /// but in a draft head) into `ws.attn`: QKV GEMM, [per-head Q/K RMSNorm], bias + RoPE + KV
+    /// write, then decode and prefill attention (none with `kv_only`: the step's K and V are
+    /// written, nothing reads them yet).
     pub(crate) fn enqueue_attention(
         &self,
         s: &StepShape,
         l: usize,
         a: &AttentionWeights,
+        input: DevicePtr,
         kv_only: bool,
     ) -> anyhow::Result<()> {
         let (k, ws, spec) = (self.kernels, self.ws, &a.spec);
@@ -280,7 +310,7 @@ impl Model<'_> {
         };
         // The per-head Q/K norms and the output gate read f32 rows.
         let f32_rows = a.qk_norm.is_some() || spec.output_gate;
-        let qkv_bf16 = self.rows_maybe_bf16(n, ws.xn, &a.wqkv, ws.qkv, !f32_rows)?;
+        let qkv_bf16 = self.rows_maybe_bf16(n, input, &a.wqkv, ws.qkv, !f32_rows)?;
         // Q, K, V (then the output gate) of each token.
         let qkv_rows = a.wqkv.rows;
         if let Some(qk) = a.qk_norm {

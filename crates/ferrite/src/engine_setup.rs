@@ -123,7 +123,7 @@ impl Built {
         );
         Ok(match self {
             Built::Cpu(cpu) => Built::Cpu(cpu.with_eagle3(&head)?),
-            Built::Cuda(_) => bail!("--speculative eagle3 runs on --device cpu only for now"),
+            Built::Cuda(cuda) => Built::Cuda(cuda.with_eagle3(&head)?),
         })
     }
 

@@ -4,7 +4,7 @@
 //! steps.
 
 mod collect;
-mod mtp;
+mod draft_head;
 mod state;
 mod step;
 
@@ -31,7 +31,7 @@ use crate::launchers::{supports, Kernels, SampleParams};
 use crate::state_rewind::StateRewind;
 use crate::step_inputs::StepInputs;
 use crate::warm_up::warm_up;
-use crate::weights::{ModelWeights, WeightSource};
+use crate::weights::{Eagle3Weights, ModelWeights, WeightSource};
 use crate::workspace::{Capacity, Workspace};
 
 /// Device memory kept free for CUDA graphs, cuBLAS and the driver beyond what is measured.
@@ -70,10 +70,13 @@ pub struct CudaBackend {
     state: Option<(DeviceBuffer, usize)>,
     /// What rewinding speculative steps takes (`init_state_rewind`).
     rewind: Option<StateRewind>,
-    /// `enable_draft_head` was called: the KV cache has the MTP layer's, and every step catches it up.
-    mtp_enabled: bool,
-    /// MTP drafting's buffers (`init_kv_cache` after `enable_draft_head`).
-    mtp: Option<mtp::MtpState>,
+    /// An EAGLE-3 head to draft with (`with_eagle3`), in place of the checkpoint's MTP layer.
+    eagle3: Option<Eagle3Weights>,
+    /// `enable_draft_head` was called: the KV cache has the head's layer, and every step
+    /// catches it up.
+    head_enabled: bool,
+    /// The draft head's buffers (`init_kv_cache` after `enable_draft_head`).
+    head: Option<draft_head::HeadState>,
     ws: Workspace,
     weights: ModelWeights,
     gemm: Gemm,
@@ -170,8 +173,9 @@ impl CudaBackend {
             meta: None,
             state: None,
             rewind: None,
-            mtp_enabled: false,
-            mtp: None,
+            eagle3: None,
+            head_enabled: false,
+            head: None,
             ws,
             weights,
             gemm,
@@ -223,6 +227,7 @@ impl CudaBackend {
             expert_load: self.expert_load.as_ref(),
             state: self.state.as_ref().map(|(buf, _)| buf.ptr()),
             recording: None,
+            capture: self.capture(),
         })
     }
 }
@@ -233,12 +238,13 @@ impl Backend for CudaBackend {
     }
 
     fn kv_bytes_per_token(&self) -> usize {
-        let mtp = if self.mtp_enabled {
+        // The draft head's layer has the target's K/V geometry (`with_eagle3` checks).
+        let head = if self.head_enabled {
             token_bytes(&self.config)
         } else {
             0
         };
-        bytes_per_token(&self.config) + mtp
+        bytes_per_token(&self.config) + head
     }
 
     fn kv_window(&self) -> Option<KvWindow> {
@@ -272,7 +278,7 @@ impl Backend for CudaBackend {
             num_pages,
             window_pages,
             page_size,
-            usize::from(self.mtp_enabled),
+            usize::from(self.head_enabled),
         )
         .map_err(err)?;
         tracing::info!(
@@ -290,9 +296,9 @@ impl Backend for CudaBackend {
         let entries = 4 * cap.tokens + 10 * cap.seqs + cap.tokens.max(cap.logit_rows) + 2 * pages;
         let meta = DeviceBuffer::new(&self.gpu.stream, entries * 4).map_err(err)?;
         self.meta = Some((meta, entries));
-        if self.mtp_enabled {
+        if self.head_enabled {
             let slots = self.state.as_ref().map_or(0, |(_, slots)| *slots);
-            self.alloc_mtp(slots).map_err(err)?;
+            self.alloc_head(slots).map_err(err)?;
         }
         if !self.options.enforce_eager {
             self.capture_graphs().map_err(err)?;
@@ -314,7 +320,7 @@ impl Backend for CudaBackend {
             seconds = started.elapsed().as_secs_f64(),
             "warmed up the prefill shapes"
         );
-        self.reset_mtp();
+        self.reset_head();
         if let Some(load) = &mut self.expert_load {
             load.reset(&self.gpu.stream).map_err(err)?;
         }
@@ -346,13 +352,15 @@ impl Backend for CudaBackend {
     }
 
     fn has_draft_head(&self) -> bool {
-        self.weights.mtp.is_some()
+        self.weights.mtp.is_some() || self.eagle3.is_some()
     }
 
     fn enable_draft_head(&mut self) -> Result<(), BackendError> {
-        if self.weights.mtp.is_none() {
+        if !self.has_draft_head() {
             return Err(BackendError(
-                "the checkpoint has no multi-token-prediction layer (mtp.* tensors)".into(),
+                "no draft head: the checkpoint has no multi-token-prediction layer (mtp.* \
+                 tensors) and no EAGLE-3 head was given"
+                    .into(),
             ));
         }
         if self.kv.is_some() {
@@ -362,15 +370,19 @@ impl Backend for CudaBackend {
         }
         if self.kv_window().is_some() {
             return Err(BackendError(
-                "MTP drafting with a sliding-window KV pool is not supported".into(),
+                "draft heads with a sliding-window KV pool are not supported".into(),
             ));
         }
-        self.mtp_enabled = true;
+        self.head_enabled = true;
         Ok(())
     }
 
+    fn draft_head_needs_slots(&self) -> bool {
+        self.head_enabled
+    }
+
     fn head_draft(&mut self, steps: &[HeadDraftStep<'_>]) -> Result<ForwardOutput, BackendError> {
-        self.mtp_draft_steps(steps)
+        self.head_draft_steps(steps)
     }
 
     fn state_rewind_bytes_per_sequence(&self, step_tokens: usize) -> Option<usize> {

@@ -72,8 +72,9 @@ impl CudaBackend {
     /// taken out of their state, and the state before each rewindable step is kept.
     pub(super) fn rewind_states(&mut self, batch: &[SeqBatch<'_>]) -> anyhow::Result<RewindPlan> {
         let Some(rewind) = &mut self.rewind else {
+            // Without recurrent state (a draft head's seats only) nothing needs rewinding.
             anyhow::ensure!(
-                batch.iter().all(|s| !s.state_copy.rewindable),
+                self.weights.state_len == 0 || batch.iter().all(|s| !s.state_copy.rewindable),
                 "a rewindable step before init_state_rewind"
             );
             return Ok(RewindPlan::default());

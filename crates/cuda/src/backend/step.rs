@@ -1,6 +1,6 @@
 //! One step on the GPU: the batch checked and laid out, snapshots restored and rejected drafts
 //! taken back out, the layers launched (a captured decode graph, or kernel by kernel), the
-//! LM-head rows sampled or downloaded in chunks, the MTP layer caught up, snapshots saved.
+//! LM-head rows sampled or downloaded in chunks, the draft head caught up, snapshots saved.
 
 use ferrite_engine::{
     validate_batch, BackendError, BatchLimits, DeviceSampling, ForwardOutput, SampledOutput,
@@ -25,7 +25,7 @@ impl CudaBackend {
         let slots = self.decode_slots;
         let kv_heads = self.config.num_kv_heads;
         let invariant = self.options.batch_invariant;
-        let mtp = self.mtp_enabled;
+        let folds = self.folds_residual();
         let (graphs, report) = DecodeGraphs::capture(
             &gpu.stream,
             &sizes,
@@ -38,7 +38,7 @@ impl CudaBackend {
                 let shape =
                     StepShape::of(&inputs, decode_splits(bs, kv_heads, slots, None, invariant));
                 let mut delta_pending = model.enqueue_layers(&shape)?;
-                if mtp {
+                if folds {
                     // The MTP catch-up after the graph reads every row's final residual.
                     model.fold_residual(bs, delta_pending)?;
                     delta_pending = false;
@@ -135,7 +135,7 @@ impl CudaBackend {
                 let mut model = self.model()?;
                 model.recording = recording.as_ref().map(|r| r as _);
                 let mut delta_pending = model.enqueue_layers(&shape).map_err(err)?;
-                if self.mtp_enabled {
+                if self.folds_residual() {
                     model
                         .fold_residual(inputs.num_tokens, delta_pending)
                         .map_err(err)?;
@@ -152,7 +152,7 @@ impl CudaBackend {
                 }
             }
         }
-        self.mtp_catch_up(batch).map_err(err)?;
+        self.head_catch_up(batch).map_err(err)?;
         // Snapshots saved after the step (the layers are done once the logits came back).
         self.copy_states(batch, |c| c.save_to.map(|to| (to, false)))
             .map_err(err)?;

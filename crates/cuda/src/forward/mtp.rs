@@ -4,29 +4,9 @@
 //! of the layer's attention alone (the catch-up after a target step) or the whole layer, its
 //! output norm and the LM head (a draft step).
 
-use super::{Model, StepShape};
-use crate::device_ptr::DevicePtr;
+use super::{HeadRows, Model, StepShape};
 use crate::launchers::{Lookup, MtpInputArgs};
 use crate::weights::{Mixer, MtpWeights};
-
-/// Where a pass's hidden rows come from and where rows go, as device index arrays (i32).
-#[derive(Debug, Clone, Copy)]
-pub struct MtpRows {
-    /// f32 rows kept between steps (crate::backend's ring of each slot's rows).
-    pub ring: DevicePtr,
-    /// [pairs]: the step's residual row (>= 0) or kept row `-1 - i` of each pair.
-    pub src: DevicePtr,
-    /// [pairs]: 0 for a target's row, 1 for the MTP layer's own output.
-    pub first_norm: DevicePtr,
-    /// Rows copied into the ring once the pairs' inputs are read: `copies` rows of the
-    /// residual stream (`copy_src`) to kept rows (`copy_dst`). A catch-up keeps the target's
-    /// rows (before the pass overwrites them), a draft step its own output (after the pass).
-    pub copy_src: DevicePtr,
-    pub copy_dst: DevicePtr,
-    pub copies: usize,
-    /// bf16 [pairs, 2 hidden]: the input projection's input.
-    pub input: DevicePtr,
-}
 
 impl Model<'_> {
     /// The pending projection of the last layer (`delta_pending`) added into `x`, for the
@@ -45,7 +25,7 @@ impl Model<'_> {
         &self,
         s: &StepShape,
         mtp: &MtpWeights,
-        rows: &MtpRows,
+        rows: &HeadRows,
         draft: bool,
     ) -> anyhow::Result<()> {
         let (k, ws, w) = (self.kernels, self.ws, self.weights);
@@ -63,7 +43,7 @@ impl Model<'_> {
         )?;
         k.mtp_input(&MtpInputArgs {
             emb: ws.delta,
-            step_rows: ws.x,
+            step_rows: rows.step_rows,
             ring: rows.ring,
             src: rows.src,
             first_norm: rows.first_norm,
@@ -77,7 +57,8 @@ impl Model<'_> {
             n,
         })?;
         if !draft {
-            self.copy_to_ring(rows)?;
+            // The target's rows kept before the pass overwrites them.
+            self.copy_to_ring(rows, ws.x)?;
         }
         self.linear(n, rows.input, &mtp.eh_proj, ws.x)?;
         if !draft {
@@ -85,25 +66,12 @@ impl Model<'_> {
                 anyhow::bail!("the MTP layer has no attention");
             };
             self.add_norm(n, None, None, mtp.layer.attn_norm)?;
-            return self.enqueue_attention(s, mtp.index, a, true);
+            return self.enqueue_attention(s, mtp.index, a, ws.xn, true);
         }
         let delta_pending = self.enqueue_layer(s, mtp.index, &mtp.layer, false)?;
         // x += the layer's last projection; xn = its output norm, the LM head's input.
         self.add_norm(n, delta_pending.then_some(ws.delta), None, mtp.head_norm)?;
-        self.copy_to_ring(rows)?;
+        self.copy_to_ring(rows, ws.x)?;
         self.linear(n, ws.xn, &w.lm_head, ws.logits)
-    }
-
-    /// The rows `rows` names copied from the residual stream into the ring.
-    pub fn copy_to_ring(&self, rows: &MtpRows) -> anyhow::Result<()> {
-        let hidden = self.config.hidden_size;
-        self.kernels.copy_rows(
-            self.ws.x,
-            rows.copy_src,
-            rows.ring,
-            rows.copy_dst,
-            hidden,
-            rows.copies,
-        )
     }
 }

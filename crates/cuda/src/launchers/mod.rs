@@ -12,6 +12,7 @@
 
 mod attention;
 mod dummy_init;
+mod eagle3;
 mod embedding;
 mod expert_format;
 mod fp8_activation;
@@ -34,6 +35,7 @@ pub use attention::{
     MAX_SPLITS,
 };
 pub use dummy_init::DummyFormat;
+pub use eagle3::Eagle3InputArgs;
 pub use embedding::Lookup;
 pub use expert_format::{ExpertFormat, ExpertMatrix, EXPERT_QUANT_TYPES};
 pub use fp8_activation::FP8_BLOCK;

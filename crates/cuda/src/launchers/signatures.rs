@@ -61,6 +61,20 @@ kernel_signatures! {
         out: Ptr, n: U64, seed: U64, scale: F32, offset: F32, shift: F32,
     }
 
+    // eagle3.cu
+
+    /// f32 rows into a column band of wider bf16 rows (the target's captured layer inputs).
+    CaptureRows = kernel("capture_rows") { x: Ptr, out: Ptr, hidden: Count, ld: Count, col: Count }
+    /// An EAGLE-3 head's input rows and residual from embeddings and hidden rows.
+    Eagle3Input = kernel("eagle3_input") {
+        emb: Ptr, step_rows: Ptr, ring: Ptr, src: Ptr, input_norm_w: Ptr, hidden_norm_w: Ptr,
+        out: Ptr, resid: Ptr, hidden: Count, eps: F32, residual_normed: I32,
+    }
+    /// Draft-vocabulary logits spread over the target's vocabulary, -inf elsewhere.
+    ScatterDraftLogits = kernel("scatter_draft_logits") {
+        draft: Ptr, d2t: Ptr, logits: Ptr, draft_vocab: Count, vocab: Count,
+    }
+
     // embedding.cu
 
     /// Embedding rows of a bf16 table, scaled, into f32.

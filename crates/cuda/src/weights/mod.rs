@@ -14,6 +14,7 @@
 
 mod arena;
 mod assemble;
+mod eagle3;
 mod moe;
 mod upload;
 
@@ -33,6 +34,7 @@ use crate::launchers::{DummyFormat, ExpertFormat, Kernels, FP8_BLOCK};
 use crate::linear::{Linear, Matrix, MatrixFormat};
 use crate::quant::QuantType;
 use arena::Arena;
+pub use eagle3::Eagle3Weights;
 pub use moe::{MoeBiases, MoeWeights, SharedExpertWeights};
 use upload::{upload_matrix, upload_vector};
 

@@ -8,6 +8,7 @@
 //! device (crates/cuda/kernels/dummy_init.cu), so both backends run bit-identical weights and
 //! their logits can be compared.
 
+mod eagle3;
 pub mod philox;
 mod presets;
 pub mod quantized;
@@ -18,6 +19,7 @@ use std::sync::Arc;
 use half::bf16;
 use rayon::prelude::*;
 
+pub use self::eagle3::dummy_eagle3;
 pub use self::presets::{preset, PRESET_NAMES};
 use crate::config::{Arch, ModelConfig};
 use crate::plan::{ModelPlan, MtpSpec, TensorRole, TensorSpec};
@@ -173,7 +175,12 @@ fn spec_inits(plan: &ModelPlan, specs: Vec<TensorSpec>, seed: u64) -> Vec<Tensor
 
 /// The dummy weights on the host, as BF16 tensors (for the CPU backend and for tests).
 pub fn generate(config: &ModelConfig, seed: u64) -> ModelWeights {
-    let tensors = tensor_inits(config, seed)
+    host_tensors(tensor_inits(config, seed))
+}
+
+/// `inits` drawn on the host as BF16 tensors.
+fn host_tensors(inits: Vec<TensorInit>) -> ModelWeights {
+    let tensors = inits
         .into_par_iter()
         .map(|init| {
             let mut bits = vec![0u16; init.len()];

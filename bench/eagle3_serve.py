@@ -1,11 +1,13 @@
-"""EAGLE-3 on the CPU (issue 39): a real model served plain and with a trained EAGLE-3 head
-(bench/gpu/train_eagle3.py), on the held-out prompts of three workloads (bench/eagle3/*.jsonl:
-chat, code, edits; prompts the head never saw in training).
+"""EAGLE-3 served (issue 39): a real model served plain and with a trained EAGLE-3 head
+(bench/gpu/train_eagle3.py), on the CPU or on CUDA, on the held-out prompts of three workloads
+(bench/eagle3/*.jsonl: chat, code, edits; prompts the head never saw in training). Python's
+standard library only (it runs on the GPU machine too).
 
-    python bench/eagle3_cpu.py --head DIR [--model FILE.gguf] [--out DIR] [--threads N]
+    python bench/eagle3_serve.py --head DIR [--model FILE.gguf] [--out DIR] [--threads N]
+                                 [--device cpu|cuda] [--binary PATH]
 
 1. Exactness: every held-out prompt answered greedily (chat template, 128 tokens) by the plain
-   server and by each speculative one, through the official openai client: the same text.
+   server and by each speculative one (/v1/chat/completions): the same text.
 2. Batch 1, per workload: output tokens/s of `ferrite bench` (replay of the workload's prompts,
    one at a time, temperature 0), the speculative servers' acceptance from their /metrics
    (tokens per verification step = 1 + accepted / drafts, drafts per step = draft tokens /
@@ -25,15 +27,22 @@ import os
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
-
-import httpx
-import openai
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ["chat", "code", "edits"]
 SPEC_METRICS = ["ferrite:spec_decode_num_drafts_total", "ferrite:spec_decode_num_draft_tokens_total",
                 "ferrite:spec_decode_num_accepted_tokens_total"]
+
+
+def http(url, body=None, timeout=600):
+    """GET (or POST `body` as JSON) `url`: the status and the response text."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.status, r.read().decode()
 
 
 def free_port():
@@ -43,20 +52,20 @@ def free_port():
 
 
 class Server:
-    def __init__(self, binary, model, name, extra, out, threads):
+    def __init__(self, binary, model, name, extra, out, threads, device):
         self.name, self.port = name, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(out / f"{name}.log", "w")
         args = [binary, "serve", str(model), "--port", str(self.port), "--served-model-name", "m",
-                "--kv-cache-memory", "1GiB", "--max-num-seqs", "64", *extra]
+                "--kv-cache-memory", "1GiB", "--max-num-seqs", "64", "--device", device, *extra]
         if threads:
             args += ["--threads", str(threads)]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         for _ in range(600):
             try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                if http(self.url + "/health", timeout=2)[0] == 200:
                     return
-            except httpx.HTTPError:
+            except (urllib.error.URLError, OSError):
                 pass
             if self.proc.poll() is not None:
                 raise SystemExit(f"{name} exited: see {out / (name + '.log')}")
@@ -65,7 +74,7 @@ class Server:
 
     def metrics(self):
         values = {}
-        for line in httpx.get(self.url + "/metrics").text.splitlines():
+        for line in http(self.url + "/metrics")[1].splitlines():
             for m in SPEC_METRICS:
                 if line.startswith(m + " ") or line.startswith(m + "{"):
                     values[m] = values.get(m, 0.0) + float(line.rsplit(" ", 1)[1])
@@ -82,10 +91,12 @@ def prompts(workload):
 
 
 def answers(server, rows):
-    client = openai.OpenAI(base_url=server.url + "/v1", api_key="none", max_retries=0, timeout=600)
-    return [client.chat.completions.create(model="m", messages=r["messages"], max_tokens=r["max_tokens"],
-                                           temperature=0).choices[0].message.content
-            for r in rows]
+    out = []
+    for r in rows:
+        body = {"model": "m", "messages": r["messages"], "max_tokens": r["max_tokens"], "temperature": 0}
+        reply = json.loads(http(server.url + "/v1/chat/completions", body)[1])
+        out.append(reply["choices"][0]["message"]["content"])
+    return out
 
 
 def bench(binary, server, dataset, concurrency, out, tag):
@@ -105,19 +116,20 @@ def main():
     ap.add_argument("--head", required=True, type=Path)
     ap.add_argument("--model", type=Path, default=Path(os.environ.get(
         "FERRITE_MODELS", Path.home() / ".cache/ferrite/models")) / "SmolLM2-135M-Instruct.Q4_1.gguf")
-    ap.add_argument("--out", type=Path, default=Path("eagle3-cpu-results"))
+    ap.add_argument("--out", type=Path, default=Path("eagle3-results"))
     ap.add_argument("--binary", default=str(ROOT / "target/release/ferrite"))
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--concurrency", default="1,4,16,64")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     head = ["--speculative", "eagle3", "--draft-model", str(args.head)]
+    on = (args.out, args.threads, args.device)
     servers = {
-        "plain": Server(args.binary, args.model, "plain", [], args.out, args.threads),
-        "eagle3": Server(args.binary, args.model, "eagle3", head, args.out, args.threads),
+        "plain": Server(args.binary, args.model, "plain", [], *on),
+        "eagle3": Server(args.binary, args.model, "eagle3", head, *on),
         "eagle3-k3": Server(args.binary, args.model, "eagle3-k3",
-                            head + ["--speculative-fixed-k", "--num-speculative-tokens", "3"],
-                            args.out, args.threads),
+                            head + ["--speculative-fixed-k", "--num-speculative-tokens", "3"], *on),
     }
     results = {"exact": {}, "batch1": {}, "sweep": {}}
     try:

@@ -37,13 +37,22 @@ pub(super) struct HeadState {
     /// i32: a pass's index arrays (src, first_norm, copy_src, copy_dst).
     index: DeviceBuffer,
     index_cap: usize,
-    /// EAGLE-3's: the target's captured layer inputs (bf16 [tokens, 3 hidden]), its rows `g`
-    /// (f32 [tokens, hidden]), and draft-vocabulary logits (f32 [logit rows, draft vocab]).
-    eagle3: Option<[DeviceBuffer; 3]>,
+    /// An EAGLE-3 head's.
+    eagle3: Option<Eagle3Buffers>,
     /// Per slot: the positions `first..end` whose target rows the ring holds.
     kept: Vec<Option<(usize, usize)>>,
     /// Per slot: the head's output of its last draft step is in the ring.
     own: Vec<bool>,
+}
+
+/// What an EAGLE-3 head adds to the buffers.
+struct Eagle3Buffers {
+    /// bf16 [tokens, 3 hidden]: the target's layer inputs, kept during its step.
+    captured: DeviceBuffer,
+    /// f32 [tokens, hidden]: the step's target rows `g = fc · captured`.
+    g: DeviceBuffer,
+    /// f32 [logit rows, draft vocab]: a draft step's logits before they are spread.
+    draft_logits: DeviceBuffer,
 }
 
 fn ring_row(slot: usize, position: usize) -> i32 {
@@ -98,14 +107,16 @@ impl CudaBackend {
             c.num_kv_heads,
             c.head_dim
         );
+        if let ferrite_model::plan::MlpSpec::Gated { width, .. } = spec.layer.mlp {
+            anyhow::ensure!(
+                width <= c.intermediate_size,
+                "the EAGLE-3 head's MLP ({width}) is wider than the model's ({}): not supported \
+                 on CUDA",
+                c.intermediate_size
+            );
+        }
         self.gpu.bind()?;
         let weights = Eagle3Weights::load(&self.gpu.stream, head)?;
-        anyhow::ensure!(
-            weights.intermediate_size() <= c.intermediate_size,
-            "the EAGLE-3 head's MLP ({}) is wider than the model's ({}): not supported on CUDA",
-            weights.intermediate_size(),
-            c.intermediate_size
-        );
         tracing::info!(
             aux_layers = ?spec.options.aux_layers,
             draft_vocab = spec.options.draft_vocab,
@@ -123,14 +134,19 @@ impl CudaBackend {
         let stream = &self.gpu.stream;
         let index_cap = 4 * tokens;
         let eagle3 = match &self.eagle3 {
-            Some(e) => Some([
-                DeviceBuffer::new(stream, tokens * 3 * hidden * 2)?,
-                DeviceBuffer::new(stream, tokens * hidden * 4)?,
-                DeviceBuffer::new(stream, self.ws.cap.logit_rows * e.draft_vocab().max(1) * 4)?,
-            ]),
+            Some(e) => Some(Eagle3Buffers {
+                captured: DeviceBuffer::new(stream, tokens * 3 * hidden * 2)?,
+                g: DeviceBuffer::new(stream, tokens * hidden * 4)?,
+                draft_logits: DeviceBuffer::new(
+                    stream,
+                    self.ws.cap.logit_rows * e.draft_vocab().max(1) * 4,
+                )?,
+            }),
             None => None,
         };
-        let extra: usize = eagle3.iter().flatten().map(DeviceBuffer::bytes).sum();
+        let extra: usize = eagle3.as_ref().map_or(0, |b| {
+            b.captured.bytes() + b.g.bytes() + b.draft_logits.bytes()
+        });
         self.head = Some(HeadState {
             ring: DeviceBuffer::new(stream, slots.max(1) * SLOT_ROWS * hidden * 4)?,
             input: DeviceBuffer::new(stream, tokens * 2 * hidden * 2)?,
@@ -162,7 +178,7 @@ impl CudaBackend {
         let (e, h) = (self.eagle3.as_ref()?, self.head.as_ref()?);
         Some(Capture {
             layers: e.spec.options.aux_layers,
-            rows: h.eagle3.as_ref()?[0].ptr(),
+            rows: h.eagle3.as_ref()?.captured.ptr(),
         })
     }
 
@@ -201,7 +217,7 @@ impl CudaBackend {
         put(at(copy_at + copies), &index.copy_dst)?;
         let rows = HeadRows {
             ring: h.ring.ptr(),
-            step_rows: h.eagle3.as_ref().map_or(self.ws.x, |b| b[1].ptr()),
+            step_rows: h.eagle3.as_ref().map_or(self.ws.x, |b| b.g.ptr()),
             src: at(0),
             first_norm: at(n),
             copy_src: at(copy_at),
@@ -209,7 +225,7 @@ impl CudaBackend {
             copies,
             input: h.input.ptr(),
         };
-        let draft_logits = h.eagle3.as_ref().map(|b| b[2].ptr());
+        let draft_logits = h.eagle3.as_ref().map(|b| b.draft_logits.ptr());
         if n == 0 {
             // Nothing to pair: only the rows to keep.
             let model = self.model().map_err(|e| anyhow::anyhow!(e.0))?;
@@ -305,7 +321,7 @@ impl CudaBackend {
         if index.copy_src.is_empty() {
             return Ok(());
         }
-        let captured = h.eagle3.as_ref().map(|b| (b[0].ptr(), b[1].ptr()));
+        let captured = h.eagle3.as_ref().map(|b| (b.captured.ptr(), b.g.ptr()));
         if let (Some(e), Some((inputs, g))) = (&self.eagle3, captured) {
             // The step's target rows g, which the pairs and the kept rows read.
             let model = self.model().map_err(|e| anyhow::anyhow!(e.0))?;

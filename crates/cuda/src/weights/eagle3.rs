@@ -6,13 +6,12 @@
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
-use ferrite_model::dequant::dequantize_row;
 use ferrite_model::load::Eagle3Head;
 use ferrite_model::plan::{eagle3 as names, AttentionSpec, Mixer as PlanMixer, MlpSpec};
 use ferrite_model::tensor_names::LayerTensor;
 use ferrite_model::weights::{ModelWeights as HostWeights, WeightTensor};
 
-use super::upload::{upload_matrix, upload_vector};
+use super::upload::{upload_matrix, vector_f32};
 use super::{AttentionWeights, LayerWeights, Mixer, Mlp, QkNormWeights};
 use crate::buffer::{upload, DeviceBuffer, Layout};
 use crate::device_ptr::DevicePtr;
@@ -38,8 +37,6 @@ pub struct Eagle3Weights {
 enum Item<'a> {
     /// File matrices stacked by rows into one bf16 matrix.
     Matrix(Vec<&'a WeightTensor>),
-    /// A norm weight or bias as f32, plus a shift.
-    Vector(&'a WeightTensor, f32),
     Floats(Vec<f32>),
     Ints(Vec<i32>),
 }
@@ -53,7 +50,6 @@ impl<'a> Plan<'a> {
     fn add(&mut self, item: Item<'a>) -> usize {
         let bytes = match &item {
             Item::Matrix(parts) => parts.iter().map(|t| t.rows() * t.cols() * 2).sum(),
-            Item::Vector(t, _) => t.rows() * t.cols() * 4,
             Item::Floats(v) => v.len() * 4,
             Item::Ints(v) => v.len() * 4,
         };
@@ -78,7 +74,7 @@ impl<'a> Plan<'a> {
     }
 
     fn vector(&mut self, w: &'a HostWeights, name: &str, shift: f32) -> anyhow::Result<usize> {
-        Ok(self.add(Item::Vector(w.get(name)?, shift)))
+        Ok(self.add(Item::Floats(vector_f32(w.get(name)?, shift))))
     }
 }
 
@@ -93,15 +89,6 @@ impl Pending {
     fn on(&self, buf: &DeviceBuffer) -> Linear {
         Linear::single(Matrix::bf16(buf.at(self.at)), self.rows, self.k)
     }
-}
-
-/// A vector tensor's values as f32.
-fn floats(t: &WeightTensor) -> Vec<f32> {
-    let (rows, cols) = (t.rows(), t.cols());
-    let mut out = vec![0.0f32; rows * cols];
-    let bytes = t.storage.bytes();
-    dequantize_row(t.dtype, &bytes[..rows * t.dtype.row_bytes(cols)], &mut out);
-    out
 }
 
 /// Refuses what the head's attention would need beyond a plain (Llama- or Qwen-style) layer.
@@ -154,7 +141,7 @@ impl Eagle3Weights {
                     LayerTensor::AttnKBias,
                     LayerTensor::AttnVBias,
                 ] {
-                    all.extend(floats(w.get(&t(b))?));
+                    all.extend(vector_f32(w.get(&t(b))?, 0.0));
                 }
                 Some(plan.add(Item::Floats(all)))
             }
@@ -193,7 +180,6 @@ impl Eagle3Weights {
                         row += part.rows();
                     }
                 }
-                Item::Vector(tensor, shift) => upload_vector(stream, dst, tensor, *shift)?,
                 Item::Floats(v) => upload(stream, dst, v)?,
                 Item::Ints(v) => upload(stream, dst, v)?,
             }
@@ -232,14 +218,6 @@ impl Eagle3Weights {
             spec,
             _buf: buf,
         })
-    }
-
-    /// Width of the MLP's gate/up rows, which the workspace must hold.
-    pub fn intermediate_size(&self) -> usize {
-        match &self.layer.mlp {
-            Mlp::Dense { gate_up, .. } => gate_up.rows / 2,
-            Mlp::Sparse(_) => 0,
-        }
     }
 
     /// Rows of its own LM head (0 when it scores with the target's).

@@ -53,13 +53,8 @@ pub(super) fn upload_matrix(
     }
 }
 
-/// A vector (norm weight, bias) as f32, plus `shift`.
-pub(super) fn upload_vector(
-    stream: &CudaStream,
-    dst: DevicePtr,
-    tensor: &WeightTensor,
-    shift: f32,
-) -> anyhow::Result<()> {
+/// A vector's values (norm weight, bias) as f32, plus `shift`.
+pub(super) fn vector_f32(tensor: &WeightTensor, shift: f32) -> Vec<f32> {
     let (rows, cols) = (tensor.rows(), tensor.cols());
     let row_bytes = tensor.dtype.row_bytes(cols);
     let mut f = vec![0.0f32; rows * cols];
@@ -71,7 +66,17 @@ pub(super) fn upload_vector(
     if shift != 0.0 {
         f.iter_mut().for_each(|v| *v += shift);
     }
-    upload(stream, dst, &f)?;
+    f
+}
+
+/// A vector (norm weight, bias) as f32, plus `shift`.
+pub(super) fn upload_vector(
+    stream: &CudaStream,
+    dst: DevicePtr,
+    tensor: &WeightTensor,
+    shift: f32,
+) -> anyhow::Result<()> {
+    upload(stream, dst, &vector_f32(tensor, shift))?;
     stream.synchronize()?;
     Ok(())
 }
